@@ -1,0 +1,219 @@
+"""Latent Dirichlet allocation: NumPyro program and moment map.
+
+Each document has topic proportions ``theta_d ~ Dirichlet(alpha)``; its
+words are drawn from ``theta_d @ beta``. Per-word topics are summed out:
+``counts_d ~ Multinomial(n_d, theta_d @ beta)`` inside the ``documents``
+plate, so the log-likelihood is per document.
+
+Moments ([1]_ Lemma 3, [2]_ Thm 3), with ``alpha0 = sum(alpha)``:
+``M2 = sum_i alpha_i / ((a0+1) a0) b_i b_i^T`` and
+``M3 = sum_i 2 alpha_i / ((a0+2)(a0+1) a0) b_i^(x)3``. The tensor
+eigenvalues are ``lambda_i = 2/(a0+2) sqrt(a0 (a0+1) / alpha_i)``, so
+
+.. math::
+
+    \\alpha_i = \\frac{4 a_0 (a_0+1)}{(a_0+2)^2 \\lambda_i^2}, \\qquad
+    b_i = \\frac{a_0+2}{2} \\lambda_i (W^T)^+ v_i .
+
+``alpha0`` is :math:`\\alpha_0` in [1]_ and must be supplied: it is not
+identified by these moments. ``sum(alpha_hat)`` is reported beside it in
+the diagnostics (a large mismatch signals misspecification) and is NOT
+silently renormalized to ``alpha0``.
+
+References
+----------
+.. [1] Anandkumar, Foster, Hsu, Kakade, Liu. "A spectral algorithm for latent
+   Dirichlet allocation", Lemma 3, Alg. 2.
+.. [2] Ruffini, Casanellas, Gavalda, Thm 3.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+
+from specinit._validation import bad_argument, check_count_matrix, check_int, check_positive
+from specinit.estimate import SpectralEstimate
+from specinit.moments import CountMoments
+from specinit.population import FactoredMoments
+from specinit.topics import fit_topics
+
+__all__ = ["model", "spectral", "spectral_from_moments", "population_moments", "document_topics"]
+
+_HINT = " (for LDA: alpha0 may be misspecified; try another alpha0, e.g. smaller for sparse topic mixtures)"
+
+
+def model(
+    counts=None,
+    *,
+    k: int,
+    vocab_size: int | None = None,
+    doc_lengths=None,
+    eta: float = 0.1,
+    alpha_prior: tuple = (1.0, 1.0),
+    subsample_size=None,
+):
+    """NumPyro LDA with per-word topics summed out.
+
+    Parameters
+    ----------
+    counts : array, shape (N, V), optional
+        Observed word counts (dense). ``None`` generates documents of
+        lengths ``doc_lengths``.
+    k : int
+        Number of topics.
+    vocab_size : int, optional
+        V, needed only when ``counts`` is None.
+    doc_lengths : array, shape (N,), optional
+        Needed only when ``counts`` is None.
+    eta : float
+        Symmetric Dirichlet concentration of each topic.
+    alpha_prior : (float, float)
+        Gamma(shape, rate) prior on each ``alpha_i``.
+    subsample_size : int, optional
+        Documents per step for SVI (``numpyro.plate`` subsampling).
+
+    Sites
+    -----
+    ``alpha`` (k,), ``beta`` (k, V) in plate ``topics``, ``theta`` (N, k) and
+    observed ``counts`` (N, V) in plate ``documents``.
+    """
+    if counts is not None:
+        counts = jnp.asarray(counts)
+        V, lengths = counts.shape[1], jnp.sum(counts, axis=-1)
+    elif vocab_size is None or doc_lengths is None:
+        raise bad_argument("vocab_size", "lda.model", "given (with doc_lengths) when counts is None, to generate data", vocab_size)
+    else:
+        V, lengths = vocab_size, jnp.asarray(doc_lengths)
+    alpha = numpyro.sample("alpha", dist.Gamma(jnp.full(k, alpha_prior[0]), alpha_prior[1]).to_event(1))
+    with numpyro.plate("topics", k):
+        beta = numpyro.sample("beta", dist.Dirichlet(jnp.full(V, eta)))
+    with numpyro.plate("documents", lengths.shape[0], subsample_size=subsample_size) as idx:
+        theta = numpyro.sample("theta", dist.Dirichlet(alpha))
+        probs = theta @ beta
+        if counts is None:
+            numpyro.sample("counts", dist.Multinomial(lengths[idx], probs, total_count_max=int(np.max(doc_lengths))))
+        else:
+            numpyro.sample("counts", dist.Multinomial(lengths[idx], probs), obs=counts[idx])
+
+
+def population_moments(beta, alpha) -> FactoredMoments:
+    """Exact Dirichlet-corrected ``M2``, ``M3`` of LDA ([1]_ Lemma 3)."""
+    beta = np.asarray(beta, dtype=np.float64)
+    alpha = np.asarray(alpha, dtype=np.float64)
+    a0 = alpha.sum()
+    return FactoredMoments(beta, alpha / ((a0 + 1) * a0), 2 * alpha / ((a0 + 2) * (a0 + 1) * a0))
+
+
+def spectral_from_moments(moments, k: int, alpha0: float, *, method: str = "tpm", seed=0, vocabulary=None, **options) -> SpectralEstimate:
+    """Recover ``beta`` and ``alpha`` from Dirichlet-corrected moments with known ``alpha0``."""
+    func = "lda.spectral"
+    a0 = check_positive(alpha0, "alpha0", func)
+    beta, eig, fit, report = fit_topics(moments, k, func=func, method=method, seed=seed, hint=_HINT, **options)
+    alpha = 4 * a0 * (a0 + 1) / ((a0 + 2) ** 2 * eig**2)
+    report.update(alpha0=a0, alpha_sum=float(alpha.sum()))
+    if not 0.5 < alpha.sum() / a0 < 2.0:
+        import warnings
+
+        warnings.warn(
+            f"lda.spectral: sum(alpha_hat) = {alpha.sum():.3g} differs from alpha0 = {a0:.3g} by more than a "
+            "factor of 2; alpha0 is probably misspecified (refit with alpha0 near sum(alpha_hat)) or k is wrong.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return SpectralEstimate("lda", {"alpha": alpha, "beta": beta}, report, vocabulary)
+
+
+def spectral(
+    counts,
+    k: int,
+    alpha0: float = 1.0,
+    *,
+    method: str = "tpm",
+    weighting: str = "pooled",
+    seed=0,
+    vocabulary=None,
+    doc_topics: bool = True,
+    **options,
+) -> SpectralEstimate:
+    """Method-of-moments estimate of LDA.
+
+    Parameters
+    ----------
+    counts : array-like or scipy.sparse matrix, shape (N, V)
+        Non-negative integer word counts (or chunks; see
+        :class:`specinit.moments.CountMoments`).
+    k : int
+        Number of topics, ``1 <= k < V``.
+    alpha0 : float, default 1.0
+        ``sum(alpha)``, the Dirichlet concentration (:math:`\\alpha_0` in [1]_).
+    method : {"tpm", "svtd", "eca", "als"}
+    weighting : {"pooled", "per-document"}
+    seed : int or numpy.random.Generator
+    vocabulary : sequence of str, optional
+    doc_topics : bool
+        Also estimate per-document ``theta`` given ``beta`` and ``alpha``
+        (:func:`document_topics`; needs ``counts`` in memory).
+    floor : float, default 1e-3
+        Topic-word probabilities are floored at ``floor / V``.
+    **options
+        Passed to :func:`specinit.recovery.fit_exchangeable`.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``params``: ``"alpha"`` (k,), ``"beta"`` (k, V), and ``"theta"``
+        (N, k) when ``doc_topics``; ``diagnostics`` include the signed M2
+        eigenvalues, condition number, decomposition residual and eigengaps,
+        ``alpha_sum`` vs ``alpha0`` and documents dropped.
+
+    Raises
+    ------
+    ValueError
+        Bad counts, ``k`` out of range, ``alpha0 <= 0``, or an indefinite
+        second moment (with the likely cause).
+    """
+    moments = CountMoments(counts, alpha0=check_positive(alpha0, "alpha0", "lda.spectral"), weighting=weighting)
+    estimate = spectral_from_moments(moments, k, alpha0, method=method, seed=seed, vocabulary=vocabulary, **options)
+    if doc_topics:
+        estimate.params["theta"] = document_topics(counts, estimate.params["beta"], estimate.params["alpha"])
+    return estimate
+
+
+def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4) -> np.ndarray:
+    """Per-document topic proportions given topics and the Dirichlet prior.
+
+    Fixed-point iteration of the expected topic counts,
+    ``theta_d <- (alpha + theta_d * (c_d / (theta_d @ beta)) @ beta.T) / (n_d + a0)``
+    (EM for each document's posterior mean under a fixed ``beta``), vectorized
+    over documents with one sparse product per step. Documents with no
+    words get ``alpha / alpha0``.
+
+    Returns
+    -------
+    theta : ndarray, shape (N, k)
+        Rows strictly inside the simplex.
+    """
+    func = "lda.document_topics"
+    X = check_count_matrix(counts, "counts", func)
+    beta = np.asarray(beta, dtype=np.float64)
+    alpha = np.asarray(alpha, dtype=np.float64)
+    if X.shape[1] != beta.shape[1]:
+        raise bad_argument("counts", func, f"{beta.shape[1]} columns (the topics' V)", X)
+    n_iter = check_int(n_iter, "n_iter", func, minimum=1)
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+    cols = X.indices
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1))
+    for _ in range(n_iter):
+        probs = np.einsum("nk,kn->n", theta[rows], beta[:, cols])
+        ratio = X.copy()
+        ratio.data = X.data / probs
+        new = (alpha + theta * np.asarray(ratio @ beta.T)) / (lengths[:, None] + alpha.sum())
+        done = np.max(np.abs(new - theta)) < tol
+        theta = new
+        if done:
+            break
+    return theta / theta.sum(axis=1, keepdims=True)

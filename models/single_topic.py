@@ -1,0 +1,164 @@
+"""The single-topic (mixture of unigrams) model: NumPyro program and moment map.
+
+Every document has one topic ``z_d ~ Categorical(weights)``; its words are
+drawn i.i.d. from ``beta[z_d]``. The topic is summed out, so the observed
+site ``counts`` lives in the ``documents`` plate with one log-likelihood per
+document.
+
+Moments ([1]_ Thm 3.1, [2]_ Thm 1): ``M2 = E[x1 (x) x2] = sum_i w_i b_i b_i^T``,
+``M3 = E[x1 (x) x2 (x) x3] = sum_i w_i b_i^(x)3`` (all-word unbiased
+estimators, no Dirichlet correction). After whitening the tensor
+eigenvalues are ``lambda_i = w_i^(-1/2)``, so ``w_i = 1 / lambda_i^2`` and
+``b_i = lambda_i (W^T)^+ v_i``.
+
+References
+----------
+.. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, JMLR 2014, Thm 3.1.
+.. [2] Ruffini, Casanellas, Gavalda, Thm 1, Alg. 1, Remark 1.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from jax.scipy.special import gammaln, logsumexp
+
+from specinit._validation import bad_argument, check_count_matrix
+from specinit.estimate import SpectralEstimate
+from specinit.moments import CountMoments
+from specinit.population import FactoredMoments
+from specinit.recovery import positive_weights
+from specinit.topics import fit_topics
+
+__all__ = ["model", "spectral", "spectral_from_moments", "population_moments", "responsibilities"]
+
+
+def _shape_args(counts, k, vocab_size, doc_lengths, func):
+    if counts is not None:
+        return counts.shape[1], jnp.sum(jnp.asarray(counts), axis=-1)
+    if vocab_size is None or doc_lengths is None:
+        raise bad_argument("vocab_size", func, "given (with doc_lengths) when counts is None, to generate data", vocab_size)
+    return vocab_size, jnp.asarray(doc_lengths)
+
+
+def model(counts=None, *, k: int, vocab_size: int | None = None, doc_lengths=None, eta: float = 0.1, subsample_size=None):
+    """NumPyro single-topic model with the topic of each document summed out.
+
+    Parameters
+    ----------
+    counts : array, shape (N, V), optional
+        Observed word counts (dense). ``None`` generates documents of
+        lengths ``doc_lengths`` (``numpyro.infer.Predictive``).
+    k : int
+        Number of topics.
+    vocab_size : int, optional
+        V, needed only when ``counts`` is None.
+    doc_lengths : array, shape (N,), optional
+        Document lengths, needed only when ``counts`` is None.
+    eta : float
+        Symmetric Dirichlet concentration of each topic.
+    subsample_size : int, optional
+        Documents per step for SVI (``numpyro.plate`` subsampling).
+
+    Sites
+    -----
+    ``weights`` (k,), ``beta`` (k, V), observed ``counts`` in plate ``documents``.
+    """
+    V, lengths = _shape_args(counts, k, vocab_size, doc_lengths, "single_topic.model")
+    weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
+    with numpyro.plate("topics", k):
+        beta = numpyro.sample("beta", dist.Dirichlet(jnp.full(V, eta)))
+    with numpyro.plate("documents", lengths.shape[0], subsample_size=subsample_size) as idx:
+        n = lengths[idx]
+        if counts is None:
+            z = numpyro.sample("z", dist.Categorical(weights))
+            numpyro.sample("counts", dist.Multinomial(n, beta[z], total_count_max=int(np.max(doc_lengths))))
+        else:
+            numpyro.sample("counts", _MixtureOfMultinomials(weights, beta, n), obs=jnp.asarray(counts)[idx])
+
+
+class _MixtureOfMultinomials(dist.Distribution):
+    """``sum_i w_i Multinomial(n, beta_i)`` evaluated in log space (log-prob only)."""
+
+    support = dist.constraints.independent(dist.constraints.nonnegative_integer, 1)
+
+    def __init__(self, weights, beta, total_count):
+        self.weights, self.beta, self.total_count = weights, beta, total_count
+        super().__init__(batch_shape=jnp.shape(total_count), event_shape=beta.shape[-1:])
+
+    def log_prob(self, value):
+        n = self.total_count
+        norm = gammaln(n + 1.0) - jnp.sum(gammaln(value + 1.0), axis=-1)
+        per_topic = value @ jnp.log(self.beta).T  # (N, k)
+        return norm + logsumexp(per_topic + jnp.log(self.weights), axis=-1)
+
+
+def population_moments(beta, weights) -> FactoredMoments:
+    """Exact ``M2``, ``M3`` of the single-topic model (``omega = kappa = weights``)."""
+    beta = np.asarray(beta, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
+    return FactoredMoments(beta, weights, weights)
+
+
+def spectral_from_moments(moments, k: int, *, method: str = "tpm", seed=0, vocabulary=None, **options) -> SpectralEstimate:
+    """Recover ``beta`` and ``weights`` from moments (empirical or population)."""
+    func = "single_topic.spectral"
+    beta, eig, fit, report = fit_topics(moments, k, func=func, method=method, seed=seed, hint="", **options)
+    weights = positive_weights(1.0 / eig**2)
+    report["weights_sum_before_normalization"] = float(np.sum(1.0 / eig**2))
+    return SpectralEstimate("single_topic", {"weights": weights, "beta": beta}, report, vocabulary)
+
+
+def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", seed=0, vocabulary=None, **options) -> SpectralEstimate:
+    """Method-of-moments estimate of the single-topic model.
+
+    Parameters
+    ----------
+    counts : array-like or scipy.sparse matrix, shape (N, V)
+        Non-negative integer word counts (or chunks; see
+        :class:`specinit.moments.CountMoments`).
+    k : int
+        Number of topics, ``1 <= k < V``.
+    method : {"tpm", "svtd", "eca", "als"}
+        Tensor decomposition.
+    weighting : {"pooled", "per-document"}
+        Moment estimator ([2]_ Thm 1 is the pooled one).
+    seed : int or numpy.random.Generator
+    vocabulary : sequence of str, optional
+        Kept with the estimate.
+    floor : float, default 1e-3
+        Topic-word probabilities are floored at ``floor / V`` and rows
+        renormalized, so every value is strictly inside the simplex.
+    **options
+        Passed to :func:`specinit.recovery.fit_exchangeable`.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``params["beta"]`` (k, V) and ``params["weights"]`` (k,).
+        Use :func:`responsibilities` for the MAP clustering of documents.
+    """
+    moments = CountMoments(counts, alpha0=None, weighting=weighting)
+    return spectral_from_moments(moments, k, method=method, seed=seed, vocabulary=vocabulary, **options)
+
+
+def responsibilities(counts, estimate: SpectralEstimate) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior topic probabilities of each document and the MAP topics ([2]_ Remark 1).
+
+    Returns
+    -------
+    resp : ndarray, shape (N, k)
+    labels : ndarray, shape (N,)
+    """
+    X = check_count_matrix(counts, "counts", "single_topic.responsibilities")
+    beta, weights = estimate.params["beta"], estimate.params["weights"]
+    if X.shape[1] != beta.shape[1]:
+        raise bad_argument("counts", "single_topic.responsibilities", f"{beta.shape[1]} columns (the estimate's V)", X)
+    logp = np.asarray(X @ np.log(beta).T) + np.log(weights)
+    logp -= logp.max(axis=1, keepdims=True)
+    resp = np.exp(logp)
+    resp /= resp.sum(axis=1, keepdims=True)
+    return resp, resp.argmax(axis=1)
+

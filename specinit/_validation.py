@@ -1,0 +1,127 @@
+"""Argument validation with one message format.
+
+Every check raises at function entry with the message
+``"The 'name' argument of func must be <constraint>; got <found> instead."``
+so that users see which argument was wrong, what was expected and what was
+found. ``ValueError`` is raised for bad values, ``TypeError`` for bad types.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any, Iterable
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "bad_argument",
+    "check_choice",
+    "check_count_matrix",
+    "check_int",
+    "check_positive",
+    "as_generator",
+]
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"an array of shape {value.shape} and dtype {value.dtype}"
+    if sp.issparse(value):
+        return f"a sparse {value.format} matrix of shape {value.shape}"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def bad_argument(name: str, func: str, constraint: str, found: Any, *, kind=ValueError, describe=True):
+    """Build the uniform validation error (the caller raises it)."""
+    got = _describe(found) if describe else str(found)
+    return kind(f"The '{name}' argument of {func} must be {constraint}; got {got} instead.")
+
+
+def check_int(value: Any, name: str, func: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """Return ``value`` as ``int`` after checking its type and range."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise bad_argument(name, func, "an integer", value, kind=TypeError)
+    value = int(value)
+    if minimum is not None and value < minimum:
+        raise bad_argument(name, func, f"an integer >= {minimum}", value)
+    if maximum is not None and value > maximum:
+        raise bad_argument(name, func, f"an integer <= {maximum}", value)
+    return value
+
+
+def check_positive(value: Any, name: str, func: str) -> float:
+    """Return ``value`` as a finite, strictly positive float."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise bad_argument(name, func, "a positive real number", value, kind=TypeError)
+    value = float(value)
+    if not np.isfinite(value) or value <= 0:
+        raise bad_argument(name, func, "a finite number > 0", value)
+    return value
+
+
+def check_choice(value: Any, name: str, func: str, options: Iterable[str]) -> str:
+    """Check that ``value`` is one of ``options`` (listed in the error)."""
+    options = tuple(options)
+    if value not in options:
+        listed = ", ".join(repr(o) for o in options)
+        raise bad_argument(name, func, f"one of {listed}", value)
+    return value
+
+
+def as_generator(seed: Any, func: str, name: str = "seed") -> np.random.Generator:
+    """Normalise ``seed`` (int or ``numpy.random.Generator``) once."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise bad_argument(name, func, "an int or a numpy.random.Generator", seed, kind=TypeError)
+    if seed < 0:
+        raise bad_argument(name, func, "a non-negative integer", seed)
+    return np.random.default_rng(int(seed))
+
+
+def check_count_matrix(counts: Any, name: str, func: str) -> sp.csr_matrix:
+    """Validate an (N, V) matrix of non-negative integer counts.
+
+    Accepts ``scipy.sparse`` matrices or arrays (any format) and dense
+    array-likes. Returns a canonical CSR matrix of float64 (summed
+    duplicates, sorted indices) without copying more than needed.
+    """
+    if sp.issparse(counts):
+        matrix = counts.tocsr()
+        if matrix.dtype.kind not in "biuf":
+            raise bad_argument(name, func, "a numeric count matrix", counts, kind=TypeError)
+        if matrix.ndim != 2:
+            raise bad_argument(name, func, "two-dimensional (documents x vocabulary)", counts)
+        matrix = sp.csr_matrix(matrix, dtype=np.float64, copy=matrix.dtype != np.float64 or matrix is counts)
+        matrix.sum_duplicates()
+        values = matrix.data
+    else:
+        if isinstance(counts, (str, bytes)) or counts is None:
+            raise bad_argument(name, func, "an (N, V) array-like or scipy.sparse matrix of counts", counts, kind=TypeError)
+        try:
+            array = np.asarray(counts)
+        except Exception as exc:  # pragma: no cover - defensive, numpy's own message kept
+            raise bad_argument(name, func, "an (N, V) array-like of counts", counts, kind=TypeError) from exc
+        if array.dtype == object or array.dtype.kind not in "biuf":
+            raise bad_argument(name, func, "an (N, V) numeric array-like of counts", array, kind=TypeError)
+        if array.ndim != 2:
+            raise bad_argument(name, func, "two-dimensional (documents x vocabulary)", array)
+        values = array.astype(np.float64, copy=False)
+        matrix = None
+    shape = matrix.shape if matrix is not None else values.shape
+    if shape[0] == 0 or shape[1] == 0:
+        raise bad_argument(name, func, "non-empty (at least one document and one word)", f"shape {shape}", describe=False)
+    if not np.all(np.isfinite(values)):
+        n_bad = int(np.size(values) - np.count_nonzero(np.isfinite(values)))
+        raise bad_argument(name, func, "finite counts", f"{n_bad} NaN or infinite entries", describe=False)
+    if np.any(values < 0):
+        raise bad_argument(name, func, "non-negative counts", f"minimum {values.min():g}", describe=False)
+    if np.any(values != np.round(values)):
+        bad = values[values != np.round(values)][0]
+        raise bad_argument(name, func, "integer-valued counts", f"the value {bad:g}", describe=False)
+    if matrix is None:
+        matrix = sp.csr_matrix(values)
+    matrix.eliminate_zeros()
+    return matrix

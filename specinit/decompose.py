@@ -1,0 +1,349 @@
+"""Decompositions of symmetric, orthogonally decomposable k x k x k tensors.
+
+Every method returns ``T ~= sum_i lambda_i v_i (x) v_i (x) v_i`` with
+orthonormal ``v_i`` (the columns of ``vectors``) and ``lambda_i > 0``
+(the sign of an odd-order component is absorbed into ``v_i``).
+
+* :func:`tensor_power_method` -- the robust tensor power method with
+  vectorized random restarts, a convergence tolerance, polishing of the best
+  restart and deflation [1]_ (Alg. 1), [2]_ (Alg. 2).
+* :func:`svtd` -- simultaneous diagonalization through the slice with the
+  largest eigenvalue separation (SVTD, [3]_ Alg. 1 and Remark 7).
+* :func:`eca` -- Excess Correlation Analysis / Jennrich: eigenvectors of one
+  random slice ``T(I, I, theta)`` ([2]_ Alg. 1, [4]_). Fast, less robust.
+* :func:`cp_als` -- CP alternating least squares; a baseline.
+
+References
+----------
+.. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky. "Tensor decompositions for
+   learning latent variable models", JMLR 2014, Alg. 1 and Thm 5.1.
+.. [2] Anandkumar, Foster, Hsu, Kakade, Liu. "A spectral algorithm for latent
+   Dirichlet allocation", Alg. 1 and Alg. 2.
+.. [3] Ruffini, Casanellas, Gavalda. "A new method of moments for latent
+   variable models", Alg. 1, Remark 7.
+.. [4] Anandkumar et al. "Two SVDs suffice", Alg. 1 (ECA).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from specinit._validation import as_generator, bad_argument, check_choice, check_int, check_positive
+
+__all__ = ["Decomposition", "METHODS", "cp_als", "decompose", "eca", "svtd", "tensor_power_method"]
+
+METHODS = ("tpm", "svtd", "eca", "als")
+
+
+@dataclass(frozen=True)
+class Decomposition:
+    """A symmetric CP decomposition ``T ~= sum_i weights[i] vectors[:, i]^(x)3``.
+
+    Attributes
+    ----------
+    weights : ndarray, shape (k,)
+        The tensor eigenvalues :math:`\\lambda_i`.
+    vectors : ndarray, shape (n, k)
+        Unit-norm components as columns.
+    diagnostics : dict
+        ``method``; ``residual`` (``||T - sum||_F / ||T||_F``); ``eigengaps``
+        (per component, the smallest separation of its defining eigenvalue
+        from the others, relative to the largest); ``orthogonality``
+        (``max |V^T V - I|``); ``converged`` and ``n_iter`` where the method
+        iterates.
+    """
+
+    weights: np.ndarray
+    vectors: np.ndarray
+    diagnostics: dict
+
+
+def _check_tensor(T, k, func) -> tuple[np.ndarray, int]:
+    T = np.asarray(T, dtype=np.float64)
+    if T.ndim != 3 or len(set(T.shape)) != 1:
+        raise bad_argument("T", func, "a cubic (n, n, n) array", T)
+    if not np.all(np.isfinite(T)):
+        raise bad_argument("T", func, "finite", "an array with NaN or infinite entries", describe=False)
+    n = T.shape[0]
+    k = n if k is None else check_int(k, "k", func, minimum=1)
+    if k > n:
+        raise bad_argument("k", func, f"at most the tensor size {n}", k)
+    return T, k
+
+
+def contract(T: np.ndarray, U: np.ndarray) -> np.ndarray:
+    """``T(I, u, u)`` for every column ``u`` of ``U`` (n, m) -> (n, m)."""
+    return np.einsum("ijl,jm,lm->im", T, U, U, optimize=True)
+
+
+def reconstruct(weights: np.ndarray, vectors: np.ndarray) -> np.ndarray:
+    """``sum_i weights[i] v_i^(x)3`` as a dense (n, n, n) array."""
+    return np.einsum("i,ai,bi,ci->abc", weights, vectors, vectors, vectors)
+
+
+def _relative_gaps(values: np.ndarray) -> np.ndarray:
+    values = np.asarray(values, dtype=np.float64)
+    if values.size < 2:
+        return np.full(values.shape, np.inf)
+    diff = np.abs(values[:, None] - values[None, :])
+    np.fill_diagonal(diff, np.inf)
+    return diff.min(axis=1) / max(np.max(np.abs(values)), np.finfo(float).tiny)
+
+
+def _finish(T, weights, vectors, method, extra) -> Decomposition:
+    sign = np.where(weights < 0, -1.0, 1.0)
+    weights, vectors = weights * sign, vectors * sign
+    order = np.argsort(-weights)
+    weights, vectors = weights[order], vectors[:, order]
+    norm = np.linalg.norm(T)
+    resid = np.linalg.norm(T - reconstruct(weights, vectors)) / (norm if norm > 0 else 1.0)
+    gram = vectors.T @ vectors
+    diagnostics = {
+        "method": method,
+        "residual": float(resid),
+        "orthogonality": float(np.max(np.abs(gram - np.eye(gram.shape[0])))),
+        **extra,
+    }
+    diagnostics.setdefault("eigengaps", _relative_gaps(weights))
+    return Decomposition(weights=weights, vectors=vectors, diagnostics=diagnostics)
+
+
+def _power_iterate(T, U, n_iter, tol):
+    """Run ``u <- T(I,u,u)/||.||`` on all columns until each moves less than ``tol``."""
+    for it in range(1, n_iter + 1):
+        V = contract(T, U)
+        norms = np.linalg.norm(V, axis=0)
+        V = V / np.where(norms > 0, norms, 1.0)
+        step = np.max(np.linalg.norm(V - U, axis=0))
+        U = V
+        if step < tol:
+            return U, it, True
+    return U, n_iter, False
+
+
+def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, tol: float = 1e-10, seed=0) -> Decomposition:
+    """Robust tensor power method with restarts and deflation.
+
+    For each of ``k`` components: ``n_restarts`` random unit vectors are
+    iterated together (``u <- T(I, u, u) / ||T(I, u, u)||``) until every one
+    moves less than ``tol`` or ``n_iter`` steps; the restart with the
+    largest ``T(u, u, u)`` is polished by up to ``n_iter`` more steps, its
+    eigenvalue ``lambda = T(u, u, u)`` recorded, and ``lambda u^(x)3``
+    deflated from ``T``.
+
+    Parameters
+    ----------
+    T : ndarray, shape (n, n, n)
+        Symmetric tensor (e.g. a whitened third moment).
+    k : int, optional
+        Number of components (default ``n``).
+    n_restarts : int
+        Random restarts per component (``L`` in [1]_ Alg. 1).
+    n_iter : int
+        Maximum power iterations per phase (``N`` in [1]_).
+    tol : float
+        Convergence tolerance on the change of the unit iterate.
+    seed : int or numpy.random.Generator
+
+    Returns
+    -------
+    Decomposition
+        ``diagnostics["converged"]`` (per component) and ``n_iter``;
+        ``eigengaps`` are the relative separations of each eigenvalue from
+        the nearest other one (deflation order is fragile when they are
+        tiny).
+
+    Warns
+    -----
+    RuntimeWarning
+        If a component did not converge within ``n_iter`` iterations.
+
+    References
+    ----------
+    .. [1] Anandkumar et al., JMLR 2014, Alg. 1.
+    """
+    func = "tensor_power_method"
+    T, k = _check_tensor(T, k, func)
+    n_restarts = check_int(n_restarts, "n_restarts", func, minimum=1)
+    n_iter = check_int(n_iter, "n_iter", func, minimum=1)
+    tol = check_positive(tol, "tol", func)
+    rng = as_generator(seed, func)
+    n = T.shape[0]
+    residual = T.copy()
+    weights, vectors, converged, iters = [], [], [], []
+    for _ in range(k):
+        U = rng.standard_normal((n, n_restarts))
+        U /= np.linalg.norm(U, axis=0)
+        U, it1, _ = _power_iterate(residual, U, n_iter, tol)
+        values = np.einsum("im,im->m", U, contract(residual, U))
+        best = int(np.argmax(values))
+        u, it2, ok = _power_iterate(residual, U[:, [best]], n_iter, tol)
+        u = u[:, 0]
+        lam = float(u @ contract(residual, u[:, None])[:, 0])
+        residual = residual - lam * np.einsum("a,b,c->abc", u, u, u)
+        weights.append(lam)
+        vectors.append(u)
+        converged.append(ok)
+        iters.append(it1 + it2)
+    weights, vectors = np.array(weights), np.stack(vectors, axis=1)
+    if not all(converged):
+        warnings.warn(
+            f"tensor_power_method: {k - sum(converged)} of {k} components did not converge in "
+            f"n_iter={n_iter} iterations; increase n_iter or n_restarts, or try method='svtd'.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+    return _finish(T, weights, vectors, "tpm", {"converged": np.array(converged), "n_iter": np.array(iters)})
+
+
+def _slice_decomposition(T, theta, k, method, extra):
+    H = np.einsum("ijl,l->ij", T, theta)
+    values, O = np.linalg.eigh(0.5 * (H + H.T))
+    order = np.argsort(-np.abs(values))[:k]
+    values, O = values[order], O[:, order]
+    weights = np.einsum("im,im->m", O, contract(T, O))
+    gaps = _relative_gaps(values)
+    dec = _finish(T, weights, O, method, {"slice_eigenvalues": values, **extra})
+    diagnostics = dict(dec.diagnostics, eigengaps=np.sort(gaps)[::-1][: dec.weights.size])
+    if np.min(gaps) < 1e-6:
+        warnings.warn(
+            f"{method}: the chosen slice has nearly repeated eigenvalues (relative gap "
+            f"{np.min(gaps):.1e}); components may be mixed. Try method='tpm'.",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+    return Decomposition(dec.weights, dec.vectors, diagnostics)
+
+
+def svtd(T, k=None, *, directions=None, n_random: int = 0, seed=0) -> Decomposition:
+    """Simultaneous diagonalization via the best-separated slice (SVTD).
+
+    Each candidate direction ``theta`` gives a symmetric slice
+    ``H = T(I, I, theta) = sum_i lambda_i <v_i, theta> v_i v_i^T`` whose
+    eigenvectors are the ``v_i`` and whose eigenvalues are
+    ``m_i = lambda_i <v_i, theta>``. Following [1]_ Remark 7, the slice with
+    the largest ``min_{i != j} |m_i - m_j|`` is diagonalized; the weights are
+    then ``lambda_i = T(v_i, v_i, v_i)``.
+
+    Parameters
+    ----------
+    T : ndarray, shape (n, n, n)
+    k : int, optional
+        Number of components (default ``n``): the k slice eigenvalues of
+        largest magnitude are kept.
+    directions : ndarray, shape (n, R), optional
+        Candidate slice directions as columns. In the spectral pipeline these
+        are the whitened images of the original features, ``theta_r = row r
+        of (W^T)^+``, so that ``T(I, I, theta_r)`` is the whitened slice
+        ``M3(W, W, e_r)`` of [1]_ in the population. Default: the n
+        coordinate axes.
+    n_random : int
+        Extra random unit directions added to the candidates.
+    seed : int or numpy.random.Generator
+
+    References
+    ----------
+    .. [1] Ruffini, Casanellas, Gavalda, Alg. 1 and Remark 7.
+    """
+    func = "svtd"
+    T, k = _check_tensor(T, k, func)
+    n_random = check_int(n_random, "n_random", func, minimum=0)
+    rng = as_generator(seed, func)
+    n = T.shape[0]
+    cand = np.eye(n) if directions is None else np.asarray(directions, dtype=np.float64)
+    if cand.ndim != 2 or cand.shape[0] != n or not np.all(np.isfinite(cand)):
+        raise bad_argument("directions", func, f"a finite ({n}, R) array of directions as columns", cand)
+    if n_random:
+        extra = rng.standard_normal((n, n_random))
+        cand = np.concatenate([cand, extra / np.linalg.norm(extra, axis=0)], axis=1)
+    norms = np.linalg.norm(cand, axis=0)
+    cand = cand[:, norms > 0] / norms[norms > 0]
+    if cand.shape[1] == 0:
+        raise bad_argument("directions", func, "at least one non-zero direction", "only zero columns", describe=False)
+    slices = np.einsum("ijl,lr->rij", T, cand)
+    values = np.linalg.eigvalsh(0.5 * (slices + slices.transpose(0, 2, 1)))
+    top = np.take_along_axis(values, np.argsort(-np.abs(values), axis=1)[:, :k], axis=1)
+    if k > 1:
+        diffs = np.abs(top[:, :, None] - top[:, None, :]) + np.where(np.eye(k, dtype=bool), np.inf, 0.0)
+        score = diffs.min(axis=(1, 2)) / np.maximum(np.abs(top).max(axis=1), np.finfo(float).tiny)
+    else:
+        score = np.abs(top[:, 0])
+    best = int(np.argmax(score))
+    return _slice_decomposition(T, cand[:, best], k, "svtd", {"slice_index": best, "slice_score": float(score[best])})
+
+
+def eca(T, k=None, *, seed=0) -> Decomposition:
+    """Excess Correlation Analysis: eigenvectors of one random slice (Jennrich).
+
+    ``T(I, I, theta)`` for a uniformly random unit ``theta`` has, with
+    probability one, distinct eigenvalues ``lambda_i <v_i, theta>``; its
+    eigenvectors are the components.
+
+    References
+    ----------
+    .. [1] Anandkumar, Foster, Hsu, Kakade, Liu, Alg. 1; "Two SVDs suffice", Alg. 1.
+    """
+    func = "eca"
+    T, k = _check_tensor(T, k, func)
+    rng = as_generator(seed, func)
+    theta = rng.standard_normal(T.shape[0])
+    return _slice_decomposition(T, theta / np.linalg.norm(theta), k, "eca", {})
+
+
+def cp_als(T, k=None, *, init: str = "svd", n_iter: int = 500, tol: float = 1e-12, seed=0) -> Decomposition:
+    """Rank-k CP alternating least squares, symmetrized at the end (baseline).
+
+    Three factor matrices are updated in turn by least squares; the
+    components are the normalized averages of the three factors' columns
+    and the weights ``T(v, v, v)``. Unlike the methods above ALS has local
+    optima (two factors can collapse onto one component from a random
+    start); it is here as the classical baseline.
+
+    Parameters
+    ----------
+    init : {"svd", "random"}
+        Start from the leading left singular vectors of each unfolding (as
+        tensorly's default) or from random orthonormal factors.
+    """
+    func = "cp_als"
+    T, k = _check_tensor(T, k, func)
+    init = check_choice(init, "init", func, ("svd", "random"))
+    n_iter = check_int(n_iter, "n_iter", func, minimum=1)
+    tol = check_positive(tol, "tol", func)
+    rng = as_generator(seed, func)
+    n = T.shape[0]
+    unfold = [T.reshape(n, n * n), T.transpose(1, 0, 2).reshape(n, n * n), T.transpose(2, 0, 1).reshape(n, n * n)]
+    if init == "svd":
+        factors = [np.linalg.svd(u, full_matrices=False)[0][:, :k] for u in unfold]
+    else:
+        factors = [np.linalg.qr(rng.standard_normal((n, k)))[0] for _ in range(3)]
+    previous, converged, it = np.inf, False, 0
+    for it in range(1, n_iter + 1):
+        for mode in range(3):
+            b, c = (factors[m] for m in range(3) if m != mode)
+            kr = (b[:, None, :] * c[None, :, :]).reshape(n * n, k)
+            gram = (b.T @ b) * (c.T @ c)
+            factors[mode] = np.linalg.lstsq(gram, (unfold[mode] @ kr).T, rcond=None)[0].T
+        fit = np.linalg.norm(unfold[0] - factors[0] @ ((factors[1][:, None, :] * factors[2][None, :, :]).reshape(n * n, k)).T)
+        if abs(previous - fit) <= tol * max(1.0, np.linalg.norm(T)):
+            converged = True
+            break
+        previous = fit
+    first = factors[0] / np.linalg.norm(factors[0], axis=0)
+    aligned = [f / np.linalg.norm(f, axis=0) * np.where(np.sum(f * first, axis=0) < 0, -1.0, 1.0) for f in factors]
+    vectors = sum(aligned)
+    vectors = vectors / np.linalg.norm(vectors, axis=0)
+    weights = np.einsum("im,im->m", vectors, contract(T, vectors))
+    if not converged:
+        warnings.warn(f"cp_als did not converge in n_iter={n_iter} sweeps; increase n_iter.", RuntimeWarning, stacklevel=2)
+    return _finish(T, weights, vectors, "als", {"converged": np.array([converged]), "n_iter": np.array([it])})
+
+
+def decompose(T, k=None, method: str = "tpm", *, seed=0, **options) -> Decomposition:
+    """Dispatch to one of :data:`METHODS` (``"tpm"``, ``"svtd"``, ``"eca"``, ``"als"``)."""
+    method = check_choice(method, "method", "decompose", METHODS)
+    func = {"tpm": tensor_power_method, "svtd": svtd, "eca": eca, "als": cp_als}[method]
+    return func(T, k, seed=seed, **options)

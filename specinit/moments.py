@@ -1,0 +1,302 @@
+"""Empirical moments of count data (single-topic model and LDA), matrix-free.
+
+The second- and third-order moments of a V-word vocabulary are V x V and
+V x V x V; they are never formed. Instead a :class:`CountMoments` object
+exposes the two things the spectral pipeline needs:
+
+* ``m2_matmat(Q)``: the product ``M2 @ Q`` for a thin (V, r) matrix ``Q``
+  (one sparse pass per call), used by the randomized whitening;
+* ``whitened_m3(W)``: the (k, k, k) tensor ``M3(W, W, W)``, built from the
+  whitened documents ``Y = X W`` and per-word totals in bounded chunks.
+
+Both passes are sums over documents of partial results
+(:class:`FirstOrderStats`, :class:`WhitenedStats`) that merge by addition, so
+row-chunks, streams and distributed partitions give the same moments as the
+whole batch.
+
+References
+----------
+.. [1] Ruffini, Casanellas, Gavalda. "A new method of moments for latent
+   variable models", Thm 1 and Thm 3 (pooled unbiased all-word estimators).
+.. [2] Anandkumar, Foster, Hsu, Kakade, Liu. "A spectral algorithm for latent
+   Dirichlet allocation", Lemma 3 (Dirichlet moments Pairs/Triples).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Iterable, Iterator
+
+import numpy as np
+import scipy.sparse as sp
+
+from specinit._validation import bad_argument, check_choice, check_count_matrix, check_positive
+
+__all__ = ["CountMoments", "FirstOrderStats", "WhitenedStats", "count_chunks"]
+
+WEIGHTINGS = ("pooled", "per-document")
+_CHUNK_BYTES = 64 * 2**20  # bound on any dense intermediate built per chunk
+
+
+class _Additive:
+    """Dataclass mix-in: partial sums merge field by field with ``+``."""
+
+    def __add__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return type(self)(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+
+@dataclass
+class FirstOrderStats(_Additive):
+    """Sums over documents from the first pass (all additive).
+
+    ``a_d`` and ``b_d`` are the per-document weights of the second- and
+    third-order estimators: 1 for the pooled estimator, 1 / (n(n-1)) and
+    1 / (n(n-1)(n-2)) for the per-document average.
+    """
+
+    n_documents: int  # documents used (n_d >= 3)
+    n_dropped: int  # documents with fewer than 3 tokens
+    m1_sum: np.ndarray  # (V,) sum_d c_d (pooled) or sum_d c_d / n_d (per-document)
+    m1_norm: float  # sum_d n_d (pooled) or number of documents (per-document)
+    word_a: np.ndarray  # (V,) sum_d a_d c_d: diagonal correction of E2
+    norm2: float  # sum_d n_d (n_d - 1) (pooled) or number of documents
+    word_b: np.ndarray  # (V,) sum_d b_d c_d: diagonal term of E3
+    norm3: float  # sum_d n_d (n_d - 1)(n_d - 2) (pooled) or number of documents
+
+
+@dataclass
+class WhitenedStats(_Additive):
+    """Sums over documents of the whitened pass, for a fixed whitening ``W``."""
+
+    y3: np.ndarray  # (k, k, k) sum_d b_d y_d^(x)3
+    y2: np.ndarray  # (k, k) sum_d a_d y_d y_d^T
+    word_by: np.ndarray  # (V, k) sum_d b_d c_d y_d^T  = X^T (b * Y)
+
+
+def _weights(lengths: np.ndarray, weighting: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-document weights (m1, a, b) for documents with >= 3 tokens."""
+    n = lengths
+    if weighting == "pooled":
+        one = np.ones_like(n)
+        return one, one, one
+    return 1.0 / n, 1.0 / (n * (n - 1)), 1.0 / (n * (n - 1) * (n - 2))
+
+
+def _usable(chunk: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray, int]:
+    lengths = np.asarray(chunk.sum(axis=1)).ravel()
+    keep = lengths >= 3
+    n_dropped = int(np.count_nonzero(~keep))
+    if n_dropped:
+        chunk = chunk[keep]
+        lengths = lengths[keep]
+    return chunk, lengths, n_dropped
+
+
+def first_order_stats(chunk: sp.csr_matrix, weighting: str) -> FirstOrderStats:
+    """Partial sums of one validated CSR chunk (documents x vocabulary)."""
+    chunk, n, n_dropped = _usable(chunk)
+    w1, a, b = _weights(n, weighting)
+    pooled = weighting == "pooled"
+    return FirstOrderStats(
+        n_documents=chunk.shape[0],
+        n_dropped=n_dropped,
+        m1_sum=chunk.T @ w1,
+        m1_norm=float(n.sum()) if pooled else float(chunk.shape[0]),
+        word_a=chunk.T @ a,
+        norm2=float((n * (n - 1)).sum()) if pooled else float(chunk.shape[0]),
+        word_b=chunk.T @ b,
+        norm3=float((n * (n - 1) * (n - 2)).sum()) if pooled else float(chunk.shape[0]),
+    )
+
+
+def khatri_rao_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
+    """Row-wise Kronecker product: row i is ``kron(A[i], B[i])`` (n, k*k)."""
+    return (A[:, :, None] * B[:, None, :]).reshape(A.shape[0], -1)
+
+
+def _rows_per_block(k: int) -> int:
+    return max(1, _CHUNK_BYTES // (8 * k * k))
+
+
+def sum_cubes(Y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``sum_d weights_d y_d (x) y_d (x) y_d`` as a (k, k, k) array, in bounded blocks.
+
+    Each block is one GEMM of (k, n_block) by (n_block, k^2).
+    """
+    k = Y.shape[1]
+    out = np.zeros((k, k * k))
+    step = _rows_per_block(k)
+    for start in range(0, Y.shape[0], step):
+        block = Y[start : start + step]
+        out += (block * weights[start : start + step, None]).T @ khatri_rao_rows(block, block)
+    return out.reshape(k, k, k)
+
+
+def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str) -> WhitenedStats:
+    """Partial sums of the whitened pass for one validated CSR chunk."""
+    chunk, n, _ = _usable(chunk)
+    _, a, b = _weights(n, weighting)
+    Y = np.asarray(chunk @ W)
+    return WhitenedStats(y3=sum_cubes(Y, b), y2=(Y * a[:, None]).T @ Y, word_by=np.asarray(chunk.T @ (Y * b[:, None])))
+
+
+def count_chunks(counts: Any, func: str, max_rows: int | None = None) -> Callable[[], Iterator[sp.csr_matrix]]:
+    """Normalise count input to a re-iterable source of validated CSR chunks.
+
+    ``counts`` is an (N, V) matrix (scipy.sparse or dense), a sequence of
+    such row-chunks, or a zero-argument callable returning an iterator of
+    chunks (for streams read from disk; it is called once per pass). A bare
+    iterator or generator cannot be read twice and is rejected.
+    """
+    if sp.issparse(counts) or isinstance(counts, np.ndarray):
+        matrix = check_count_matrix(counts, "counts", func)
+        rows = max_rows or max(1, matrix.shape[0])
+
+        def whole() -> Iterator[sp.csr_matrix]:
+            for start in range(0, matrix.shape[0], rows):
+                yield matrix[start : start + rows]
+
+        return whole
+    if callable(counts):
+
+        def stream() -> Iterator[sp.csr_matrix]:
+            for i, chunk in enumerate(counts()):
+                yield check_count_matrix(chunk, f"counts (chunk {i})", func)
+
+        return stream
+    if isinstance(counts, Iterator):
+        raise bad_argument(
+            "counts", func,
+            "an (N, V) matrix, a list of row-chunks or a callable returning an iterator of chunks "
+            "(a one-shot iterator cannot be read in the two passes the method needs)",
+            type(counts).__name__, kind=TypeError, describe=False,
+        )
+    if isinstance(counts, (list, tuple)) and counts and all(
+        sp.issparse(c) or (isinstance(c, np.ndarray) and c.ndim == 2) for c in counts
+    ):
+        chunks = [check_count_matrix(c, f"counts (chunk {i})", func) for i, c in enumerate(counts)]
+        widths = {c.shape[1] for c in chunks}
+        if len(widths) != 1:
+            raise bad_argument("counts", func, "chunks with the same number of columns", sorted(widths))
+        return lambda: iter(chunks)
+    matrix = check_count_matrix(counts, "counts", func)
+    return lambda: iter([matrix])
+
+
+class CountMoments:
+    """Matrix-free moments of a corpus for the single-topic model and LDA.
+
+    With ``alpha0=None`` the moments are the all-word cross moments
+    ``M2 = E2`` and ``M3 = E3`` of the single-topic model. With a positive
+    ``alpha0`` they are the Dirichlet-corrected LDA moments
+
+    .. math::
+
+        M_2 = E_2 - \\frac{\\alpha_0}{\\alpha_0 + 1} M_1 \\otimes M_1,
+
+        M_3 = E_3 - \\frac{\\alpha_0}{\\alpha_0 + 2}
+              (E_2 \\otimes M_1 + \\text{perm.}) +
+              \\frac{2 \\alpha_0^2}{(\\alpha_0 + 2)(\\alpha_0 + 1)} M_1^{\\otimes 3}.
+
+    Parameters
+    ----------
+    counts : array-like, sparse matrix, list of chunks or callable
+        (N, V) non-negative integer counts; see :func:`count_chunks`.
+    alpha0 : float, optional
+        Dirichlet concentration sum(alpha) (:math:`\\alpha_0` in [2]);
+        ``None`` for the single-topic model.
+    weighting : {"pooled", "per-document"}
+        Pooled unbiased estimators of [1] (default) or the average of
+        per-document unbiased estimators.
+    chunk_rows : int, optional
+        Split an in-memory matrix into row-chunks of this size.
+
+    Notes
+    -----
+    The first pass (at construction) computes :class:`FirstOrderStats`;
+    each ``m2_matmat`` call and each ``whitened_m3`` call is one more pass.
+    Documents with fewer than 3 tokens cannot inform third moments; they are
+    dropped from every moment and counted in ``n_dropped``.
+    """
+
+    def __init__(self, counts, alpha0: float | None = None, weighting: str = "pooled", chunk_rows: int | None = None):
+        func = "CountMoments"
+        self.weighting = check_choice(weighting, "weighting", func, WEIGHTINGS)
+        self.alpha0 = None if alpha0 is None else check_positive(alpha0, "alpha0", func)
+        self._chunks = count_chunks(counts, func, chunk_rows)
+        stats = None
+        for chunk in self._chunks():
+            part = first_order_stats(chunk, self.weighting)
+            stats = part if stats is None else stats + part
+        if stats is None:
+            raise bad_argument("counts", func, "at least one chunk of documents", "an empty sequence", describe=False)
+        if stats.n_documents == 0:
+            raise bad_argument(
+                "counts", func, "at least one document with 3 or more tokens",
+                f"{stats.n_dropped} documents, all shorter", describe=False,
+            )
+        self.stats = stats
+        self.n_features = stats.m1_sum.shape[0]
+
+    @property
+    def n_documents(self) -> int:
+        return self.stats.n_documents
+
+    @property
+    def n_dropped(self) -> int:
+        return self.stats.n_dropped
+
+    @property
+    def m1(self) -> np.ndarray:
+        """First moment: the expected word distribution (V,)."""
+        return self.stats.m1_sum / self.stats.m1_norm
+
+    def _shift(self) -> float:
+        return 0.0 if self.alpha0 is None else self.alpha0 / (self.alpha0 + 1.0)
+
+    def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
+        """``M2 @ Q`` for a (V, r) matrix, in one pass over the documents."""
+        s = self.stats
+        acc = np.zeros_like(Q, dtype=np.float64)
+        for chunk in self._chunks():
+            chunk, n, _ = _usable(chunk)
+            _, a, _ = _weights(n, self.weighting)
+            acc += chunk.T @ (a[:, None] * (chunk @ Q))
+        e2q = (acc - s.word_a[:, None] * Q) / s.norm2
+        m1 = self.m1
+        return e2q - self._shift() * np.outer(m1, m1 @ Q)
+
+    def whitened_stats(self, W: np.ndarray) -> WhitenedStats:
+        """One pass: the additive sums of the whitened third moment."""
+        total = None
+        for chunk in self._chunks():
+            part = whitened_stats(chunk, W, self.weighting)
+            total = part if total is None else total + part
+        return total
+
+    def whitened_m3(self, W: np.ndarray, stats: WhitenedStats | None = None) -> np.ndarray:
+        """The (k, k, k) tensor ``M3(W, W, W)`` for a (V, k) whitening matrix."""
+        stats = self.whitened_stats(W) if stats is None else stats
+        s = self.stats
+        k = W.shape[1]
+        # G[i, j, l] = sum_v W_vi W_vj Z_vl and H = sum_v f_v W_v^(x)3, one GEMM per block of words.
+        rhs = np.concatenate([stats.word_by, s.word_b[:, None] * W], axis=1)
+        GH = np.zeros((k * k, 2 * k))
+        step = _rows_per_block(k)
+        for start in range(0, W.shape[0], step):
+            block = W[start : start + step]
+            GH += khatri_rao_rows(block, block).T @ rhs[start : start + step]
+        G = GH[:, :k].reshape(k, k, k)
+        H = GH[:, k:].reshape(k, k, k)
+        e3 = (stats.y3 - (G + G.transpose(0, 2, 1) + G.transpose(2, 0, 1)) + 2.0 * H) / s.norm3
+        if self.alpha0 is None:
+            return e3
+        a0 = self.alpha0
+        m = W.T @ self.m1
+        e2 = (stats.y2 - (W * s.word_a[:, None]).T @ W) / s.norm2
+        cross = np.einsum("ij,l->ijl", e2, m)
+        cross = cross + cross.transpose(0, 2, 1) + cross.transpose(2, 0, 1)
+        cube = np.einsum("i,j,l->ijl", m, m, m)
+        return e3 - a0 / (a0 + 2.0) * cross + 2.0 * a0**2 / ((a0 + 2.0) * (a0 + 1.0)) * cube

@@ -1,0 +1,135 @@
+"""The NumPyro boundary: spectral estimates as initial values or point estimates.
+
+* :func:`init_strategy` -- ``numpyro.infer.init_to_value`` with the
+  estimate's constrained values (for ``NUTS(init_strategy=...)`` and for
+  ``AutoNormal(init_loc_fn=...)``/``AutoDelta``); sites the estimate lacks fall
+  back to NumPyro's default (``init_to_uniform``).
+* :func:`init_params` -- per-chain UNCONSTRAINED values with a leading chain
+  axis, for ``MCMC.run(key, init_params=...)``, optionally jittered in the
+  unconstrained space; the potential energy and its gradient are checked to
+  be finite at every chain's point.
+* :func:`condition` -- the model with the estimate plugged in (point
+  estimate; use with ``numpyro.infer.Predictive`` or ``log_likelihood``).
+
+Values are cast to JAX's default float dtype (float32 unless the user
+enabled x64) only here, at the boundary.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from numpyro import handlers
+from numpyro.infer import init_to_value
+from numpyro.infer.util import initialize_model
+
+from specinit._validation import bad_argument, check_int
+
+__all__ = ["init_strategy", "init_params", "condition", "constrained_values", "latent_sites"]
+
+
+def constrained_values(estimate, sites=None) -> dict:
+    """The estimate's parameters as JAX arrays in the default float dtype."""
+    names = list(estimate.params) if sites is None else list(sites)
+    missing = [name for name in names if name not in estimate.params]
+    if missing:
+        raise bad_argument("sites", "constrained_values", f"sites of the estimate ({sorted(estimate.params)})", missing)
+    dtype = jnp.result_type(float)
+    return {name: jnp.asarray(estimate.params[name], dtype=dtype) for name in names}
+
+
+def init_strategy(estimate, sites=None):
+    """``init_to_value`` with the estimate's constrained values."""
+    return init_to_value(values=constrained_values(estimate, sites))
+
+
+def latent_sites(model, model_args=(), model_kwargs=None, key=None) -> dict:
+    """Shapes of the latent (non-observed, non-deterministic) sample sites of ``model``."""
+    key = jax.random.PRNGKey(0) if key is None else key
+    trace = handlers.trace(handlers.seed(model, key)).get_trace(*model_args, **(model_kwargs or {}))
+    return {
+        name: site["value"].shape
+        for name, site in trace.items()
+        if site["type"] == "sample" and not site["is_observed"] and not site.get("infer", {}).get("enumerate")
+    }
+
+
+def _check_sites(estimate, model, model_args, model_kwargs, func):
+    shapes = latent_sites(model, model_args, model_kwargs)
+    missing = sorted(set(shapes) - set(estimate.params))
+    if missing:
+        raise bad_argument(
+            "model", func, f"a model whose latent sites the estimate covers (estimate has {sorted(estimate.params)})",
+            f"a model with sites {missing} the estimate lacks", describe=False,
+        )
+    for name, shape in shapes.items():
+        if tuple(estimate.params[name].shape) != tuple(shape):
+            raise bad_argument(
+                "model", func, f"a model whose site {name!r} has the estimate's shape {estimate.params[name].shape}",
+                f"shape {tuple(shape)}", describe=False,
+            )
+    return shapes
+
+
+def init_params(estimate, model, num_chains: int, key, *, jitter: float = 0.0, model_args=(), model_kwargs=None) -> dict:
+    """Per-chain unconstrained initial values for ``MCMC.run(..., init_params=...)``.
+
+    Parameters
+    ----------
+    estimate : SpectralEstimate
+    model : callable
+        The NumPyro model (its latent sites must all be in the estimate).
+    num_chains : int
+        Leading axis of every returned array.
+    key : jax.random.PRNGKey
+        Used for the jitter.
+    jitter : float
+        Standard deviation of Gaussian noise added in the unconstrained
+        space, independently per chain (0: every chain starts at the
+        estimate). A little jitter makes R-hat meaningful.
+    model_args, model_kwargs
+        Arguments the model is called with (as for ``MCMC.run``).
+
+    Returns
+    -------
+    dict
+        Site name -> array of shape ``(num_chains, *unconstrained_shape)``.
+
+    Raises
+    ------
+    ValueError
+        If the model has latent sites the estimate lacks, shapes differ, or
+        the potential energy or its gradient is not finite at a chain's start.
+    """
+    func = "init_params"
+    num_chains = check_int(num_chains, "num_chains", func, minimum=1)
+    if not np.isfinite(jitter) or jitter < 0:
+        raise bad_argument("jitter", func, "a finite number >= 0", jitter)
+    model_kwargs = model_kwargs or {}
+    _check_sites(estimate, model, model_args, model_kwargs, func)
+    info = initialize_model(
+        jax.random.PRNGKey(0), model, init_strategy=init_strategy(estimate), model_args=model_args, model_kwargs=model_kwargs,
+    )
+    z = info.param_info.z
+    keys = jax.random.split(key, len(z))
+    chains = {
+        name: value[None] + jitter * jax.random.normal(k_, (num_chains, *value.shape), value.dtype)
+        for (name, value), k_ in zip(sorted(z.items()), keys)
+    }
+    energy, grads = jax.vmap(jax.value_and_grad(info.potential_fn))(chains)
+    bad = ~np.isfinite(np.asarray(energy))
+    for g in jax.tree_util.tree_leaves(grads):
+        bad |= ~np.all(np.isfinite(np.asarray(g)).reshape(num_chains, -1), axis=1)
+    if bad.any():
+        raise bad_argument(
+            "estimate", func, "a point with finite potential energy and gradient",
+            f"non-finite values for chains {np.flatnonzero(bad).tolist()} (reduce jitter, or check the floor of the estimate)",
+            describe=False,
+        )
+    return chains
+
+
+def condition(estimate, model, sites=None):
+    """``numpyro.handlers.condition`` of ``model`` on the estimate (a point estimate)."""
+    return handlers.condition(model, data=constrained_values(estimate, sites))
