@@ -42,7 +42,8 @@ class Whitening:
         ``signed_eigenvalues`` (all Ritz values computed, by decreasing
         magnitude, with signs), ``condition_number``, ``ritz_residual``
         (max relative residual ``||M2 u - s u|| / s`` of the kept pairs),
-        ``spectral_gap`` (``s_k / |s_(k+1)|``, inf when not computed).
+        ``power_iterations`` (passes after the first), ``spectral_gap``
+        (``s_k / |s_(k+1)|``, inf when not computed).
     """
 
     W: np.ndarray
@@ -56,7 +57,20 @@ class Whitening:
         return self.U * np.sqrt(self.eigenvalues)
 
 
-def whiten(moments, k: int, *, oversample: int = 10, n_iter: int = 2, seed=0, hint: str = "") -> Whitening:
+def _rayleigh_ritz(Q: np.ndarray, Y: np.ndarray, k: int):
+    """Ritz pairs of ``M2`` on span(Q) given ``Y = M2 Q``, by decreasing magnitude."""
+    B = Q.T @ Y
+    ritz, vecs = np.linalg.eigh(0.5 * (B + B.T))
+    order = np.argsort(-np.abs(ritz))
+    ritz, vecs = ritz[order], vecs[:, order]
+    s = ritz[:k]
+    residual = np.linalg.norm(Y @ vecs[:, :k] - (Q @ vecs[:, :k]) * s, axis=0) / np.maximum(np.abs(s), np.finfo(float).tiny)
+    return ritz, vecs, float(residual.max())
+
+
+def whiten(
+    moments, k: int, *, oversample: int = 10, n_iter: int = 2, max_iter: int = 12, tol: float = 1e-2, seed=0, hint: str = ""
+) -> Whitening:
     """Whiten the second moment ``M2`` of ``moments`` to rank ``k``.
 
     Parameters
@@ -64,12 +78,17 @@ def whiten(moments, k: int, *, oversample: int = 10, n_iter: int = 2, seed=0, hi
     moments : object
         Anything with ``n_features`` and ``m2_matmat(Q)`` (``M2 @ Q``).
     k : int
-        Number of components, ``1 <= k < n_features`` (``k == n_features``
-        is allowed for already projected moments).
+        Number of components, ``1 <= k <= n_features``.
     oversample : int
         Extra columns of the random test matrix (``p`` in Halko et al.).
     n_iter : int
-        Power iterations; each is one more pass over the data.
+        Power iterations always done; each is one more pass over the data.
+    max_iter : int
+        Further power iterations are done, one pass each, until the
+        relative Ritz residual ``max_i ||M2 u_i - s_i u_i|| / s_i`` of the
+        top-k pairs is below ``tol`` or ``max_iter`` is reached.
+    tol : float
+        Convergence tolerance on the relative Ritz residual.
     seed : int or numpy.random.Generator
         Randomness of the test matrix.
     hint : str
@@ -82,55 +101,56 @@ def whiten(moments, k: int, *, oversample: int = 10, n_iter: int = 2, seed=0, hi
     Raises
     ------
     IndefiniteMomentError
-        If any of the top-k eigenvalues is <= 0 (or too small to invert).
+        If any of the top-k eigenvalues is <= 0 (or numerically zero).
 
     Warns
     -----
     RuntimeWarning
-        If the Ritz residual shows the range finder has not converged.
+        If the residual is still above ``tol`` after ``max_iter`` iterations
+        (the top-k eigenvalues are nearly tied with the rest of the
+        spectrum: k may be too large for the data).
     """
     func = "whiten"
     d = moments.n_features
     k = check_int(k, "k", func, minimum=1, maximum=d)
     oversample = check_int(oversample, "oversample", func, minimum=0)
     n_iter = check_int(n_iter, "n_iter", func, minimum=0)
+    max_iter = check_int(max_iter, "max_iter", func, minimum=n_iter)
     rng = as_generator(seed, func)
     r = min(d, k + oversample)
     Q = np.linalg.qr(rng.standard_normal((d, r)))[0]
     Y = moments.m2_matmat(Q)
-    for _ in range(n_iter):
+    for iteration in range(max_iter + 1):
+        ritz, vecs, residual = _rayleigh_ritz(Q, Y, k)
+        if iteration >= max_iter or (iteration >= n_iter and residual < tol):
+            break
         Q = np.linalg.qr(Y)[0]
         Y = moments.m2_matmat(Q)
-    B = Q.T @ Y
-    ritz, vecs = np.linalg.eigh(0.5 * (B + B.T))
-    order = np.argsort(-np.abs(ritz))
-    ritz, vecs = ritz[order], vecs[:, order]
-    signed = ritz.copy()
     s = ritz[:k]
-    scale = np.max(np.abs(ritz)) if ritz.size else 0.0
-    tiny = scale * 1e-12 if scale > 0 else np.inf
-    if np.any(s <= tiny):
-        bad = int(np.count_nonzero(s <= tiny))
+    scale = np.max(np.abs(ritz))
+    if np.any(s <= scale * 1e-12):
+        bad = int(np.count_nonzero(s <= scale * 1e-12))
         raise IndefiniteMomentError(
             f"The second moment is not positive definite on its top {k} eigenvectors: {bad} of the "
             f"top-{k} eigenvalues (by magnitude) are <= 0 or numerically zero (signed top eigenvalues: "
-            f"{np.array2string(signed[: k + 1], precision=3)}). Likely causes: k too large for the data "
+            f"{np.array2string(ritz[: k + 1], precision=3)}). Likely causes: k too large for the data "
             f"(try a smaller k), too little data, or a misspecified model{hint}."
         )
     U = Q @ vecs[:, :k]
-    residual = np.linalg.norm(Y @ vecs[:, :k] - U * s, axis=0) / s
     gap = float(s[-1] / abs(ritz[k])) if ritz.size > k and ritz[k] != 0 else np.inf
     diagnostics = {
-        "signed_eigenvalues": signed,
+        "signed_eigenvalues": ritz,
         "condition_number": float(s[0] / s[-1]),
-        "ritz_residual": float(residual.max()),
+        "ritz_residual": residual,
+        "power_iterations": iteration,
         "spectral_gap": gap,
     }
-    if residual.max() > 1e-2:
+    if residual >= tol:
         warnings.warn(
-            f"whitening: the randomized eigensolver has not converged (relative residual "
-            f"{residual.max():.2g}); increase n_iter or oversample.",
+            f"whitening: the randomized eigensolver did not converge in max_iter={max_iter} power iterations "
+            f"(relative Ritz residual {residual:.2g}, spectral gap s_k/|s_k+1| = {gap:.3g}); the top-{k} "
+            "eigenvalues are barely separated from the rest: try a smaller k, or larger max_iter/oversample.",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
     return Whitening(W=U / np.sqrt(s), U=U, eigenvalues=s, diagnostics=diagnostics)

@@ -1,0 +1,50 @@
+"""Shared helpers of the benchmark scripts: timing, peak memory, machine line, tables."""
+
+from __future__ import annotations
+
+import os
+import platform
+import resource
+import time
+
+import numpy as np
+from scipy.optimize import linear_sum_assignment
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as handle:
+            cpu = next(line.split(":", 1)[1].strip() for line in handle if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, NumPy {np.__version__}"
+
+
+def timed(func, *args, **kwargs):
+    start = time.perf_counter()
+    out = func(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+def peak_rss_gb() -> float:
+    """Peak resident memory of this process so far (Linux: ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
+def matched_l1(reference: np.ndarray, estimate: np.ndarray) -> float:
+    """Mean L1 distance between rows after Hungarian matching."""
+    cost = np.abs(reference[:, None, :] - estimate[None, :, :]).sum(axis=-1)
+    rows, cols = linear_sum_assignment(cost)
+    return float(cost[rows, cols].mean())
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    def fmt(value):
+        if isinstance(value, float):
+            return f"{value:.3g}"
+        return str(value)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(fmt(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)

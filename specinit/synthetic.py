@@ -1,0 +1,119 @@
+"""Corpora drawn from the topic models themselves (NumPy, vectorized, seeded).
+
+Used by the demo, the tutorials, the benchmarks and the tests: sampling is
+token by token through inverse CDFs, in chunks of documents, so corpora with
+millions of documents never need an (N, V) probability matrix.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from specinit._validation import as_generator, bad_argument, check_int, check_positive
+
+__all__ = ["SyntheticCorpus", "sample_lda", "sample_single_topic"]
+
+_TOKENS_PER_CHUNK = 2_000_000
+
+
+@dataclass(frozen=True)
+class SyntheticCorpus:
+    """A sampled corpus and the parameters it was drawn from.
+
+    Attributes
+    ----------
+    counts : scipy.sparse.csr_matrix, shape (N, V), int64
+    beta : ndarray (k, V)
+        Topics.
+    weights : ndarray (k,)
+        ``alpha`` for LDA, mixing weights for the single-topic model.
+    theta : ndarray (N, k)
+        Per-document topic proportions (LDA) or one-hot topics (single topic).
+    """
+
+    counts: sp.csr_matrix
+    beta: np.ndarray
+    weights: np.ndarray
+    theta: np.ndarray
+
+
+def _draw(cdf_rows: np.ndarray, row_of_token: np.ndarray, rng) -> np.ndarray:
+    """One categorical draw per token from the row ``row_of_token`` of ``cdf_rows``."""
+    u = rng.random(row_of_token.shape[0])
+    out = np.empty(row_of_token.shape[0], dtype=np.int64)
+    order = np.argsort(row_of_token, kind="stable")
+    bounds = np.searchsorted(row_of_token[order], np.arange(cdf_rows.shape[0] + 1))
+    for row in range(cdf_rows.shape[0]):
+        idx = order[bounds[row] : bounds[row + 1]]
+        out[idx] = np.minimum(np.searchsorted(cdf_rows[row], u[idx], side="right"), cdf_rows.shape[1] - 1)
+    return out
+
+
+def _sample_counts(theta, beta, lengths, rng) -> sp.csr_matrix:
+    n_docs, vocab = theta.shape[0], beta.shape[1]
+    beta_cdf = np.cumsum(beta, axis=1)
+    theta_cdf = np.cumsum(theta, axis=1)
+    parts = []
+    start = 0
+    while start < n_docs:
+        stop = start + max(1, int(np.searchsorted(np.cumsum(lengths[start:]), _TOKENS_PER_CHUNK)))
+        stop = min(stop, n_docs)
+        doc = np.repeat(np.arange(start, stop), lengths[start:stop])
+        u = rng.random(doc.shape[0])
+        topic = np.minimum((theta_cdf[doc] < u[:, None]).sum(axis=1), theta.shape[1] - 1)
+        word = _draw(beta_cdf, topic, rng)
+        parts.append(sp.csr_matrix((np.ones_like(word), (doc - start, word)), shape=(stop - start, vocab), dtype=np.int64))
+        start = stop
+    counts = sp.vstack(parts, format="csr")
+    counts.sum_duplicates()
+    return counts
+
+
+def _common(n_docs, vocab_size, k, doc_length, beta_concentration, seed, func):
+    n_docs = check_int(n_docs, "n_docs", func, minimum=1)
+    vocab_size = check_int(vocab_size, "vocab_size", func, minimum=2)
+    k = check_int(k, "k", func, minimum=1)
+    doc_length = check_int(doc_length, "doc_length", func, minimum=1)
+    beta_concentration = check_positive(beta_concentration, "beta_concentration", func)
+    rng = as_generator(seed, func)
+    beta = rng.dirichlet(np.full(vocab_size, beta_concentration), size=k)
+    lengths = rng.poisson(doc_length, size=n_docs).astype(np.int64)
+    return n_docs, k, rng, beta, lengths
+
+
+def sample_lda(n_docs, vocab_size, k, *, alpha=0.1, doc_length=100, beta_concentration=0.1, seed=0) -> SyntheticCorpus:
+    """Draw a corpus from LDA.
+
+    Parameters
+    ----------
+    n_docs, vocab_size, k : int
+    alpha : float or array of shape (k,)
+        Dirichlet parameter of the topic proportions (a float means a
+        symmetric prior).
+    doc_length : int
+        Mean document length (lengths are Poisson).
+    beta_concentration : float
+        Symmetric Dirichlet concentration the topics are drawn from.
+    seed : int or numpy.random.Generator
+    """
+    func = "sample_lda"
+    n_docs, k, rng, beta, lengths = _common(n_docs, vocab_size, k, doc_length, beta_concentration, seed, func)
+    alpha = np.broadcast_to(np.asarray(alpha, dtype=np.float64), (k,)).copy()
+    if not np.all(np.isfinite(alpha)) or np.any(alpha <= 0):
+        raise bad_argument("alpha", func, "positive and finite", alpha)
+    theta = rng.dirichlet(alpha, size=n_docs)
+    return SyntheticCorpus(_sample_counts(theta, beta, lengths, rng), beta, alpha, theta)
+
+
+def sample_single_topic(n_docs, vocab_size, k, *, weights=None, doc_length=100, beta_concentration=0.1, seed=0) -> SyntheticCorpus:
+    """Draw a corpus from the single-topic model (one topic per document)."""
+    func = "sample_single_topic"
+    n_docs, k, rng, beta, lengths = _common(n_docs, vocab_size, k, doc_length, beta_concentration, seed, func)
+    weights = np.full(k, 1.0 / k) if weights is None else np.asarray(weights, dtype=np.float64)
+    if weights.shape != (k,) or np.any(weights <= 0) or not np.isclose(weights.sum(), 1.0):
+        raise bad_argument("weights", func, f"a ({k},) probability vector with positive entries", weights)
+    theta = np.eye(k)[rng.choice(k, size=n_docs, p=weights)]
+    return SyntheticCorpus(_sample_counts(theta, beta, lengths, rng), beta, weights, theta)
