@@ -36,7 +36,7 @@ import numpyro.distributions as dist
 
 from specinit._validation import bad_argument, check_count_matrix, check_int, check_positive
 from specinit.estimate import SpectralEstimate
-from specinit.moments import CountMoments
+from specinit.moments import CountMoments, count_chunks
 from specinit.population import FactoredMoments
 from specinit.topics import fit_topics
 
@@ -155,7 +155,8 @@ def spectral(
     vocabulary : sequence of str, optional
     doc_topics : bool
         Also estimate per-document ``theta`` given ``beta`` and ``alpha``
-        (:func:`document_topics`; needs ``counts`` in memory).
+        (:func:`document_topics`, chunk by chunk for chunked or streamed
+        input: one more pass).
     floor : float, default 1e-3
         Topic-word probabilities are floored at ``floor / V``.
     **options
@@ -178,7 +179,9 @@ def spectral(
     moments = CountMoments(counts, alpha0=check_positive(alpha0, "alpha0", "lda.spectral"), weighting=weighting)
     estimate = spectral_from_moments(moments, k, alpha0, method=method, seed=seed, vocabulary=vocabulary, **options)
     if doc_topics:
-        estimate.params["theta"] = document_topics(counts, estimate.params["beta"], estimate.params["alpha"])
+        beta, alpha = estimate.params["beta"], estimate.params["alpha"]
+        chunks = count_chunks(counts, "lda.spectral")()
+        estimate.params["theta"] = np.vstack([document_topics(chunk, beta, alpha) for chunk in chunks])
     return estimate
 
 

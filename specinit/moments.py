@@ -117,21 +117,28 @@ def khatri_rao_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
 
 
 def _rows_per_block(k: int) -> int:
+    """Rows of a (rows, k*k) float64 block that fit in the chunk budget."""
     return max(1, _CHUNK_BYTES // (8 * k * k))
 
 
-def sum_cubes(Y: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """``sum_d weights_d y_d (x) y_d (x) y_d`` as a (k, k, k) array, in bounded blocks.
+def pair_products(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``sum_r A[r, i] A[r, j] rhs[r, m]`` as a (k, k, m) array, symmetric in (i, j).
 
-    Each block is one GEMM of (k, n_block) by (n_block, k^2).
+    Only the k(k+1)/2 pairs ``i <= j`` are computed (one GEMM of
+    (p, n_block) by (n_block, m) per block of rows), halving the flops of the
+    full Khatri-Rao product; intermediates are bounded to about 64 MB.
     """
-    k = Y.shape[1]
-    out = np.zeros((k, k * k))
-    step = _rows_per_block(k)
-    for start in range(0, Y.shape[0], step):
-        block = Y[start : start + step]
-        out += (block * weights[start : start + step, None]).T @ khatri_rao_rows(block, block)
-    return out.reshape(k, k, k)
+    k, m = A.shape[1], rhs.shape[1]
+    iu, ju = np.triu_indices(k)
+    upper = np.zeros((iu.size, m))
+    step = max(1, _CHUNK_BYTES // (8 * iu.size))
+    for start in range(0, A.shape[0], step):
+        block = A[start : start + step]
+        upper += (block[:, iu] * block[:, ju]).T @ rhs[start : start + step]
+    out = np.empty((k, k, m))
+    out[iu, ju] = upper
+    out[ju, iu] = upper
+    return out
 
 
 def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str) -> WhitenedStats:
@@ -139,7 +146,7 @@ def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str) -> White
     chunk, n, _ = _usable(chunk)
     _, a, b = _weights(n, weighting)
     Y = np.asarray(chunk @ W)
-    return WhitenedStats(y3=sum_cubes(Y, b), y2=(Y * a[:, None]).T @ Y, word_by=np.asarray(chunk.T @ (Y * b[:, None])))
+    return WhitenedStats(y3=pair_products(Y, Y * b[:, None]), y2=(Y * a[:, None]).T @ Y, word_by=np.asarray(chunk.T @ (Y * b[:, None])))
 
 
 def count_chunks(counts: Any, func: str, max_rows: int | None = None) -> Callable[[], Iterator[sp.csr_matrix]]:
@@ -281,15 +288,9 @@ class CountMoments:
         stats = self.whitened_stats(W) if stats is None else stats
         s = self.stats
         k = W.shape[1]
-        # G[i, j, l] = sum_v W_vi W_vj Z_vl and H = sum_v f_v W_v^(x)3, one GEMM per block of words.
-        rhs = np.concatenate([stats.word_by, s.word_b[:, None] * W], axis=1)
-        GH = np.zeros((k * k, 2 * k))
-        step = _rows_per_block(k)
-        for start in range(0, W.shape[0], step):
-            block = W[start : start + step]
-            GH += khatri_rao_rows(block, block).T @ rhs[start : start + step]
-        G = GH[:, :k].reshape(k, k, k)
-        H = GH[:, k:].reshape(k, k, k)
+        # G[i, j, l] = sum_v W_vi W_vj Z_vl and H = sum_v f_v W_v^(x)3 in one pass over the words.
+        GH = pair_products(W, np.concatenate([stats.word_by, s.word_b[:, None] * W], axis=1))
+        G, H = GH[:, :, :k], GH[:, :, k:]
         e3 = (stats.y3 - (G + G.transpose(0, 2, 1) + G.transpose(2, 0, 1)) + 2.0 * H) / s.norm3
         if self.alpha0 is None:
             return e3

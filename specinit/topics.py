@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from specinit._validation import bad_argument, check_int
 from specinit.recovery import fit_exchangeable, fix_signs_by_mass, project_to_simplex
 
@@ -34,6 +36,12 @@ def fit_topics(moments, k: int, *, func: str, method: str, seed, hint: str, floo
     if n_docs is not None and n_docs < k:
         raise bad_argument("k", func, f"at most the number of usable documents ({n_docs} with >= 3 tokens)", k)
     fit = fit_exchangeable(moments, k, method=method, seed=seed, hint=hint, **options)
+    if not np.all(np.abs(fit.eigenvalues) > 1e-12 * max(1.0, np.max(np.abs(fit.eigenvalues)))):
+        raise ValueError(
+            f"{func}: the whitened third moment is degenerate (tensor eigenvalues "
+            f"{np.array2string(fit.eigenvalues, precision=3)}): some components carry no third-order signal. "
+            "Try a smaller k or more data."
+        )
     raw, eig, flips = fix_signs_by_mass(fit.components, fit.eigenvalues)
     beta, proj = project_to_simplex(raw, floor)
     report = {**fit.diagnostics, "sign_flips": flips, "negative_mass": proj["negative_mass"]}

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 import numpy as np
 from numpyro import handlers
 from numpyro.infer import init_to_value
-from numpyro.infer.util import initialize_model
+from numpyro.infer.util import potential_energy, unconstrain_fn
 
 from specinit._validation import bad_argument, check_int
 
@@ -45,14 +45,19 @@ def init_strategy(estimate, sites=None):
 
 
 def latent_sites(model, model_args=(), model_kwargs=None, key=None) -> dict:
-    """Shapes of the latent (non-observed, non-deterministic) sample sites of ``model``."""
+    """Shapes of the latent (non-observed) sample sites of ``model``.
+
+    The model is traced abstractly (``jax.eval_shape``): nothing is sampled
+    or compiled op by op.
+    """
     key = jax.random.PRNGKey(0) if key is None else key
-    trace = handlers.trace(handlers.seed(model, key)).get_trace(*model_args, **(model_kwargs or {}))
-    return {
-        name: site["value"].shape
-        for name, site in trace.items()
-        if site["type"] == "sample" and not site["is_observed"] and not site.get("infer", {}).get("enumerate")
-    }
+    model_kwargs = model_kwargs or {}
+
+    def values():
+        trace = handlers.trace(handlers.seed(model, key)).get_trace(*model_args, **model_kwargs)
+        return {name: site["value"] for name, site in trace.items() if site["type"] == "sample" and not site["is_observed"]}
+
+    return {name: tuple(struct.shape) for name, struct in jax.eval_shape(values).items()}
 
 
 def _check_sites(estimate, model, model_args, model_kwargs, func):
@@ -108,16 +113,16 @@ def init_params(estimate, model, num_chains: int, key, *, jitter: float = 0.0, m
         raise bad_argument("jitter", func, "a finite number >= 0", jitter)
     model_kwargs = model_kwargs or {}
     _check_sites(estimate, model, model_args, model_kwargs, func)
-    info = initialize_model(
-        jax.random.PRNGKey(0), model, init_strategy=init_strategy(estimate), model_args=model_args, model_kwargs=model_kwargs,
-    )
-    z = info.param_info.z
+    seeded = handlers.seed(model, jax.random.PRNGKey(0))
+    values = constrained_values(estimate)
+    z = jax.jit(lambda v: unconstrain_fn(seeded, model_args, model_kwargs, v))(values)
     keys = jax.random.split(key, len(z))
     chains = {
         name: value[None] + jitter * jax.random.normal(k_, (num_chains, *value.shape), value.dtype)
         for (name, value), k_ in zip(sorted(z.items()), keys)
     }
-    energy, grads = jax.vmap(jax.value_and_grad(info.potential_fn))(chains)
+    energy_fn = jax.value_and_grad(lambda params: potential_energy(seeded, model_args, model_kwargs, params))
+    energy, grads = jax.jit(jax.vmap(energy_fn))(chains)
     bad = ~np.isfinite(np.asarray(energy))
     for g in jax.tree_util.tree_leaves(grads):
         bad |= ~np.all(np.isfinite(np.asarray(g)).reshape(num_chains, -1), axis=1)

@@ -1,0 +1,256 @@
+"""Multi-view (naive Bayes) mixtures: NumPyro program and spectral estimate.
+
+A hidden class ``h ~ Categorical(weights)`` and ``l >= 3`` views that are
+conditionally independent given ``h``; each view is either
+
+* ``"categorical"``: one symbol per observation, given as integer codes
+  ``0 <= x_v < V_v`` (shape (N,)), ``x_v | h = i ~ Categorical(beta_v[i])``;
+  sites ``beta_<v>`` (k, V_v);
+* ``"gaussian"``: a real vector (shape (N, d_v)) with diagonal covariance,
+  ``x_v | h = i ~ Normal(loc_v[i], diag(scale_v[i]^2))``; sites
+  ``loc_<v>`` and ``scale_<v>`` (k, d_v).
+
+The class is summed out (log-sum-exp over ``h`` of ``log w_h + sum_v log
+p(x_v | h)``); the observed site ``views`` (all views stacked column-wise,
+see :func:`stack_views`) lives in the plate ``data`` with one log-likelihood
+per observation. With ``views=None`` the model generates data: sites ``h``
+and ``x_<v>`` in the plate ``data``.
+
+The spectral estimate uses :func:`specinit.multiview.fit_multiview`
+(symmetrization in projected coordinates, [1]_ Sec. 3.3, [2]_ Prop. 1) on
+one-hot categorical views and raw Gaussian views, since ``E[x_v | h]`` is
+``beta_v[h]`` (one-hot) or ``loc_v[h]``.
+
+References
+----------
+.. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, JMLR 2014, Sec. 3.3, Thm 3.6.
+.. [2] Anandkumar, Foster, Hsu, Kakade, Liu, Prop. 1 (view symmetrization).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+import scipy.sparse as sp
+from jax.scipy.special import logsumexp
+
+from specinit._validation import bad_argument, check_choice, check_int
+from specinit.estimate import SpectralEstimate
+from specinit.multiview import conditional_variances, fit_multiview
+from specinit.recovery import positive_weights, project_to_simplex
+
+__all__ = ["KINDS", "model", "spectral", "stack_views", "check_views"]
+
+KINDS = ("categorical", "gaussian")
+_VARIANCE_FLOOR = 1e-6
+
+
+def check_views(views, kinds=None, dims=None, func: str = "multiview.check_views"):
+    """Validate views and resolve ``kinds`` and ``dims``.
+
+    Parameters
+    ----------
+    views : sequence of arrays
+        Categorical views: integer codes of shape (N,); Gaussian views: (N, d_v).
+    kinds : sequence of {"categorical", "gaussian"}, optional
+        Default: 1-D integer views are categorical, 2-D views Gaussian.
+    dims : sequence of int, optional
+        ``V_v`` (categorical, default ``max code + 1``) or ``d_v``.
+
+    Returns
+    -------
+    views : list of ndarray
+        int64 codes or float64 arrays.
+    kinds, dims : tuple
+
+    Raises
+    ------
+    ValueError
+        Fewer than 3 views, different numbers of observations, NaN/inf,
+        categorical values out of range or not integers, wrong shapes.
+    """
+    if views is None or isinstance(views, np.ndarray) or not hasattr(views, "__len__"):
+        raise bad_argument("views", func, "a list of per-view arrays", views, kind=TypeError)
+    views = list(views)
+    if len(views) < 3:
+        raise bad_argument("views", func, "a list of at least 3 views", f"{len(views)} views", describe=False)
+    arrays = [np.asarray(v) for v in views]
+    for i, a in enumerate(arrays):
+        if a.dtype == object or a.dtype.kind not in "biuf":
+            raise bad_argument(f"views[{i}]", func, "a numeric array", a, kind=TypeError)
+    if kinds is None:
+        kinds = tuple("categorical" if a.ndim == 1 and a.dtype.kind in "biu" else "gaussian" for a in arrays)
+    kinds = tuple(kinds)
+    if len(kinds) != len(arrays):
+        raise bad_argument("kinds", func, f"one kind per view ({len(arrays)})", kinds)
+    for i, kind in enumerate(kinds):
+        check_choice(kind, f"kinds[{i}]", func, KINDS)
+    if dims is not None and len(dims) != len(arrays):
+        raise bad_argument("dims", func, f"one size per view ({len(arrays)})", dims)
+    rows = [a.shape[0] if a.ndim else 0 for a in arrays]
+    if len(set(rows)) != 1:
+        raise bad_argument("views", func, "views with the same number of observations (rows)", f"row counts {rows}", describe=False)
+    out, sizes = [], []
+    for i, (a, kind) in enumerate(zip(arrays, kinds)):
+        name = f"views[{i}]"
+        if a.size and not np.all(np.isfinite(a)):
+            n_bad = int(a.size - np.count_nonzero(np.isfinite(a)))
+            raise bad_argument(name, func, "finite", f"{n_bad} NaN or infinite entries", describe=False)
+        if kind == "categorical":
+            if a.ndim != 1 or np.any(a != np.round(a)):
+                raise bad_argument(name, func, "a (N,) array of integer category codes", a)
+            size = int(a.max()) + 1 if dims is None else check_int(dims[i], f"dims[{i}]", func, minimum=1)
+            if a.min() < 0 or a.max() >= size:
+                raise bad_argument(name, func, f"category codes in [0, {size})",
+                                   f"values in [{a.min():g}, {a.max():g}]", describe=False)
+            out.append(a.astype(np.int64))
+        else:
+            if a.ndim != 2:
+                raise bad_argument(name, func, "a two-dimensional (N, d) array (Gaussian view)", a)
+            size = a.shape[1]
+            if dims is not None and check_int(dims[i], f"dims[{i}]", func, minimum=1) != size:
+                raise bad_argument(f"dims[{i}]", func, f"the view's number of columns ({size})", dims[i])
+            out.append(a.astype(np.float64))
+        sizes.append(size)
+    return out, kinds, tuple(sizes)
+
+
+def stack_views(views):
+    """All views as one (N, D) float array: one column per categorical view, d_v per Gaussian view."""
+    return np.concatenate([np.asarray(v, dtype=np.float64).reshape(len(v), -1) for v in views], axis=1)
+
+
+class _MultiViewMixture(dist.Distribution):
+    """``sum_h w_h prod_v p(x_v | h)`` on stacked views (log-prob only)."""
+
+    support = dist.constraints.real_vector
+
+    def __init__(self, weights, kinds, params, n_obs):
+        self.weights, self.kinds, self.params = weights, kinds, params
+        width = sum(1 if kind == "categorical" else p[0].shape[-1] for kind, p in zip(kinds, params))
+        super().__init__(batch_shape=(n_obs,), event_shape=(width,))
+
+    def log_prob(self, value):
+        logp = jnp.log(self.weights)
+        start = 0
+        for kind, p in zip(self.kinds, self.params):
+            if kind == "categorical":
+                codes = jnp.round(value[..., start]).astype(jnp.int32)
+                logp = logp + jnp.log(p[0]).T[codes]
+                start += 1
+            else:
+                loc, scale = p
+                x = value[..., None, start:start + loc.shape[-1]]
+                logp = logp + dist.Normal(loc, scale).log_prob(x).sum(-1)
+                start += loc.shape[-1]
+        return logsumexp(logp, axis=-1)
+
+
+def model(views=None, *, k: int, kinds, n: int | None = None, dims=None):
+    """NumPyro multi-view mixture with the class summed out.
+
+    Parameters
+    ----------
+    views : sequence of arrays, optional
+        Observed views (see :func:`check_views`); ``None`` generates ``n``
+        observations with view sizes ``dims``.
+    k : int
+        Number of classes.
+    kinds : sequence of {"categorical", "gaussian"}
+        One per view.
+    n : int, optional
+        Number of observations to generate (only when ``views`` is None).
+    dims : sequence of int, optional
+        ``V_v`` or ``d_v`` per view (required when ``views`` is None).
+
+    Sites
+    -----
+    ``weights`` (k,) ~ Dirichlet(1); per view ``v``: ``beta_<v>`` (k, V_v) ~
+    Dirichlet(1) rows, or ``loc_<v>`` (k, d_v) ~ Normal(0, 10) and
+    ``scale_<v>`` (k, d_v) ~ HalfNormal(10). Observed ``views`` (stacked) in
+    plate ``data``; when generating, ``h`` and ``x_<v>`` in plate ``data``.
+    """
+    func = "multiview.model"
+    kinds = tuple(kinds)
+    if views is None:
+        if n is None or dims is None or len(dims) != len(kinds):
+            raise bad_argument("dims", func, "one size per view, with n, when views is None", dims)
+        n_obs, sizes = int(n), tuple(int(s) for s in dims)
+    else:
+        views, kinds, sizes = check_views(views, kinds, dims, func)
+        n_obs = views[0].shape[0]
+    weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
+    params = []
+    for v, (kind, size) in enumerate(zip(kinds, sizes)):
+        if kind == "categorical":
+            params.append((numpyro.sample(f"beta_{v}", dist.Dirichlet(jnp.ones(size)).expand([k]).to_event(1)),))
+        else:
+            loc = numpyro.sample(f"loc_{v}", dist.Normal(0.0, 10.0).expand([k, size]).to_event(2))
+            scale = numpyro.sample(f"scale_{v}", dist.HalfNormal(10.0).expand([k, size]).to_event(2))
+            params.append((loc, scale))
+    with numpyro.plate("data", n_obs):
+        if views is None:
+            h = numpyro.sample("h", dist.Categorical(weights))
+            for v, (kind, p) in enumerate(zip(kinds, params)):
+                if kind == "categorical":
+                    numpyro.sample(f"x_{v}", dist.Categorical(p[0][h]))
+                else:
+                    numpyro.sample(f"x_{v}", dist.Normal(p[0][h], p[1][h]).to_event(1))
+        else:
+            numpyro.sample("views", _MultiViewMixture(weights, kinds, params, n_obs), obs=jnp.asarray(stack_views(views)))
+
+
+def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: str = "tpm", seed=0,
+             floor: float = 1e-3, **options) -> SpectralEstimate:
+    """Method-of-moments estimate of a multi-view mixture.
+
+    Parameters
+    ----------
+    views : sequence of arrays
+        At least 3 views with the same observations (see :func:`check_views`).
+    k : int
+        Number of classes; every view used by the tensor step needs ``V_v >= k``
+        (categorical) or ``d_v >= k`` (Gaussian) with linearly independent
+        class means.
+    kinds, dims : sequences, optional
+        See :func:`check_views`.
+    target : int
+        View onto which the others are symmetrized (:func:`specinit.multiview.fit_multiview`).
+    method : {"tpm", "svtd", "eca", "als"}
+    seed : int or numpy.random.Generator
+    floor : float
+        Categorical rows are projected onto the simplex and floored at ``floor / V_v``.
+    **options
+        Passed to :func:`specinit.multiview.fit_multiview`.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``"multiview"`` with ``weights`` (k,), ``beta_<v>`` (k, V_v) for
+        categorical views, ``loc_<v>`` and ``scale_<v>`` (k, d_v) for Gaussian
+        views. Gaussian scales come from the within-class second moments
+        ``E[x_v^2 | h] - loc_v^2`` (:func:`specinit.multiview.conditional_variances`),
+        floored at ``1e-6`` (variance) where noise makes them non-positive;
+        the number floored is in ``diagnostics["scale_floored_<v>"]``.
+    """
+    func = "multiview.spectral"
+    views, kinds, sizes = check_views(views, kinds, dims, func)
+    n_obs = views[0].shape[0]
+    fit_views = [sp.csr_matrix((np.ones(n_obs), (np.arange(n_obs), v)), shape=(n_obs, size))
+                 if kind == "categorical" else v for v, kind, size in zip(views, kinds, sizes)]
+    fit = fit_multiview(fit_views, k, target=target, method=method, seed=seed, **options)
+    params = {"weights": positive_weights(fit.weights)}
+    diagnostics = dict(fit.diagnostics)
+    gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
+    variances = conditional_variances(fit_views, fit, gaussian) if gaussian else {}
+    for v, kind in enumerate(kinds):
+        if kind == "categorical":
+            params[f"beta_{v}"], report = project_to_simplex(fit.means[v], floor)
+            diagnostics[f"negative_mass_{v}"] = report["negative_mass"]
+        else:
+            params[f"loc_{v}"] = fit.means[v]
+            diagnostics[f"scale_floored_{v}"] = int(np.count_nonzero(variances[v] < _VARIANCE_FLOOR))
+            params[f"scale_{v}"] = np.sqrt(np.maximum(variances[v], _VARIANCE_FLOOR))
+    return SpectralEstimate("multiview", params, diagnostics)

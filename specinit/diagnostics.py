@@ -1,0 +1,397 @@
+"""ArviZ diagnostics: spectral estimates beside NumPyro posteriors.
+
+This is the ONLY module of specinit that imports ArviZ. ArviZ 0.x
+(``InferenceData``, Python 3.11) and 1.x (``xarray.DataTree``, Python >=
+3.12) differ; the difference is confined to the private helpers at the top
+(``_make``, ``_group``, ``_put``, ``_summary``, ``_forest``). Everything
+else works on plain ``xarray.Dataset`` groups.
+
+Layout of the returned object (:func:`to_inference_data`):
+
+* ``posterior`` -- NumPyro draws, relabelled to the spectral estimate's
+  component labels when ``align=True`` (:func:`specinit.align.align_draws`;
+  attribute ``aligned_to = "spectral"``);
+* ``log_likelihood`` -- one value per observation of the data plate (per
+  document for the topic models), so :func:`loo` works;
+* ``sample_stats``, ``observed_data`` -- as ArviZ builds them;
+* ``spectral`` -- the estimate as a single chain with a single draw, with
+  the posterior's variable names, dims and coords (attributes: the model
+  name and the estimate's scalar diagnostics). ``az.summary`` and
+  ``az.plot_forest`` read ``posterior`` and ignore it; use
+  :func:`compare_table` and :func:`plot_forest_with_spectral` for the side
+  by side view.
+
+Figures are drawn on ``matplotlib.figure.Figure`` objects (Agg rendering,
+no pyplot state, no display) and saved as PNG; each plotting helper returns
+the path written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import xarray as xr
+from matplotlib.figure import Figure
+
+from specinit._validation import bad_argument, check_int, check_positive
+from specinit.align import COMPONENT_AXES, MATCH_SITE, align_draws
+
+__all__ = [
+    "to_inference_data",
+    "estimate_to_inference_data",
+    "compare_table",
+    "max_rhat",
+    "loo",
+    "plot_forest_with_spectral",
+    "plot_topic_heatmap",
+    "plot_elbo_traces",
+]
+
+_ARVIZ_1 = int(az.__version__.split(".")[0]) >= 1
+
+#: Dims of each model's sites (plate dims first, then event dims).
+_DIMS = {
+    "lda": {"alpha": ["topics"], "beta": ["topics", "word"], "theta": ["documents", "topics"], "counts": ["documents", "word"]},
+    "single_topic": {"weights": ["topics"], "beta": ["topics", "word"], "counts": ["documents", "word"]},
+}
+#: Event dims that ArviZ cannot infer from the plates.
+_EVENT_DIMS = {
+    "lda": {"alpha": ["topics"], "beta": ["word"], "theta": ["topics"], "counts": ["word"]},
+    "single_topic": {"weights": ["topics"], "beta": ["word"], "counts": ["word"]},
+}
+
+
+# ArviZ version boundary ----------------------------------------------------------------------------
+def _make(groups: dict):
+    """An ArviZ container of ``xarray.Dataset`` groups."""
+    if _ARVIZ_1:
+        return xr.DataTree.from_dict(groups)
+    return az.InferenceData(**groups)
+
+
+def _group(data, name: str) -> xr.Dataset:
+    """Group ``name`` as an ``xarray.Dataset`` (``ValueError`` if absent)."""
+    names = list(data.children) if _ARVIZ_1 else data.groups()
+    if name not in names:
+        raise bad_argument("idata", "specinit.diagnostics", f"an ArviZ object with a {name!r} group", f"groups {names}", describe=False)
+    return data[name].to_dataset() if _ARVIZ_1 else data[name]
+
+
+def _put(data, name: str, dataset: xr.Dataset) -> None:
+    """Add or replace group ``name`` in place."""
+    if _ARVIZ_1:
+        data[name] = dataset
+    elif name in data.groups():
+        setattr(data, name, dataset)
+    else:
+        data.add_groups({name: dataset})
+
+
+def _summary(data, var_names, hdi_prob: float) -> pd.DataFrame:
+    """``az.summary`` with columns ``mean, hdi_low, hdi_high, r_hat, ess_bulk``."""
+    if _ARVIZ_1:
+        table = az.summary(data, var_names=var_names, ci_prob=hdi_prob, ci_kind="hdi")
+        low, high = [c for c in table.columns if c.endswith("_lb")][0], [c for c in table.columns if c.endswith("_ub")][0]
+    else:
+        table = az.summary(data, var_names=var_names, hdi_prob=hdi_prob)
+        low, high = [c for c in table.columns if c.startswith("hdi_")]
+    return table.rename(columns={low: "hdi_low", high: "hdi_high"})[["mean", "hdi_low", "hdi_high", "r_hat", "ess_bulk"]]
+
+
+def _forest(data, var_names, hdi_prob: float, ax) -> None:
+    """Draw ``az.plot_forest`` (one combined interval per scalar) on ``ax``."""
+    if _ARVIZ_1:
+        raise NotImplementedError(
+            "plot_forest_with_spectral draws on matplotlib axes with the ArviZ 0.x plot_forest; ArviZ "
+            f"{az.__version__} plots through PlotCollection. Use compare_table for the numbers."
+        )
+    az.plot_forest(data, var_names=var_names, combined=True, hdi_prob=hdi_prob, ax=ax)
+
+
+# conversion ---------------------------------------------------------------------------------------
+def _site_dims(name: str, ndim: int, model: str) -> list:
+    dims = _DIMS.get(model, {}).get(name)
+    return list(dims) if dims is not None and len(dims) == ndim else [f"{name}_dim_{i}" for i in range(ndim)]
+
+
+def estimate_to_inference_data(estimate):
+    """The estimate as an ArviZ object with one chain and one draw.
+
+    Parameters
+    ----------
+    estimate : SpectralEstimate
+
+    Returns
+    -------
+    arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
+        A ``posterior`` group with one variable per site, dims named after
+        the model's plates (``topics``, ``documents``) and the vocabulary
+        (``word``, with the estimate's vocabulary as coordinates), and the
+        model name and scalar diagnostics as attributes.
+    """
+    variables = {
+        name: (["chain", "draw", *_site_dims(name, value.ndim, estimate.model)], value[None, None])
+        for name, value in estimate.params.items()
+    }
+    dataset = xr.Dataset(variables, coords=_coords(estimate), attrs=_attrs(estimate))
+    return _make({"posterior": dataset})
+
+
+def _coords(estimate) -> dict:
+    return {"word": list(estimate.vocabulary)} if estimate.vocabulary is not None else {}
+
+
+def _attrs(estimate) -> dict:
+    scalars = {k: v for k, v in estimate.diagnostics.items() if isinstance(v, (bool, int, float, str))}
+    return {"model": estimate.model, **{k: int(v) if isinstance(v, bool) else v for k, v in scalars.items()}}
+
+
+def _check_shapes(posterior: xr.Dataset, estimate, func: str) -> None:
+    for name, value in estimate.params.items():
+        if name not in posterior:
+            raise bad_argument(
+                "estimate", func, f"an estimate whose sites are posterior variables ({sorted(posterior.data_vars)})",
+                f"the site {name!r}", describe=False,
+            )
+        shape = posterior[name].shape[2:]
+        if tuple(shape) != value.shape:
+            raise bad_argument(
+                "estimate", func, f"an estimate of the posterior's shape {tuple(shape)} for {name!r}",
+                f"shape {value.shape}", describe=False,
+            )
+
+
+def to_inference_data(mcmc, estimate=None, *, align: bool = True, log_likelihood: bool = True):
+    """Convert a NumPyro MCMC run to ArviZ, with the spectral estimate beside it.
+
+    Parameters
+    ----------
+    mcmc : numpyro.infer.MCMC
+        A run of a specinit model (``mcmc.run`` already called).
+    estimate : SpectralEstimate, optional
+        Stored as the ``spectral`` group, and the labelling the posterior is
+        aligned to.
+    align : bool
+        Relabel every draw's components to the estimate's labels
+        (:func:`specinit.align.align_draws`, matched on the model's
+        :data:`specinit.align.MATCH_SITE`). Ignored without ``estimate``.
+    log_likelihood : bool
+        Compute the pointwise log-likelihood (per document / sequence: the
+        observed site lives in the data plate). It is invariant to the
+        relabelling.
+
+    Returns
+    -------
+    arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
+        See the module notes for the groups.
+
+    Raises
+    ------
+    ValueError
+        If an estimate site is not a posterior variable or its shape differs
+        from the posterior's per-draw shape, or ``align=True`` for a model
+        without a known component layout.
+    """
+    func = "to_inference_data"
+    model = estimate.model if estimate is not None else None
+    coords = _coords(estimate) if estimate is not None else None
+    data = az.from_numpyro(mcmc, log_likelihood=bool(log_likelihood), coords=coords, extra_event_dims=_EVENT_DIMS.get(model))
+    if estimate is None:
+        return data
+    posterior = _group(data, "posterior")
+    _check_shapes(posterior, estimate, func)
+    if align:
+        if model not in COMPONENT_AXES:
+            raise bad_argument("align", func, f"False for a model without a known component layout ({sorted(COMPONENT_AXES)})", model)
+        aligned = align_draws(
+            {name: posterior[name].values for name in posterior.data_vars}, estimate,
+            component_axes=model, match_on=MATCH_SITE[model],
+        )
+        posterior = posterior.assign({name: (posterior[name].dims, value) for name, value in aligned.items()})
+        posterior.attrs["aligned_to"] = "spectral"
+        _put(data, "posterior", posterior)
+    spectral = xr.Dataset(
+        {name: (posterior[name].dims, value[None, None]) for name, value in estimate.params.items()},
+        coords={dim: posterior.coords[dim] for name in estimate.params for dim in posterior[name].dims[2:]},
+        attrs=_attrs(estimate),
+    )
+    _put(data, "spectral", spectral)
+    return data
+
+
+# tables -------------------------------------------------------------------------------------------
+def _var_names(posterior: xr.Dataset, estimate, var_names, func: str) -> list:
+    names = [n for n in estimate.params if n in posterior] if var_names is None else [var_names] if isinstance(var_names, str) else list(var_names)
+    missing = [n for n in names if n not in estimate.params or n not in posterior]
+    if missing or not names:
+        raise bad_argument(
+            "var_names", func, f"sites of both the estimate ({sorted(estimate.params)}) and the posterior", missing or names
+        )
+    return names
+
+
+def compare_table(idata, estimate, var_names=None, hdi_prob: float = 0.94) -> pd.DataFrame:
+    """Spectral values against posterior summaries, one row per scalar parameter.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData or xarray.DataTree
+        From :func:`to_inference_data` (aligned to ``estimate``).
+    estimate : SpectralEstimate
+    var_names : str or list of str, optional
+        Sites to compare; default: every estimate site in the posterior.
+    hdi_prob : float
+        Probability mass of the highest-density interval.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed like ``az.summary`` (``"beta[0, 3]"``), with columns
+        ``spectral``, ``mean``, ``hdi_low``, ``hdi_high``, ``inside``
+        (``hdi_low <= spectral <= hdi_high``), ``r_hat``, ``ess_bulk``.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``var_names``, ``hdi_prob`` outside (0, 1), or an estimate
+        whose shapes differ from the posterior's.
+    """
+    func = "compare_table"
+    hdi_prob = check_positive(hdi_prob, "hdi_prob", func)
+    if hdi_prob >= 1:
+        raise bad_argument("hdi_prob", func, "a probability in (0, 1)", hdi_prob)
+    posterior = _group(idata, "posterior")
+    _check_shapes(posterior, estimate, func)
+    names = _var_names(posterior, estimate, var_names, func)
+    table = _summary(idata, names, hdi_prob)
+    table.insert(0, "spectral", np.concatenate([estimate.params[n].ravel() for n in names]))
+    table.insert(4, "inside", (table["hdi_low"] <= table["spectral"]) & (table["spectral"] <= table["hdi_high"]))
+    return table
+
+
+def max_rhat(idata, var_names=None) -> float:
+    """Largest rank-normalized split R-hat over ``var_names`` (default: all posterior variables)."""
+    return float(_summary(idata, var_names, 0.94)["r_hat"].max())
+
+
+def loo(idata, *, pointwise: bool = False):
+    """PSIS-LOO of the per-document log-likelihood (``az.loo``).
+
+    Raises
+    ------
+    ValueError
+        If ``idata`` has no ``log_likelihood`` group.
+    """
+    _group(idata, "log_likelihood")
+    return az.loo(idata, pointwise=pointwise)
+
+
+# plots ----------------------------------------------------------------------------------------------
+def _save(fig: Figure, path) -> Path:
+    path = Path(path)
+    fig.savefig(path, format="png", dpi=100, bbox_inches="tight")
+    return path
+
+
+def plot_forest_with_spectral(idata, estimate, var_names, path, *, hdi_prob: float = 0.94) -> Path:
+    """``az.plot_forest`` of the posterior with the spectral values marked.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData
+        From :func:`to_inference_data` (aligned to ``estimate``).
+    estimate : SpectralEstimate
+    var_names : str or list of str
+        Sites to plot (keep them small: one row per scalar).
+    path : str or Path
+        PNG file to write.
+    hdi_prob : float
+
+    Returns
+    -------
+    Path
+        ``path``.
+    """
+    func = "plot_forest_with_spectral"
+    posterior = _group(idata, "posterior")
+    _check_shapes(posterior, estimate, func)
+    names = _var_names(posterior, estimate, var_names, func)
+    values = np.concatenate([estimate.params[n].ravel() for n in names])
+    fig = Figure(figsize=(6, 1 + 0.25 * values.size))
+    ax = fig.add_subplot()
+    _forest(idata, names, hdi_prob, ax)
+    rows = sorted((tick.get_position()[1] for tick in ax.get_yticklabels()), reverse=True)
+    ax.scatter(values, rows, marker="x", color="C3", zorder=3, label="spectral")
+    ax.legend(loc="upper right")
+    return _save(fig, path)
+
+
+def plot_topic_heatmap(beta, path, vocabulary=None, top_n: int = 10) -> Path:
+    """Heat map of topic-word probabilities over each topic's top words.
+
+    Parameters
+    ----------
+    beta : array-like, shape (k, V)
+        Topics (rows).
+    path : str or Path
+        PNG file to write.
+    vocabulary : sequence of str, optional
+        Word labels (default: word indices).
+    top_n : int
+        Words per topic; the columns are the union of the topics' top words.
+
+    Returns
+    -------
+    Path
+    """
+    func = "plot_topic_heatmap"
+    beta = np.asarray(beta, dtype=np.float64)
+    if beta.ndim != 2 or 0 in beta.shape:
+        raise bad_argument("beta", func, "a non-empty (k, V) array", beta)
+    top_n = check_int(top_n, "top_n", func, minimum=1)
+    words = [str(w) for w in vocabulary] if vocabulary is not None else [str(i) for i in range(beta.shape[1])]
+    if len(words) != beta.shape[1]:
+        raise bad_argument("vocabulary", func, f"{beta.shape[1]} words (the columns of beta)", f"{len(words)} words", describe=False)
+    ranked = np.argsort(-beta, axis=1, kind="stable")[:, :top_n]
+    columns = list(dict.fromkeys(ranked.ravel().tolist()))
+    fig = Figure(figsize=(1 + 0.3 * len(columns), 1 + 0.4 * beta.shape[0]))
+    ax = fig.add_subplot()
+    image = ax.imshow(beta[:, columns], aspect="auto", cmap="viridis")
+    ax.set_xticks(range(len(columns)), [words[c] for c in columns], rotation=90)
+    ax.set_yticks(range(beta.shape[0]), [f"topic {i}" for i in range(beta.shape[0])])
+    fig.colorbar(image, ax=ax, label="P(word | topic)")
+    return _save(fig, path)
+
+
+def plot_elbo_traces(traces: dict, path) -> Path:
+    """Loss (negative ELBO) per step of several SVI runs on one axis.
+
+    Parameters
+    ----------
+    traces : dict of str -> array-like
+        Label -> one-dimensional loss trace (e.g. ``"spectral"``,
+        ``"uniform"`` from :class:`specinit.refine.SviComparison`).
+    path : str or Path
+        PNG file to write.
+
+    Returns
+    -------
+    Path
+    """
+    func = "plot_elbo_traces"
+    if not isinstance(traces, dict) or not traces:
+        raise bad_argument("traces", func, "a non-empty dict of label -> loss trace", traces, kind=TypeError)
+    fig = Figure(figsize=(6, 4))
+    ax = fig.add_subplot()
+    for label, trace in traces.items():
+        values = np.asarray(trace, dtype=np.float64)
+        if values.ndim != 1 or values.size == 0:
+            raise bad_argument("traces", func, "one-dimensional, non-empty loss traces", f"shape {values.shape} for {label!r}", describe=False)
+        ax.plot(np.arange(1, values.size + 1), values, label=str(label))
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss (negative ELBO)")
+    ax.legend()
+    return _save(fig, path)

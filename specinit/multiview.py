@@ -1,0 +1,407 @@
+"""Multi-view mixtures by symmetrization in projected coordinates.
+
+A hidden class ``h`` with ``Pr[h = i] = w_i`` and ``l >= 3`` views
+``x_1, ..., x_l`` that are conditionally independent given ``h`` with
+``E[x_v | h = i] = mu_{v,i}`` (a "naive Bayes" model; views may have different
+dimensions and distributions). The cross moments are
+
+.. math::
+
+    \\mathrm{Pairs}_{a,b} = E[x_a x_b^T] = \\sum_i w_i \\mu_{a,i} \\mu_{b,i}^T,
+    \\qquad
+    \\mathrm{Triples}_{a,b,c} = \\sum_i w_i \\mu_{a,i} \\otimes \\mu_{b,i} \\otimes \\mu_{c,i}.
+
+The estimator never forms a ``d_a x d_b`` matrix:
+
+1. a randomized range finder on the operator ``Q -> Pairs_{v,u} Q`` gives an
+   orthonormal basis ``U_v`` (``d_v x k``) of ``span{mu_{v,i}}`` for each of
+   the three views used (the target ``t`` and two others ``a``, ``b``);
+2. in the projected coordinates ``z_v = U_v^T x_v`` the views are symmetrized
+   onto the target ([2]_ Prop. 1, [1]_ Thm 3.6):
+   ``z~_a = P_{t,b} P_{a,b}^{-1} z_a``, ``z~_b = P_{t,a} P_{b,a}^{-1} z_b`` with
+   the ``k x k`` matrices ``P_{x,y} = U_x^T Pairs_{x,y} U_y``, so that
+   ``M2 = E[z~_a z~_b^T] = sum_i w_i m_i m_i^T`` and
+   ``M3 = E[z~_a (x) z~_b (x) z_t] = sum_i w_i m_i^(x)3`` with
+   ``m_i = U_t^T mu_{t,i}``;
+3. these exchangeable k-dimensional moments go through
+   :func:`specinit.recovery.fit_exchangeable` (tensor eigenvalues
+   ``lambda_i = w_i^(-1/2)``), giving ``w_i = 1/lambda_i^2`` and
+   ``mu_{t,i} = U_t m_i``;
+4. every other view follows from the linear map
+   ``Pairs_{v,t} U_t = mu_v^T diag(w) M_t^T`` (:func:`conditional_means`).
+
+Moments are accessed through a small protocol (``n_views``, ``dims``,
+``pairs_matmat(a, b, Q)``, ``projected_triples(a, b, c, Ua, Ub, Uc)``)
+implemented from data (:class:`ViewMoments`) and from parameters
+(:class:`MultiViewPopulation`, via :func:`multiview_population`), so exact
+recovery can be checked through the same code path that fits data.
+
+References
+----------
+.. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, "Tensor decompositions for
+   learning latent variable models", JMLR 2014, Sec. 3.3, Thm 3.6, Prop. 3.2.
+.. [2] Anandkumar, Foster, Hsu, Kakade, Liu, "A spectral algorithm for latent
+   Dirichlet allocation" / multi-view mixtures, Prop. 1 (view symmetrization).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from specinit._validation import as_generator, bad_argument, check_int
+from specinit.recovery import fit_exchangeable
+
+_BLOCK_BYTES = 64 * 2**20  # bound on the (rows x ka*kb) intermediate of projected_triples
+
+__all__ = [
+    "MultiViewFit",
+    "MultiViewPopulation",
+    "ViewMoments",
+    "conditional_means",
+    "conditional_variances",
+    "fit_multiview",
+    "multiview_population",
+]
+
+
+def _check_view(value, index: int, func: str):
+    name = f"views[{index}]"
+    if sp.issparse(value):
+        matrix = sp.csr_matrix(value, dtype=np.float64)
+        values = matrix.data
+    else:
+        if value is None or isinstance(value, (str, bytes)):
+            raise bad_argument(name, func, "an (N, d) array or scipy.sparse matrix", value, kind=TypeError)
+        matrix = np.asarray(value)
+        if matrix.dtype == object or matrix.dtype.kind not in "biuf":
+            raise bad_argument(name, func, "a numeric (N, d) array", matrix, kind=TypeError)
+        matrix = matrix.astype(np.float64, copy=False)
+        values = matrix
+    if matrix.ndim != 2 or matrix.shape[0] == 0 or matrix.shape[1] == 0:
+        raise bad_argument(name, func, "a non-empty two-dimensional (N, d) array", matrix)
+    if not np.all(np.isfinite(values)):
+        n_bad = int(values.size - np.count_nonzero(np.isfinite(values)))
+        raise bad_argument(name, func, "finite", f"{n_bad} NaN or infinite entries", describe=False)
+    return matrix
+
+
+class ViewMoments:
+    """Empirical cross moments of ``l >= 3`` views (one pass per operator product).
+
+    Parameters
+    ----------
+    views : sequence of arrays or scipy.sparse matrices, each (N, d_v)
+        Row ``n`` of every view is the same observation.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 3 views, different numbers of rows, empty or non-finite views.
+    TypeError
+        Non-numeric views.
+    """
+
+    def __init__(self, views):
+        func = "ViewMoments"
+        if isinstance(views, np.ndarray) or sp.issparse(views) or not hasattr(views, "__len__"):
+            raise bad_argument("views", func, "a list of (N, d_v) arrays (one per view)", views, kind=TypeError)
+        if len(views) < 3:
+            raise bad_argument("views", func, "a list of at least 3 views", f"{len(views)} views", describe=False)
+        self.views = [_check_view(v, i, func) for i, v in enumerate(views)]
+        rows = [v.shape[0] for v in self.views]
+        if len(set(rows)) != 1:
+            raise bad_argument("views", func, "views with the same number of observations (rows)", f"row counts {rows}", describe=False)
+        self.n_observations = rows[0]
+
+    @property
+    def n_views(self) -> int:
+        return len(self.views)
+
+    @property
+    def dims(self) -> tuple:
+        return tuple(v.shape[1] for v in self.views)
+
+    def pairs_matmat(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:
+        """``E[x_a x_b^T] @ Q`` for a (d_b, r) matrix, as ``X_a^T (X_b Q) / N``."""
+        return np.asarray(self.views[a].T @ np.asarray(self.views[b] @ Q)) / self.n_observations
+
+    def projected_triples(self, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+        """``E[(Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)]`` as a (ka, kb, kc) array, in bounded blocks."""
+        Za, Zb, Zc = (np.asarray(self.views[v] @ U) for v, U in ((a, Ua), (b, Ub), (c, Uc)))
+        out = np.zeros((Za.shape[1] * Zb.shape[1], Zc.shape[1]))
+        step = max(1, _BLOCK_BYTES // (8 * Za.shape[1] * Zb.shape[1]))
+        for start in range(0, self.n_observations, step):
+            stop = start + step
+            rows = (Za[start:stop, :, None] * Zb[start:stop, None, :]).reshape(-1, out.shape[0])
+            out += rows.T @ Zc[start:stop]
+        return out.reshape(Za.shape[1], Zb.shape[1], Zc.shape[1]) / self.n_observations
+
+
+@dataclass(frozen=True)
+class MultiViewPopulation:
+    """Exact cross moments of a multi-view mixture (see :func:`multiview_population`)."""
+
+    means: tuple
+    weights: np.ndarray
+
+    @property
+    def n_views(self) -> int:
+        return len(self.means)
+
+    @property
+    def dims(self) -> tuple:
+        return tuple(m.shape[1] for m in self.means)
+
+    def pairs_matmat(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:
+        """``sum_i w_i mu_{a,i} (mu_{b,i}^T Q)`` (``a != b``)."""
+        return self.means[a].T @ (self.weights[:, None] * (self.means[b] @ Q))
+
+    def projected_triples(self, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+        """``sum_i w_i (Ua^T mu_{a,i}) (x) (Ub^T mu_{b,i}) (x) (Uc^T mu_{c,i})``."""
+        pa, pb, pc = self.means[a] @ Ua, self.means[b] @ Ub, self.means[c] @ Uc
+        return np.einsum("i,ia,ib,ic->abc", self.weights, pa, pb, pc)
+
+
+def multiview_population(means, weights) -> MultiViewPopulation:
+    """Population cross moments of a multi-view mixture from its parameters.
+
+    Parameters
+    ----------
+    means : sequence of arrays, each (k, d_v)
+        Row ``i`` of ``means[v]`` is ``E[x_v | h = i]``; at least 3 views.
+    weights : array, shape (k,)
+        Class probabilities (positive, summing to one).
+
+    Returns
+    -------
+    MultiViewPopulation
+        Consumed by :func:`fit_multiview` in place of data.
+    """
+    func = "multiview_population"
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 1 or not np.all(np.isfinite(weights)) or np.any(weights <= 0) or abs(weights.sum() - 1) > 1e-8:
+        raise bad_argument("weights", func, "a (k,) vector of positive probabilities summing to 1", weights)
+    if len(means) < 3:
+        raise bad_argument("means", func, "a list of at least 3 (k, d_v) arrays", f"{len(means)} views", describe=False)
+    arrays = []
+    for i, m in enumerate(means):
+        m = np.asarray(m, dtype=np.float64)
+        if m.ndim != 2 or m.shape[0] != weights.size or not np.all(np.isfinite(m)):
+            raise bad_argument(f"means[{i}]", func, f"a finite ({weights.size}, d_v) array", m)
+        arrays.append(m)
+    return MultiViewPopulation(tuple(arrays), weights)
+
+
+@dataclass(frozen=True)
+class _ProjectedMoments:
+    """Dense k-dimensional exchangeable moments (the protocol of :func:`fit_exchangeable`)."""
+
+    m2: np.ndarray
+    m3: np.ndarray
+
+    @property
+    def n_features(self) -> int:
+        return self.m2.shape[0]
+
+    def m2_matmat(self, Q):
+        return self.m2 @ Q
+
+    def whitened_m3(self, W):
+        return np.einsum("abc,ai,bj,ck->ijk", self.m3, W, W, W)
+
+
+@dataclass(frozen=True)
+class MultiViewFit:
+    """Output of :func:`fit_multiview`.
+
+    Attributes
+    ----------
+    weights : ndarray, shape (k,)
+        Class probabilities ``w_i = 1 / lambda_i^2`` (not floored or renormalized).
+    means : list of ndarray, each (k, d_v)
+        Row ``i`` of ``means[v]`` estimates ``E[x_v | h = i]``; classes
+        ordered by decreasing tensor eigenvalue (increasing weight).
+    diagnostics : dict
+        ``target``, ``views_used`` (a, b, t), ``pair_condition_number_ab``,
+        ``_ta``, ``_tb`` (of the projected ``k x k`` pair matrices ``P_{a,b}``,
+        ``P_{t,a}``, ``P_{t,b}``), ``pair_singular_values_ta``, ``_ab``, ``_bt``
+        (top-k singular values of the cross moments used for the bases), ``weights_sum``, and the
+        whitening / decomposition diagnostics of the exchangeable fit.
+    """
+
+    weights: np.ndarray
+    means: list
+    diagnostics: dict
+
+
+def _top_left_basis(moments, v: int, u: int, k: int, rng, oversample: int, n_iter: int):
+    """Top-k left singular vectors and values of ``Pairs_{v,u}`` (randomized, [Halko et al. 2011, Alg. 4.4])."""
+    d_v, d_u = moments.dims[v], moments.dims[u]
+    r = min(d_v, d_u, k + oversample)
+    Y = moments.pairs_matmat(v, u, rng.standard_normal((d_u, r)))
+    for _ in range(n_iter):
+        Q = np.linalg.qr(Y)[0]
+        Y = moments.pairs_matmat(v, u, np.linalg.qr(moments.pairs_matmat(u, v, Q))[0])
+    Q = np.linalg.qr(Y)[0]
+    B = moments.pairs_matmat(u, v, Q).T  # (r, d_u) = Q^T Pairs_{v,u}
+    left, s, _ = np.linalg.svd(B, full_matrices=False)
+    return Q @ left[:, :k], s[:k]
+
+
+def conditional_means(moments, view: int, anchor: int, anchor_means, weights) -> np.ndarray:
+    """``E[x_view | h]`` from the cross moment with an already estimated anchor view.
+
+    With ``Q`` an orthonormal basis of the row space of ``anchor_means``,
+    ``Pairs_{view,anchor} Q = mu_view^T diag(w) (mu_anchor Q)``; the ``k x k``
+    matrix ``mu_anchor Q`` is invertible when the anchor means are linearly
+    independent, so ``mu_view = diag(w)^(-1) (mu_anchor Q)^(-T) (Pairs Q)^T``.
+    Requires ``x_view`` and ``x_anchor`` conditionally independent given ``h``
+    ([1]_ Sec. 3.3).
+
+    Parameters
+    ----------
+    moments : ViewMoments or MultiViewPopulation
+    view, anchor : int
+        Distinct view indices.
+    anchor_means : array, shape (k, d_anchor)
+    weights : array, shape (k,)
+
+    Returns
+    -------
+    ndarray, shape (k, d_view)
+    """
+    func = "conditional_means"
+    if view == anchor:
+        raise bad_argument("anchor", func, "a view other than 'view' (conditionally independent of it)", anchor)
+    anchor_means = np.asarray(anchor_means, dtype=np.float64)
+    Q = np.linalg.qr(anchor_means.T)[0]
+    C = moments.pairs_matmat(view, anchor, Q)
+    return np.linalg.solve((anchor_means @ Q).T, C.T) / np.asarray(weights, dtype=np.float64)[:, None]
+
+
+def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", seed=0, oversample: int = 10,
+                  n_power_iter: int = 2, **options) -> MultiViewFit:
+    """Estimate the weights and every view's conditional means of a multi-view mixture.
+
+    Parameters
+    ----------
+    views : sequence of (N, d_v) arrays / scipy.sparse matrices, or a moments object
+        At least 3 views with the same rows (observations), or a
+        :class:`ViewMoments` / :class:`MultiViewPopulation` (exact moments).
+    k : int
+        Number of classes, ``1 <= k <= min(d_v)`` over the three views used.
+    target : int
+        The view onto which the others are symmetrized. The tensor step uses
+        the target and two other views among the first three (the first two
+        views when the target is not among the first three).
+    method : {"tpm", "svtd", "eca", "als"}
+        Tensor decomposition (:mod:`specinit.decompose`).
+    seed : int or numpy.random.Generator
+        Drives the range finders, the whitening and the decomposition.
+    oversample, n_power_iter : int
+        Randomized range finder settings.
+    **options
+        Passed to :func:`specinit.recovery.fit_exchangeable`.
+
+    Returns
+    -------
+    MultiViewFit
+
+    Raises
+    ------
+    ValueError
+        Fewer than 3 views, different numbers of observations, NaN/inf,
+        ``k`` larger than a view's dimension, target out of range.
+
+    References
+    ----------
+    [1]_ Thm 3.6 (symmetrized multi-view moments), [2]_ Prop. 1.
+    """
+    func = "fit_multiview"
+    moments = views if hasattr(views, "pairs_matmat") else ViewMoments(views)
+    n_views = moments.n_views
+    target = check_int(target, "target", func, minimum=-n_views, maximum=n_views - 1) % n_views
+    a, b = [v for v in range(3) if v != target][:2]
+    t = target
+    used_dims = [moments.dims[v] for v in (a, b, t)]
+    k = check_int(k, "k", func, minimum=1)
+    if k > min(used_dims):
+        raise bad_argument("k", func, f"<= the smallest dimension of the views used ({min(used_dims)})", k)
+    oversample = check_int(oversample, "oversample", func, minimum=0)
+    n_power_iter = check_int(n_power_iter, "n_power_iter", func, minimum=0)
+    rng = as_generator(seed, func)
+
+    U_t, s_ta = _top_left_basis(moments, t, a, k, rng, oversample, n_power_iter)
+    U_a, s_ab = _top_left_basis(moments, a, b, k, rng, oversample, n_power_iter)
+    U_b, s_bt = _top_left_basis(moments, b, t, k, rng, oversample, n_power_iter)
+    bases = {a: U_a, b: U_b, t: U_t}
+
+    def projected_pair(x, y):
+        return bases[x].T @ moments.pairs_matmat(x, y, bases[y])
+
+    P_ab, P_ta, P_tb = projected_pair(a, b), projected_pair(t, a), projected_pair(t, b)
+    # z~_a = P_tb P_ab^{-1} z_a and z~_b = P_ta P_ba^{-1} z_b (P_ba = P_ab^T).
+    map_a = np.linalg.solve(P_ab.T, P_tb.T).T
+    map_b = np.linalg.solve(P_ab, P_ta.T).T
+    m2 = map_a @ P_ab @ map_b.T
+    m2 = 0.5 * (m2 + m2.T)
+    triples = moments.projected_triples(a, b, t, U_a, U_b, U_t)
+    m3 = np.einsum("xyz,ix,jy->ijz", triples, map_a, map_b)
+    m3 = (m3 + m3.transpose(0, 2, 1) + m3.transpose(1, 0, 2) + m3.transpose(1, 2, 0)
+          + m3.transpose(2, 0, 1) + m3.transpose(2, 1, 0)) / 6.0
+    fit = fit_exchangeable(_ProjectedMoments(m2, m3), k, method=method, seed=rng, oversample=oversample,
+                           n_power_iter=n_power_iter, **options)
+    lam = fit.eigenvalues
+    weights = 1.0 / lam**2
+    projected_means = fit.components * lam[:, None]  # rows m_i = U_t^T mu_{t,i}
+    target_means = projected_means @ U_t.T
+    means = [target_means if v == t else conditional_means(moments, v, t, target_means, weights) for v in range(n_views)]
+    diagnostics = {
+        "target": t,
+        "views_used": (a, b, t),
+        **{f"pair_condition_number_{name}": float(np.linalg.cond(P)) for name, P in
+           (("ab", P_ab), ("ta", P_ta), ("tb", P_tb))},
+        **{f"pair_singular_values_{name}": s for name, s in (("ta", s_ta), ("ab", s_ab), ("bt", s_bt))},
+        "weights_sum": float(weights.sum()),
+        **fit.diagnostics,
+    }
+    return MultiViewFit(weights=weights, means=means, diagnostics=diagnostics)
+
+
+def conditional_variances(views, fit: MultiViewFit, indices) -> dict:
+    """Per-class, per-coordinate variances ``Var[x_v | h]`` of dense views.
+
+    ``E[x_v^2 | h]`` (elementwise square) is the conditional mean of the view
+    ``x_v^2``, which is conditionally independent of every OTHER view; it is
+    estimated by :func:`conditional_means` against the other view whose
+    estimated means are best conditioned (smallest ``sigma_1 / sigma_k``, as
+    the k x k solve amplifies noise by it), then ``mu_v^2`` is subtracted. Values are not floored (noise can make them
+    negative; callers floor them).
+
+    Parameters
+    ----------
+    views : sequence of (N, d_v) arrays
+        The views given to :func:`fit_multiview`.
+    fit : MultiViewFit
+    indices : iterable of int
+        The views whose variances are wanted (dense numeric views).
+
+    Returns
+    -------
+    dict
+        ``{v: ndarray (k, d_v)}``.
+    """
+    indices = list(indices)
+    base = list(views)
+    squares = ViewMoments(base + [np.asarray(base[v], dtype=np.float64) ** 2 for v in indices])
+    k = fit.weights.size
+    conditioning = [np.linalg.cond(m) if m.shape[1] >= k else np.inf for m in fit.means]
+    out = {}
+    for j, v in enumerate(indices):
+        anchor = min((u for u in range(len(base)) if u != v), key=lambda u: conditioning[u])
+        second = conditional_means(squares, len(base) + j, anchor, fit.means[anchor], fit.weights)
+        out[v] = second - fit.means[v] ** 2
+    return out

@@ -1,0 +1,330 @@
+"""One-call comparisons of spectral (warm) and default (cold) starts.
+
+* :func:`compare_nuts` -- NUTS from the estimate's per-chain initial values
+  vs NumPyro's default ``init_to_uniform``: wall time, max split R-hat and
+  mean tree size (leapfrog steps per draw).
+* :func:`compare_svi` -- SVI with ``AutoNormal``/``AutoDelta`` whose
+  ``init_loc_fn`` is the estimate vs ``init_to_uniform``: loss traces, wall
+  time and how many steps the warm run needs to reach the cold run's final
+  loss.
+
+Both runs of a comparison use the same data, PRNG seed, kernel/optimizer
+and settings; only the initialization differs. Wall times include JAX
+compilation (each run compiles its own functions), as a user experiences
+them.
+
+Chains run with ``chain_method="sequential"`` by default: on a machine with
+few CPU cores (or one accelerator) parallel chains need one device each.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+from numpyro import handlers
+from numpyro.diagnostics import split_gelman_rubin
+from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO, init_to_uniform
+from numpyro.infer.autoguide import AutoDelta, AutoNormal
+from numpyro.optim import Adam
+
+from specinit._validation import bad_argument, check_choice, check_int, check_positive
+
+__all__ = ["NutsComparison", "SviComparison", "compare_nuts", "compare_svi", "local_sites"]
+
+
+def local_sites(model, model_args=(), model_kwargs=None) -> tuple:
+    """Latent sites local to the data: inside a plate that holds an observed site.
+
+    Parameters
+    ----------
+    model : callable
+        A NumPyro model.
+    model_args, model_kwargs
+        Arguments the model is called with (with observed data).
+
+    Returns
+    -------
+    tuple of str
+        Sorted names, e.g. ``("theta",)`` for LDA (per-document topic
+        proportions in the ``documents`` plate).
+    """
+    trace = handlers.trace(handlers.seed(model, jax.random.PRNGKey(0))).get_trace(*model_args, **(model_kwargs or {}))
+    sites = [site for site in trace.values() if site["type"] == "sample"]
+    data_plates = {frame.name for site in sites if site["is_observed"] for frame in site["cond_indep_stack"]}
+    return tuple(
+        sorted(
+            site["name"]
+            for site in sites
+            if not site["is_observed"] and any(frame.name in data_plates for frame in site["cond_indep_stack"])
+        )
+    )
+
+
+def _max_rhat(samples: dict) -> dict:
+    return {name: float(np.max(split_gelman_rubin(np.asarray(value)))) for name, value in samples.items()}
+
+
+@dataclass
+class NutsComparison:
+    """Result of :func:`compare_nuts`.
+
+    Attributes
+    ----------
+    warm, cold : numpyro.infer.MCMC
+        The spectral-init and default-init runs (samples grouped by chain
+        with ``get_samples(group_by_chain=True)``).
+    warm_time, cold_time : float
+        Wall-clock seconds of ``MCMC.run`` (warm-up, sampling, compilation).
+    warm_rhat, cold_rhat : dict of str -> float
+        Max split R-hat of every latent site, per-document sites included.
+    global_sites : tuple of str
+        The estimate's sites outside the data plates; :meth:`summary`
+        reports R-hat over these.
+    warm_mean_steps, cold_mean_steps : float
+        Mean number of leapfrog steps per sampling iteration (tree size).
+    """
+
+    warm: MCMC
+    cold: MCMC
+    warm_time: float
+    cold_time: float
+    warm_rhat: dict
+    cold_rhat: dict
+    global_sites: tuple
+    warm_mean_steps: float
+    cold_mean_steps: float
+
+    def summary(self) -> dict:
+        """Headline numbers: times, max R-hat over global sites, mean tree sizes."""
+        return {
+            "warm_time_s": self.warm_time,
+            "cold_time_s": self.cold_time,
+            "warm_max_rhat": max(self.warm_rhat[name] for name in self.global_sites),
+            "cold_max_rhat": max(self.cold_rhat[name] for name in self.global_sites),
+            "warm_mean_num_steps": self.warm_mean_steps,
+            "cold_mean_num_steps": self.cold_mean_steps,
+        }
+
+
+def _nuts_run(model, init_params, key, model_args, model_kwargs, settings, nuts_kwargs):
+    mcmc = MCMC(NUTS(model, **nuts_kwargs), **settings)
+    start = time.perf_counter()
+    mcmc.run(key, *model_args, init_params=init_params, extra_fields=("num_steps",), **model_kwargs)
+    samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+    elapsed = time.perf_counter() - start
+    steps = float(np.mean(np.asarray(mcmc.get_extra_fields()["num_steps"])))
+    return mcmc, elapsed, _max_rhat(samples), steps
+
+
+def compare_nuts(
+    model,
+    estimate,
+    model_args=(),
+    model_kwargs=None,
+    *,
+    num_chains: int = 4,
+    num_warmup: int = 500,
+    num_samples: int = 500,
+    jitter: float = 0.05,
+    seed: int = 0,
+    progress_bar: bool = False,
+    chain_method: str = "sequential",
+    nuts_kwargs=None,
+) -> NutsComparison:
+    """Run NUTS from the spectral estimate and from NumPyro's default init.
+
+    Parameters
+    ----------
+    model : callable
+        The NumPyro model; its latent sites must all be in ``estimate``.
+    estimate : SpectralEstimate
+    model_args, model_kwargs
+        Arguments of the model (with the observed data), as for ``MCMC.run``.
+    num_chains, num_warmup, num_samples : int
+        As for ``numpyro.infer.MCMC``; both runs use the same values.
+    jitter : float
+        Per-chain unconstrained jitter around the estimate
+        (:func:`specinit.warmstart.init_params`), so that R-hat of the warm
+        run is meaningful.
+    seed : int
+        Seeds the jitter and both runs (the same sampling key).
+    progress_bar : bool
+    chain_method : {"sequential", "parallel", "vectorized"}
+        ``"sequential"`` by default (see the module notes).
+    nuts_kwargs : dict, optional
+        Passed to both ``NUTS`` kernels (e.g. ``max_tree_depth``).
+
+    Returns
+    -------
+    NutsComparison
+
+    Raises
+    ------
+    ValueError
+        Bad settings, or an estimate that does not cover the
+        model's latent sites (from :func:`specinit.warmstart.init_params`).
+    """
+    func = "compare_nuts"
+    num_chains = check_int(num_chains, "num_chains", func, minimum=1)
+    settings = {
+        "num_warmup": check_int(num_warmup, "num_warmup", func, minimum=1),
+        "num_samples": check_int(num_samples, "num_samples", func, minimum=4),
+        "num_chains": num_chains,
+        "chain_method": check_choice(chain_method, "chain_method", func, ("sequential", "parallel", "vectorized")),
+        "progress_bar": bool(progress_bar),
+    }
+    model_args = tuple(model_args)
+    model_kwargs = dict(model_kwargs or {})
+    init_key, run_key = jax.random.split(jax.random.PRNGKey(check_int(seed, "seed", func, minimum=0)))
+    init = estimate.init_params(model, num_chains, init_key, jitter=jitter, model_args=model_args, model_kwargs=model_kwargs)
+    nuts_kwargs = dict(nuts_kwargs or {})
+    warm = _nuts_run(model, init, run_key, model_args, model_kwargs, settings, nuts_kwargs)
+    cold = _nuts_run(model, None, run_key, model_args, model_kwargs, settings, nuts_kwargs)
+    local = set(local_sites(model, model_args, model_kwargs))
+    global_sites = tuple(name for name in estimate.params if name not in local and name in warm[2])
+    if not global_sites:
+        raise bad_argument("estimate", func, "an estimate with at least one global site of the model", sorted(estimate.params))
+    return NutsComparison(warm[0], cold[0], warm[1], cold[1], warm[2], cold[2], global_sites, warm[3], cold[3])
+
+
+def _smooth(losses: np.ndarray, window: int) -> np.ndarray:
+    """Trailing moving average (partial windows at the start)."""
+    csum = np.cumsum(np.concatenate([[0.0], losses]))
+    ends = np.arange(1, losses.size + 1)
+    starts = np.maximum(ends - window, 0)
+    return (csum[ends] - csum[starts]) / (ends - starts)
+
+
+@dataclass
+class SviComparison:
+    """Result of :func:`compare_svi`.
+
+    Attributes
+    ----------
+    warm_losses, cold_losses : ndarray, shape (num_steps,)
+        Loss (negative ELBO) per step of the spectral-init and the
+        ``init_to_uniform`` runs.
+    warm_time, cold_time : float
+        Wall-clock seconds of ``SVI.run`` (compilation included).
+    warm_params, cold_params : dict
+        Final variational parameters of each run.
+    guide : str
+        ``"normal"`` (``AutoNormal``) or ``"delta"`` (``AutoDelta``).
+    window : int
+        Moving-average window of the smoothed losses.
+    """
+
+    warm_losses: np.ndarray
+    cold_losses: np.ndarray
+    warm_time: float
+    cold_time: float
+    warm_params: dict = field(repr=False)
+    cold_params: dict = field(repr=False)
+    guide: str = "normal"
+    window: int = 50
+
+    def smoothed(self, which: str = "warm") -> np.ndarray:
+        """Trailing moving average of a run's losses over ``window`` steps."""
+        check_choice(which, "which", "SviComparison.smoothed", ("warm", "cold"))
+        losses = self.warm_losses if which == "warm" else self.cold_losses
+        return _smooth(np.asarray(losses, dtype=np.float64), self.window)
+
+    def steps_to_reach(self, target: float | None = None) -> int | None:
+        """Steps the warm run needs until its smoothed loss is <= ``target``.
+
+        Parameters
+        ----------
+        target : float, optional
+            Loss level; by default the cold run's final smoothed loss.
+
+        Returns
+        -------
+        int or None
+            The number of steps taken (1-based) when the warm run's smoothed
+            loss first reaches ``target``; ``None`` if it never does.
+        """
+        target = self.smoothed("cold")[-1] if target is None else float(target)
+        reached = np.flatnonzero(self.smoothed("warm") <= target)
+        return int(reached[0]) + 1 if reached.size else None
+
+    def summary(self) -> dict:
+        """Headline numbers; ``steps_to_reach`` is NaN when never reached."""
+        steps = self.steps_to_reach()
+        return {
+            "warm_time_s": self.warm_time,
+            "cold_time_s": self.cold_time,
+            "warm_initial_loss": float(self.warm_losses[0]),
+            "cold_initial_loss": float(self.cold_losses[0]),
+            "warm_final_loss": float(self.smoothed("warm")[-1]),
+            "cold_final_loss": float(self.smoothed("cold")[-1]),
+            "steps_to_reach": float("nan") if steps is None else float(steps),
+        }
+
+
+_GUIDES = {"normal": AutoNormal, "delta": AutoDelta}
+
+
+def _svi_run(model, guide_cls, init_loc_fn, lr, num_steps, key, model_args, model_kwargs):
+    svi = SVI(model, guide_cls(model, init_loc_fn=init_loc_fn), Adam(lr), Trace_ELBO())
+    start = time.perf_counter()
+    result = svi.run(key, num_steps, *model_args, progress_bar=False, **model_kwargs)
+    losses = np.asarray(jax.block_until_ready(result.losses), dtype=np.float64)
+    return losses, time.perf_counter() - start, result.params
+
+
+def compare_svi(
+    model,
+    estimate,
+    model_args=(),
+    model_kwargs=None,
+    *,
+    guide: str = "normal",
+    num_steps: int = 2000,
+    lr: float = 0.01,
+    seed: int = 0,
+    window: int = 50,
+) -> SviComparison:
+    """Run SVI with the guide initialised at the estimate and at ``init_to_uniform``.
+
+    Parameters
+    ----------
+    model : callable
+        The NumPyro model.
+    estimate : SpectralEstimate
+        Sites it lacks fall back to ``init_to_uniform`` in the warm run too.
+    model_args, model_kwargs
+        Arguments of the model (with the observed data).
+    guide : {"normal", "delta"}
+        ``AutoNormal`` (mean-field) or ``AutoDelta`` (MAP).
+    num_steps : int
+        Optimization steps of each run.
+    lr : float
+        Step size of ``numpyro.optim.Adam`` (same for both runs).
+    seed : int
+        PRNG seed shared by both runs.
+    window : int
+        Moving-average window for :meth:`SviComparison.steps_to_reach`.
+
+    Returns
+    -------
+    SviComparison
+
+    Raises
+    ------
+    ValueError
+        Unknown ``guide`` or bad step settings.
+    """
+    func = "compare_svi"
+    guide_cls = _GUIDES[check_choice(guide, "guide", func, tuple(_GUIDES))]
+    num_steps = check_int(num_steps, "num_steps", func, minimum=1)
+    lr = check_positive(lr, "lr", func)
+    window = check_int(window, "window", func, minimum=1)
+    key = jax.random.PRNGKey(check_int(seed, "seed", func, minimum=0))
+    model_args = tuple(model_args)
+    model_kwargs = dict(model_kwargs or {})
+    warm = _svi_run(model, guide_cls, estimate.init_strategy(), lr, num_steps, key, model_args, model_kwargs)
+    cold = _svi_run(model, guide_cls, init_to_uniform, lr, num_steps, key, model_args, model_kwargs)
+    return SviComparison(warm[0], cold[0], warm[1], cold[1], warm[2], cold[2], guide, window)

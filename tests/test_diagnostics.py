@@ -1,0 +1,127 @@
+"""Tests for specinit.diagnostics on a tiny warm-started LDA run."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from matplotlib.figure import Figure
+from numpyro.infer import MCMC, NUTS
+
+import arviz as az
+from specinit import diagnostics
+from specinit.estimate import SpectralEstimate
+from specinit.models import lda
+
+K, V, N = 2, 20, 40
+
+
+@pytest.fixture(scope="module")
+def fit():
+    rng = np.random.default_rng(0)
+    alpha = np.array([0.5, 0.5])
+    beta = rng.dirichlet(np.full(V, 0.3), K)
+    theta = rng.dirichlet(alpha, N)
+    X = np.stack([rng.multinomial(60, t @ beta) for t in theta]).astype(np.float32)
+    estimate = lda.spectral(X, K, alpha.sum())
+    key = jax.random.PRNGKey(0)
+    init = estimate.init_params(lda.model, 2, key, jitter=0.1, model_args=(X,), model_kwargs={"k": K})
+    # max_tree_depth keeps compilation and sampling of this smoke run short.
+    mcmc = MCMC(NUTS(lda.model, max_tree_depth=3), num_warmup=30, num_samples=30, num_chains=2,
+                chain_method="sequential", progress_bar=False)
+    mcmc.run(key, X, k=K, init_params=init)
+    return mcmc, estimate, diagnostics.to_inference_data(mcmc, estimate)
+
+
+def test_groups_dims_and_stored_estimate(fit):
+    mcmc, estimate, idata = fit
+    assert {"posterior", "log_likelihood", "spectral", "sample_stats"} <= set(idata.groups())
+    assert idata.log_likelihood["counts"].dims == ("chain", "draw", "documents")
+    assert idata.log_likelihood["counts"].shape == (2, 30, N)
+    assert idata.posterior["beta"].dims == ("chain", "draw", "topics", "word")
+    assert idata.posterior["theta"].dims == ("chain", "draw", "documents", "topics")
+    for name, value in estimate.params.items():
+        np.testing.assert_array_equal(idata.spectral[name].values[0, 0], value)
+    assert idata.spectral.attrs["model"] == "lda"
+
+
+def test_posterior_is_aligned_to_the_estimate(fit):
+    mcmc, estimate, idata = fit
+    raw = mcmc.get_samples(group_by_chain=True)
+    beta = idata.posterior["beta"].values
+    ref = estimate.params["beta"]
+    for c, d in np.ndindex(2, 30):
+        aligned = np.abs(beta[c, d] - ref).sum()
+        swapped = np.abs(beta[c, d][::-1] - ref).sum()
+        assert aligned <= swapped
+        # relabelling is a permutation of the raw draw, applied to every site
+        order = [0, 1] if np.allclose(beta[c, d], raw["beta"][c, d]) else [1, 0]
+        np.testing.assert_array_equal(idata.posterior["alpha"].values[c, d], np.asarray(raw["alpha"][c, d])[order])
+        np.testing.assert_array_equal(idata.posterior["theta"].values[c, d], np.asarray(raw["theta"][c, d])[:, order])
+
+
+def test_arviz_summary_forest_and_loo_accept_the_result(fit, tmp_path):
+    _, _, idata = fit
+    summary = az.summary(idata, var_names=["alpha"])
+    assert list(summary.index) == ["alpha[0]", "alpha[1]"]
+    fig = Figure()
+    az.plot_forest(idata, var_names=["alpha"], combined=True, ax=fig.add_subplot())
+    assert np.isfinite(diagnostics.max_rhat(idata, ["alpha", "beta"]))
+
+
+@pytest.mark.filterwarnings(
+    # 60 draws are far too few for PSIS; ArviZ rightly warns about the Pareto k diagnostic.
+    "ignore:Estimated shape parameter of Pareto distribution:UserWarning"
+)
+def test_loo_uses_per_document_log_likelihood(fit):
+    result = diagnostics.loo(fit[2], pointwise=True)
+    assert result["loo_i"].shape == (N,)
+    assert np.isfinite(result["elpd_loo"])
+
+
+def test_compare_table(fit):
+    _, estimate, idata = fit
+    table = diagnostics.compare_table(idata, estimate, var_names=["alpha", "beta"])
+    assert list(table.columns) == ["spectral", "mean", "hdi_low", "hdi_high", "inside", "r_hat", "ess_bulk"]
+    assert len(table) == K + K * V
+    assert table.index[0] == "alpha[0]" and table.index[K] == "beta[0, 0]"
+    np.testing.assert_allclose(table["spectral"].values, np.concatenate([estimate.params["alpha"], estimate.params["beta"].ravel()]))
+    expected = (table["hdi_low"] <= table["spectral"]) & (table["spectral"] <= table["hdi_high"])
+    assert table["inside"].dtype == bool and (table["inside"] == expected).all()
+    assert (table["hdi_low"] <= table["hdi_high"]).all()
+
+
+def test_plots_are_written(fit, tmp_path):
+    _, estimate, idata = fit
+    paths = [
+        diagnostics.plot_forest_with_spectral(idata, estimate, ["alpha"], tmp_path / "forest.png"),
+        diagnostics.plot_topic_heatmap(estimate.params["beta"], tmp_path / "topics.png",
+                                       vocabulary=[f"w{i}" for i in range(V)], top_n=5),
+        diagnostics.plot_elbo_traces({"warm": np.linspace(3, 1, 50), "cold": np.linspace(5, 2, 50)}, tmp_path / "elbo.png"),
+    ]
+    for path in paths:
+        assert path.exists() and path.stat().st_size > 1000
+        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_estimate_to_inference_data():
+    estimate = SpectralEstimate("lda", {"alpha": [0.3, 0.7], "beta": [[0.2, 0.8], [0.6, 0.4]]}, {"alpha_sum": 1.0},
+                                vocabulary=["a", "b"])
+    idata = estimate.to_inference_data()
+    assert idata.posterior["beta"].dims == ("chain", "draw", "topics", "word")
+    assert idata.posterior["beta"].shape == (1, 1, 2, 2)
+    assert list(idata.posterior["word"].values) == ["a", "b"]
+    assert idata.posterior.attrs["alpha_sum"] == 1.0
+
+
+def test_shape_mismatch_names_both_shapes(fit):
+    mcmc, estimate, idata = fit
+    wrong = SpectralEstimate("lda", {"alpha": estimate.params["alpha"], "beta": estimate.params["beta"][:, :10]})
+    with pytest.raises(ValueError, match=r"posterior's shape \(2, 20\) for 'beta'; got shape \(2, 10\)"):
+        diagnostics.to_inference_data(mcmc, wrong)
+    with pytest.raises(ValueError, match=r"\(2, 20\).*\(2, 10\)"):
+        diagnostics.compare_table(idata, wrong)
+    with pytest.raises(ValueError, match="'var_names'"):
+        diagnostics.compare_table(idata, estimate, var_names=["gamma"])
+    with pytest.raises(ValueError, match="'vocabulary'"):
+        diagnostics.plot_topic_heatmap(estimate.params["beta"], "unused.png", vocabulary=["a"])

@@ -1,0 +1,184 @@
+"""Tests of specinit.whitening.whiten (randomized, matrix-free, signed eigenvalues).
+
+For a rank-k FactoredMoments the range finder with k + oversample columns
+captures the range of M2 exactly (up to round-off), so W^T M2 W = I holds to
+round-off ~1e-13 times the condition number (<= ~1e3 here); 1e-8 is a safe
+bound that still catches any wrong scaling (O(1) errors).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from models import lda
+from specinit.population import FactoredMoments
+from specinit.whitening import IndefiniteMomentError, whiten
+
+
+def factored(k=4, d=30, seed=0):
+    rng = np.random.default_rng(seed)
+    b = rng.dirichlet(np.ones(d), size=k)
+    w = rng.dirichlet(np.ones(k) * 2)
+    return FactoredMoments(b, w, w)
+
+
+class DenseMoments:
+    """A minimal moments object around an explicit symmetric matrix (may be indefinite)."""
+
+    def __init__(self, m2, m3=None):
+        self.m2 = np.asarray(m2, dtype=np.float64)
+        self.m3 = m3
+        self.n_features = self.m2.shape[0]
+
+    def m2_matmat(self, Q):
+        return self.m2 @ Q
+
+    def whitened_m3(self, W):
+        return np.einsum("abc,ai,bj,cl->ijl", self.m3, W, W, W)
+
+
+def spectrum_matrix(values, d=12, seed=0):
+    U = np.linalg.qr(np.random.default_rng(seed).standard_normal((d, d)))[0]
+    full = np.zeros(d)
+    full[: len(values)] = values
+    return U @ np.diag(full) @ U.T
+
+
+@pytest.mark.parametrize("seed", range(5))
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_whitens_factored_moments(seed, k):
+    fm = factored(k=k, seed=seed)
+    m2, _ = fm.dense()
+    wh = whiten(fm, k, seed=seed)
+    assert wh.W.shape == (fm.n_features, k) and wh.U.shape == (fm.n_features, k)
+    np.testing.assert_allclose(wh.W.T @ m2 @ wh.W, np.eye(k), atol=1e-8)
+    np.testing.assert_allclose(wh.U.T @ wh.U, np.eye(k), atol=1e-10)
+    # eigenvalues: the top-k of the dense M2, descending, positive (relative 1e-10: exact range, round-off only)
+    exact = np.sort(np.linalg.eigvalsh(m2))[::-1][:k]
+    np.testing.assert_allclose(wh.eigenvalues, exact, rtol=1e-10)
+    assert np.all(np.diff(wh.eigenvalues) <= 0)
+    # (W^T)^+ = U diag(s)^(1/2) is a left inverse of W^T on the range: W^T unwhiten = I
+    np.testing.assert_allclose(wh.W.T @ wh.unwhiten, np.eye(k), atol=1e-10)
+    # and it reproduces M2 = unwhiten unwhiten^T (rank k)
+    np.testing.assert_allclose(wh.unwhiten @ wh.unwhiten.T, m2, atol=1e-10 * np.abs(m2).max())
+    # condition number diagnostic is the exact eigenvalue ratio, and agrees with FactoredMoments.conditioning
+    np.testing.assert_allclose(wh.diagnostics["condition_number"], exact[0] / exact[-1], rtol=1e-8)
+    np.testing.assert_allclose(fm.conditioning()["condition_number"], exact[0] / exact[-1], rtol=1e-8)
+    np.testing.assert_allclose(fm.conditioning()["eigenvalues"], exact, rtol=1e-10)
+    assert wh.diagnostics["ritz_residual"] < 1e-8
+
+
+def test_deterministic_given_seed():
+    fm = factored(k=3, seed=1)
+    a, b = whiten(fm, 3, seed=4), whiten(fm, 3, seed=4)
+    np.testing.assert_array_equal(a.W, b.W)
+
+
+def test_signed_eigenvalues_kept_with_sign():
+    """Top-2 by magnitude are 5 and 3 (positive: whitening succeeds); -2 is
+    reported WITH its sign among the Ritz values and defines the spectral gap."""
+    m2 = spectrum_matrix([5.0, 3.0, -2.0, 0.5])
+    wh = whiten(DenseMoments(m2), 2, oversample=10, n_iter=3, seed=0)
+    signed = wh.diagnostics["signed_eigenvalues"]
+    np.testing.assert_allclose(signed[:4], [5.0, 3.0, -2.0, 0.5], atol=1e-8)
+    np.testing.assert_allclose(wh.eigenvalues, [5.0, 3.0], rtol=1e-10)
+    np.testing.assert_allclose(wh.diagnostics["spectral_gap"], 3.0 / 2.0, rtol=1e-8)
+    np.testing.assert_allclose(wh.diagnostics["condition_number"], 5.0 / 3.0, rtol=1e-10)
+
+
+def test_negative_eigenvalue_raises_naming_k():
+    m2 = spectrum_matrix([5.0, 3.0, -2.0, 0.5])
+    with pytest.raises(IndefiniteMomentError, match=r"top 3 eigenvectors.*smaller k") as info:
+        whiten(DenseMoments(m2), 3, seed=0)
+    assert "-2" in str(info.value)  # the signed eigenvalue is shown
+    assert isinstance(info.value, ValueError)
+
+
+def test_zero_eigenvalue_raises():
+    """Rank-2 M2 whitened to k = 3: the third eigenvalue is numerically zero."""
+    fm = factored(k=2, seed=3)
+    with pytest.raises(IndefiniteMomentError, match="numerically zero"):
+        whiten(fm, 3, seed=0)
+
+
+def test_lda_indefinite_error_names_alpha0():
+    """Through the LDA path the error carries the alpha0 hint."""
+    d = 12
+    rng = np.random.default_rng(0)
+    m2 = spectrum_matrix([5.0, -3.0, 1.0], d=d)
+    m3 = rng.standard_normal((d, d, d))
+    with pytest.raises(IndefiniteMomentError, match=r"alpha0 may be misspecified") as info:
+        lda.spectral_from_moments(DenseMoments(m2, m3), 2, alpha0=1.0)
+    assert "k" in str(info.value)
+
+
+def test_lda_population_m2_stays_psd_for_any_alpha0():
+    """Why the indefinite error needs sampling noise or a wrong k, not only a wrong alpha0.
+
+    In topic coordinates E2 = (alpha alpha^T + diag alpha) / (a0 (a0+1)) and
+    M1 = alpha / a0, so E2 - c M1 M1^T is PSD for every c in [0, 1] (c = 1 is a
+    multinomial covariance); c = a_fit / (a_fit + 1) < 1 for every a_fit > 0.
+    """
+    rng = np.random.default_rng(2)
+    k, d = 3, 15
+    beta = rng.dirichlet(np.full(d, 0.3), size=k)
+    alpha = np.full(k, 0.1)
+    a0 = alpha.sum()
+    m1 = alpha / a0 @ beta
+    e2 = beta.T @ np.diag(alpha / ((a0 + 1) * a0)) @ beta + a0 / (a0 + 1) * np.outer(m1, m1)
+    for a_fit in (1e-3, 0.3, 1e3):
+        wrong = e2 - a_fit / (a_fit + 1) * np.outer(m1, m1)
+        wh = whiten(DenseMoments(wrong), k, seed=0)
+        assert np.all(wh.eigenvalues > 0)
+
+
+def test_lda_sampled_k_too_large_is_indefinite():
+    """Sampled LDA corpus with 2 true topics, fitted with k = 3: the third
+    eigenvalue of the empirical M2 is sampling noise, negative for this seed
+    (checked: signed top eigenvalues ~ 0.047, 0.028, -0.0009), and the error
+    names both k and alpha0 as likely causes."""
+    rng = np.random.default_rng(0)
+    k, V, N = 2, 30, 400
+    beta = rng.dirichlet(np.full(V, 0.2), size=k)
+    theta = rng.dirichlet(np.full(k, 0.5), size=N)
+    X = np.stack([rng.multinomial(20, t @ beta) for t in theta])
+    with pytest.raises(IndefiniteMomentError, match=r"top 3 eigenvectors.*smaller k.*alpha0") as info:
+        lda.spectral(X, 3, alpha0=1.0)
+    assert "-" in str(info.value).split("signed top eigenvalues")[1]
+
+
+@pytest.mark.parametrize("k", [0, 31])
+def test_bad_k(k):
+    with pytest.raises(ValueError, match=r"'k' argument of whiten"):
+        whiten(factored(), k)
+
+
+def test_bad_options():
+    with pytest.raises(ValueError, match="'oversample'"):
+        whiten(factored(), 2, oversample=-1)
+    with pytest.raises(ValueError, match="'n_iter'"):
+        whiten(factored(), 2, n_iter=-1)
+    with pytest.raises(TypeError, match="'seed'"):
+        whiten(factored(), 2, seed="zero")
+
+
+def test_unconverged_range_finder_warns():
+    """A slowly decaying spectrum, no oversampling and no power iterations: the
+    Ritz pairs stay poor within the power-iteration budget and the residual check warns."""
+    d = 200
+    m2 = spectrum_matrix(1.0 / np.arange(1, d + 1) ** 0.1, d=d, seed=1)
+    with pytest.warns(RuntimeWarning, match=r"not converge"):
+        wh = whiten(DenseMoments(m2), 5, oversample=0, n_iter=0, seed=0)
+    assert wh.diagnostics["ritz_residual"] > 1e-2
+
+
+def test_factored_moments_validation():
+    with pytest.raises(ValueError, match="'omega'"):
+        FactoredMoments(np.ones((2, 3)), np.array([1.0, -1.0]), np.ones(2))
+    with pytest.raises(ValueError, match="'kappa'"):
+        FactoredMoments(np.ones((2, 3)), np.ones(2), np.ones(3))
+    with pytest.raises(ValueError, match="'components'"):
+        FactoredMoments(np.ones(3), np.ones(3), np.ones(3))
+    with pytest.raises(ValueError, match="'components'"):
+        FactoredMoments(np.array([[np.nan, 1.0]]), np.ones(1), np.ones(1))
