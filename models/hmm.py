@@ -412,7 +412,8 @@ def posterior_marginals(sequences, params):
     Computed as the gradient of the forward log-likelihood with respect to
     the log-emission terms, which equals the forward-backward product
     ``alpha_t(i) beta_t(i) / p(x)`` ([2]_ eq. 27) and shares the forward
-    pass of the likelihood.
+    pass of the likelihood. Computed in JAX's default float dtype (float32
+    unless x64 is enabled): entries are accurate to about 1e-6.
 
     Parameters
     ----------
