@@ -57,7 +57,7 @@ import scipy.sparse as sp
 from jax import lax, random
 from numpyro.distributions import constraints
 
-from specinit._validation import bad_argument, check_int, check_positive
+from specinit._validation import bad_argument, check_choice, check_int, check_positive
 from specinit.estimate import SpectralEstimate
 from specinit.multiview import ViewMoments, conditional_means, fit_multiview, multiview_population
 from specinit.recovery import project_to_simplex
@@ -534,9 +534,11 @@ def _solve_rows(emission: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, 
     return solution, float(residual)
 
 
-def _fit_chain(moments: HMMMoments, k: int, func: str, method: str, seed, floor: float, options: dict):
+def _fit_chain(moments: HMMMoments, k: int, func: str, method: str, seed, floor: float, options: dict,
+               approach: str = "symmetric"):
     """Multi-view fit around the middle state, then (init, transition, raw emission) and diagnostics."""
-    fit = fit_multiview(moments.views, k, target=1, method=method, seed=seed, **options)
+    approach = check_choice(approach, "approach", func, ("symmetric", "jennrich"))
+    fit = fit_multiview(moments.views, k, target=1, method=method, approach=approach, seed=seed, **options)
     raw_emission = fit.means[1]
     transition, trans_residual = _solve_rows(raw_emission, fit.means[2])
     init, init_residual = _solve_rows(raw_emission, moments.first_mean)
@@ -554,19 +556,23 @@ def _fit_chain(moments: HMMMoments, k: int, func: str, method: str, seed, floor:
     return init[0], transition, raw_emission, fit, diagnostics
 
 
-def spectral_from_moments(moments: HMMMoments, k: int, *, method: str = "tpm", seed=0, floor: float = 1e-3,
-                          **options) -> SpectralEstimate:
-    """Recover ``init``, ``transition``, ``emission`` from :class:`HMMMoments` (data or population)."""
+def spectral_from_moments(moments: HMMMoments, k: int, *, method: str = "tpm", approach: str = "symmetric", seed=0,
+                          floor: float = 1e-3, **options) -> SpectralEstimate:
+    """Recover ``init``, ``transition``, ``emission`` from :class:`HMMMoments` (data or population).
+
+    ``approach`` is that of :func:`spectral`.
+    """
     func = "hmm.spectral"
     floor = check_positive(floor, "floor", func)
-    init, transition, raw_emission, _, diagnostics = _fit_chain(moments, k, func, method, seed, floor, options)
+    init, transition, raw_emission, _, diagnostics = _fit_chain(moments, k, func, method, seed, floor, options,
+                                                                approach)
     emission, report = project_to_simplex(raw_emission, floor)
     diagnostics["emission_negative_mass"] = report["negative_mass"]
     return SpectralEstimate("hmm", {"init": init, "transition": transition, "emission": emission}, diagnostics)
 
 
-def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", seed=0, floor: float = 1e-3,
-             **options) -> SpectralEstimate:
+def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach: str = "symmetric", seed=0,
+             floor: float = 1e-3, **options) -> SpectralEstimate:
     """Method-of-moments estimate of a categorical HMM ([1]_ Prop. 3.4).
 
     Parameters
@@ -580,7 +586,19 @@ def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", seed=0, 
     n_symbols : int
         V, the number of distinct symbols.
     method : {"tpm", "svtd", "eca", "als"}
-        Tensor decomposition (:mod:`specinit.decompose`).
+        Tensor decomposition (:mod:`specinit.decompose`); ``approach="symmetric"`` only.
+    approach : {"symmetric", "jennrich"}
+        Passed to :func:`specinit.multiview.fit_multiview`. ``"symmetric"``
+        (default) whitens the symmetrized second moment and raises
+        :class:`specinit.whitening.IndefiniteMomentError` when it is not
+        positive semi-definite (the data are then not a k-state HMM).
+        ``"jennrich"`` (observable operators, simultaneous diagonalization)
+        needs no PSD moment and warns (RuntimeWarning) when the operators are
+        far from simultaneously diagonalizable or a state weight is not
+        positive. There is deliberately no automatic fallback from one to the
+        other: on data far from the model (e.g. raw English letters with
+        ``k = 2``) ``"jennrich"`` returns an estimate, but not a meaningful
+        one, so the refusal is kept as the default.
     seed : int or numpy.random.Generator
     floor : float
         Every probability is floored at ``floor / d`` (d = row length) and
@@ -617,8 +635,8 @@ def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", seed=0, 
     k = check_int(k, "k", func, minimum=1, maximum=n_symbols)
     seqs = _as_sequence_list(sequences, func, categorical=True)
     _check_symbols(seqs, n_symbols, func)
-    return spectral_from_moments(_triple_moments(seqs, n_symbols, func), k, method=method, seed=seed, floor=floor,
-                                 **options)
+    return spectral_from_moments(_triple_moments(seqs, n_symbols, func), k, method=method, approach=approach,
+                                 seed=seed, floor=floor, **options)
 
 
 def gaussian_spectral(sequences, k: int, *, n_bins: int | None = None, method: str = "tpm", seed=0,

@@ -75,8 +75,9 @@ def _check_tensor(T, k, func) -> tuple[np.ndarray, int]:
 
 
 def contract(T: np.ndarray, U: np.ndarray) -> np.ndarray:
-    """``T(I, u, u)`` for every column ``u`` of ``U`` (n, m) -> (n, m)."""
-    return np.einsum("ijl,jm,lm->im", T, U, U, optimize=True)
+    """``T(I, u, u)`` for every column ``u`` of ``U`` (n, m) -> (n, m): one (n, n^2) x (n^2, m) GEMM."""
+    n, m = U.shape
+    return T.reshape(n, n * n) @ (U[:, None, :] * U[None, :, :]).reshape(n * n, m)
 
 
 def reconstruct(weights: np.ndarray, vectors: np.ndarray) -> np.ndarray:

@@ -24,18 +24,22 @@ References
 
 from __future__ import annotations
 
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import bad_argument, check_choice, check_count_matrix, check_positive
+from specinit._validation import bad_argument, check_choice, check_count_matrix, check_int, check_positive
 
 __all__ = ["CountMoments", "FirstOrderStats", "WhitenedStats", "count_chunks"]
 
 WEIGHTINGS = ("pooled", "per-document")
 _CHUNK_BYTES = 64 * 2**20  # bound on any dense intermediate built per chunk
+_ROWS_PER_CHUNK = 65_536  # documents per pass-chunk of an in-memory matrix (bounds the (rows, k) products)
 
 
 class _Additive:
@@ -149,21 +153,30 @@ def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str) -> White
     return WhitenedStats(y3=pair_products(Y, Y * b[:, None]), y2=(Y * a[:, None]).T @ Y, word_by=np.asarray(chunk.T @ (Y * b[:, None])))
 
 
-def count_chunks(counts: Any, func: str, max_rows: int | None = None) -> Callable[[], Iterator[sp.csr_matrix]]:
+def _row_view(matrix: sp.csr_matrix, start: int, stop: int) -> sp.csr_matrix:
+    """Rows ``start:stop`` of a CSR matrix sharing its data and indices (no copy)."""
+    lo, hi = matrix.indptr[start], matrix.indptr[stop]
+    indptr = matrix.indptr[start : stop + 1] - lo
+    return sp.csr_matrix((matrix.data[lo:hi], matrix.indices[lo:hi], indptr), shape=(stop - start, matrix.shape[1]), copy=False)
+
+
+def count_chunks(counts: Any, func: str, max_rows: int | None = None, n_splits: int = 1) -> Callable[[], Iterator[sp.csr_matrix]]:
     """Normalise count input to a re-iterable source of validated CSR chunks.
 
     ``counts`` is an (N, V) matrix (scipy.sparse or dense), a sequence of
     such row-chunks, or a zero-argument callable returning an iterator of
     chunks (for streams read from disk; it is called once per pass). A bare
-    iterator or generator cannot be read twice and is rejected.
+    iterator or generator cannot be read twice and is rejected. An
+    in-memory matrix is cut into ``n_splits`` or more row views (at most
+    ``max_rows`` rows each), so that a pass can run on several threads.
     """
     if sp.issparse(counts) or isinstance(counts, np.ndarray):
         matrix = check_count_matrix(counts, "counts", func)
-        rows = max_rows or max(1, matrix.shape[0])
+        rows = max_rows or max(1, min(_ROWS_PER_CHUNK, -(-matrix.shape[0] // n_splits)))
 
         def whole() -> Iterator[sp.csr_matrix]:
             for start in range(0, matrix.shape[0], rows):
-                yield matrix[start : start + rows]
+                yield _row_view(matrix, start, min(start + rows, matrix.shape[0]))
 
         return whole
     if callable(counts):
@@ -218,7 +231,11 @@ class CountMoments:
         Pooled unbiased estimators of [1] (default) or the average of
         per-document unbiased estimators.
     chunk_rows : int, optional
-        Split an in-memory matrix into row-chunks of this size.
+        Rows per pass-chunk of an in-memory matrix (default: the rows split
+        evenly over the threads, at most 65,536 per chunk; bounds the dense
+        (rows, k) intermediates of each pass).
+    n_threads : int, optional
+        Threads that process chunks in parallel (default: all cores).
 
     Notes
     -----
@@ -228,15 +245,21 @@ class CountMoments:
     dropped from every moment and counted in ``n_dropped``.
     """
 
-    def __init__(self, counts, alpha0: float | None = None, weighting: str = "pooled", chunk_rows: int | None = None):
+    def __init__(
+        self,
+        counts,
+        alpha0: float | None = None,
+        weighting: str = "pooled",
+        chunk_rows: int | None = None,
+        n_threads: int | None = None,
+    ):
         func = "CountMoments"
         self.weighting = check_choice(weighting, "weighting", func, WEIGHTINGS)
         self.alpha0 = None if alpha0 is None else check_positive(alpha0, "alpha0", func)
-        self._chunks = count_chunks(counts, func, chunk_rows)
-        stats = None
-        for chunk in self._chunks():
-            part = first_order_stats(chunk, self.weighting)
-            stats = part if stats is None else stats + part
+        n_threads = check_int(n_threads or os.cpu_count() or 1, "n_threads", func, minimum=1)
+        self._chunks = count_chunks(counts, func, chunk_rows, n_threads)
+        self.n_threads = n_threads
+        stats = self._reduce(lambda chunk: first_order_stats(chunk, self.weighting))
         if stats is None:
             raise bad_argument("counts", func, "at least one chunk of documents", "an empty sequence", describe=False)
         if stats.n_documents == 0:
@@ -266,21 +289,38 @@ class CountMoments:
     def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
         """``M2 @ Q`` for a (V, r) matrix, in one pass over the documents."""
         s = self.stats
-        acc = np.zeros_like(Q, dtype=np.float64)
-        for chunk in self._chunks():
+
+        def partial(chunk):
             chunk, n, _ = _usable(chunk)
             _, a, _ = _weights(n, self.weighting)
-            acc += chunk.T @ (a[:, None] * (chunk @ Q))
-        e2q = (acc - s.word_a[:, None] * Q) / s.norm2
+            return chunk.T @ (a[:, None] * (chunk @ Q))
+
+        e2q = (self._reduce(partial) - s.word_a[:, None] * Q) / s.norm2
         m1 = self.m1
         return e2q - self._shift() * np.outer(m1, m1 @ Q)
 
     def whitened_stats(self, W: np.ndarray) -> WhitenedStats:
         """One pass: the additive sums of the whitened third moment."""
+        return self._reduce(lambda chunk: whitened_stats(chunk, W, self.weighting))
+
+    def _reduce(self, partial):
+        """Sum ``partial(chunk)`` over all chunks: one pass, on ``n_threads`` threads.
+
+        SciPy's sparse products release the GIL, so row-chunks run in
+        parallel; at most ``2 * n_threads`` chunks are in flight (streams are
+        not read ahead further). Returns None for an empty source.
+        """
         total = None
-        for chunk in self._chunks():
-            part = whitened_stats(chunk, W, self.weighting)
-            total = part if total is None else total + part
+        with ThreadPoolExecutor(max_workers=self.n_threads) as pool:
+            pending: deque = deque()
+            for chunk in self._chunks():
+                pending.append(pool.submit(partial, chunk))
+                if len(pending) >= 2 * self.n_threads:
+                    part = pending.popleft().result()
+                    total = part if total is None else total + part
+            for future in pending:
+                part = future.result()
+                total = part if total is None else total + part
         return total
 
     def whitened_m3(self, W: np.ndarray, stats: WhitenedStats | None = None) -> np.ndarray:

@@ -30,6 +30,16 @@ The estimator never forms a ``d_a x d_b`` matrix:
 4. every other view follows from the linear map
    ``Pairs_{v,t} U_t = mu_v^T diag(w) M_t^T`` (:func:`conditional_means`).
 
+The symmetrized ``M2`` is positive semi-definite under the model but not
+always on real data (which is then not a k-class multi-view mixture).
+``approach="jennrich"`` replaces steps 2-3 by the observable-operator form of
+[3]_ Algorithm B (Jennrich's simultaneous diagonalization; ECA for
+non-symmetric views): ``B(eta) = (U_a^T Triples_{a,b,t}(eta) U_b) P_ab^{-1}
+= R diag(M_t^T eta) R^{-1}`` with ``R`` the projected view-``a`` means; the
+eigenvectors ``R`` of one well-separated random ``B(eta)`` diagonalize every
+``B(U_t e_j)``, whose eigenvalues are the coordinates of the projected target
+means. No square root of a moment is taken, so nothing needs to be PSD.
+
 Moments are accessed through a small protocol (``n_views``, ``dims``,
 ``pairs_matmat(a, b, Q)``, ``projected_triples(a, b, c, Ua, Ub, Uc)``)
 implemented from data (:class:`ViewMoments`) and from parameters
@@ -42,16 +52,19 @@ References
    learning latent variable models", JMLR 2014, Sec. 3.3, Thm 3.6, Prop. 3.2.
 .. [2] Anandkumar, Foster, Hsu, Kakade, Liu, "A spectral algorithm for latent
    Dirichlet allocation" / multi-view mixtures, Prop. 1 (view symmetrization).
+.. [3] Anandkumar, Hsu, Kakade, "A method of moments for mixture models and
+   hidden Markov models", COLT 2012, Algorithm B.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import as_generator, bad_argument, check_int
+from specinit._validation import as_generator, bad_argument, check_choice, check_int
 from specinit.recovery import fit_exchangeable
 
 _BLOCK_BYTES = 64 * 2**20  # bound on the (rows x ka*kb) intermediate of projected_triples
@@ -223,13 +236,20 @@ class MultiViewFit:
         Class probabilities ``w_i = 1 / lambda_i^2`` (not floored or renormalized).
     means : list of ndarray, each (k, d_v)
         Row ``i`` of ``means[v]`` estimates ``E[x_v | h = i]``; classes
-        ordered by decreasing tensor eigenvalue (increasing weight).
+        ordered by decreasing tensor eigenvalue (increasing weight) for
+        ``approach="symmetric"``, in eigenvalue order of ``numpy.linalg.eig``
+        for ``"jennrich"``.
     diagnostics : dict
-        ``target``, ``views_used`` (a, b, t), ``pair_condition_number_ab``,
+        ``approach``, ``target``, ``views_used`` (a, b, t), ``pair_condition_number_ab``,
         ``_ta``, ``_tb`` (of the projected ``k x k`` pair matrices ``P_{a,b}``,
         ``P_{t,a}``, ``P_{t,b}``), ``pair_singular_values_ta``, ``_ab``, ``_bt``
         (top-k singular values of the cross moments used for the bases), ``weights_sum``, and the
-        whitening / decomposition diagnostics of the exchangeable fit.
+        whitening / decomposition diagnostics of the exchangeable fit (``"symmetric"``) or
+        ``jennrich_imaginary_ratio`` (largest imaginary part of the eigenvalues over the largest
+        real part), ``jennrich_condition_number`` (of the eigenvector matrix ``R``),
+        ``jennrich_eigen_separation`` (smallest eigenvalue gap of the chosen ``B(eta)`` over its
+        largest eigenvalue) and ``jennrich_weights_offdiagonal`` (relative off-diagonal part of
+        ``M^{-1} M2 M^{-T}``, zero under the model) (``"jennrich"``).
     """
 
     weights: np.ndarray
@@ -282,8 +302,85 @@ def conditional_means(moments, view: int, anchor: int, anchor_means, weights) ->
     return np.linalg.solve((anchor_means @ Q).T, C.T) / np.asarray(weights, dtype=np.float64)[:, None]
 
 
-def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", seed=0, oversample: int = 10,
-                  n_power_iter: int = 2, **options) -> MultiViewFit:
+_APPROACHES = ("symmetric", "jennrich")
+_JENNRICH_CANDIDATES = 8  # random directions tried for the eigenvector matrix R
+_JENNRICH_WARN_IMAGINARY = 0.05
+_JENNRICH_WARN_CONDITION = 1e3
+
+
+def _symmetric_projected_means(k, pairs, triples, rng, method, oversample, n_power_iter, options):
+    """Symmetrize onto the target view and decompose the exchangeable moments (weights, rows ``U_t^T mu_{t,i}``)."""
+    P_ab, P_ta, P_tb = pairs["ab"], pairs["ta"], pairs["tb"]
+    # z~_a = P_tb P_ab^{-1} z_a and z~_b = P_ta P_ba^{-1} z_b (P_ba = P_ab^T).
+    map_a = np.linalg.solve(P_ab.T, P_tb.T).T
+    map_b = np.linalg.solve(P_ab, P_ta.T).T
+    m2 = map_a @ P_ab @ map_b.T
+    m2 = 0.5 * (m2 + m2.T)
+    m3 = np.einsum("xyz,ix,jy->ijz", triples, map_a, map_b)
+    m3 = (m3 + m3.transpose(0, 2, 1) + m3.transpose(1, 0, 2) + m3.transpose(1, 2, 0)
+          + m3.transpose(2, 0, 1) + m3.transpose(2, 1, 0)) / 6.0
+    fit = fit_exchangeable(_ProjectedMoments(m2, m3), k, method=method, seed=rng, oversample=oversample,
+                           n_power_iter=n_power_iter, **options)
+    lam = fit.eigenvalues
+    return 1.0 / lam**2, fit.components * lam[:, None], dict(fit.diagnostics)
+
+
+def _jennrich_projected_means(k, pairs, triples, rng):
+    """Simultaneous diagonalization of the observable operators ([3]_ Alg. B; (weights, rows ``U_t^T mu_{t,i}``)).
+
+    ``B_j = (U_a^T Triples_{a,b,t}(U_t e_j) U_b) P_ab^{-1} = R diag(m_{.,j}) R^{-1}`` where the columns of ``R``
+    are the projected view-``a`` means (up to scale) and ``m_i = U_t^T mu_{t,i}``. ``R`` is the eigenvector
+    matrix of the best-separated (real parts) of a few random combinations ``sum_j eta_j B_j``; the diagonals of
+    ``R^{-1} B_j R`` give the ``m_i`` coordinate by coordinate. The scale-free weights are the diagonal of
+    ``M^{-1} (P_tb P_ab^{-1} P_at) M^{-T}`` (``M`` with columns ``m_i``), which equals ``diag(w)`` under the
+    model whether or not the symmetrized moment is positive semi-definite.
+    """
+    P_ab, P_ta, P_tb = pairs["ab"], pairs["ta"], pairs["tb"]
+    operators = np.stack([np.linalg.solve(P_ab.T, triples[:, :, j].T).T for j in range(k)])  # (k, k, k)
+    best = None
+    for _ in range(_JENNRICH_CANDIDATES):
+        eta = rng.standard_normal(k)
+        eta /= np.linalg.norm(eta)
+        values, R = np.linalg.eig(np.tensordot(eta, operators, axes=1))
+        # Gaps between REAL parts: a complex-conjugate pair (possible off the model) scores zero.
+        gaps = np.abs(values.real[:, None] - values.real[None, :]) + np.diag(np.full(k, np.inf))
+        scale = max(np.abs(values).max(), np.finfo(float).tiny)
+        separation = float(gaps.min() / scale) if k > 1 else 1.0
+        if best is None or separation > best[0]:
+            best = (separation, R)
+    separation, R = best
+    diagonal = np.stack([np.diag(np.linalg.solve(R, B @ R)) for B in operators], axis=1)  # (k states, k coords)
+    reference = max(np.abs(diagonal.real).max(), np.finfo(float).tiny)
+    imaginary = float(np.abs(diagonal.imag).max() / reference)
+    condition = float(np.linalg.cond(R))
+    projected_means = diagonal.real
+    m2 = P_tb @ np.linalg.solve(P_ab, P_ta.T)  # = M diag(w) M^T under the model (not symmetrized)
+    inv_means = np.linalg.pinv(projected_means.T)  # singular only off the model (warned below)
+    weight_matrix = inv_means @ m2 @ inv_means.T
+    weights = np.diag(weight_matrix).copy()
+    off = weight_matrix - np.diag(weights)
+    diagnostics = {
+        "jennrich_imaginary_ratio": imaginary,
+        "jennrich_condition_number": condition,
+        "jennrich_eigen_separation": separation,
+        "jennrich_weights_offdiagonal": float(np.abs(off).max() / max(np.abs(weights).max(), np.finfo(float).tiny)),
+    }
+    if imaginary > _JENNRICH_WARN_IMAGINARY or condition > _JENNRICH_WARN_CONDITION:
+        warnings.warn(
+            f"fit_multiview(approach='jennrich'): the observable operators are far from simultaneously "
+            f"diagonalizable (largest imaginary part {imaginary:.3g} of the real parts, condition number of the "
+            f"eigenvector matrix {condition:.3g}); the data may not follow a {k}-class multi-view model. Try a "
+            f"smaller k, another target view, more data, or another seed.", RuntimeWarning, stacklevel=3)
+    if np.any(weights <= 0):
+        warnings.warn(
+            f"fit_multiview(approach='jennrich'): non-positive class weights {np.round(weights, 4).tolist()}; the "
+            f"data may not follow a {k}-class multi-view model. Try a smaller k or another target view.",
+            RuntimeWarning, stacklevel=3)
+    return weights, projected_means, diagnostics
+
+
+def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", approach: str = "symmetric", seed=0,
+                  oversample: int = 10, n_power_iter: int = 2, **options) -> MultiViewFit:
     """Estimate the weights and every view's conditional means of a multi-view mixture.
 
     Parameters
@@ -294,17 +391,32 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", seed=
     k : int
         Number of classes, ``1 <= k <= min(d_v)`` over the three views used.
     target : int
-        The view onto which the others are symmetrized. The tensor step uses
-        the target and two other views among the first three (the first two
-        views when the target is not among the first three).
+        The view whose means are estimated first (the others follow by
+        :func:`conditional_means`). The estimate uses the target and two other
+        views among the first three (the first two views when the target is
+        not among the first three).
     method : {"tpm", "svtd", "eca", "als"}
-        Tensor decomposition (:mod:`specinit.decompose`).
+        Tensor decomposition (:mod:`specinit.decompose`); ``approach="symmetric"`` only.
+    approach : {"symmetric", "jennrich"}
+        ``"symmetric"`` (default): symmetrize the views onto the target and
+        whiten the symmetrized second moment, which must be positive
+        semi-definite (otherwise :class:`specinit.whitening.IndefiniteMomentError`;
+        it is PSD under the model, not always on real data).
+        ``"jennrich"``: simultaneous diagonalization of the non-symmetric
+        observable operators ``B(eta) = (U_a^T Triples_{a,b,t}(eta) U_b)
+        (U_a^T Pairs_{a,b} U_b)^{-1}`` ([3]_ Alg. B); needs no PSD moment.
+        Real parts are kept; ``diagnostics`` reports the largest imaginary
+        part relative to the real parts and the condition number of the
+        eigenvector matrix, and a RuntimeWarning is issued when they are
+        large or a weight is not positive.
     seed : int or numpy.random.Generator
-        Drives the range finders, the whitening and the decomposition.
+        Drives the range finders, the whitening and the decomposition (or the
+        random directions of ``"jennrich"``).
     oversample, n_power_iter : int
         Randomized range finder settings.
     **options
-        Passed to :func:`specinit.recovery.fit_exchangeable`.
+        Passed to :func:`specinit.recovery.fit_exchangeable` (``"symmetric"``
+        only; an error with ``"jennrich"``).
 
     Returns
     -------
@@ -314,13 +426,20 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", seed=
     ------
     ValueError
         Fewer than 3 views, different numbers of observations, NaN/inf,
-        ``k`` larger than a view's dimension, target out of range.
+        ``k`` larger than a view's dimension, target out of range, unknown
+        approach.
+    TypeError
+        ``**options`` given with ``approach="jennrich"``.
 
     References
     ----------
-    [1]_ Thm 3.6 (symmetrized multi-view moments), [2]_ Prop. 1.
+    [1]_ Thm 3.6 (symmetrized multi-view moments), [2]_ Prop. 1, [3]_ Alg. B.
     """
     func = "fit_multiview"
+    approach = check_choice(approach, "approach", func, _APPROACHES)
+    if approach == "jennrich" and options:
+        raise bad_argument("options", func, "no extra keyword arguments with approach='jennrich' (they configure "
+                           "the tensor decomposition of approach='symmetric')", sorted(options), kind=TypeError)
     moments = views if hasattr(views, "pairs_matmat") else ViewMoments(views)
     n_views = moments.n_views
     target = check_int(target, "target", func, minimum=-n_views, maximum=n_views - 1) % n_views
@@ -342,31 +461,23 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", seed=
     def projected_pair(x, y):
         return bases[x].T @ moments.pairs_matmat(x, y, bases[y])
 
-    P_ab, P_ta, P_tb = projected_pair(a, b), projected_pair(t, a), projected_pair(t, b)
-    # z~_a = P_tb P_ab^{-1} z_a and z~_b = P_ta P_ba^{-1} z_b (P_ba = P_ab^T).
-    map_a = np.linalg.solve(P_ab.T, P_tb.T).T
-    map_b = np.linalg.solve(P_ab, P_ta.T).T
-    m2 = map_a @ P_ab @ map_b.T
-    m2 = 0.5 * (m2 + m2.T)
+    pairs = {"ab": projected_pair(a, b), "ta": projected_pair(t, a), "tb": projected_pair(t, b)}
     triples = moments.projected_triples(a, b, t, U_a, U_b, U_t)
-    m3 = np.einsum("xyz,ix,jy->ijz", triples, map_a, map_b)
-    m3 = (m3 + m3.transpose(0, 2, 1) + m3.transpose(1, 0, 2) + m3.transpose(1, 2, 0)
-          + m3.transpose(2, 0, 1) + m3.transpose(2, 1, 0)) / 6.0
-    fit = fit_exchangeable(_ProjectedMoments(m2, m3), k, method=method, seed=rng, oversample=oversample,
-                           n_power_iter=n_power_iter, **options)
-    lam = fit.eigenvalues
-    weights = 1.0 / lam**2
-    projected_means = fit.components * lam[:, None]  # rows m_i = U_t^T mu_{t,i}
+    if approach == "symmetric":
+        weights, projected_means, approach_diagnostics = _symmetric_projected_means(
+            k, pairs, triples, rng, method, oversample, n_power_iter, options)
+    else:
+        weights, projected_means, approach_diagnostics = _jennrich_projected_means(k, pairs, triples, rng)
     target_means = projected_means @ U_t.T
     means = [target_means if v == t else conditional_means(moments, v, t, target_means, weights) for v in range(n_views)]
     diagnostics = {
+        "approach": approach,
         "target": t,
         "views_used": (a, b, t),
-        **{f"pair_condition_number_{name}": float(np.linalg.cond(P)) for name, P in
-           (("ab", P_ab), ("ta", P_ta), ("tb", P_tb))},
+        **{f"pair_condition_number_{name}": float(np.linalg.cond(P)) for name, P in pairs.items()},
         **{f"pair_singular_values_{name}": s for name, s in (("ta", s_ta), ("ab", s_ab), ("bt", s_bt))},
         "weights_sum": float(weights.sum()),
-        **fit.diagnostics,
+        **approach_diagnostics,
     }
     return MultiViewFit(weights=weights, means=means, diagnostics=diagnostics)
 

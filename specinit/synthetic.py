@@ -16,7 +16,7 @@ from specinit._validation import as_generator, bad_argument, check_int, check_po
 
 __all__ = ["SyntheticCorpus", "sample_lda", "sample_single_topic"]
 
-_TOKENS_PER_CHUNK = 2_000_000
+_DOCS_PER_CHUNK = 50_000
 
 
 @dataclass(frozen=True)
@@ -40,36 +40,29 @@ class SyntheticCorpus:
     theta: np.ndarray
 
 
-def _draw(cdf_rows: np.ndarray, row_of_token: np.ndarray, rng) -> np.ndarray:
-    """One categorical draw per token from the row ``row_of_token`` of ``cdf_rows``."""
-    u = rng.random(row_of_token.shape[0])
-    out = np.empty(row_of_token.shape[0], dtype=np.int64)
-    order = np.argsort(row_of_token, kind="stable")
-    bounds = np.searchsorted(row_of_token[order], np.arange(cdf_rows.shape[0] + 1))
-    for row in range(cdf_rows.shape[0]):
-        idx = order[bounds[row] : bounds[row + 1]]
-        out[idx] = np.minimum(np.searchsorted(cdf_rows[row], u[idx], side="right"), cdf_rows.shape[1] - 1)
-    return out
-
-
 def _sample_counts(theta, beta, lengths, rng) -> sp.csr_matrix:
+    """Counts of documents with topic proportions ``theta`` and lengths ``lengths``.
+
+    Per block of documents: topic counts ``~ Multinomial(n_d, theta_d)``, then
+    for each topic the words of all its tokens by inverse-CDF draws; memory
+    stays proportional to the tokens of one block.
+    """
     n_docs, vocab = theta.shape[0], beta.shape[1]
     beta_cdf = np.cumsum(beta, axis=1)
-    theta_cdf = np.cumsum(theta, axis=1)
-    parts = []
-    start = 0
-    while start < n_docs:
-        stop = start + max(1, int(np.searchsorted(np.cumsum(lengths[start:]), _TOKENS_PER_CHUNK)))
-        stop = min(stop, n_docs)
-        doc = np.repeat(np.arange(start, stop), lengths[start:stop])
-        u = rng.random(doc.shape[0])
-        topic = np.minimum((theta_cdf[doc] < u[:, None]).sum(axis=1), theta.shape[1] - 1)
-        word = _draw(beta_cdf, topic, rng)
-        parts.append(sp.csr_matrix((np.ones_like(word), (doc - start, word)), shape=(stop - start, vocab), dtype=np.int64))
-        start = stop
-    counts = sp.vstack(parts, format="csr")
-    counts.sum_duplicates()
-    return counts
+    blocks = []
+    for start in range(0, n_docs, _DOCS_PER_CHUNK):
+        stop = min(n_docs, start + _DOCS_PER_CHUNK)
+        topic_counts = rng.multinomial(lengths[start:stop], theta[start:stop])
+        docs, words = [], []
+        for topic in range(beta.shape[0]):
+            doc = np.repeat(np.arange(stop - start), topic_counts[:, topic])
+            docs.append(doc)
+            words.append(np.minimum(np.searchsorted(beta_cdf[topic], rng.random(doc.size), side="right"), vocab - 1))
+        doc, word = np.concatenate(docs), np.concatenate(words)
+        block = sp.csr_matrix((np.ones(doc.size, dtype=np.int64), (doc, word)), shape=(stop - start, vocab))
+        block.sum_duplicates()
+        blocks.append(block)
+    return sp.vstack(blocks, format="csr")
 
 
 def _common(n_docs, vocab_size, k, doc_length, beta_concentration, seed, func):

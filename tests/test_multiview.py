@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import numpy as np
 import pytest
@@ -97,6 +99,42 @@ def test_agrees_with_exchangeable_path_when_views_share_parameters():
     r, c = match(fit.means[0], exch_means)
     np.testing.assert_allclose(fit.means[0][r], exch_means[c], atol=1e-8)
     np.testing.assert_allclose(fit.weights[r], 1 / exch.eigenvalues[c] ** 2, atol=1e-8)
+
+
+# approach="jennrich" (observable operators) -----------------------------------------------------
+@pytest.mark.parametrize("target", [-1, 0, 1, 3])
+def test_jennrich_exact_recovery_from_population(target):
+    rng = np.random.default_rng(0)
+    weights, means = random_params(rng, 4, (5, 30, 7, 12))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # exact moments: no warning about imaginary parts or conditioning
+        fit = fit_multiview(multiview_population(means, weights), 4, target=target, approach="jennrich", seed=1)
+    assert max_error(fit, weights, means) < 1e-8
+    d = fit.diagnostics
+    assert d["approach"] == "jennrich" and d["target"] == target % 4
+    assert d["jennrich_imaginary_ratio"] < 1e-10 and d["jennrich_weights_offdiagonal"] < 1e-8
+    assert 1 <= d["jennrich_condition_number"] < 1e3
+
+
+def test_jennrich_error_shrinks_with_n_and_agrees_with_symmetric():
+    rng = np.random.default_rng(5)
+    weights, means = random_params(rng, 3, (6, 8, 10))
+    errors = []
+    for n in (2_000, 50_000):
+        views = sample_gaussian_views(np.random.default_rng(n), weights, means, n)
+        errors.append(max_error(fit_multiview(views, 3, approach="jennrich", seed=0), weights, means))
+    # Same N^(-1/2) argument as test_error_shrinks_with_n.
+    assert errors[0] / errors[1] > 2.0, errors
+    symmetric = max_error(fit_multiview(views, 3, seed=0), weights, means)
+    assert errors[1] < 0.1 and symmetric < 0.1, (errors, symmetric)
+
+
+def test_jennrich_bad_approach_and_options():
+    pop = multiview_population(*random_params(np.random.default_rng(0), 2, (3, 3, 3))[::-1])
+    with pytest.raises(ValueError, match="'approach' argument of fit_multiview must be one of 'symmetric', 'jennrich'"):
+        fit_multiview(pop, 2, approach="eig")
+    with pytest.raises(TypeError, match="approach='jennrich'"):
+        fit_multiview(pop, 2, approach="jennrich", n_restarts=3)
 
 
 # bad input --------------------------------------------------------------------------------------

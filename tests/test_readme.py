@@ -12,8 +12,8 @@ def test_quickstart_runs():
     namespace: dict = {}
     exec(compile(blocks[0], "README quickstart", "exec"), namespace)
     est = namespace["est"]
-    assert est.params["beta"].shape == (3, 100)
-    assert namespace["mcmc"].get_samples()["beta"].shape == (200, 3, 100)
+    assert est.params["beta"].shape == (3, 50)
+    assert namespace["mcmc"].get_samples()["beta"].shape == (100, 3, 50)
 
 
 def test_ci_runs_the_readme_test_command():
