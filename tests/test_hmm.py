@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import importlib
+import inspect
+import io
 import itertools
+import re
+import warnings
 
 import jax
 import jax.numpy as jnp
@@ -13,6 +20,7 @@ from numpyro.infer import log_likelihood
 from scipy.optimize import linear_sum_assignment
 
 from specinit.models import hmm
+from specinit.whitening import IndefiniteMomentError
 
 
 def random_hmm(seed, k, n_symbols):
@@ -147,16 +155,57 @@ def test_exact_recovery_from_population_moments(k, n_symbols, seed):
     assert max(matched_errors(estimate.params, truth)) < 1e-6
 
 
+@pytest.mark.parametrize("k, n_symbols, seed", [(2, 6, 0), (3, 10, 1), (5, 30, 2)])
+def test_jennrich_exact_recovery_from_population_moments(k, n_symbols, seed):
+    truth = random_hmm(seed, k, n_symbols)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        estimate = hmm.spectral_from_moments(hmm.population_moments(**truth), k, approach="jennrich", seed=seed,
+                                             floor=1e-12)
+    assert estimate.diagnostics["approach"] == "jennrich"
+    assert max(matched_errors(estimate.params, truth)) < 1e-6
+
+
 def test_recovery_error_shrinks_with_length():
     truth = random_hmm(0, 3, 10)
     dist = hmm.CategoricalHMM(truth["init"], truth["transition"], truth["emission"], 400_000)
     x = np.asarray(dist.sample(jax.random.PRNGKey(0)))
-    short = matched_errors(hmm.spectral(x[:20_000], 3, 10).params, truth)
-    long = matched_errors(hmm.spectral(x, 3, 10).params, truth)
-    # Moment errors scale as 1/sqrt(T): 20x more data -> ~sqrt(20) = 4.5x smaller parameter
-    # errors; require 2.5x for emission and transition (init has a single first symbol: not tested).
-    assert long[0] < short[0] / 2.5 and long[1] < short[1] / 2.5
-    assert long[0] < 0.05 and long[1] < 0.02
+    for approach in ("symmetric", "jennrich"):
+        short = matched_errors(hmm.spectral(x[:20_000], 3, 10, approach=approach).params, truth)
+        long = matched_errors(hmm.spectral(x, 3, 10, approach=approach).params, truth)
+        # Moment errors scale as 1/sqrt(T): 20x more data -> ~sqrt(20) = 4.5x smaller parameter
+        # errors; require 2.5x for emission and transition (init has a single first symbol: not tested).
+        assert long[0] < short[0] / 2.5 and long[1] < short[1] / 2.5, (approach, short, long)
+        assert long[0] < 0.05 and long[1] < 0.02, (approach, long)
+
+
+ALPHABET = "abcdefghijklmnopqrstuvwxyz "
+
+
+def letter_sequences():
+    """The corpus of tutorials/hmm_letters.py: Zen of Python + stdlib docstrings, 27 symbols, one sequence per paragraph."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        import this
+    parts = [codecs.decode(this.s, "rot13")]
+    for name in ("argparse", "textwrap", "collections", "json", "inspect", "unittest", "logging", "pathlib",
+                 "difflib", "random", "statistics", "decimal", "fractions", "calendar"):
+        module = importlib.import_module(name)
+        for _, obj in sorted(vars(module).items()):
+            if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == module.__name__ and obj.__doc__:
+                parts.append(inspect.getdoc(obj))
+    paragraphs = [re.sub(r"[^a-z]+", " ", p).strip() for p in re.split(r"\n\s*\n", "\n\n".join(parts).lower())]
+    return [np.array([ALPHABET.index(c) for c in p]) for p in paragraphs if len(p) >= 3]
+
+
+def test_real_letters_are_refused_or_flagged_not_silently_fitted():
+    # Raw English letters are far from a 2-state HMM (the top-2 cross-moment subspace is word-boundary
+    # structure, not vowel/consonant): the symmetric path refuses with the indefinite-moment error and
+    # the Jennrich path returns with a misspecification warning instead of a silent estimate.
+    sequences = letter_sequences()
+    with pytest.raises(IndefiniteMomentError, match="top 2"):
+        hmm.spectral(sequences, 2, 27)
+    with pytest.warns(RuntimeWarning):
+        hmm.spectral(sequences, 2, 27, approach="jennrich")
 
 
 @pytest.fixture(scope="module")

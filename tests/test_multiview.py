@@ -116,7 +116,7 @@ def test_jennrich_exact_recovery_from_population(target):
     assert 1 <= d["jennrich_condition_number"] < 1e3
 
 
-def test_jennrich_error_shrinks_with_n_and_agrees_with_symmetric():
+def test_jennrich_error_shrinks_with_n():
     rng = np.random.default_rng(5)
     weights, means = random_params(rng, 3, (6, 8, 10))
     errors = []
@@ -124,9 +124,7 @@ def test_jennrich_error_shrinks_with_n_and_agrees_with_symmetric():
         views = sample_gaussian_views(np.random.default_rng(n), weights, means, n)
         errors.append(max_error(fit_multiview(views, 3, approach="jennrich", seed=0), weights, means))
     # Same N^(-1/2) argument as test_error_shrinks_with_n.
-    assert errors[0] / errors[1] > 2.0, errors
-    symmetric = max_error(fit_multiview(views, 3, seed=0), weights, means)
-    assert errors[1] < 0.1 and symmetric < 0.1, (errors, symmetric)
+    assert errors[0] / errors[1] > 2.0 and errors[1] < 0.1, errors
 
 
 def test_jennrich_bad_approach_and_options():
