@@ -60,9 +60,15 @@ def run_em(x, k, n_symbols, start=None, seed=0):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="small sizes only (about a minute)")
+    parser.add_argument("--config", nargs=3, type=int, action="append", metavar=("K", "V", "T"),
+                        help="run only these (k, V, T) configurations (repeatable)")
     args = parser.parse_args()
-    configs = [(4, 20, 100_000), (10, 200, 100_000)] if args.quick else [
-        (k, V, T) for k in (4, 10) for V in (20, 200) for T in (100_000, 1_000_000)]
+    if args.config:
+        configs = [tuple(c) for c in args.config]
+    elif args.quick:
+        configs = [(4, 20, 100_000), (10, 200, 100_000)]
+    else:
+        configs = [(k, V, T) for k in (4, 10) for V in (20, 200) for T in (100_000, 1_000_000)]
     print(f"machine: {machine()}\n")
     print("| k | V | T | spectral s | spectral L1 | EM s | EM L1 | EM iters | EM loglik "
           "| spec+EM s | spec+EM L1 | spec+EM iters | spec+EM loglik |")

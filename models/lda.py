@@ -92,7 +92,9 @@ def model(
         beta = numpyro.sample("beta", dist.Dirichlet(jnp.full(V, eta)))
     with numpyro.plate("documents", lengths.shape[0], subsample_size=subsample_size) as idx:
         theta = numpyro.sample("theta", dist.Dirichlet(alpha))
-        probs = theta @ beta
+        # Floor at the smallest normal float: in float32 a word whose topics all have underflowed
+        # probability would give log(0) = -inf for an observed count (NaN ELBO steps in SVI).
+        probs = jnp.maximum(theta @ beta, jnp.finfo(beta.dtype).tiny)
         if counts is None:
             numpyro.sample("counts", dist.Multinomial(lengths[idx], probs, total_count_max=int(np.max(doc_lengths))))
         else:

@@ -29,7 +29,7 @@ __all__ = ["DEMO_SIZES", "run_demo"]
 # (documents, vocabulary, topics) of the spectral fit; then of the MCMC/SVI comparison, warm-up, draws, SVI steps.
 DEMO_SIZES = {
     "full": {"fit": (20_000, 2_000, 10), "mcmc": (120, 120, 4), "warmup": 300, "draws": 300, "svi_steps": 2000},
-    "quick": {"fit": (1_000, 200, 4), "mcmc": (30, 30, 2), "warmup": 30, "draws": 30, "svi_steps": 100},
+    "quick": {"fit": (1_000, 200, 4), "mcmc": (30, 30, 2), "warmup": 30, "draws": 30, "svi_steps": 100, "max_tree_depth": 5},
 }
 
 
@@ -80,7 +80,8 @@ def run_demo(out_dir: Path, *, quick: bool = False, seed: int = 0, log: Callable
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         nuts = compare_nuts(lda.model, small_est, model_args=(X,), model_kwargs={"k": k}, num_chains=4,
-                            num_warmup=sizes["warmup"], num_samples=sizes["draws"], seed=seed)
+                            num_warmup=sizes["warmup"], num_samples=sizes["draws"], seed=seed,
+                            nuts_kwargs={"max_tree_depth": sizes.get("max_tree_depth", 10)}, progress_bar=not quick)
     summary = nuts.summary()
     results.update({f"nuts_{key}": value for key, value in summary.items()})
     log(f"      warm: {summary['warm_time_s']:.1f} s, max R-hat(beta, alpha) {summary['warm_max_rhat']:.3f}, "

@@ -191,11 +191,20 @@ def compare_nuts(
 
 
 def _smooth(losses: np.ndarray, window: int) -> np.ndarray:
-    """Trailing moving average (partial windows at the start)."""
-    csum = np.cumsum(np.concatenate([[0.0], losses]))
+    """Trailing moving average (partial windows at the start) over the finite losses.
+
+    A non-finite step (a Monte Carlo ELBO sample that overflowed) is left out
+    of every window it falls in rather than turning the average into NaN;
+    :meth:`SviComparison.summary` reports how many there were.
+    """
+    finite = np.isfinite(losses)
+    csum = np.cumsum(np.concatenate([[0.0], np.where(finite, losses, 0.0)]))
+    ccount = np.cumsum(np.concatenate([[0], finite.astype(np.int64)]))
     ends = np.arange(1, losses.size + 1)
     starts = np.maximum(ends - window, 0)
-    return (csum[ends] - csum[starts]) / (ends - starts)
+    counts = ccount[ends] - ccount[starts]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, (csum[ends] - csum[starts]) / np.maximum(counts, 1), np.nan)
 
 
 @dataclass
@@ -261,6 +270,8 @@ class SviComparison:
             "warm_final_loss": float(self.smoothed("warm")[-1]),
             "cold_final_loss": float(self.smoothed("cold")[-1]),
             "steps_to_reach": float("nan") if steps is None else float(steps),
+            "warm_nonfinite_steps": int(np.sum(~np.isfinite(self.warm_losses))),
+            "cold_nonfinite_steps": int(np.sum(~np.isfinite(self.cold_losses))),
         }
 
 

@@ -36,7 +36,8 @@ print("spectral mean L1 topic error:", round(topic_error(corpus.beta, estimate.p
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
     nuts = compare_nuts(lda.model, estimate, model_args=(X,), model_kwargs={"k": k}, num_chains=4,
-                        num_warmup=30 if SMALL else 400, num_samples=30 if SMALL else 400, seed=0)
+                        num_warmup=30 if SMALL else 400, num_samples=30 if SMALL else 400, seed=0,
+                        nuts_kwargs={"max_tree_depth": 5} if SMALL else None)
 for key, value in nuts.summary().items():
     print(f"{key:22s} {value:.3f}")
 
