@@ -10,7 +10,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.special import logsumexp
 from scipy.stats import norm
 
-from models import gmm
+from specinit.models import gmm
 
 
 def match(estimated, truth):

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from models import lda, single_topic
+from specinit.models import lda, single_topic
 from specinit.moments import CountMoments, FirstOrderStats, WhitenedStats, first_order_stats, whitened_stats
 from specinit._validation import check_count_matrix
 

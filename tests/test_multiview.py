@@ -12,7 +12,7 @@ from numpyro.infer import Predictive, log_likelihood
 from scipy.optimize import linear_sum_assignment
 from scipy.stats import norm
 
-from models import multiview as mv
+from specinit.models import multiview as mv
 from specinit.multiview import (
     ViewMoments,
     conditional_means,

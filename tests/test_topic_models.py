@@ -20,7 +20,7 @@ from numpyro.infer.util import initialize_model
 from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import adjusted_rand_score
 
-from models import lda, single_topic
+from specinit.models import lda, single_topic
 from specinit.decompose import METHODS
 from specinit.estimate import SpectralEstimate
 from specinit.whitening import IndefiniteMomentError

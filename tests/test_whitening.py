@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from models import lda
+from specinit.models import lda
 from specinit.population import FactoredMoments
 from specinit.whitening import IndefiniteMomentError, whiten
 
