@@ -29,6 +29,8 @@ References
 
 from __future__ import annotations
 
+import warnings
+
 import jax.numpy as jnp
 import numpy as np
 import numpyro
@@ -117,8 +119,6 @@ def spectral_from_moments(moments, k: int, alpha0: float, *, method: str = "tpm"
     alpha = 4 * a0 * (a0 + 1) / ((a0 + 2) ** 2 * eig**2)
     report.update(alpha0=a0, alpha_sum=float(alpha.sum()))
     if not 0.5 < alpha.sum() / a0 < 2.0:
-        import warnings
-
         warnings.warn(
             f"lda.spectral: sum(alpha_hat) = {alpha.sum():.3g} differs from alpha0 = {a0:.3g} by more than a "
             "factor of 2; alpha0 is probably misspecified (refit with alpha0 near sum(alpha_hat)) or k is wrong.",

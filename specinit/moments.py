@@ -28,7 +28,7 @@ import os
 from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -113,16 +113,6 @@ def first_order_stats(chunk: sp.csr_matrix, weighting: str) -> FirstOrderStats:
         word_b=chunk.T @ b,
         norm3=float((n * (n - 1) * (n - 2)).sum()) if pooled else float(chunk.shape[0]),
     )
-
-
-def khatri_rao_rows(A: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """Row-wise Kronecker product: row i is ``kron(A[i], B[i])`` (n, k*k)."""
-    return (A[:, :, None] * B[:, None, :]).reshape(A.shape[0], -1)
-
-
-def _rows_per_block(k: int) -> int:
-    """Rows of a (rows, k*k) float64 block that fit in the chunk budget."""
-    return max(1, _CHUNK_BYTES // (8 * k * k))
 
 
 def pair_products(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:

@@ -24,13 +24,13 @@ from dataclasses import dataclass, field
 
 import jax
 import numpy as np
-from numpyro import handlers
 from numpyro.diagnostics import split_gelman_rubin
 from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO, init_to_uniform
 from numpyro.infer.autoguide import AutoDelta, AutoNormal
 from numpyro.optim import Adam
 
 from specinit._validation import bad_argument, check_choice, check_int, check_positive
+from specinit.warmstart import site_info
 
 __all__ = ["NutsComparison", "SviComparison", "compare_nuts", "compare_svi", "local_sites"]
 
@@ -51,15 +51,10 @@ def local_sites(model, model_args=(), model_kwargs=None) -> tuple:
         Sorted names, e.g. ``("theta",)`` for LDA (per-document topic
         proportions in the ``documents`` plate).
     """
-    trace = handlers.trace(handlers.seed(model, jax.random.PRNGKey(0))).get_trace(*model_args, **(model_kwargs or {}))
-    sites = [site for site in trace.values() if site["type"] == "sample"]
-    data_plates = {frame.name for site in sites if site["is_observed"] for frame in site["cond_indep_stack"]}
+    sites = site_info(model, model_args, model_kwargs)
+    data_plates = {plate for _, observed, plates in sites.values() if observed for plate in plates}
     return tuple(
-        sorted(
-            site["name"]
-            for site in sites
-            if not site["is_observed"] and any(frame.name in data_plates for frame in site["cond_indep_stack"])
-        )
+        sorted(name for name, (_, observed, plates) in sites.items() if not observed and data_plates.intersection(plates))
     )
 
 

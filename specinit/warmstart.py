@@ -26,7 +26,7 @@ from numpyro.infer.util import potential_energy, unconstrain_fn
 
 from specinit._validation import bad_argument, check_int
 
-__all__ = ["init_strategy", "init_params", "condition", "constrained_values", "latent_sites"]
+__all__ = ["init_strategy", "init_params", "condition", "constrained_values", "latent_sites", "site_info"]
 
 
 def constrained_values(estimate, sites=None) -> dict:
@@ -44,20 +44,28 @@ def init_strategy(estimate, sites=None):
     return init_to_value(values=constrained_values(estimate, sites))
 
 
-def latent_sites(model, model_args=(), model_kwargs=None, key=None) -> dict:
-    """Shapes of the latent (non-observed) sample sites of ``model``.
+def site_info(model, model_args=(), model_kwargs=None) -> dict:
+    """Every sample site of ``model``: ``{name: (shape, is_observed, plate names)}``.
 
     The model is traced abstractly (``jax.eval_shape``): nothing is sampled
     or compiled op by op.
     """
-    key = jax.random.PRNGKey(0) if key is None else key
     model_kwargs = model_kwargs or {}
+    flags = {}
 
     def values():
-        trace = handlers.trace(handlers.seed(model, key)).get_trace(*model_args, **model_kwargs)
-        return {name: site["value"] for name, site in trace.items() if site["type"] == "sample" and not site["is_observed"]}
+        trace = handlers.trace(handlers.seed(model, jax.random.PRNGKey(0))).get_trace(*model_args, **model_kwargs)
+        sites = {name: site for name, site in trace.items() if site["type"] == "sample"}
+        flags.update({name: (site["is_observed"], tuple(f.name for f in site["cond_indep_stack"])) for name, site in sites.items()})
+        return {name: site["value"] for name, site in sites.items()}
 
-    return {name: tuple(struct.shape) for name, struct in jax.eval_shape(values).items()}
+    shapes = jax.eval_shape(values)
+    return {name: (tuple(shapes[name].shape), *flags[name]) for name in shapes}
+
+
+def latent_sites(model, model_args=(), model_kwargs=None) -> dict:
+    """Shapes of the latent (non-observed) sample sites of ``model``."""
+    return {name: shape for name, (shape, observed, _) in site_info(model, model_args, model_kwargs).items() if not observed}
 
 
 def _check_sites(estimate, model, model_args, model_kwargs, func):
