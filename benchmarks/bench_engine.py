@@ -16,10 +16,10 @@ import argparse
 import warnings
 
 import numpy as np
-
 from _common import machine, matched_l1, peak_rss_gb, table, timed
-from specinit.decompose import decompose, reconstruct
 from specinit.models import lda
+
+from specinit.engine.decompose import decompose, reconstruct
 from specinit.synthetic import sample_lda
 
 

@@ -25,7 +25,6 @@ import time
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from sklearn.mixture import GaussianMixture
-
 from specinit.models import gmm
 
 
@@ -68,7 +67,7 @@ def run(d, k, n, seed):
 
 def nuts_comparison(seed, d=5, k=3, n=500):
     """NUTS, 4 chains, a small mixture: max split-R-hat with the spectral vs the default init."""
-    from specinit.refine import compare_nuts
+    from specinit.compare import compare_nuts
 
     x, _, _ = draw(np.random.default_rng(seed), d, k, n)
     est = gmm.spectral(x, k, seed=seed)

@@ -20,7 +20,6 @@ import warnings
 import numpy as np
 from _common import machine, matched_l1, timed
 from hmmlearn.hmm import CategoricalHMM
-
 from specinit.models import hmm
 
 
@@ -59,7 +58,7 @@ def run_em(x, k, n_symbols, start=None, seed=0):
 
 def nuts_comparison(seed=0, k=3, n_symbols=8, n_seq=20, length=100):
     """NUTS, 4 chains, a small HMM: max split-R-hat with the spectral vs the default init."""
-    from specinit.refine import compare_nuts
+    from specinit.compare import compare_nuts
 
     init, transition, emission = synthetic(k, n_symbols, seed=seed)
     seqs = np.stack([sample(init, transition, emission, length, seed=seed + i) for i in range(n_seq)])

@@ -18,9 +18,9 @@ import argparse
 import warnings
 
 import numpy as np
-
 from _common import machine, matched_l1, table, timed
 from specinit.models import lda
+
 from specinit.synthetic import sample_lda
 
 
@@ -44,7 +44,7 @@ def bench_sklearn(n_docs, vocab, k, seed=0):
 
 
 def bench_nuts(n_docs, vocab, k, num_warmup, num_samples, seed=0):
-    from specinit.refine import compare_nuts
+    from specinit.compare import compare_nuts
 
     corpus = sample_lda(n_docs, vocab, k, alpha=0.3, doc_length=100, beta_concentration=0.1, seed=seed)
     X = corpus.counts.toarray().astype(np.float32)
@@ -55,7 +55,7 @@ def bench_nuts(n_docs, vocab, k, num_warmup, num_samples, seed=0):
 
 
 def bench_svi(n_docs, vocab, k, num_steps, seed=0):
-    from specinit.refine import compare_svi
+    from specinit.compare import compare_svi
 
     corpus = sample_lda(n_docs, vocab, k, alpha=0.3, doc_length=100, seed=seed)
     X = corpus.counts.toarray().astype(np.float32)

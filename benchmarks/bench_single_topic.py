@@ -15,11 +15,11 @@ import argparse
 import warnings
 
 import numpy as np
-from sklearn.metrics import adjusted_rand_score
-
 from _common import machine, matched_l1, table, timed
+from sklearn.metrics import adjusted_rand_score
 from specinit.models import single_topic
-from specinit.moments import CountMoments
+
+from specinit.engine.moments import CountMoments
 from specinit.synthetic import sample_single_topic
 
 V, K = 100, 5

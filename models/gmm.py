@@ -27,7 +27,7 @@ for differing variances, ``M1' = mu^T (w * sigma^2)`` is solved for the
 For mixtures with axis-aligned (diagonal) covariances,
 :func:`spectral_axis_aligned` splits the coordinates into three random
 groups, which are conditionally independent views ([1]_ Prop. 3.2), and
-uses :func:`specinit.multiview.fit_multiview`.
+uses :func:`specinit.engine.views.fit_multiview`.
 
 References
 ----------
@@ -37,19 +37,31 @@ References
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
 from specinit._validation import as_generator, bad_argument, check_int
-from specinit.estimate import SpectralEstimate
-from specinit.moments import pair_products
-from specinit.multiview import conditional_variances, fit_multiview
-from specinit.population import FactoredMoments
-from specinit.recovery import fit_exchangeable, positive_weights
+from specinit.engine.exchangeable import fit_exchangeable
+from specinit.engine.moments import pair_products
+from specinit.engine.population import FactoredMoments
+from specinit.engine.support import positive_weights
+from specinit.engine.views import conditional_variances, fit_multiview, with_squares
+from specinit.engine.whitening import IndefiniteMomentError
+from specinit.estimate import ModelFacts, SpectralEstimate
 
-__all__ = ["model", "population_moments", "spectral", "spectral_from_moments", "spectral_axis_aligned"]
+__all__ = ["MixtureMoments", "model", "population_moments", "spectral", "spectral_from_moments", "spectral_axis_aligned"]
+
+#: Component axes, matching site and ArviZ dims of this model's sites.
+FACTS = ModelFacts(
+    component_axes={"loc": 0, "weights": 0, "scale": 0},
+    match_site="loc",
+    dims={"weights": ("components",), "loc": ("components", "dim"), "x": ("data", "dim")},
+    event_dims={"weights": ("components",), "loc": ("components", "dim"), "x": ("dim",)},
+)
 
 _SCALE_FLOOR = 1e-6
 
@@ -92,19 +104,51 @@ def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, commo
         numpyro.sample("x", dist.MixtureSameFamily(dist.Categorical(weights), components), obs=x)
 
 
-def population_moments(loc, weights, scale=None) -> FactoredMoments:
-    """Exact corrected moments ``M2 = sum w mu mu^T``, ``M3 = sum w mu^(x)3`` of the mixture.
+@dataclass(frozen=True)
+class MixtureMoments(FactoredMoments):
+    """Exact corrected moments of a spherical mixture, with its variance terms.
 
-    The variance correction of [1]_ Thm 3.2/3.3 removes ``scale`` exactly, so
-    the corrected moments depend only on ``loc`` and ``weights``; ``scale``
-    is validated (positive) and otherwise unused.
+    ``components``, ``omega``, ``kappa`` are ``loc``, ``weights``, ``weights``
+    (``M2 = sum w mu mu^T``, ``M3 = sum w mu^(x)3``); ``sigma2`` is
+    ``sigma_bar^2 = sum_i w_i sigma_i^2`` and ``m1`` is
+    ``M1' = sum_i w_i sigma_i^2 mu_i``, from which the scales are recovered.
+    """
+
+    sigma2: float = 0.0
+    m1: np.ndarray | None = None
+
+
+def population_moments(loc, weights, scale) -> MixtureMoments:
+    """Exact corrected moments of the mixture ([1]_ Thm 3.2/3.3).
+
+    Parameters
+    ----------
+    loc : array, shape (k, d)
+        Component means (linearly independent for identifiability).
+    weights : array, shape (k,)
+        Mixing weights, positive.
+    scale : float or array of shape (k,)
+        Common or per-component standard deviation, positive.
+
+    Returns
+    -------
+    MixtureMoments
+        For :func:`spectral_from_moments` (exact recovery of all three sites).
+
+    Raises
+    ------
+    ValueError
+        Non-positive or non-finite ``scale`` or ``weights``, or shapes that
+        do not match ``loc``.
     """
     func = "gmm.population_moments"
     loc = np.asarray(loc, dtype=np.float64)
     weights = np.asarray(weights, dtype=np.float64)
-    if scale is not None and (not np.all(np.isfinite(scale)) or np.any(np.asarray(scale) <= 0)):
-        raise bad_argument("scale", func, "finite and > 0", scale)
-    return FactoredMoments(loc, weights, weights)
+    scale = np.asarray(scale, dtype=np.float64)
+    if scale.shape not in ((), weights.shape) or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+        raise bad_argument("scale", func, f"finite and > 0, a scalar or of shape {weights.shape}", scale)
+    variances = np.broadcast_to(scale**2, weights.shape)
+    return MixtureMoments(loc, weights, weights, sigma2=float(weights @ variances), m1=(weights * variances) @ loc)
 
 
 def _check_data(x, k, func, min_dim_factor=1):
@@ -160,23 +204,51 @@ class _SphericalMoments:
         return T - (np.einsum("a,bc->abc", a, B) + np.einsum("b,ac->abc", a, B) + np.einsum("c,ab->abc", a, B))
 
 
-def spectral_from_moments(moments, k: int, *, method: str = "tpm", seed=0, **options):
-    """Weights and locations from corrected moments (``M2``, ``M3`` of [1]_ Thm 3.2).
+def spectral_from_moments(moments, k: int, *, common_scale: bool = True, method: str = "tpm", seed=0,
+                          decompose_options: dict | None = None) -> SpectralEstimate:
+    """Weights, locations and scales from corrected moments ([1]_ Thm 3.2/3.3).
+
+    Parameters
+    ----------
+    moments : MixtureMoments or the moments of data
+        Anything with ``m2_matmat``, ``whitened_m3``, ``sigma2`` and ``m1``
+        (:func:`population_moments`, or the data moments built by :func:`spectral`).
+    k : int
+        Number of components.
+    common_scale, method, seed, decompose_options
+        As for :func:`spectral`.
 
     Returns
     -------
-    weights : ndarray, shape (k,)
-        Floored and renormalized.
-    loc : ndarray, shape (k, d)
-    fit : specinit.recovery.ExchangeableFit
+    SpectralEstimate
+        ``weights`` (k,), ``loc`` (k, d), ``scale`` (scalar, or (k,) when not
+        ``common_scale``).
+
+    Raises
+    ------
+    specinit.engine.whitening.IndefiniteMomentError
+        If the corrected second moment is not positive definite on its top k
+        eigenvectors (the means must be linearly independent, so k <= d).
     """
-    hint = " (the component means must be linearly independent, so k <= d)"
-    fit = fit_exchangeable(moments, k, method=method, seed=seed, hint=hint, **options)
+    func = "gmm.spectral"
+    try:
+        fit = fit_exchangeable(moments, k, method=method, seed=seed, decompose_options=decompose_options)
+    except IndefiniteMomentError as exc:
+        raise exc.advise(func, "The component means must be linearly independent (k <= d); try a smaller k.") from None
     lam = fit.eigenvalues
-    return positive_weights(1.0 / lam**2), fit.components * lam[:, None], fit
+    weights, loc = positive_weights(1.0 / lam**2), fit.components * lam[:, None]
+    diagnostics = {"sigma2_bar": float(moments.sigma2), **fit.diagnostics}
+    if common_scale:
+        scale = np.sqrt(max(moments.sigma2, _SCALE_FLOOR**2))
+    else:
+        variances = np.linalg.lstsq(loc.T * weights, moments.m1, rcond=None)[0]
+        diagnostics["component_variances_raw"] = variances
+        scale = np.sqrt(np.maximum(variances, _SCALE_FLOOR**2))
+    return SpectralEstimate("gmm", {"weights": weights, "loc": loc, "scale": scale}, diagnostics, facts=FACTS)
 
 
-def spectral(x, k: int, *, common_scale: bool = True, method: str = "tpm", seed=0, **options) -> SpectralEstimate:
+def spectral(x, k: int, *, common_scale: bool = True, method: str = "tpm", seed=0,
+             decompose_options: dict | None = None) -> SpectralEstimate:
     """Method-of-moments estimate of a spherical Gaussian mixture.
 
     Parameters
@@ -190,9 +262,11 @@ def spectral(x, k: int, *, common_scale: bool = True, method: str = "tpm", seed=
         True: one variance ([1]_ Thm 3.2). False: per-component variances
         ([1]_ Thm 3.3), solved from ``M1' = sum_i w_i sigma_i^2 mu_i``.
     method : {"tpm", "svtd", "eca", "als"}
+        Tensor decomposition.
     seed : int or numpy.random.Generator
-    **options
-        Passed to :func:`specinit.recovery.fit_exchangeable`.
+        Randomness of the whitening and the decomposition.
+    decompose_options : dict, optional
+        Keyword arguments of the tensor decomposition; unknown keys raise.
 
     Returns
     -------
@@ -206,31 +280,25 @@ def spectral(x, k: int, *, common_scale: bool = True, method: str = "tpm", seed=
     ValueError
         ``d < k``, NaN or infinite values, fewer than 2 observations.
     """
-    func = "gmm.spectral"
-    x, k = _check_data(x, k, func)
+    x, k = _check_data(x, k, "gmm.spectral")
     moments = _SphericalMoments(x, k, bool(common_scale))
-    weights, loc, fit = spectral_from_moments(moments, k, method=method, seed=seed, **options)
-    diagnostics = {"sigma2_bar": moments.sigma2, "covariance_eigenvalues": moments.eigenvalues, **fit.diagnostics}
-    if common_scale:
-        scale = np.sqrt(max(moments.sigma2, _SCALE_FLOOR**2))
-    else:
-        variances = np.linalg.lstsq(loc.T * weights, moments.m1, rcond=None)[0]
-        diagnostics["component_variances_raw"] = variances
-        scale = np.sqrt(np.maximum(variances, _SCALE_FLOOR**2))
-    return SpectralEstimate("gmm", {"weights": weights, "loc": loc, "scale": scale}, diagnostics)
+    estimate = spectral_from_moments(moments, k, common_scale=common_scale, method=method, seed=seed,
+                                     decompose_options=decompose_options)
+    estimate.diagnostics["covariance_eigenvalues"] = moments.eigenvalues
+    return estimate
 
 
-def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, **options) -> SpectralEstimate:
+def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, decompose_options: dict | None = None) -> SpectralEstimate:
     """Mixture of axis-aligned Gaussians via a random 3-way partition of coordinates.
 
     The coordinates are randomly permuted and split into three groups of
     nearly equal size (each with at least ``k`` coordinates); given the
     component the groups are independent, hence three views ([1]_ Prop. 3.2,
     which needs the mean matrix to be incoherent). Means come from
-    :func:`specinit.multiview.fit_multiview`; per-coordinate variances from
+    :func:`specinit.engine.views.fit_multiview`; per-coordinate variances from
     the conditional means of the squared coordinates ``E[x_j^2 | h]``
     estimated against another group, minus ``loc^2``
-    (:func:`specinit.multiview.conditional_variances`).
+    (:func:`specinit.engine.views.conditional_variances`).
 
     Returns
     -------
@@ -251,16 +319,16 @@ def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, **options) 
     rng = as_generator(seed, func)
     groups = np.array_split(rng.permutation(x.shape[1]), 3)
     views = [x[:, g] for g in groups]
-    fit = fit_multiview(views, k, method=method, seed=rng, **options)
+    fit = fit_multiview(views, k, method=method, seed=rng, decompose_options=decompose_options)
     weights = positive_weights(fit.weights)
     loc = np.empty((k, x.shape[1]))
     variances = np.empty((k, x.shape[1]))
     partition = np.empty(x.shape[1], dtype=np.int64)
-    conditional = conditional_variances(views, fit, range(3))
+    conditional = conditional_variances(with_squares(views, range(3)), fit, range(3))
     for j, g in enumerate(groups):
         loc[:, g] = fit.means[j]
         variances[:, g] = conditional[j]
         partition[g] = j
     scale = np.sqrt(np.maximum(variances.mean(axis=1), _SCALE_FLOOR**2))
     diagnostics = {"partition": partition, "coordinate_variances": variances, **fit.diagnostics}
-    return SpectralEstimate("gmm", {"weights": weights, "loc": loc, "scale": scale}, diagnostics)
+    return SpectralEstimate("gmm", {"weights": weights, "loc": loc, "scale": scale}, diagnostics, facts=FACTS)

@@ -29,22 +29,34 @@ References
 
 from __future__ import annotations
 
-import warnings
-
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from specinit.models._topics import fit_topics
 
-from specinit._validation import bad_argument, check_count_matrix, check_int, check_positive
-from specinit.estimate import SpectralEstimate
-from specinit.moments import CountMoments, count_chunks
-from specinit.population import FactoredMoments
-from specinit.topics import fit_topics
+from specinit._validation import (
+    bad_argument,
+    check_count_matrix,
+    check_int,
+    check_positive,
+    warn,
+)
+from specinit.engine.moments import CountMoments, count_chunks
+from specinit.engine.population import FactoredMoments
+from specinit.estimate import ModelFacts, SpectralEstimate
 
 __all__ = ["model", "spectral", "spectral_from_moments", "population_moments", "document_topics"]
 
-_HINT = " (for LDA: alpha0 may be misspecified; try another alpha0, e.g. smaller for sparse topic mixtures)"
+_ADVICE = "For LDA, alpha0 may be misspecified: try another alpha0 (smaller for sparse topic mixtures)."
+
+#: Component axes, matching site and ArviZ dims of this model's sites.
+FACTS = ModelFacts(
+    component_axes={"beta": 0, "alpha": 0, "theta": 1},
+    match_site="beta",
+    dims={"alpha": ("topics",), "beta": ("topics", "word"), "theta": ("documents", "topics"), "counts": ("documents", "word")},
+    event_dims={"alpha": ("topics",), "beta": ("word",), "theta": ("topics",), "counts": ("word",)},
+)
 
 
 def model(
@@ -111,21 +123,47 @@ def population_moments(beta, alpha) -> FactoredMoments:
     return FactoredMoments(beta, alpha / ((a0 + 1) * a0), 2 * alpha / ((a0 + 2) * (a0 + 1) * a0))
 
 
-def spectral_from_moments(moments, k: int, alpha0: float, *, method: str = "tpm", seed=0, vocabulary=None, **options) -> SpectralEstimate:
-    """Recover ``beta`` and ``alpha`` from Dirichlet-corrected moments with known ``alpha0``."""
+def spectral_from_moments(moments, k: int, alpha0: float, *, method: str = "tpm", seed=0, vocabulary=None,
+                          floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
+    """Recover ``beta`` and ``alpha`` from Dirichlet-corrected moments with known ``alpha0``.
+
+    Parameters
+    ----------
+    moments : CountMoments or FactoredMoments
+        Empirical moments corrected with the same ``alpha0``, or exact ones
+        (:func:`population_moments`).
+    k : int
+        Number of topics.
+    alpha0 : float
+        ``sum(alpha)`` used in the moment correction.
+    method, seed, vocabulary, floor, decompose_options
+        As for :func:`spectral`.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``params["alpha"]`` (k,) and ``params["beta"]`` (k, V).
+
+    Raises
+    ------
+    ValueError
+        Bad ``k`` or ``alpha0``, or degenerate moments.
+    specinit.engine.whitening.IndefiniteMomentError
+        If the corrected second moment is not positive definite on its top k
+        eigenvectors (often a misspecified ``alpha0``).
+    """
     func = "lda.spectral"
     a0 = check_positive(alpha0, "alpha0", func)
-    beta, eig, fit, report = fit_topics(moments, k, func=func, method=method, seed=seed, hint=_HINT, **options)
+    floor = check_positive(floor, "floor", func)
+    beta, eig, fit, report = fit_topics(moments, k, func=func, method=method, seed=seed, advice=_ADVICE, floor=floor,
+                                        decompose_options=decompose_options)
     alpha = 4 * a0 * (a0 + 1) / ((a0 + 2) ** 2 * eig**2)
     report.update(alpha0=a0, alpha_sum=float(alpha.sum()))
     if not 0.5 < alpha.sum() / a0 < 2.0:
-        warnings.warn(
+        warn(
             f"lda.spectral: sum(alpha_hat) = {alpha.sum():.3g} differs from alpha0 = {a0:.3g} by more than a "
-            "factor of 2; alpha0 is probably misspecified (refit with alpha0 near sum(alpha_hat)) or k is wrong.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
-    return SpectralEstimate("lda", {"alpha": alpha, "beta": beta}, report, vocabulary)
+            "factor of 2; alpha0 is probably misspecified (refit with alpha0 near sum(alpha_hat)) or k is wrong.")
+    return SpectralEstimate("lda", {"alpha": alpha, "beta": beta}, report, vocabulary, FACTS)
 
 
 def spectral(
@@ -138,7 +176,8 @@ def spectral(
     seed=0,
     vocabulary=None,
     doc_topics: bool = True,
-    **options,
+    floor: float = 1e-3,
+    decompose_options: dict | None = None,
 ) -> SpectralEstimate:
     """Method-of-moments estimate of LDA.
 
@@ -146,7 +185,7 @@ def spectral(
     ----------
     counts : array-like or scipy.sparse matrix, shape (N, V)
         Non-negative integer word counts (or chunks; see
-        :class:`specinit.moments.CountMoments`).
+        :class:`specinit.engine.moments.CountMoments`).
     k : int
         Number of topics, ``1 <= k < V``.
     alpha0 : float, default 1.0
@@ -161,8 +200,9 @@ def spectral(
         input: one more pass).
     floor : float, default 1e-3
         Topic-word probabilities are floored at ``floor / V``.
-    **options
-        Passed to :func:`specinit.recovery.fit_exchangeable`.
+    decompose_options : dict, optional
+        Keyword arguments of the tensor decomposition (e.g.
+        ``{"n_restarts": 20}`` for ``method="tpm"``); unknown keys raise.
 
     Returns
     -------
@@ -179,7 +219,8 @@ def spectral(
         second moment (with the likely cause).
     """
     moments = CountMoments(counts, alpha0=check_positive(alpha0, "alpha0", "lda.spectral"), weighting=weighting)
-    estimate = spectral_from_moments(moments, k, alpha0, method=method, seed=seed, vocabulary=vocabulary, **options)
+    estimate = spectral_from_moments(moments, k, alpha0, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
+                                     decompose_options=decompose_options)
     if doc_topics:
         beta, alpha = estimate.params["beta"], estimate.params["alpha"]
         chunks = count_chunks(counts, "lda.spectral")()

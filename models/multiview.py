@@ -16,7 +16,7 @@ see :func:`stack_views`) lives in the plate ``data`` with one log-likelihood
 per observation. With ``views=None`` the model generates data: sites ``h``
 and ``x_<v>`` in the plate ``data``.
 
-The spectral estimate uses :func:`specinit.multiview.fit_multiview`
+The spectral estimate uses :func:`specinit.engine.views.fit_multiview`
 (symmetrization in projected coordinates, [1]_ Sec. 3.3, [2]_ Prop. 1) on
 one-hot categorical views and raw Gaussian views, since ``E[x_v | h]`` is
 ``beta_v[h]`` (one-hot) or ``loc_v[h]``.
@@ -29,6 +29,8 @@ References
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import jax.numpy as jnp
 import numpy as np
 import numpyro
@@ -36,12 +38,28 @@ import numpyro.distributions as dist
 import scipy.sparse as sp
 from jax.scipy.special import logsumexp
 
-from specinit._validation import bad_argument, check_choice, check_int
-from specinit.estimate import SpectralEstimate
-from specinit.multiview import conditional_variances, fit_multiview
-from specinit.recovery import positive_weights, project_to_simplex
+from specinit._validation import bad_argument, check_choice, check_int, check_positive
+from specinit.engine.support import positive_weights, project_to_simplex
+from specinit.engine.views import (
+    ViewMoments,
+    conditional_variances,
+    fit_multiview,
+    multiview_population,
+    with_squares,
+)
+from specinit.engine.whitening import IndefiniteMomentError
+from specinit.estimate import ModelFacts, SpectralEstimate
 
-__all__ = ["KINDS", "model", "spectral", "stack_views", "check_views"]
+__all__ = [
+    "KINDS",
+    "MultiViewMoments",
+    "check_views",
+    "model",
+    "population_moments",
+    "spectral",
+    "spectral_from_moments",
+    "stack_views",
+]
 
 KINDS = ("categorical", "gaussian")
 _VARIANCE_FLOOR = 1e-6
@@ -202,8 +220,129 @@ def model(views=None, *, k: int, kinds, n: int | None = None, dims=None):
             numpyro.sample("views", _MultiViewMixture(weights, kinds, params, n_obs), obs=jnp.asarray(stack_views(views)))
 
 
+def _facts(kinds, target: int) -> ModelFacts:
+    """Component axes, matching site and ArviZ dims for views of these kinds (matched on the target view)."""
+    axes, dims = {"weights": 0}, {"weights": ("components",)}
+    for v, kind in enumerate(kinds):
+        names = [f"beta_{v}"] if kind == "categorical" else [f"loc_{v}", f"scale_{v}"]
+        for name in names:
+            axes[name] = 0
+            dims[name] = ("components", f"symbol_{v}" if kind == "categorical" else f"dim_{v}")
+    target = target % len(kinds)
+    match = f"beta_{target}" if kinds[target] == "categorical" else f"loc_{target}"
+    return ModelFacts(component_axes=axes, match_site=match, dims=dims, event_dims=dict(dims))
+
+
+@dataclass(frozen=True)
+class MultiViewMoments:
+    """What :func:`spectral_from_moments` needs: view moments, squared-view moments and the view kinds.
+
+    Attributes
+    ----------
+    views : ViewMoments or MultiViewPopulation
+        Moments of the views as the tensor step sees them (one-hot
+        categorical views, raw Gaussian views).
+    squares : ViewMoments or MultiViewPopulation
+        The same views followed by the squares of the Gaussian views (for
+        their variances; :func:`specinit.engine.views.conditional_variances`).
+    kinds : tuple of str
+        ``"categorical"`` or ``"gaussian"`` per view.
+    """
+
+    views: object
+    squares: object
+    kinds: tuple
+
+
+def population_moments(params, kinds) -> MultiViewMoments:
+    """Exact moments of a multi-view mixture with the given parameters.
+
+    Parameters
+    ----------
+    params : dict or SpectralEstimate
+        ``weights`` (k,) and, per view ``v``, ``beta_<v>`` (k, V_v) for a
+        categorical view or ``loc_<v>`` and ``scale_<v>`` (k, d_v) for a
+        Gaussian one (the sites of :func:`model`).
+    kinds : sequence of {"categorical", "gaussian"}
+        The kind of each view.
+
+    Returns
+    -------
+    MultiViewMoments
+        For :func:`spectral_from_moments` (exact recovery checks).
+
+    Raises
+    ------
+    ValueError
+        Fewer than 3 views, an unknown kind, or a missing site.
+    """
+    func = "multiview.population_moments"
+    params = dict(getattr(params, "params", params))
+    kinds = tuple(check_choice(kind, f"kinds[{v}]", func, KINDS) for v, kind in enumerate(kinds))
+    if len(kinds) < 3:
+        raise bad_argument("kinds", func, "at least 3 views", kinds)
+    needed = ["weights"] + [name for v, kind in enumerate(kinds)
+                            for name in ([f"beta_{v}"] if kind == "categorical" else [f"loc_{v}", f"scale_{v}"])]
+    missing = [name for name in needed if name not in params]
+    if missing:
+        raise bad_argument("params", func, f"the sites {needed}", f"missing {missing}", describe=False)
+    weights = np.asarray(params["weights"], dtype=np.float64)
+    means = [np.asarray(params[f"beta_{v}"] if kind == "categorical" else params[f"loc_{v}"], dtype=np.float64)
+             for v, kind in enumerate(kinds)]
+    gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
+    squares = [means[v] ** 2 + np.asarray(params[f"scale_{v}"], dtype=np.float64) ** 2 for v in gaussian]
+    return MultiViewMoments(multiview_population(means, weights), multiview_population(means + squares, weights), kinds)
+
+
+def spectral_from_moments(moments: MultiViewMoments, k: int, *, target: int = -1, method: str = "tpm", seed=0,
+                          floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
+    """Weights and every view's parameters from :class:`MultiViewMoments` (data or population).
+
+    Parameters
+    ----------
+    moments : MultiViewMoments
+        From :func:`population_moments`, or built from data by :func:`spectral`.
+    k : int
+        Number of classes.
+    target, method, seed, floor, decompose_options
+        As for :func:`spectral`.
+
+    Returns
+    -------
+    SpectralEstimate
+        As for :func:`spectral`.
+
+    Raises
+    ------
+    specinit.engine.whitening.IndefiniteMomentError
+        If the symmetrized second moment is not positive definite on its top
+        k eigenvectors.
+    """
+    func = "multiview.spectral"
+    floor = check_positive(floor, "floor", func)
+    try:
+        fit = fit_multiview(moments.views, k, target=target, method=method, seed=seed,
+                            decompose_options=decompose_options)
+    except IndefiniteMomentError as exc:
+        raise exc.advise(func, "The views may not follow a k-class multi-view mixture: try a smaller k or "
+                               "another target view.") from None
+    params = {"weights": positive_weights(fit.weights)}
+    diagnostics = dict(fit.diagnostics)
+    gaussian = [v for v, kind in enumerate(moments.kinds) if kind == "gaussian"]
+    variances = conditional_variances(moments.squares, fit, gaussian) if gaussian else {}
+    for v, kind in enumerate(moments.kinds):
+        if kind == "categorical":
+            params[f"beta_{v}"], report = project_to_simplex(fit.means[v], floor)
+            diagnostics[f"negative_mass_{v}"] = report["negative_mass"]
+        else:
+            params[f"loc_{v}"] = fit.means[v]
+            diagnostics[f"scale_floored_{v}"] = int(np.count_nonzero(variances[v] < _VARIANCE_FLOOR))
+            params[f"scale_{v}"] = np.sqrt(np.maximum(variances[v], _VARIANCE_FLOOR))
+    return SpectralEstimate("multiview", params, diagnostics, facts=_facts(moments.kinds, target))
+
+
 def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: str = "tpm", seed=0,
-             floor: float = 1e-3, **options) -> SpectralEstimate:
+             floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
     """Method-of-moments estimate of a multi-view mixture.
 
     Parameters
@@ -214,16 +353,20 @@ def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: 
         Number of classes; every view used by the tensor step needs ``V_v >= k``
         (categorical) or ``d_v >= k`` (Gaussian) with linearly independent
         class means.
-    kinds, dims : sequences, optional
+    kinds : sequence of {"categorical", "gaussian"}, optional
+        See :func:`check_views`.
+    dims : sequence of int, optional
         See :func:`check_views`.
     target : int
-        View onto which the others are symmetrized (:func:`specinit.multiview.fit_multiview`).
+        View onto which the others are symmetrized (:func:`specinit.engine.views.fit_multiview`).
     method : {"tpm", "svtd", "eca", "als"}
+        Tensor decomposition.
     seed : int or numpy.random.Generator
+        Randomness of the range finders and the decomposition.
     floor : float
         Categorical rows are projected onto the simplex and floored at ``floor / V_v``.
-    **options
-        Passed to :func:`specinit.multiview.fit_multiview`.
+    decompose_options : dict, optional
+        Keyword arguments of the tensor decomposition; unknown keys raise.
 
     Returns
     -------
@@ -231,26 +374,25 @@ def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: 
         ``"multiview"`` with ``weights`` (k,), ``beta_<v>`` (k, V_v) for
         categorical views, ``loc_<v>`` and ``scale_<v>`` (k, d_v) for Gaussian
         views. Gaussian scales come from the within-class second moments
-        ``E[x_v^2 | h] - loc_v^2`` (:func:`specinit.multiview.conditional_variances`),
+        ``E[x_v^2 | h] - loc_v^2`` (:func:`specinit.engine.views.conditional_variances`),
         floored at ``1e-6`` (variance) where noise makes them non-positive;
         the number floored is in ``diagnostics["scale_floored_<v>"]``.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 3 views, different numbers of rows, NaN/inf, codes out of
+        range, or ``k`` larger than a view's dimension.
+    specinit.engine.whitening.IndefiniteMomentError
+        If the symmetrized second moment is not positive definite on its top
+        k eigenvectors.
     """
     func = "multiview.spectral"
     views, kinds, sizes = check_views(views, kinds, dims, func)
     n_obs = views[0].shape[0]
     fit_views = [sp.csr_matrix((np.ones(n_obs), (np.arange(n_obs), v)), shape=(n_obs, size))
                  if kind == "categorical" else v for v, kind, size in zip(views, kinds, sizes)]
-    fit = fit_multiview(fit_views, k, target=target, method=method, seed=seed, **options)
-    params = {"weights": positive_weights(fit.weights)}
-    diagnostics = dict(fit.diagnostics)
     gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
-    variances = conditional_variances(fit_views, fit, gaussian) if gaussian else {}
-    for v, kind in enumerate(kinds):
-        if kind == "categorical":
-            params[f"beta_{v}"], report = project_to_simplex(fit.means[v], floor)
-            diagnostics[f"negative_mass_{v}"] = report["negative_mass"]
-        else:
-            params[f"loc_{v}"] = fit.means[v]
-            diagnostics[f"scale_floored_{v}"] = int(np.count_nonzero(variances[v] < _VARIANCE_FLOOR))
-            params[f"scale_{v}"] = np.sqrt(np.maximum(variances[v], _VARIANCE_FLOOR))
-    return SpectralEstimate("multiview", params, diagnostics)
+    moments = MultiViewMoments(ViewMoments(fit_views), with_squares(fit_views, gaussian), kinds)
+    return spectral_from_moments(moments, k, target=target, method=method, seed=seed, floor=floor,
+                                 decompose_options=decompose_options)

@@ -24,15 +24,23 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from jax.scipy.special import gammaln, logsumexp
+from specinit.models._topics import fit_topics
 
-from specinit._validation import bad_argument, check_count_matrix
-from specinit.estimate import SpectralEstimate
-from specinit.moments import CountMoments
-from specinit.population import FactoredMoments
-from specinit.recovery import positive_weights
-from specinit.topics import fit_topics
+from specinit._validation import bad_argument, check_count_matrix, check_positive
+from specinit.engine.moments import CountMoments
+from specinit.engine.population import FactoredMoments
+from specinit.engine.support import positive_weights
+from specinit.estimate import ModelFacts, SpectralEstimate
 
 __all__ = ["model", "spectral", "spectral_from_moments", "population_moments", "responsibilities"]
+
+#: Component axes, matching site and ArviZ dims of this model's sites.
+FACTS = ModelFacts(
+    component_axes={"beta": 0, "weights": 0},
+    match_site="beta",
+    dims={"weights": ("topics",), "beta": ("topics", "word"), "counts": ("documents", "word")},
+    event_dims={"weights": ("topics",), "beta": ("word",), "counts": ("word",)},
+)
 
 
 def _shape_args(counts, k, vocab_size, doc_lengths, func):
@@ -102,23 +110,48 @@ def population_moments(beta, weights) -> FactoredMoments:
     return FactoredMoments(beta, weights, weights)
 
 
-def spectral_from_moments(moments, k: int, *, method: str = "tpm", seed=0, vocabulary=None, **options) -> SpectralEstimate:
-    """Recover ``beta`` and ``weights`` from moments (empirical or population)."""
+def spectral_from_moments(moments, k: int, *, method: str = "tpm", seed=0, vocabulary=None, floor: float = 1e-3,
+                          decompose_options: dict | None = None) -> SpectralEstimate:
+    """Recover ``beta`` and ``weights`` from moments (empirical or population).
+
+    Parameters
+    ----------
+    moments : CountMoments or FactoredMoments
+        Empirical (:class:`specinit.engine.moments.CountMoments` with
+        ``alpha0=None``) or exact (:func:`population_moments`) moments.
+    k, method, seed, vocabulary, floor, decompose_options
+        As for :func:`spectral`.
+
+    Returns
+    -------
+    SpectralEstimate
+        As for :func:`spectral`.
+
+    Raises
+    ------
+    ValueError
+        Bad ``k``, or degenerate moments.
+    specinit.engine.whitening.IndefiniteMomentError
+        If the second moment is not positive definite on its top k eigenvectors.
+    """
     func = "single_topic.spectral"
-    beta, eig, fit, report = fit_topics(moments, k, func=func, method=method, seed=seed, hint="", **options)
+    floor = check_positive(floor, "floor", func)
+    beta, eig, fit, report = fit_topics(moments, k, func=func, method=method, seed=seed, floor=floor,
+                                        decompose_options=decompose_options)
     weights = positive_weights(1.0 / eig**2)
     report["weights_sum_before_normalization"] = float(np.sum(1.0 / eig**2))
-    return SpectralEstimate("single_topic", {"weights": weights, "beta": beta}, report, vocabulary)
+    return SpectralEstimate("single_topic", {"weights": weights, "beta": beta}, report, vocabulary, FACTS)
 
 
-def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", seed=0, vocabulary=None, **options) -> SpectralEstimate:
+def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", seed=0, vocabulary=None,
+             floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
     """Method-of-moments estimate of the single-topic model.
 
     Parameters
     ----------
     counts : array-like or scipy.sparse matrix, shape (N, V)
         Non-negative integer word counts (or chunks; see
-        :class:`specinit.moments.CountMoments`).
+        :class:`specinit.engine.moments.CountMoments`).
     k : int
         Number of topics, ``1 <= k < V``.
     method : {"tpm", "svtd", "eca", "als"}
@@ -131,17 +164,29 @@ def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", 
     floor : float, default 1e-3
         Topic-word probabilities are floored at ``floor / V`` and rows
         renormalized, so every value is strictly inside the simplex.
-    **options
-        Passed to :func:`specinit.recovery.fit_exchangeable`.
+    decompose_options : dict, optional
+        Keyword arguments of the tensor decomposition (e.g.
+        ``{"n_restarts": 20}`` for ``method="tpm"``); unknown keys raise.
 
     Returns
     -------
     SpectralEstimate
         ``params["beta"]`` (k, V) and ``params["weights"]`` (k,).
         Use :func:`responsibilities` for the MAP clustering of documents.
+
+    Raises
+    ------
+    ValueError
+        Bad counts (negative, non-integer, NaN) or ``k`` (``k >= V`` or more
+        than the usable documents).
+    TypeError
+        Unknown ``decompose_options`` keys, or counts of a non-numeric type.
+    specinit.engine.whitening.IndefiniteMomentError
+        If the second moment is not positive definite on its top k eigenvectors.
     """
     moments = CountMoments(counts, alpha0=None, weighting=weighting)
-    return spectral_from_moments(moments, k, method=method, seed=seed, vocabulary=vocabulary, **options)
+    return spectral_from_moments(moments, k, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
+                                 decompose_options=decompose_options)
 
 
 def responsibilities(counts, estimate: SpectralEstimate) -> tuple[np.ndarray, np.ndarray]:

@@ -1,14 +1,21 @@
-"""Argument validation with one message format.
+"""Argument validation with one message format, and warnings that point at the user's line.
 
 Every check raises at function entry with the message
 ``"The 'name' argument of func must be <constraint>; got <found> instead."``
 so that users see which argument was wrong, what was expected and what was
 found. ``ValueError`` is raised for bad values, ``TypeError`` for bad types.
+
+:func:`warn` issues a warning attributed to the first frame outside
+specinit, so it points at the user's call whatever the call depth inside
+the package.
 """
 
 from __future__ import annotations
 
 import numbers
+import os
+import sys
+import warnings
 from typing import Any, Iterable
 
 import numpy as np
@@ -21,7 +28,34 @@ __all__ = [
     "check_int",
     "check_positive",
     "as_generator",
+    "warn",
 ]
+
+_PACKAGE_DIRS = tuple(
+    os.path.dirname(os.path.abspath(path)) + os.sep
+    for path in (__file__, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models", "x"))
+)
+
+
+def _inside_package(filename: str) -> bool:
+    return os.path.abspath(filename).startswith(_PACKAGE_DIRS)
+
+
+def warn(message: str, category: type[Warning] = RuntimeWarning) -> None:
+    """Issue ``message`` attributed to the user's line (the first caller outside specinit).
+
+    Parameters
+    ----------
+    message : str
+        What happened and what to try.
+    category : type of Warning
+        ``RuntimeWarning`` for numerical trouble (the default), ``UserWarning``
+        for questionable input.
+    """
+    frame, level = sys._getframe(1), 2
+    while frame is not None and _inside_package(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 def _describe(value: Any) -> str:

@@ -19,26 +19,11 @@ from scipy.optimize import linear_sum_assignment
 from specinit._validation import bad_argument, check_choice
 
 __all__ = [
-    "COMPONENT_AXES",
-    "MATCH_SITE",
     "match_components",
     "draw_permutations",
     "align_draws",
     "topic_error",
 ]
-
-#: Component axes of each model's sites, counted after the (chain, draw) axes.
-#: A tuple permutes several axes with the same labels (HMM ``transition``:
-#: both the from-state rows and the to-state columns).
-COMPONENT_AXES = {
-    "lda": {"beta": 0, "alpha": 0, "theta": 1},
-    "single_topic": {"beta": 0, "weights": 0},
-    "hmm": {"emission": 0, "init": 0, "transition": (0, 1)},
-    "gmm": {"loc": 0, "weights": 0, "scale": 0},
-}
-
-#: Site each model's components are matched on (its richest component-indexed site).
-MATCH_SITE = {"lda": "beta", "single_topic": "beta", "hmm": "emission", "gmm": "loc"}
 
 _METRICS = ("l1", "l2")
 
@@ -102,29 +87,24 @@ def match_components(reference, candidate, metric: str = "l1") -> np.ndarray:
     return perm
 
 
-def _reference_params(reference, func: str) -> tuple[dict, str | None]:
+def _reference_params(reference, func: str) -> tuple[dict, object]:
+    """``(params, facts)`` of a SpectralEstimate, or ``(dict, None)`` for a plain dict."""
     if isinstance(reference, Mapping):
         return dict(reference), None
     params = getattr(reference, "params", None)
     if not isinstance(params, Mapping):
         raise bad_argument("reference", func, "a SpectralEstimate or a dict of site -> array", reference, kind=TypeError)
-    return dict(params), getattr(reference, "model", None)
+    return dict(params), getattr(reference, "facts", None)
 
 
-def _resolve_axes(component_axes, model: str | None, func: str) -> dict:
+def _resolve_axes(component_axes, facts, func: str) -> dict:
     if component_axes is None:
-        if model not in COMPONENT_AXES:
-            raise bad_argument(
-                "component_axes", func,
-                f"given when the reference is not a SpectralEstimate of a known model ({sorted(COMPONENT_AXES)})",
-                f"None with reference model {model!r}", describe=False,
-            )
-        component_axes = COMPONENT_AXES[model]
-    elif isinstance(component_axes, str):
-        check_choice(component_axes, "component_axes", func, sorted(COMPONENT_AXES))
-        component_axes = COMPONENT_AXES[component_axes]
+        if facts is None or not facts.component_axes:
+            raise bad_argument("component_axes", func, "given when the reference is a plain dict (a SpectralEstimate "
+                               "carries its model's component axes)", component_axes)
+        component_axes = facts.component_axes
     elif not isinstance(component_axes, Mapping):
-        raise bad_argument("component_axes", func, "a dict of site -> axis, a model name, or None", component_axes, kind=TypeError)
+        raise bad_argument("component_axes", func, "a dict of site -> axis, or None", component_axes, kind=TypeError)
     return {name: (axes,) if isinstance(axes, (int, np.integer)) else tuple(axes) for name, axes in component_axes.items()}
 
 
@@ -178,7 +158,7 @@ def draw_permutations(samples, reference, *, match_on: str = "beta", axis: int =
     return perms
 
 
-def align_draws(samples, reference, component_axes=None, match_on: str = "beta", *, metric: str = "l1") -> dict:
+def align_draws(samples, reference, component_axes=None, match_on: str | None = None, *, metric: str = "l1") -> dict:
     """Relabel every draw's components to the reference labelling.
 
     For each draw, the permutation is computed on the site ``match_on``
@@ -194,15 +174,17 @@ def align_draws(samples, reference, component_axes=None, match_on: str = "beta",
         ``mcmc.get_samples(group_by_chain=True)``.
     reference : SpectralEstimate or dict of str -> array-like
         The labelling to align to.
-    component_axes : dict of str -> int or tuple of int, str, or None
+    component_axes : dict of str -> int or tuple of int, or None
         Component axes of each site, counted after the chain and draw axes.
-        A model name (a key of :data:`COMPONENT_AXES`) selects its default
-        mapping; ``None`` uses the reference estimate's model. Listed sites
+        ``None`` uses the reference estimate's
+        :attr:`~specinit.estimate.ModelFacts.component_axes`. Listed sites
         missing from ``samples`` are skipped, as are sites with scalar draws
         (a parameter shared by all components, e.g. one GMM scale).
-    match_on : str
+    match_on : str, optional
         Site used to compute the permutation; its entry in
-        ``component_axes`` must be a single axis (default 0).
+        ``component_axes`` must be a single axis (default 0). ``None`` uses
+        the reference estimate's ``facts.match_site`` (``"beta"`` for a
+        plain dict).
     metric : {"l1", "l2"}
         See :func:`match_components`.
 
@@ -221,8 +203,10 @@ def align_draws(samples, reference, component_axes=None, match_on: str = "beta",
         If ``reference`` or ``component_axes`` has the wrong type.
     """
     func = "align_draws"
-    params, model = _reference_params(reference, func)
-    axes = _resolve_axes(component_axes, model, func)
+    params, facts = _reference_params(reference, func)
+    axes = _resolve_axes(component_axes, facts, func)
+    if match_on is None:
+        match_on = facts.match_site if facts is not None and facts.match_site else "beta"
     match_axes = axes.get(match_on, (0,))
     if len(match_axes) != 1:
         raise bad_argument("match_on", func, "a site with a single component axis", f"{match_on!r} with axes {match_axes}", describe=False)

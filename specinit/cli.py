@@ -13,7 +13,7 @@ _FORMATS = ("auto", "ldac", "uci", "npz", "dir", "reuters")
 
 
 def _load_corpus(path: str, fmt: str, vocab: str | None):
-    from specinit import data
+    from specinit import corpus as data
 
     if fmt == "reuters" or path == "reuters":
         return data.load_reuters()
@@ -34,13 +34,13 @@ def _load_corpus(path: str, fmt: str, vocab: str | None):
     if fmt == "npz":
         import scipy.sparse as sp
 
-        return data.from_matrix(sp.load_npz(p), vocabulary=data._read_vocabulary(vocab, "specinit fit") if vocab else None)
+        return data.from_matrix(sp.load_npz(p), vocabulary=data.read_vocabulary(vocab, "specinit fit") if vocab else None)
     return data.load_ldac(p, vocab)
 
 
 def _fit(args) -> int:
+    from specinit.corpus import top_words, umass_coherence
     from specinit.models import lda, single_topic
-    from specinit.text import top_words, umass_coherence
 
     corpus = _load_corpus(args.data, args.format, args.vocab)
     start = time.perf_counter()

@@ -51,8 +51,8 @@ def run_demo(out_dir: Path, *, quick: bool = False, seed: int = 0, log: Callable
     dict
         Numbers shown by the demo (fit time, topic errors, R-hat, SVI steps).
     """
-    from specinit import diagnostics
-    from specinit.refine import compare_nuts, compare_svi
+    from specinit import posterior
+    from specinit.compare import compare_nuts, compare_svi
 
     sizes = DEMO_SIZES["quick" if quick else "full"]
     out_dir = Path(out_dir)
@@ -97,17 +97,17 @@ def run_demo(out_dir: Path, *, quick: bool = False, seed: int = 0, log: Callable
         f"warm reaches the cold final loss after {s['steps_to_reach']:.0f} of {sizes['svi_steps']} steps")
 
     log(f"[4/4] ArviZ comparison and plots in {out_dir} ...")
-    idata = diagnostics.to_inference_data(nuts.warm, small_est)
-    table = diagnostics.compare_table(idata, small_est, var_names=["alpha"])
+    idata = posterior.to_inference_data(nuts.warm, small_est)
+    table = posterior.compare_table(idata, small_est, var_names=["alpha"])
     log(table.to_string(float_format=lambda v: f"{v:.3f}"))
     results["posterior_topic_l1"] = topic_error(small.beta, np.asarray(idata.posterior["beta"].mean(("chain", "draw"))))
     results["spectral_topic_l1_small"] = topic_error(small.beta, small_est.params["beta"])
     log(f"      mean L1 topic error on the small corpus: spectral {results['spectral_topic_l1_small']:.3f}, "
         f"posterior mean (warm NUTS) {results['posterior_topic_l1']:.3f}")
     paths = [
-        diagnostics.plot_forest_with_spectral(idata, small_est, ["alpha"], out_dir / "forest_alpha.png"),
-        diagnostics.plot_topic_heatmap(estimate.params["beta"], out_dir / "topics_spectral.png"),
-        diagnostics.plot_elbo_traces({"spectral init": svi.warm_losses, "default init": svi.cold_losses}, out_dir / "elbo.png"),
+        posterior.plot_forest_with_spectral(idata, small_est, ["alpha"], out_dir / "forest_alpha.png"),
+        posterior.plot_topic_heatmap(estimate.params["beta"], out_dir / "topics_spectral.png"),
+        posterior.plot_elbo_traces({"spectral init": svi.warm_losses, "default init": svi.cold_losses}, out_dir / "elbo.png"),
     ]
     results["plots"] = [str(p) for p in paths]
     log("      wrote " + ", ".join(str(p) for p in paths))

@@ -11,7 +11,59 @@ import numpy as np
 
 from specinit._validation import bad_argument
 
-__all__ = ["SpectralEstimate"]
+__all__ = ["ModelFacts", "SpectralEstimate"]
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    """What a model tells the generic layers about its sites.
+
+    Each model module defines one instance and attaches it to every
+    estimate it returns, so that :mod:`specinit.align` and
+    :mod:`specinit.posterior` hold no per-model table: a new model touches
+    only ``models/``.
+
+    Attributes
+    ----------
+    component_axes : dict of str -> int or tuple of int
+        Component (label) axes of each site, counted without the chain and
+        draw axes. A tuple permutes several axes with the same labels (HMM
+        ``transition``: from-state rows and to-state columns). Sites whose
+        value is shared by all components are left out.
+    match_site : str
+        The site whose components are compared to match labels (the
+        richest component-indexed site, e.g. LDA ``beta``).
+    dims : dict of str -> tuple of str
+        Dimension names of each site's full shape (plate and event dims),
+        for the estimate's own ArviZ object.
+    event_dims : dict of str -> tuple of str
+        Names of the event dims that ArviZ cannot infer from the plates
+        (``extra_event_dims`` of ``az.from_numpyro``).
+    """
+
+    component_axes: dict = field(default_factory=dict)
+    match_site: str | None = None
+    dims: dict = field(default_factory=dict)
+    event_dims: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        """A JSON-serializable dict that :meth:`from_json` reads back."""
+        return {
+            "component_axes": {k: list(v) if isinstance(v, tuple) else v for k, v in self.component_axes.items()},
+            "match_site": self.match_site,
+            "dims": {k: list(v) for k, v in self.dims.items()},
+            "event_dims": {k: list(v) for k, v in self.event_dims.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "ModelFacts":
+        """Inverse of :meth:`to_json`."""
+        return cls(
+            component_axes={k: tuple(v) if isinstance(v, list) else v for k, v in data["component_axes"].items()},
+            match_site=data["match_site"],
+            dims={k: tuple(v) for k, v in data["dims"].items()},
+            event_dims={k: tuple(v) for k, v in data["event_dims"].items()},
+        )
 
 
 @dataclass
@@ -29,18 +81,22 @@ class SpectralEstimate:
         Whitening, decomposition and model-specific diagnostics.
     vocabulary : tuple of str, optional
         Names of the observation dimension (words), kept with the estimate.
+    facts : ModelFacts
+        The model's component axes, matching site and ArviZ dims.
 
     Notes
     -----
     The components are ordered by decreasing tensor eigenvalue; their order
     (the labels) is otherwise arbitrary, as for any mixture. Posterior draws
-    are aligned to these labels by :func:`specinit.align.match_components`.
+    are aligned to these labels by :func:`specinit.align.align_draws`, which
+    reads the component axes from :attr:`facts`.
     """
 
     model: str
     params: dict
     diagnostics: dict = field(default_factory=dict)
     vocabulary: tuple | None = None
+    facts: ModelFacts = field(default_factory=ModelFacts)
 
     def __post_init__(self):
         self.params = {name: np.asarray(value, dtype=np.float64) for name, value in self.params.items()}
@@ -76,8 +132,8 @@ class SpectralEstimate:
         return condition(self, model, sites=sites)
 
     def to_inference_data(self):
-        """The estimate as an ArviZ object with a single draw; see :mod:`specinit.diagnostics`."""
-        from specinit.diagnostics import estimate_to_inference_data
+        """The estimate as an ArviZ object with a single draw; see :mod:`specinit.posterior`."""
+        from specinit.posterior import estimate_to_inference_data
 
         return estimate_to_inference_data(self)
 
@@ -86,7 +142,12 @@ class SpectralEstimate:
         """Write the estimate to an ``.npz`` file that :meth:`load` reads back exactly."""
         path = Path(path)
         arrays: dict[str, Any] = {f"param/{k}": v for k, v in self.params.items()}
-        meta = {"model": self.model, "vocabulary": list(self.vocabulary) if self.vocabulary else None, "diagnostics": {}}
+        meta = {
+            "model": self.model,
+            "vocabulary": list(self.vocabulary) if self.vocabulary else None,
+            "facts": self.facts.to_json(),
+            "diagnostics": {},
+        }
         for key, value in self.diagnostics.items():
             if isinstance(value, (str, bool, int, float)) or value is None:
                 meta["diagnostics"][key] = value
@@ -104,4 +165,7 @@ class SpectralEstimate:
             params = {k.split("/", 1)[1]: data[k] for k in data.files if k.startswith("param/")}
             diagnostics = dict(meta["diagnostics"])
             diagnostics.update({k.split("/", 1)[1]: data[k] for k in data.files if k.startswith("diag/")})
-        return cls(model=meta["model"], params=params, diagnostics=diagnostics, vocabulary=meta["vocabulary"])
+        return cls(
+            model=meta["model"], params=params, diagnostics=diagnostics, vocabulary=meta["vocabulary"],
+            facts=ModelFacts.from_json(meta["facts"]),
+        )

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from specinit.models import hmm, lda
 
 from specinit.align import align_draws, draw_permutations, match_components, topic_error
 from specinit.estimate import SpectralEstimate
@@ -57,7 +58,7 @@ def planted_draws(rng, k=3, n_docs=6, chains=2, draws=5):
         samples["beta"][c, d, p] = beta + rng.normal(scale=1e-4, size=beta.shape)
         samples["alpha"][c, d, p] = alpha
         samples["theta"][c, d][:, p] = theta
-    return SpectralEstimate("lda", {"alpha": alpha, "beta": beta, "theta": theta}), samples, perms
+    return SpectralEstimate("lda", {"alpha": alpha, "beta": beta, "theta": theta}, facts=lda.FACTS), samples, perms
 
 
 def test_align_draws_recovers_planted_permutation_per_draw():
@@ -77,7 +78,7 @@ def test_align_draws_permutes_both_axes_of_a_transition_matrix():
     inv = np.argsort(p)
     # draw component j is reference component inv[j]
     samples = {"emission": emission[inv][None, None], "transition": transition[np.ix_(inv, inv)][None, None]}
-    aligned = align_draws(samples, {"emission": emission}, component_axes="hmm", match_on="emission")
+    aligned = align_draws(samples, {"emission": emission}, component_axes=hmm.FACTS.component_axes, match_on="emission")
     np.testing.assert_array_equal(aligned["transition"][0, 0], transition)
     np.testing.assert_array_equal(aligned["emission"][0, 0], emission)
 

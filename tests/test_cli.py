@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from specinit.cli import main
-from specinit.data import from_matrix, save_ldac
+from specinit.corpus import from_matrix, save_ldac
 from specinit.estimate import SpectralEstimate
 from specinit.synthetic import sample_lda
 

@@ -19,7 +19,6 @@ from numpyro.infer import MCMC, NUTS
 from scipy.stats import norm
 from sklearn.datasets import load_wine
 from sklearn.metrics import adjusted_rand_score
-
 from specinit.models import gmm
 
 SMALL = os.environ.get("SPECINIT_TUTORIAL_SMALL") == "1"

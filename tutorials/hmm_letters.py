@@ -32,12 +32,12 @@ import warnings
 import jax
 import numpy as np
 from numpyro.infer import SVI, Trace_ELBO
-from scipy.optimize import linear_sum_assignment
-from numpyro.optim import Adam
 from numpyro.infer.autoguide import AutoDelta
-
+from numpyro.optim import Adam
+from scipy.optimize import linear_sum_assignment
 from specinit.models import hmm
-from specinit.whitening import IndefiniteMomentError
+
+from specinit.engine.whitening import IndefiniteMomentError
 
 SMALL = os.environ.get("SPECINIT_TUTORIAL_SMALL") == "1"
 ALPHABET = "abcdefghijklmnopqrstuvwxyz "

@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
-
 from specinit.models import lda
-from specinit.moments import CountMoments
+
+from specinit.engine.moments import CountMoments
 from specinit.synthetic import sample_lda
 
 SMALL = os.environ.get("SPECINIT_TUTORIAL_SMALL") == "1"

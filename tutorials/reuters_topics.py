@@ -11,10 +11,9 @@ import os
 import time
 
 import numpy as np
-
-from specinit.data import load_reuters
 from specinit.models import lda, single_topic
-from specinit.text import top_relevant_words, top_words, umass_coherence
+
+from specinit.corpus import load_reuters, top_relevant_words, top_words, umass_coherence
 
 SMALL = os.environ.get("SPECINIT_TUTORIAL_SMALL") == "1"
 corpus = load_reuters()

@@ -14,11 +14,11 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-
-from specinit import diagnostics
-from specinit.align import topic_error
 from specinit.models import lda
-from specinit.refine import compare_nuts, compare_svi
+
+from specinit import posterior
+from specinit.align import topic_error
+from specinit.compare import compare_nuts, compare_svi
 from specinit.synthetic import sample_lda
 
 SMALL = os.environ.get("SPECINIT_TUTORIAL_SMALL") == "1"
@@ -53,10 +53,10 @@ for key, value in svi.summary().items():
 # ## ArviZ: posterior aligned to the spectral labels, the estimate beside it
 
 # %%
-idata = diagnostics.to_inference_data(nuts.warm, estimate)
-print(diagnostics.compare_table(idata, estimate, var_names=["alpha"]).to_string())
+idata = posterior.to_inference_data(nuts.warm, estimate)
+print(posterior.compare_table(idata, estimate, var_names=["alpha"]).to_string())
 posterior_beta = np.asarray(idata.posterior["beta"].mean(("chain", "draw")))
 print("posterior-mean topic error:", round(topic_error(corpus.beta, posterior_beta), 3))
 out = Path(tempfile.mkdtemp())
-print(diagnostics.plot_forest_with_spectral(idata, estimate, ["alpha"], out / "forest.png"))
-print(diagnostics.plot_elbo_traces({"spectral": svi.warm_losses, "default": svi.cold_losses}, out / "elbo.png"))
+print(posterior.plot_forest_with_spectral(idata, estimate, ["alpha"], out / "forest.png"))
+print(posterior.plot_elbo_traces({"spectral": svi.warm_losses, "default": svi.cold_losses}, out / "elbo.png"))

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specinit._validation import bad_argument, check_count_matrix, check_int
-from specinit.data import Corpus
+from specinit.corpus import Corpus
 
 __all__ = ["relevance", "top_relevant_words", "top_words", "umass_coherence"]
 

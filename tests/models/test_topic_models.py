@@ -1,5 +1,4 @@
-"""Tests of the single-topic and LDA models: spectral recovery, diagnostics,
-the SpectralEstimate and the NumPyro hand-off.
+"""Tests of the single-topic and LDA models (the shared count-model path): spectral recovery and diagnostics.
 
 Exact (population) recovery uses tolerance 1e-6: the pipeline is exact in
 exact arithmetic; round-off is amplified by the whitening (sqrt of the M2
@@ -10,51 +9,20 @@ so errors are ~1e-11; 1e-6 is far above that and far below any real error.
 
 from __future__ import annotations
 
-import jax
 import numpy as np
-import numpyro
 import pytest
 import scipy.sparse as sp
-from numpyro.infer import Predictive
-from numpyro.infer.util import initialize_model
-from scipy.optimize import linear_sum_assignment
 from sklearn.metrics import adjusted_rand_score
-
 from specinit.models import lda, single_topic
-from specinit.decompose import METHODS
-from specinit.estimate import SpectralEstimate
-from specinit.whitening import IndefiniteMomentError
 
-
-def match(beta_hat, beta):
-    """Permutation of beta_hat rows matching beta rows (Hungarian on L1 distance)."""
-    cost = np.abs(beta_hat[:, None, :] - beta[None, :, :]).sum(-1)
-    rows, cols = linear_sum_assignment(cost)
-    perm = np.empty(len(cols), dtype=int)
-    perm[cols] = rows
-    return perm  # beta_hat[perm] ~ beta
-
-
-def random_instance(k, V, seed, conc=0.5):
-    rng = np.random.default_rng(seed)
-    beta = rng.dirichlet(np.full(V, conc), size=k)
-    weights = rng.dirichlet(np.full(k, 5.0))
-    return beta, weights
-
-
-def sample_single_topic(beta, weights, N, length, seed):
-    rng = np.random.default_rng(seed)
-    z = rng.choice(len(weights), size=N, p=weights)
-    X = rng.multinomial(length, beta[z])  # vectorized over rows
-    return X, z
-
-
-def sample_lda(beta, alpha, N, length, seed):
-    rng = np.random.default_rng(seed)
-    theta = rng.dirichlet(alpha, size=N)
-    probs = theta @ beta
-    X = rng.multinomial(length, probs / probs.sum(1, keepdims=True))
-    return X, theta
+from specinit.engine.decompose import METHODS
+from specinit.engine.whitening import IndefiniteMomentError
+from tests.conftest import (
+    best_permutation,
+    random_instance,
+    sample_lda,
+    sample_single_topic,
+)
 
 
 # ----------------------------------------------------------------------------- exact recovery
@@ -64,7 +32,7 @@ def test_single_topic_population_recovery(method, seed):
     k, V = 4, 25
     beta, weights = random_instance(k, V, seed)
     est = single_topic.spectral_from_moments(single_topic.population_moments(beta, weights), k, method=method, seed=seed, floor=1e-12)
-    perm = match(est.params["beta"], beta)
+    perm = best_permutation(beta, est.params["beta"])
     np.testing.assert_allclose(est.params["beta"][perm], beta, atol=1e-6)
     np.testing.assert_allclose(est.params["weights"][perm], weights, atol=1e-6)
     np.testing.assert_allclose(est.diagnostics["weights_sum_before_normalization"], 1.0, atol=1e-6)
@@ -78,7 +46,7 @@ def test_lda_population_recovery(method, seed):
     beta, _ = random_instance(k, V, seed)
     alpha = np.random.default_rng(100 + seed).uniform(0.1, 1.0, size=k)
     est = lda.spectral_from_moments(lda.population_moments(beta, alpha), k, alpha0=alpha.sum(), method=method, seed=seed, floor=1e-12)
-    perm = match(est.params["beta"], beta)
+    perm = best_permutation(beta, est.params["beta"])
     np.testing.assert_allclose(est.params["beta"][perm], beta, atol=1e-6)
     np.testing.assert_allclose(est.params["alpha"][perm], alpha, rtol=1e-6)
     # alpha_sum diagnostic equals alpha0 for a correctly specified model
@@ -123,7 +91,7 @@ def test_single_topic_error_shrinks_with_n(single_topic_instance):
     for N, seed in ((2_000, 1), (50_000, 2)):
         X, _ = sample_single_topic(beta, weights, N, 30, seed)
         est = single_topic.spectral(sp.csr_matrix(X), k, seed=0)
-        perm = match(est.params["beta"], beta)
+        perm = best_permutation(beta, est.params["beta"])
         errors.append(np.abs(est.params["beta"][perm] - beta).sum(1).max())
     err_small, err_large = errors
     assert err_large < err_small / 2
@@ -140,7 +108,7 @@ def test_lda_error_shrinks_with_n():
     for N, seed in ((2_000, 3), (50_000, 4)):
         X, _ = sample_lda(beta, alpha, N, 30, seed)
         est = lda.spectral(X, k, alpha0=alpha.sum(), doc_topics=False, seed=0)
-        perm = match(est.params["beta"], beta)
+        perm = best_permutation(beta, est.params["beta"])
         errors.append(np.abs(est.params["beta"][perm] - beta).sum(1).max())
     assert errors[1] < errors[0] / 2
     # absolute bound: measured ~0.05 at N=50,000; 0.2 still catches a wrong correction
@@ -189,7 +157,7 @@ def test_lda_theta_close_to_truth(lda_fit):
     entry; with the estimated beta (L1 error ~0.1) the mean L1 error per document measured is ~0.05.
     We require < 0.15: a wrong theta (e.g. the prior mean) gives ~0.6."""
     X, beta, alpha, theta, est = lda_fit
-    perm = match(est.params["beta"], beta)
+    perm = best_permutation(beta, est.params["beta"])
     th = est.params["theta"][:, perm]
     err = np.abs(th - theta).sum(1).mean()
     assert err < 0.15
@@ -282,141 +250,6 @@ def test_alpha0_misspecified_sampled():
             warnings.simplefilter("error")
             lda.spectral(X, k, alpha0=50.0, doc_topics=False)
 
-
-# ----------------------------------------------------------------------------- SpectralEstimate
-def test_save_load_round_trip(tmp_path, lda_fit):
-    *_, est = lda_fit
-    est = SpectralEstimate(est.model, dict(est.params), dict(est.diagnostics), vocabulary=[f"w{i}" for i in range(50)])
-    path = est.save(tmp_path / "fit.npz")
-    back = SpectralEstimate.load(path)
-    assert back.model == "lda" and back.vocabulary == est.vocabulary
-    assert back.params.keys() == est.params.keys()
-    for name in est.params:
-        np.testing.assert_array_equal(back.params[name], est.params[name])
-        assert back.params[name].dtype == np.float64
-    assert back.diagnostics.keys() == est.diagnostics.keys()
-    for key, value in est.diagnostics.items():
-        if isinstance(value, str):
-            assert back.diagnostics[key] == value
-        else:
-            np.testing.assert_array_equal(np.asarray(back.diagnostics[key]), np.asarray(value))
-    assert back.k == 3
-
-
-def test_estimate_rejects_non_finite():
-    with pytest.raises(ValueError, match="non-finite entries in 'beta'"):
-        SpectralEstimate("lda", {"beta": np.array([[np.nan, 1.0]])})
-
-
-# ----------------------------------------------------------------------------- NumPyro hand-off
-# JAX compiles every primitive for every new shape (~0.3 s each on the shared CI cores), so all
-# hand-off tests share ONE small LDA instance and the same number of chains: later calls hit the cache.
-N_CHAINS = 2
-
-
-@pytest.fixture(scope="module")
-def small_lda():
-    k, V, N = 3, 12, 20
-    rng = np.random.default_rng(14)
-    beta = rng.dirichlet(np.full(V, 0.3), size=k)
-    alpha = np.full(k, 0.5)
-    X, _ = sample_lda(beta, alpha, N, 40, 15)
-    est = lda.spectral(X, k, alpha0=alpha.sum(), seed=0, method="svtd")
-    return X, est
-
-
-@pytest.fixture(scope="module")
-def jittered_chains(small_lda):
-    X, est = small_lda
-    return est.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(0), jitter=0.1, model_kwargs=dict(counts=X, k=3))
-
-
-def test_init_params_shapes_and_finite(small_lda, jittered_chains):
-    X, est = small_lda
-    N, V = X.shape
-    chains = jittered_chains
-    # unconstrained: Dirichlet rows lose one dim (stick-breaking), positive alpha keeps its shape
-    assert set(chains) == {"alpha", "beta", "theta"}
-    assert chains["beta"].shape == (N_CHAINS, 3, V - 1)
-    assert chains["theta"].shape == (N_CHAINS, N, 3 - 1)
-    assert chains["alpha"].shape == (N_CHAINS, 3)
-    for value in chains.values():
-        assert np.all(np.isfinite(np.asarray(value)))
-    # jitter (sd 0.1) makes chains differ
-    assert np.abs(np.asarray(chains["beta"][0]) - np.asarray(chains["beta"][1])).max() > 1e-2
-
-
-def test_init_params_zero_jitter_identical_chains(small_lda, jittered_chains):
-    X, est = small_lda
-    chains = est.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(1), jitter=0.0, model_kwargs=dict(counts=X, k=3))
-    for value in chains.values():
-        value = np.asarray(value)
-        np.testing.assert_array_equal(value[1], value[0])
-    # alpha is log-transformed; float32 at the boundary, so relative 1e-5 (~100 ulp)
-    np.testing.assert_allclose(np.exp(np.asarray(chains["alpha"][0])), est.params["alpha"], rtol=1e-5)
-    # jittered chains are centred on the same point: deviation ~ 0.1 * N(0, 1), bounded by 1 (10 sd)
-    assert np.abs(np.asarray(jittered_chains["alpha"]) - np.asarray(chains["alpha"])).max() < 1.0
-
-
-def test_init_params_missing_sites(small_lda, jittered_chains):
-    X, est = small_lda
-    partial = SpectralEstimate("lda", {k: v for k, v in est.params.items() if k != "theta"})
-    with pytest.raises(ValueError, match=r"'model' argument.*\['theta'\]"):
-        partial.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(0), model_kwargs=dict(counts=X, k=3))
-
-
-def test_init_params_bad_arguments(small_lda):
-    X, est = small_lda
-    with pytest.raises(ValueError, match="'num_chains'"):
-        est.init_params(lda.model, 0, jax.random.PRNGKey(0), model_kwargs=dict(counts=X, k=3))
-    with pytest.raises(ValueError, match="'jitter'"):
-        est.init_params(lda.model, 2, jax.random.PRNGKey(0), jitter=-1.0, model_kwargs=dict(counts=X, k=3))
-
-
-def test_init_strategy_with_initialize_model(small_lda, jittered_chains):
-    X, est = small_lda
-    info = initialize_model(jax.random.PRNGKey(3), lda.model, init_strategy=est.init_strategy(),
-                            model_kwargs=dict(counts=X, k=3))
-    z = info.param_info.z
-    # the unconstrained start IS the estimate: alpha (positive) is log-transformed; float32 at the
-    # boundary, so relative 1e-5 (~100 ulp); no further JAX calls (each new op costs a compilation)
-    np.testing.assert_allclose(np.exp(np.asarray(z["alpha"])), est.params["alpha"], rtol=1e-5)
-    assert z["beta"].shape == (3, X.shape[1] - 1) and z["theta"].shape == (X.shape[0], 2)
-    assert np.isfinite(float(info.param_info.potential_energy))
-    assert np.all(np.isfinite(np.asarray(info.param_info.z_grad["beta"])))
-
-
-def test_condition_predictive(small_lda):
-    X, est = small_lda
-    k, V = 3, X.shape[1]
-    point = SpectralEstimate("single_topic", {"beta": est.params["beta"], "weights": est.params["alpha"] / est.params["alpha"].sum()})
-    lengths = np.full(5, 17)
-    draws = Predictive(point.condition(single_topic.model), num_samples=2)(jax.random.PRNGKey(0), k=k, vocab_size=V, doc_lengths=lengths)
-    counts = np.asarray(draws["counts"])
-    assert counts.shape == (2, 5, V)
-    np.testing.assert_array_equal(counts.sum(-1), 17)
-    # words outside the support of every topic are impossible: the point estimate (floored) is used,
-    # so no check on values beyond shape and totals is possible without many draws
-    with pytest.raises(ValueError, match="'sites'"):
-        point.condition(lda.model, sites=["theta"])
-
-
-# ----------------------------------------------------------------------------- more estimate checks
-@pytest.mark.parametrize("method", METHODS)
-def test_save_load_round_trip_every_method(tmp_path, method):
-    """Every method's diagnostics (bool/int arrays, floats, strings) survive save/load exactly."""
-    beta, weights = random_instance(3, 15, 2)
-    est = single_topic.spectral_from_moments(single_topic.population_moments(beta, weights), 3, method=method)
-    back = SpectralEstimate.load(est.save(tmp_path / f"{method}.npz"))
-    assert back.model == "single_topic" and back.vocabulary is None
-    for name in est.params:
-        np.testing.assert_array_equal(back.params[name], est.params[name])
-    assert back.diagnostics.keys() == est.diagnostics.keys()
-    for key, value in est.diagnostics.items():
-        if isinstance(value, str):
-            assert back.diagnostics[key] == value
-        else:
-            np.testing.assert_array_equal(np.asarray(back.diagnostics[key]), np.asarray(value))
 
 
 def test_lda_short_documents_get_theta_and_are_reported():

@@ -1,4 +1,4 @@
-"""Tests of specinit.moments.CountMoments against slow, obvious dense oracles.
+"""Tests of specinit.engine.moments.CountMoments against slow, obvious dense oracles.
 
 The oracle builds the V x V and V x V x V arrays of DESIGN.md "Formulas"
 document by document with explicit loops (tiny V only). Comparisons of the
@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import itertools
 from fractions import Fraction
-from math import factorial
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
-
 from specinit.models import lda, single_topic
-from specinit.moments import CountMoments, FirstOrderStats, WhitenedStats, first_order_stats, whitened_stats
+
 from specinit._validation import check_count_matrix
+from specinit.engine.moments import (
+    CountMoments,
+    FirstOrderStats,
+    WhitenedStats,
+    first_order_stats,
+    whitened_stats,
+)
 
 RTOL = 1e-10
 
@@ -380,7 +385,7 @@ def test_lda_population_equals_estimator_expectation():
 @pytest.mark.parametrize("alpha0", [None, 2.0])
 def test_bounded_blocks_equal_single_block(monkeypatch, alpha0):
     """Force many tiny row blocks in the dense intermediates (documents and words): same result."""
-    import specinit.moments as moments_module
+    import specinit.engine.moments as moments_module
 
     X = random_counts(n_docs=50, seed=13)
     W = np.random.default_rng(4).standard_normal((X.shape[1], 3))

@@ -26,14 +26,21 @@ References
 
 from __future__ import annotations
 
-import warnings
+import inspect
 from dataclasses import dataclass
 
 import numpy as np
 
-from specinit._validation import as_generator, bad_argument, check_choice, check_int, check_positive
+from specinit._validation import (
+    as_generator,
+    bad_argument,
+    check_choice,
+    check_int,
+    check_positive,
+    warn,
+)
 
-__all__ = ["Decomposition", "METHODS", "cp_als", "decompose", "eca", "svtd", "tensor_power_method"]
+__all__ = ["Decomposition", "METHODS", "check_options", "cp_als", "decompose", "eca", "svtd", "tensor_power_method"]
 
 METHODS = ("tpm", "svtd", "eca", "als")
 
@@ -191,12 +198,9 @@ def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, t
         iters.append(it1 + it2)
     weights, vectors = np.array(weights), np.stack(vectors, axis=1)
     if not all(converged):
-        warnings.warn(
+        warn(
             f"tensor_power_method: {k - sum(converged)} of {k} components did not converge in "
-            f"n_iter={n_iter} iterations; increase n_iter or n_restarts, or try method='svtd'.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+            f"n_iter={n_iter} iterations; increase n_iter or n_restarts, or try method='svtd'.")
     return _finish(T, weights, vectors, "tpm", {"converged": np.array(converged), "n_iter": np.array(iters)})
 
 
@@ -210,12 +214,9 @@ def _slice_decomposition(T, theta, k, method, extra):
     dec = _finish(T, weights, O, method, {"slice_eigenvalues": values, **extra})
     diagnostics = dict(dec.diagnostics, eigengaps=np.sort(gaps)[::-1][: dec.weights.size])
     if np.min(gaps) < 1e-6:
-        warnings.warn(
+        warn(
             f"{method}: the chosen slice has nearly repeated eigenvalues (relative gap "
-            f"{np.min(gaps):.1e}); components may be mixed. Try method='tpm'.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+            f"{np.min(gaps):.1e}); components may be mixed. Try method='tpm'.")
     return Decomposition(dec.weights, dec.vectors, diagnostics)
 
 
@@ -339,12 +340,76 @@ def cp_als(T, k=None, *, init: str = "svd", n_iter: int = 500, tol: float = 1e-1
     vectors = vectors / np.linalg.norm(vectors, axis=0)
     weights = np.einsum("im,im->m", vectors, contract(T, vectors))
     if not converged:
-        warnings.warn(f"cp_als did not converge in n_iter={n_iter} sweeps; increase n_iter.", RuntimeWarning, stacklevel=2)
+        warn(f"cp_als did not converge in n_iter={n_iter} sweeps; increase n_iter.")
     return _finish(T, weights, vectors, "als", {"converged": np.array([converged]), "n_iter": np.array([it])})
 
 
+_BY_METHOD = {"tpm": tensor_power_method, "svtd": svtd, "eca": eca, "als": cp_als}
+
+
+def check_options(method: str, options, func: str) -> dict:
+    """Check ``options`` against the keyword arguments of ``method``'s decomposition.
+
+    Parameters
+    ----------
+    method : {"tpm", "svtd", "eca", "als"}
+        The decomposition the options configure.
+    options : dict or None
+        Keyword arguments for it (``None``: none).
+    func : str
+        The public function the options were given to (named in errors).
+
+    Returns
+    -------
+    dict
+        A copy of ``options`` (empty for ``None``).
+
+    Raises
+    ------
+    TypeError
+        If ``options`` is not a dict, or names a keyword the decomposition
+        does not take (the error lists the ones it does take).
+    """
+    method = check_choice(method, "method", func, METHODS)
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise bad_argument("decompose_options", func, "a dict of keyword arguments or None", options, kind=TypeError)
+    accepted = [name for name, param in inspect.signature(_BY_METHOD[method]).parameters.items()
+                if param.kind is inspect.Parameter.KEYWORD_ONLY and name != "seed"]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise bad_argument("decompose_options", func, f"keywords of method={method!r} ({', '.join(accepted) or 'none'})",
+                           unknown, kind=TypeError)
+    return dict(options)
+
+
 def decompose(T, k=None, method: str = "tpm", *, seed=0, **options) -> Decomposition:
-    """Dispatch to one of :data:`METHODS` (``"tpm"``, ``"svtd"``, ``"eca"``, ``"als"``)."""
-    method = check_choice(method, "method", "decompose", METHODS)
-    func = {"tpm": tensor_power_method, "svtd": svtd, "eca": eca, "als": cp_als}[method]
-    return func(T, k, seed=seed, **options)
+    """Dispatch to one of :data:`METHODS`.
+
+    Parameters
+    ----------
+    T : array-like, shape (n, n, n)
+        Symmetric third-order tensor.
+    k : int, optional
+        Number of components (default ``n``).
+    method : {"tpm", "svtd", "eca", "als"}
+        :func:`tensor_power_method`, :func:`svtd`, :func:`eca` or :func:`cp_als`.
+    seed : int or numpy.random.Generator
+        Randomness of the chosen method.
+    **options
+        Keyword arguments of the chosen method (checked by :func:`check_options`).
+
+    Returns
+    -------
+    Decomposition
+
+    Raises
+    ------
+    ValueError
+        Unknown ``method``, or a bad tensor or ``k`` (see the methods).
+    TypeError
+        An option the chosen method does not take.
+    """
+    options = check_options(method, options, "decompose")
+    return _BY_METHOD[method](T, k, seed=seed, **options)

@@ -12,18 +12,34 @@ being silently absorbed by an absolute value.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from specinit._validation import as_generator, check_int
+from specinit._validation import as_generator, check_int, warn
 
 __all__ = ["Whitening", "IndefiniteMomentError", "whiten"]
 
 
 class IndefiniteMomentError(ValueError):
     """The second moment has a non-positive eigenvalue among its top k."""
+
+    def advise(self, func: str, advice: str) -> "IndefiniteMomentError":
+        """The same error with the public entry ``func`` and a model's ``advice`` added.
+
+        Parameters
+        ----------
+        func : str
+            The public function the user called (e.g. ``"lda.spectral"``).
+        advice : str
+            What to try for this model (e.g. another ``alpha0``).
+
+        Returns
+        -------
+        IndefiniteMomentError
+            To be raised ``from None`` at the model boundary.
+        """
+        return IndefiniteMomentError(f"{func}: {self} {advice}".rstrip())
 
 
 @dataclass(frozen=True)
@@ -69,7 +85,7 @@ def _rayleigh_ritz(Q: np.ndarray, Y: np.ndarray, k: int):
 
 
 def whiten(
-    moments, k: int, *, oversample: int = 10, n_iter: int = 2, max_iter: int = 12, tol: float = 1e-2, seed=0, hint: str = ""
+    moments, k: int, *, oversample: int = 10, n_iter: int = 2, max_iter: int = 12, tol: float = 1e-2, seed=0
 ) -> Whitening:
     """Whiten the second moment ``M2`` of ``moments`` to rank ``k``.
 
@@ -91,8 +107,6 @@ def whiten(
         Convergence tolerance on the relative Ritz residual.
     seed : int or numpy.random.Generator
         Randomness of the test matrix.
-    hint : str
-        Model-specific advice appended to the error for an indefinite ``M2``.
 
     Returns
     -------
@@ -134,7 +148,7 @@ def whiten(
             f"The second moment is not positive definite on its top {k} eigenvectors: {bad} of the "
             f"top-{k} eigenvalues (by magnitude) are <= 0 or numerically zero (signed top eigenvalues: "
             f"{np.array2string(ritz[: k + 1], precision=3)}). Likely causes: k too large for the data "
-            f"(try a smaller k), too little data, or a misspecified model{hint}."
+            f"(try a smaller k), too little data, or a misspecified model."
         )
     U = Q @ vecs[:, :k]
     gap = float(s[-1] / abs(ritz[k])) if ritz.size > k and ritz[k] != 0 else np.inf
@@ -146,11 +160,8 @@ def whiten(
         "spectral_gap": gap,
     }
     if residual >= tol:
-        warnings.warn(
+        warn(
             f"whitening: the randomized eigensolver did not converge in max_iter={max_iter} power iterations "
             f"(relative Ritz residual {residual:.2g}, spectral gap s_k/|s_k+1| = {gap:.3g}); the top-{k} "
-            "eigenvalues are barely separated from the rest: try a smaller k, or larger max_iter/oversample.",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+            "eigenvalues are barely separated from the rest: try a smaller k, or larger max_iter/oversample.")
     return Whitening(W=U / np.sqrt(s), U=U, eigenvalues=s, diagnostics=diagnostics)

@@ -1,17 +1,17 @@
-"""Tests for specinit.diagnostics on a tiny warm-started LDA run."""
+"""Tests for specinit.posterior on a tiny warm-started LDA run."""
 
 from __future__ import annotations
 
+import arviz as az
 import jax
 import numpy as np
 import pytest
 from matplotlib.figure import Figure
 from numpyro.infer import MCMC, NUTS
-
-import arviz as az
-from specinit import diagnostics
-from specinit.estimate import SpectralEstimate
 from specinit.models import lda
+
+from specinit import posterior
+from specinit.estimate import SpectralEstimate
 
 K, V, N = 2, 20, 40
 
@@ -30,7 +30,7 @@ def fit():
     mcmc = MCMC(NUTS(lda.model, max_tree_depth=3), num_warmup=30, num_samples=30, num_chains=2,
                 chain_method="sequential", progress_bar=False)
     mcmc.run(key, X, k=K, init_params=init)
-    return mcmc, estimate, diagnostics.to_inference_data(mcmc, estimate)
+    return mcmc, estimate, posterior.to_inference_data(mcmc, estimate)
 
 
 def test_groups_dims_and_stored_estimate(fit):
@@ -66,7 +66,7 @@ def test_arviz_summary_forest_and_loo_accept_the_result(fit, tmp_path):
     assert list(summary.index) == ["alpha[0]", "alpha[1]"]
     fig = Figure()
     az.plot_forest(idata, var_names=["alpha"], combined=True, ax=fig.add_subplot())
-    assert np.isfinite(diagnostics.max_rhat(idata, ["alpha", "beta"]))
+    assert np.isfinite(posterior.max_rhat(idata, ["alpha", "beta"]))
 
 
 @pytest.mark.filterwarnings(
@@ -74,14 +74,14 @@ def test_arviz_summary_forest_and_loo_accept_the_result(fit, tmp_path):
     "ignore:Estimated shape parameter of Pareto distribution:UserWarning"
 )
 def test_loo_uses_per_document_log_likelihood(fit):
-    result = diagnostics.loo(fit[2], pointwise=True)
+    result = posterior.loo(fit[2], pointwise=True)
     assert result["loo_i"].shape == (N,)
     assert np.isfinite(result["elpd_loo"])
 
 
 def test_compare_table(fit):
     _, estimate, idata = fit
-    table = diagnostics.compare_table(idata, estimate, var_names=["alpha", "beta"])
+    table = posterior.compare_table(idata, estimate, var_names=["alpha", "beta"])
     assert list(table.columns) == ["spectral", "mean", "hdi_low", "hdi_high", "inside", "r_hat", "ess_bulk"]
     assert len(table) == K + K * V
     assert table.index[0] == "alpha[0]" and table.index[K] == "beta[0, 0]"
@@ -94,10 +94,10 @@ def test_compare_table(fit):
 def test_plots_are_written(fit, tmp_path):
     _, estimate, idata = fit
     paths = [
-        diagnostics.plot_forest_with_spectral(idata, estimate, ["alpha"], tmp_path / "forest.png"),
-        diagnostics.plot_topic_heatmap(estimate.params["beta"], tmp_path / "topics.png",
+        posterior.plot_forest_with_spectral(idata, estimate, ["alpha"], tmp_path / "forest.png"),
+        posterior.plot_topic_heatmap(estimate.params["beta"], tmp_path / "topics.png",
                                        vocabulary=[f"w{i}" for i in range(V)], top_n=5),
-        diagnostics.plot_elbo_traces({"warm": np.linspace(3, 1, 50), "cold": np.linspace(5, 2, 50)}, tmp_path / "elbo.png"),
+        posterior.plot_elbo_traces({"warm": np.linspace(3, 1, 50), "cold": np.linspace(5, 2, 50)}, tmp_path / "elbo.png"),
     ]
     for path in paths:
         assert path.exists() and path.stat().st_size > 1000
@@ -106,7 +106,7 @@ def test_plots_are_written(fit, tmp_path):
 
 def test_estimate_to_inference_data():
     estimate = SpectralEstimate("lda", {"alpha": [0.3, 0.7], "beta": [[0.2, 0.8], [0.6, 0.4]]}, {"alpha_sum": 1.0},
-                                vocabulary=["a", "b"])
+                                vocabulary=["a", "b"], facts=lda.FACTS)
     idata = estimate.to_inference_data()
     assert idata.posterior["beta"].dims == ("chain", "draw", "topics", "word")
     assert idata.posterior["beta"].shape == (1, 1, 2, 2)
@@ -116,12 +116,13 @@ def test_estimate_to_inference_data():
 
 def test_shape_mismatch_names_both_shapes(fit):
     mcmc, estimate, idata = fit
-    wrong = SpectralEstimate("lda", {"alpha": estimate.params["alpha"], "beta": estimate.params["beta"][:, :10]})
+    wrong = SpectralEstimate("lda", {"alpha": estimate.params["alpha"], "beta": estimate.params["beta"][:, :10]},
+                             facts=lda.FACTS)
     with pytest.raises(ValueError, match=r"posterior's shape \(2, 20\) for 'beta'; got shape \(2, 10\)"):
-        diagnostics.to_inference_data(mcmc, wrong)
+        posterior.to_inference_data(mcmc, wrong)
     with pytest.raises(ValueError, match=r"\(2, 20\).*\(2, 10\)"):
-        diagnostics.compare_table(idata, wrong)
+        posterior.compare_table(idata, wrong)
     with pytest.raises(ValueError, match="'var_names'"):
-        diagnostics.compare_table(idata, estimate, var_names=["gamma"])
+        posterior.compare_table(idata, estimate, var_names=["gamma"])
     with pytest.raises(ValueError, match="'vocabulary'"):
-        diagnostics.plot_topic_heatmap(estimate.params["beta"], "unused.png", vocabulary=["a"])
+        posterior.plot_topic_heatmap(estimate.params["beta"], "unused.png", vocabulary=["a"])

@@ -33,7 +33,13 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import bad_argument, check_choice, check_count_matrix, check_int, check_positive
+from specinit._validation import (
+    bad_argument,
+    check_choice,
+    check_count_matrix,
+    check_int,
+    check_positive,
+)
 
 __all__ = ["CountMoments", "FirstOrderStats", "WhitenedStats", "count_chunks"]
 

@@ -24,7 +24,7 @@ The estimator never forms a ``d_a x d_b`` matrix:
    ``M3 = E[z~_a (x) z~_b (x) z_t] = sum_i w_i m_i^(x)3`` with
    ``m_i = U_t^T mu_{t,i}``;
 3. these exchangeable k-dimensional moments go through
-   :func:`specinit.recovery.fit_exchangeable` (tensor eigenvalues
+   :func:`specinit.engine.exchangeable.fit_exchangeable` (tensor eigenvalues
    ``lambda_i = w_i^(-1/2)``), giving ``w_i = 1/lambda_i^2`` and
    ``mu_{t,i} = U_t m_i``;
 4. every other view follows from the linear map
@@ -58,14 +58,20 @@ References
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import as_generator, bad_argument, check_choice, check_int
-from specinit.recovery import fit_exchangeable
+from specinit._validation import (
+    as_generator,
+    bad_argument,
+    check_choice,
+    check_int,
+    warn,
+)
+from specinit.engine.decompose import check_options
+from specinit.engine.exchangeable import fit_exchangeable
 
 _BLOCK_BYTES = 64 * 2**20  # bound on the (rows x ka*kb) intermediate of projected_triples
 
@@ -75,6 +81,7 @@ __all__ = [
     "ViewMoments",
     "conditional_means",
     "conditional_variances",
+    "with_squares",
     "fit_multiview",
     "multiview_population",
 ]
@@ -320,7 +327,7 @@ def _symmetric_projected_means(k, pairs, triples, rng, method, oversample, n_pow
     m3 = (m3 + m3.transpose(0, 2, 1) + m3.transpose(1, 0, 2) + m3.transpose(1, 2, 0)
           + m3.transpose(2, 0, 1) + m3.transpose(2, 1, 0)) / 6.0
     fit = fit_exchangeable(_ProjectedMoments(m2, m3), k, method=method, seed=rng, oversample=oversample,
-                           n_power_iter=n_power_iter, **options)
+                           n_power_iter=n_power_iter, decompose_options=options)
     lam = fit.eigenvalues
     return 1.0 / lam**2, fit.components * lam[:, None], dict(fit.diagnostics)
 
@@ -366,21 +373,20 @@ def _jennrich_projected_means(k, pairs, triples, rng):
         "jennrich_weights_offdiagonal": float(np.abs(off).max() / max(np.abs(weights).max(), np.finfo(float).tiny)),
     }
     if imaginary > _JENNRICH_WARN_IMAGINARY or condition > _JENNRICH_WARN_CONDITION:
-        warnings.warn(
+        warn(
             f"fit_multiview(approach='jennrich'): the observable operators are far from simultaneously "
             f"diagonalizable (largest imaginary part {imaginary:.3g} of the real parts, condition number of the "
             f"eigenvector matrix {condition:.3g}); the data may not follow a {k}-class multi-view model. Try a "
-            f"smaller k, another target view, more data, or another seed.", RuntimeWarning, stacklevel=3)
+            f"smaller k, another target view, more data, or another seed.")
     if np.any(weights <= 0):
-        warnings.warn(
+        warn(
             f"fit_multiview(approach='jennrich'): non-positive class weights {np.round(weights, 4).tolist()}; the "
-            f"data may not follow a {k}-class multi-view model. Try a smaller k or another target view.",
-            RuntimeWarning, stacklevel=3)
+            f"data may not follow a {k}-class multi-view model. Try a smaller k or another target view.")
     return weights, projected_means, diagnostics
 
 
 def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", approach: str = "symmetric", seed=0,
-                  oversample: int = 10, n_power_iter: int = 2, **options) -> MultiViewFit:
+                  oversample: int = 10, n_power_iter: int = 2, decompose_options: dict | None = None) -> MultiViewFit:
     """Estimate the weights and every view's conditional means of a multi-view mixture.
 
     Parameters
@@ -396,11 +402,11 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
         views among the first three (the first two views when the target is
         not among the first three).
     method : {"tpm", "svtd", "eca", "als"}
-        Tensor decomposition (:mod:`specinit.decompose`); ``approach="symmetric"`` only.
+        Tensor decomposition (:mod:`specinit.engine.decompose`); ``approach="symmetric"`` only.
     approach : {"symmetric", "jennrich"}
         ``"symmetric"`` (default): symmetrize the views onto the target and
         whiten the symmetrized second moment, which must be positive
-        semi-definite (otherwise :class:`specinit.whitening.IndefiniteMomentError`;
+        semi-definite (otherwise :class:`specinit.engine.whitening.IndefiniteMomentError`;
         it is PSD under the model, not always on real data).
         ``"jennrich"``: simultaneous diagonalization of the non-symmetric
         observable operators ``B(eta) = (U_a^T Triples_{a,b,t}(eta) U_b)
@@ -414,9 +420,9 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
         random directions of ``"jennrich"``).
     oversample, n_power_iter : int
         Randomized range finder settings.
-    **options
-        Passed to :func:`specinit.recovery.fit_exchangeable` (``"symmetric"``
-        only; an error with ``"jennrich"``).
+    decompose_options : dict, optional
+        Keyword arguments of the tensor decomposition (``"symmetric"`` only;
+        an error with ``"jennrich"``).
 
     Returns
     -------
@@ -429,7 +435,8 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
         ``k`` larger than a view's dimension, target out of range, unknown
         approach.
     TypeError
-        ``**options`` given with ``approach="jennrich"``.
+        ``decompose_options`` given with ``approach="jennrich"``, or naming a
+        keyword the decomposition does not take.
 
     References
     ----------
@@ -437,9 +444,10 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
     """
     func = "fit_multiview"
     approach = check_choice(approach, "approach", func, _APPROACHES)
-    if approach == "jennrich" and options:
-        raise bad_argument("options", func, "no extra keyword arguments with approach='jennrich' (they configure "
-                           "the tensor decomposition of approach='symmetric')", sorted(options), kind=TypeError)
+    if approach == "jennrich" and decompose_options:
+        raise bad_argument("decompose_options", func, "empty with approach='jennrich' (they configure the tensor "
+                           "decomposition of approach='symmetric')", sorted(decompose_options), kind=TypeError)
+    options = check_options(method, decompose_options, func)
     moments = views if hasattr(views, "pairs_matmat") else ViewMoments(views)
     n_views = moments.n_views
     target = check_int(target, "target", func, minimum=-n_views, maximum=n_views - 1) % n_views
@@ -482,23 +490,45 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
     return MultiViewFit(weights=weights, means=means, diagnostics=diagnostics)
 
 
-def conditional_variances(views, fit: MultiViewFit, indices) -> dict:
+def with_squares(views, indices) -> ViewMoments:
+    """Moments of ``views`` followed by the elementwise squares of ``views[indices]``.
+
+    Parameters
+    ----------
+    views : sequence of (N, d_v) arrays or sparse matrices
+        The views given to :func:`fit_multiview`.
+    indices : iterable of int
+        Dense numeric views whose squares are appended, in this order.
+
+    Returns
+    -------
+    ViewMoments
+        Input for :func:`conditional_variances`.
+    """
+    base = list(views)
+    return ViewMoments(base + [np.asarray(base[v], dtype=np.float64) ** 2 for v in indices])
+
+
+def conditional_variances(moments, fit: MultiViewFit, indices) -> dict:
     """Per-class, per-coordinate variances ``Var[x_v | h]`` of dense views.
 
     ``E[x_v^2 | h]`` (elementwise square) is the conditional mean of the view
     ``x_v^2``, which is conditionally independent of every OTHER view; it is
     estimated by :func:`conditional_means` against the other view whose
     estimated means are best conditioned (smallest ``sigma_1 / sigma_k``, as
-    the k x k solve amplifies noise by it), then ``mu_v^2`` is subtracted. Values are not floored (noise can make them
-    negative; callers floor them).
+    the k x k solve amplifies noise by it), then ``mu_v^2`` is subtracted.
+    Values are not floored (noise can make them negative; callers floor them).
 
     Parameters
     ----------
-    views : sequence of (N, d_v) arrays
-        The views given to :func:`fit_multiview`.
+    moments : ViewMoments or MultiViewPopulation
+        The fitted views followed by the squares of ``views[indices]``
+        (:func:`with_squares` for data; exact means of the squares for
+        population moments).
     fit : MultiViewFit
+        The fit of the first ``len(fit.means)`` views.
     indices : iterable of int
-        The views whose variances are wanted (dense numeric views).
+        The views whose variances are wanted, in the order of the appended squares.
 
     Returns
     -------
@@ -506,13 +536,12 @@ def conditional_variances(views, fit: MultiViewFit, indices) -> dict:
         ``{v: ndarray (k, d_v)}``.
     """
     indices = list(indices)
-    base = list(views)
-    squares = ViewMoments(base + [np.asarray(base[v], dtype=np.float64) ** 2 for v in indices])
+    n_base = len(fit.means)
     k = fit.weights.size
     conditioning = [np.linalg.cond(m) if m.shape[1] >= k else np.inf for m in fit.means]
     out = {}
     for j, v in enumerate(indices):
-        anchor = min((u for u in range(len(base)) if u != v), key=lambda u: conditioning[u])
-        second = conditional_means(squares, len(base) + j, anchor, fit.means[anchor], fit.weights)
+        anchor = min((u for u in range(n_base) if u != v), key=lambda u: conditioning[u])
+        second = conditional_means(moments, n_base + j, anchor, fit.means[anchor], fit.weights)
         out[v] = second - fit.means[v] ** 2
     return out

@@ -1,4 +1,4 @@
-"""Tests for specinit.text: top words, UMass coherence, relevance."""
+"""Tests for specinit.corpus: top words, UMass coherence, relevance."""
 
 from __future__ import annotations
 
@@ -6,8 +6,13 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from specinit.data import from_matrix
-from specinit.text import relevance, top_relevant_words, top_words, umass_coherence
+from specinit.corpus import (
+    from_matrix,
+    relevance,
+    top_relevant_words,
+    top_words,
+    umass_coherence,
+)
 
 
 def random_beta(rng, k, n_words):

@@ -1,4 +1,4 @@
-"""Tests of specinit.whitening.whiten (randomized, matrix-free, signed eigenvalues).
+"""Tests of specinit.engine.whitening.whiten (randomized, matrix-free, signed eigenvalues).
 
 For a rank-k FactoredMoments the range finder with k + oversample columns
 captures the range of M2 exactly (up to round-off), so W^T M2 W = I holds to
@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from specinit.models import lda
-from specinit.population import FactoredMoments
-from specinit.whitening import IndefiniteMomentError, whiten
+
+from specinit.engine.population import FactoredMoments
+from specinit.engine.whitening import IndefiniteMomentError, whiten
 
 
 def factored(k=4, d=30, seed=0):

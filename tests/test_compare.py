@@ -1,12 +1,18 @@
-"""Tests for specinit.refine: warm (spectral) vs cold (default) starts."""
+"""Tests for specinit.compare: warm (spectral) vs cold (default) starts."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from specinit.models import lda, single_topic
-from specinit.refine import NutsComparison, SviComparison, compare_nuts, compare_svi, local_sites
+
+from specinit.compare import (
+    NutsComparison,
+    SviComparison,
+    compare_nuts,
+    compare_svi,
+    local_sites,
+)
 
 
 def planted_counts(seed=0, n_docs=40, n_words=20, k=2):

@@ -1,4 +1,4 @@
-"""Tests for specinit.data: Corpus, text files, UCI / LDA-C round trips and errors, Reuters."""
+"""Tests for specinit.corpus: Corpus, text files, UCI / LDA-C round trips and errors, Reuters."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from specinit.data import (
+from specinit.corpus import (
     ENGLISH_STOP_WORDS,
     Corpus,
     from_matrix,
@@ -311,7 +311,7 @@ def test_ldac_term_outside_vocabulary(tmp_path):
 
 
 def test_save_errors(tmp_path):
-    with pytest.raises(TypeError, match=r"'corpus' argument of save_ldac must be a specinit\.data\.Corpus"):
+    with pytest.raises(TypeError, match=r"'corpus' argument of save_ldac must be a specinit\.corpus\.Corpus"):
         save_ldac(np.ones((2, 2)), tmp_path / "c.ldac")
     with pytest.raises(ValueError, match=r"'corpus' argument of save_uci_bow must be a Corpus with a vocabulary"):
         save_uci_bow(from_matrix([[1]]), tmp_path / "d.txt", vocab_path=tmp_path / "v.txt")

@@ -37,7 +37,7 @@ import xarray as xr
 from matplotlib.figure import Figure
 
 from specinit._validation import bad_argument, check_int, check_positive
-from specinit.align import COMPONENT_AXES, MATCH_SITE, align_draws
+from specinit.align import align_draws
 
 __all__ = [
     "to_inference_data",
@@ -52,18 +52,6 @@ __all__ = [
 
 _ARVIZ_1 = int(az.__version__.split(".")[0]) >= 1
 
-#: Dims of each model's sites (plate dims first, then event dims).
-_DIMS = {
-    "lda": {"alpha": ["topics"], "beta": ["topics", "word"], "theta": ["documents", "topics"], "counts": ["documents", "word"]},
-    "single_topic": {"weights": ["topics"], "beta": ["topics", "word"], "counts": ["documents", "word"]},
-}
-#: Event dims that ArviZ cannot infer from the plates.
-_EVENT_DIMS = {
-    "lda": {"alpha": ["topics"], "beta": ["word"], "theta": ["topics"], "counts": ["word"]},
-    "single_topic": {"weights": ["topics"], "beta": ["word"], "counts": ["word"]},
-}
-
-
 # ArviZ version boundary ----------------------------------------------------------------------------
 def _make(groups: dict):
     """An ArviZ container of ``xarray.Dataset`` groups."""
@@ -76,7 +64,7 @@ def _group(data, name: str) -> xr.Dataset:
     """Group ``name`` as an ``xarray.Dataset`` (``ValueError`` if absent)."""
     names = list(data.children) if _ARVIZ_1 else data.groups()
     if name not in names:
-        raise bad_argument("idata", "specinit.diagnostics", f"an ArviZ object with a {name!r} group", f"groups {names}", describe=False)
+        raise bad_argument("idata", "specinit.posterior", f"an ArviZ object with a {name!r} group", f"groups {names}", describe=False)
     return data[name].to_dataset() if _ARVIZ_1 else data[name]
 
 
@@ -112,8 +100,8 @@ def _forest(data, var_names, hdi_prob: float, ax) -> None:
 
 
 # conversion ---------------------------------------------------------------------------------------
-def _site_dims(name: str, ndim: int, model: str) -> list:
-    dims = _DIMS.get(model, {}).get(name)
+def _site_dims(name: str, ndim: int, facts) -> list:
+    dims = facts.dims.get(name)
     return list(dims) if dims is not None and len(dims) == ndim else [f"{name}_dim_{i}" for i in range(ndim)]
 
 
@@ -133,7 +121,7 @@ def estimate_to_inference_data(estimate):
         model name and scalar diagnostics as attributes.
     """
     variables = {
-        name: (["chain", "draw", *_site_dims(name, value.ndim, estimate.model)], value[None, None])
+        name: (["chain", "draw", *_site_dims(name, value.ndim, estimate.facts)], value[None, None])
         for name, value in estimate.params.items()
     }
     dataset = xr.Dataset(variables, coords=_coords(estimate), attrs=_attrs(estimate))
@@ -176,8 +164,8 @@ def to_inference_data(mcmc, estimate=None, *, align: bool = True, log_likelihood
         aligned to.
     align : bool
         Relabel every draw's components to the estimate's labels
-        (:func:`specinit.align.align_draws`, matched on the model's
-        :data:`specinit.align.MATCH_SITE`). Ignored without ``estimate``.
+        (:func:`specinit.align.align_draws`, with the component axes and
+        matching site of ``estimate.facts``). Ignored without ``estimate``.
     log_likelihood : bool
         Compute the pointwise log-likelihood (per document / sequence: the
         observed site lives in the data plate). It is invariant to the
@@ -196,20 +184,18 @@ def to_inference_data(mcmc, estimate=None, *, align: bool = True, log_likelihood
         without a known component layout.
     """
     func = "to_inference_data"
-    model = estimate.model if estimate is not None else None
     coords = _coords(estimate) if estimate is not None else None
-    data = az.from_numpyro(mcmc, log_likelihood=bool(log_likelihood), coords=coords, extra_event_dims=_EVENT_DIMS.get(model))
+    event_dims = {k: list(v) for k, v in estimate.facts.event_dims.items()} if estimate is not None else None
+    data = az.from_numpyro(mcmc, log_likelihood=bool(log_likelihood), coords=coords, extra_event_dims=event_dims or None)
     if estimate is None:
         return data
     posterior = _group(data, "posterior")
     _check_shapes(posterior, estimate, func)
     if align:
-        if model not in COMPONENT_AXES:
-            raise bad_argument("align", func, f"False for a model without a known component layout ({sorted(COMPONENT_AXES)})", model)
-        aligned = align_draws(
-            {name: posterior[name].values for name in posterior.data_vars}, estimate,
-            component_axes=model, match_on=MATCH_SITE[model],
-        )
+        if not estimate.facts.component_axes:
+            raise bad_argument("align", func, "False for an estimate without component axes (estimate.facts)",
+                               estimate.model)
+        aligned = align_draws({name: posterior[name].values for name in posterior.data_vars}, estimate)
         posterior = posterior.assign({name: (posterior[name].dims, value) for name, value in aligned.items()})
         posterior.attrs["aligned_to"] = "spectral"
         _put(data, "posterior", posterior)
@@ -373,7 +359,7 @@ def plot_elbo_traces(traces: dict, path) -> Path:
     ----------
     traces : dict of str -> array-like
         Label -> one-dimensional loss trace (e.g. ``"spectral"``,
-        ``"uniform"`` from :class:`specinit.refine.SviComparison`).
+        ``"uniform"`` from :class:`specinit.compare.SviComparison`).
     path : str or Path
         PNG file to write.
 

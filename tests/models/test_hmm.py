@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 from numpyro import handlers
 from numpyro.infer import log_likelihood
-from scipy.optimize import linear_sum_assignment
+from specinit.models import gaussian_hmm, hmm
 
-from specinit.models import hmm
-from specinit.whitening import IndefiniteMomentError
+from specinit.engine.whitening import IndefiniteMomentError
+from tests.conftest import best_permutation
 
 
 def random_hmm(seed, k, n_symbols):
@@ -34,9 +34,7 @@ def random_hmm(seed, k, n_symbols):
 
 def matched_errors(estimate, truth):
     """Max abs errors of (emission, transition, init) after Hungarian matching on emission L1."""
-    cost = np.abs(estimate["emission"][:, None, :] - truth["emission"][None]).sum(-1)
-    rows, cols = linear_sum_assignment(cost)
-    perm = rows[np.argsort(cols)]  # perm[j] = estimated state matched to true state j
+    perm = best_permutation(truth["emission"], estimate["emission"])  # perm[j] = estimated state matched to true state j
     return (
         np.abs(estimate["emission"][perm] - truth["emission"]).max(),
         np.abs(estimate["transition"][np.ix_(perm, perm)] - truth["transition"]).max(),
@@ -89,7 +87,7 @@ def test_gaussian_log_prob_matches_brute_force():
         for t in range(1, 4):
             p *= trans[path[t - 1], path[t]] * dens[t, path[t]]
         total += p
-    dist = hmm.GaussianHMM(init, trans, loc, scale, 4)
+    dist = gaussian_hmm.GaussianHMM(init, trans, loc, scale, 4)
     np.testing.assert_allclose(float(dist.log_prob(x)), np.log(total), rtol=1e-5)
 
 
@@ -137,7 +135,7 @@ def test_model_generates_and_scores_per_sequence():
     assert ll.shape == (1, 3)
     dist = hmm.CategoricalHMM(post["init"][0], post["transition"][0], post["emission"][0], 7, lengths)
     np.testing.assert_allclose(ll[0], dist.log_prob(obs), rtol=1e-6)
-    gauss = handlers.trace(handlers.seed(hmm.gaussian_model, 1)).get_trace(obs, k=2, lengths=lengths)
+    gauss = handlers.trace(handlers.seed(gaussian_hmm.model, 1)).get_trace(obs, k=2, lengths=lengths)
     assert gauss["observations"]["fn"].batch_shape == (3,) and gauss["loc"]["value"].shape == (2,)
 
 
@@ -237,8 +235,8 @@ def test_spectral_ragged_short_sequences_and_simplex(ragged):
 def test_gaussian_spectral_recovers_means():
     init, trans = np.array([0.5, 0.3, 0.2]), np.array([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.2, 0.2, 0.6]])
     loc, scale = np.array([-2.0, 0.0, 2.5]), np.array([0.5, 0.8, 0.6])
-    x = np.asarray(hmm.GaussianHMM(init, trans, loc, scale, 100_000).sample(jax.random.PRNGKey(0)))
-    estimate = hmm.gaussian_spectral(x, 3)
+    x = np.asarray(gaussian_hmm.GaussianHMM(init, trans, loc, scale, 100_000).sample(jax.random.PRNGKey(0)))
+    estimate = gaussian_hmm.spectral(x, 3)
     order = np.argsort(estimate.params["loc"])
     # 1e5 draws: mean errors ~0.02, variance errors a few percent; tolerances ~5x that.
     np.testing.assert_allclose(estimate.params["loc"][order], loc, atol=0.1)

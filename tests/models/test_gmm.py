@@ -6,16 +6,11 @@ import jax
 import numpy as np
 import pytest
 from numpyro.infer import Predictive, log_likelihood
-from scipy.optimize import linear_sum_assignment
 from scipy.special import logsumexp
 from scipy.stats import norm
-
 from specinit.models import gmm
 
-
-def match(estimated, truth):
-    cost = np.linalg.norm(estimated[:, None, :] - truth[None, :, :], axis=2)
-    return linear_sum_assignment(cost)
+from tests.conftest import best_permutation
 
 
 def mixture(rng, k, d, spread=3.0):
@@ -31,7 +26,7 @@ def sample(rng, weights, loc, scale, n):
 
 
 def loc_error(est, loc):
-    r, c = match(est.params["loc"], loc)
+    r, c = best_permutation(loc, est.params["loc"], "l2"), slice(None)
     return np.linalg.norm(est.params["loc"][r] - loc[c], axis=1).mean(), r, c
 
 
@@ -39,10 +34,14 @@ def loc_error(est, loc):
 def test_exact_recovery_from_population_moments(method):
     rng = np.random.default_rng(0)
     weights, loc = mixture(rng, 4, 9)
-    w, mu, _ = gmm.spectral_from_moments(gmm.population_moments(loc, weights, 1.5), 4, method=method, seed=0)
-    r, c = match(mu, loc)
+    scale = np.array([1.0, 1.5, 2.0, 0.5])
+    est = gmm.spectral_from_moments(gmm.population_moments(loc, weights, scale), 4, common_scale=False, method=method,
+                                    seed=0)
+    mu = est.params["loc"]
+    r, c = best_permutation(loc, mu, "l2"), slice(None)
     np.testing.assert_allclose(mu[r], loc[c], atol=1e-8)
-    np.testing.assert_allclose(w[r], weights[c], atol=1e-8)
+    np.testing.assert_allclose(est.params["weights"][r], weights[c], atol=1e-8)
+    np.testing.assert_allclose(est.params["scale"][r], scale[c], atol=1e-8)
 
 
 def test_common_scale_error_shrinks_with_n():

@@ -1,0 +1,43 @@
+"""Corpora in and out: the container, text files, file formats, shipped corpora and topic quality.
+
+Everything a topic-model user needs to get counts in (:func:`from_matrix`,
+:func:`from_text_files`, :func:`load_uci_bow`, :func:`load_ldac`,
+:func:`load_reuters`) and to judge topics (:func:`top_words`,
+:func:`umass_coherence`, :func:`relevance`).
+"""
+
+from specinit.corpus.containers import Corpus, from_matrix
+from specinit.corpus.formats import (
+    load_ldac,
+    load_reuters,
+    load_uci_bow,
+    read_vocabulary,
+    save_ldac,
+    save_uci_bow,
+    write_vocabulary,
+)
+from specinit.corpus.quality import (
+    relevance,
+    top_relevant_words,
+    top_words,
+    umass_coherence,
+)
+from specinit.corpus.text_files import ENGLISH_STOP_WORDS, from_text_files
+
+__all__ = [
+    "ENGLISH_STOP_WORDS",
+    "Corpus",
+    "from_matrix",
+    "from_text_files",
+    "load_ldac",
+    "load_reuters",
+    "load_uci_bow",
+    "read_vocabulary",
+    "relevance",
+    "save_ldac",
+    "save_uci_bow",
+    "top_relevant_words",
+    "top_words",
+    "umass_coherence",
+    "write_vocabulary",
+]

@@ -1,0 +1,184 @@
+"""Plain-text documents to a :class:`~specinit.corpus.Corpus`: tokenize, count, prune the vocabulary."""
+
+from __future__ import annotations
+
+import codecs
+import numbers
+import re
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from specinit._validation import bad_argument
+from specinit.corpus._files import check_path
+from specinit.corpus.containers import Corpus, as_strings
+
+__all__ = ["ENGLISH_STOP_WORDS", "from_text_files"]
+
+ENGLISH_STOP_WORDS = frozenset(
+    """
+    a about above after again against all almost also although always am among an and another any
+    anyone anything are around as at be because been before being below between both but by can
+    cannot could did do does doing done down during each either else enough even ever every few
+    for from further get gets got had has have having he her here hers herself him himself his how
+    however i if in into is it its itself just least less like made make many may me might more
+    most much must my myself neither no nor not now of off often on once one only or other others
+    our ours ourselves out over own per perhaps please rather same see seem seemed seems several
+    shall she should since so some something still such than that the their theirs them themselves
+    then there therefore these they this those though through thus to too toward under until up
+    upon us very was we well were what whatever when where whether which while who whom whose why
+    will with within without would yet you your yours yourself yourselves
+    """.split()
+)
+"""Built-in English stop words used by ``from_text_files(stop_words="english")``."""
+
+
+
+def _df_limit(value, name, n_docs, func) -> float:
+    """Document-count bound from an int (absolute) or a float (fraction of ``n_docs``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise bad_argument(name, func, "an int (documents) or a float in [0, 1] (fraction)", value, kind=TypeError)
+    if isinstance(value, numbers.Integral):
+        if value < 0:
+            raise bad_argument(name, func, "a non-negative int", value)
+        return float(value)
+    if not 0.0 <= value <= 1.0:
+        raise bad_argument(name, func, "a fraction in [0, 1] when a float", value)
+    return float(value) * n_docs
+
+
+def _stop_word_set(stop_words, lowercase, func) -> frozenset:
+    if stop_words is None:
+        return frozenset()
+    if isinstance(stop_words, str):
+        if stop_words != "english":
+            raise bad_argument("stop_words", func, "None, 'english' or an iterable of words", stop_words)
+        return ENGLISH_STOP_WORDS
+    if not hasattr(stop_words, "__iter__"):
+        raise bad_argument("stop_words", func, "None, 'english' or an iterable of words", stop_words, kind=TypeError)
+    words = tuple(stop_words)
+    words = as_strings(words, "stop_words", func, len(words), "words")
+    return frozenset(word.lower() if lowercase else word for word in words)
+
+
+def _matched_files(directory, pattern, func) -> list[Path]:
+    root = check_path(directory, "directory", func)
+    if not root.exists():
+        raise bad_argument("directory", func, "an existing directory", str(root), kind=FileNotFoundError)
+    if not root.is_dir():
+        raise bad_argument("directory", func, "a directory", f"the file {str(root)!r}", kind=NotADirectoryError, describe=False)
+    if not isinstance(pattern, str):
+        raise bad_argument("pattern", func, "a glob pattern string", pattern, kind=TypeError)
+    files = sorted((p for p in root.glob(pattern) if p.is_file()), key=lambda p: p.relative_to(root).as_posix())
+    if not files:
+        raise bad_argument("pattern", func, f"a glob pattern matching at least one file in {str(root)!r}", pattern)
+    return files
+
+
+def _read_document(path: Path, encoding: str) -> str:
+    try:
+        return path.read_text(encoding=encoding)
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: cannot be decoded with encoding={encoding!r} ({exc.reason} at byte {exc.start}).") from exc
+
+
+def _tokenizer(token_pattern, lowercase: bool, stop: frozenset, func: str):
+    """A function mapping a text to its tokens (regex matches, minus stop words)."""
+    try:
+        regex = re.compile(token_pattern)
+    except (TypeError, re.error) as exc:
+        raise bad_argument("token_pattern", func, "a valid regular expression", token_pattern) from exc
+
+    def tokenize(text: str) -> list[str]:
+        matches = (m.group(0) for m in regex.finditer(text.lower() if lowercase else text))
+        return [token for token in matches if token not in stop]
+
+    return tokenize
+
+
+def _count_tokens(files: list[Path], tokenize, encoding: str) -> tuple[sp.csr_matrix, np.ndarray]:
+    """(documents x words) counts in order of first appearance, and those words."""
+    index: dict[str, int] = {}
+    rows = []
+    for path in files:
+        tokens = tokenize(_read_document(path, encoding))
+        ids = np.fromiter((index.setdefault(token, len(index)) for token in tokens), dtype=np.int64, count=len(tokens))
+        rows.append(np.unique(ids, return_counts=True))
+    indptr = np.cumsum([0] + [len(ids) for ids, _ in rows])
+    indices = np.concatenate([ids for ids, _ in rows])
+    data = np.concatenate([count for _, count in rows]).astype(np.int64)
+    counts = sp.csr_matrix((data, indices, indptr), shape=(len(files), len(index)))
+    return counts, np.array(list(index), dtype=object)
+
+
+def from_text_files(
+    directory,
+    pattern: str = "*.txt",
+    min_df=1,
+    max_df=1.0,
+    stop_words=None,
+    lowercase: bool = True,
+    token_pattern: str = r"(?u)\b[a-zA-Z][a-zA-Z]+\b",
+    encoding: str = "utf-8",
+) -> Corpus:
+    """Build a corpus from a directory of plain-text files, one document per file.
+
+    Files are sorted by their path relative to ``directory``; that path is the
+    document name. The vocabulary is sorted alphabetically.
+
+    Parameters
+    ----------
+    directory : str or os.PathLike
+        The directory holding the files.
+    pattern : str, default "*.txt"
+        Glob pattern selecting the files (``"**/*.txt"`` recurses).
+    min_df, max_df : int or float, default 1 and 1.0
+        Keep words whose document frequency lies in ``[min_df, max_df]``; an
+        int counts documents, a float in [0, 1] is a fraction of them.
+    stop_words : None, "english" or iterable of str, optional
+        Words to drop; ``"english"`` uses :data:`ENGLISH_STOP_WORDS`. With
+        ``lowercase=True`` the given words are lowercased too.
+    lowercase : bool, default True
+        Lowercase the text before tokenising.
+    token_pattern : str
+        Regular expression whose matches are the tokens.
+    encoding : str, default "utf-8"
+        Text encoding of the files.
+
+    Returns
+    -------
+    Corpus
+        With the vocabulary and the file names as ``names``.
+
+    Raises
+    ------
+    FileNotFoundError, NotADirectoryError
+        If ``directory`` does not exist or is not a directory.
+    ValueError
+        If no file matches ``pattern``, a file cannot be decoded, an argument
+        is invalid, or no word survives the filters.
+    """
+    func = "from_text_files"
+    files = _matched_files(directory, pattern, func)
+    tokenize = _tokenizer(token_pattern, lowercase, _stop_word_set(stop_words, lowercase, func), func)
+    try:
+        codecs.lookup(encoding)
+    except (TypeError, LookupError) as exc:
+        raise bad_argument("encoding", func, "a text encoding known to Python", encoding) from exc
+    min_count = _df_limit(min_df, "min_df", len(files), func)
+    max_count = _df_limit(max_df, "max_df", len(files), func)
+    if max_count < min_count:
+        raise bad_argument("max_df", func, f"at least min_df ({min_count:g} documents)", f"{max_count:g} documents", describe=False)
+
+    counts, words = _count_tokens(files, tokenize, encoding)
+    doc_freq = np.bincount(counts.indices, minlength=len(words))
+    kept = np.flatnonzero((doc_freq >= min_count) & (doc_freq <= max_count))
+    if kept.size == 0:
+        raise ValueError(
+            f"{func} kept no word: {len(words)} distinct words in {len(files)} files under {str(directory)!r}, "
+            f"none within min_df={min_df!r} and max_df={max_df!r} after stop words; loosen the filters."
+        )
+    kept = kept[np.argsort(words[kept], kind="stable")]
+    names = [p.relative_to(Path(directory)).as_posix() for p in files]
+    return Corpus(counts[:, kept], tuple(words[kept]), tuple(names))

@@ -1,0 +1,63 @@
+"""Support projection: recovered components made valid model parameters.
+
+Moment estimates of probability vectors and weights may have negative or
+zero entries; NumPyro needs values strictly inside each site's support.
+Sign fixing by total mass, flooring and renormalization live here.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specinit._validation import warn
+
+__all__ = ["fix_signs_by_mass", "project_to_simplex", "positive_weights"]
+
+
+def fix_signs_by_mass(components: np.ndarray, eigenvalues: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Flip each ``(component, eigenvalue)`` pair whose component sums to < 0.
+
+    For probability vectors the sign indeterminacy of an odd-order
+    decomposition is resolved by positive total mass. Returns the flipped
+    arrays and the number of flips (non-zero only with noisy moments).
+    """
+    flip = components.sum(axis=1) < 0
+    sign = np.where(flip, -1.0, 1.0)
+    return components * sign[:, None], eigenvalues * sign, int(flip.sum())
+
+
+def project_to_simplex(rows: np.ndarray, floor: float = 1e-3) -> tuple[np.ndarray, dict]:
+    """Project rows onto the interior of the probability simplex.
+
+    Negative entries (noise) are clipped, every entry is floored at
+    ``floor / d`` (never an exact zero, which would break Dirichlet and
+    categorical densities downstream) and rows are renormalized.
+
+    Returns
+    -------
+    rows : ndarray
+        Strictly positive rows summing to one.
+    report : dict
+        ``negative_mass``: per row, the fraction of absolute mass that was
+        negative before clipping (0 for exact moments).
+    """
+    rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
+    d = rows.shape[1]
+    total = np.abs(rows).sum(axis=1)
+    negative = np.where(rows < 0, -rows, 0.0).sum(axis=1) / np.where(total > 0, total, 1.0)
+    clipped = np.clip(rows, 0.0, None)
+    sums = clipped.sum(axis=1, keepdims=True)
+    clipped = np.where(sums > 0, clipped / np.where(sums > 0, sums, 1.0), 1.0 / d)
+    out = np.maximum(clipped, floor / d)
+    return out / out.sum(axis=1, keepdims=True), {"negative_mass": negative}
+
+
+def positive_weights(weights: np.ndarray, floor: float = 1e-6, name: str = "weights") -> np.ndarray:
+    """Floor mixing weights at ``floor`` and renormalize, warning if any was not finite."""
+    weights = np.asarray(weights, dtype=np.float64)
+    if not np.all(np.isfinite(weights)):
+        warn(f"{name}: non-finite estimates replaced by the floor {floor}; the decomposition is unreliable "
+                      "(check diagnostics, try more data or a smaller k).")
+        weights = np.where(np.isfinite(weights), weights, floor)
+    weights = np.maximum(weights, floor)
+    return weights / weights.sum()

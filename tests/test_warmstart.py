@@ -1,0 +1,106 @@
+"""The NumPyro hand-off: per-chain unconstrained init_params, init_to_value, condition."""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from numpyro.infer import Predictive
+from numpyro.infer.util import initialize_model
+from specinit.models import lda, single_topic
+
+from specinit.estimate import SpectralEstimate
+from tests.conftest import sample_lda
+
+# ----------------------------------------------------------------------------- NumPyro hand-off
+# JAX compiles every primitive for every new shape (~0.3 s each on the shared CI cores), so all
+# hand-off tests share ONE small LDA instance and the same number of chains: later calls hit the cache.
+N_CHAINS = 2
+
+
+@pytest.fixture(scope="module")
+def small_lda():
+    k, V, N = 3, 12, 20
+    rng = np.random.default_rng(14)
+    beta = rng.dirichlet(np.full(V, 0.3), size=k)
+    alpha = np.full(k, 0.5)
+    X, _ = sample_lda(beta, alpha, N, 40, 15)
+    est = lda.spectral(X, k, alpha0=alpha.sum(), seed=0, method="svtd")
+    return X, est
+
+
+@pytest.fixture(scope="module")
+def jittered_chains(small_lda):
+    X, est = small_lda
+    return est.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(0), jitter=0.1, model_kwargs=dict(counts=X, k=3))
+
+
+def test_init_params_shapes_and_finite(small_lda, jittered_chains):
+    X, est = small_lda
+    N, V = X.shape
+    chains = jittered_chains
+    # unconstrained: Dirichlet rows lose one dim (stick-breaking), positive alpha keeps its shape
+    assert set(chains) == {"alpha", "beta", "theta"}
+    assert chains["beta"].shape == (N_CHAINS, 3, V - 1)
+    assert chains["theta"].shape == (N_CHAINS, N, 3 - 1)
+    assert chains["alpha"].shape == (N_CHAINS, 3)
+    for value in chains.values():
+        assert np.all(np.isfinite(np.asarray(value)))
+    # jitter (sd 0.1) makes chains differ
+    assert np.abs(np.asarray(chains["beta"][0]) - np.asarray(chains["beta"][1])).max() > 1e-2
+
+
+def test_init_params_zero_jitter_identical_chains(small_lda, jittered_chains):
+    X, est = small_lda
+    chains = est.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(1), jitter=0.0, model_kwargs=dict(counts=X, k=3))
+    for value in chains.values():
+        value = np.asarray(value)
+        np.testing.assert_array_equal(value[1], value[0])
+    # alpha is log-transformed; float32 at the boundary, so relative 1e-5 (~100 ulp)
+    np.testing.assert_allclose(np.exp(np.asarray(chains["alpha"][0])), est.params["alpha"], rtol=1e-5)
+    # jittered chains are centred on the same point: deviation ~ 0.1 * N(0, 1), bounded by 1 (10 sd)
+    assert np.abs(np.asarray(jittered_chains["alpha"]) - np.asarray(chains["alpha"])).max() < 1.0
+
+
+def test_init_params_missing_sites(small_lda, jittered_chains):
+    X, est = small_lda
+    partial = SpectralEstimate("lda", {k: v for k, v in est.params.items() if k != "theta"})
+    with pytest.raises(ValueError, match=r"'model' argument.*\['theta'\]"):
+        partial.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(0), model_kwargs=dict(counts=X, k=3))
+
+
+def test_init_params_bad_arguments(small_lda):
+    X, est = small_lda
+    with pytest.raises(ValueError, match="'num_chains'"):
+        est.init_params(lda.model, 0, jax.random.PRNGKey(0), model_kwargs=dict(counts=X, k=3))
+    with pytest.raises(ValueError, match="'jitter'"):
+        est.init_params(lda.model, 2, jax.random.PRNGKey(0), jitter=-1.0, model_kwargs=dict(counts=X, k=3))
+
+
+def test_init_strategy_with_initialize_model(small_lda, jittered_chains):
+    X, est = small_lda
+    info = initialize_model(jax.random.PRNGKey(3), lda.model, init_strategy=est.init_strategy(),
+                            model_kwargs=dict(counts=X, k=3))
+    z = info.param_info.z
+    # the unconstrained start IS the estimate: alpha (positive) is log-transformed; float32 at the
+    # boundary, so relative 1e-5 (~100 ulp); no further JAX calls (each new op costs a compilation)
+    np.testing.assert_allclose(np.exp(np.asarray(z["alpha"])), est.params["alpha"], rtol=1e-5)
+    assert z["beta"].shape == (3, X.shape[1] - 1) and z["theta"].shape == (X.shape[0], 2)
+    assert np.isfinite(float(info.param_info.potential_energy))
+    assert np.all(np.isfinite(np.asarray(info.param_info.z_grad["beta"])))
+
+
+def test_condition_predictive(small_lda):
+    X, est = small_lda
+    k, V = 3, X.shape[1]
+    point = SpectralEstimate("single_topic", {"beta": est.params["beta"], "weights": est.params["alpha"] / est.params["alpha"].sum()})
+    lengths = np.full(5, 17)
+    draws = Predictive(point.condition(single_topic.model), num_samples=2)(jax.random.PRNGKey(0), k=k, vocab_size=V, doc_lengths=lengths)
+    counts = np.asarray(draws["counts"])
+    assert counts.shape == (2, 5, V)
+    np.testing.assert_array_equal(counts.sum(-1), 17)
+    # words outside the support of every topic are impossible: the point estimate (floored) is used,
+    # so no check on values beyond shape and totals is possible without many draws
+    with pytest.raises(ValueError, match="'sites'"):
+        point.condition(lda.model, sites=["theta"])
+
