@@ -81,8 +81,9 @@ def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, commo
         One standard deviation for all components (``scale`` scalar) or one
         per component (``scale`` of shape (k,)).
 
-    Sites
+    Notes
     -----
+    NumPyro sites:
     ``weights`` (k,) ~ Dirichlet(1), ``loc`` (k, d) ~ Normal(0, 10),
     ``scale`` () or (k,) ~ HalfNormal(10), observed ``x`` in plate ``data``.
     """

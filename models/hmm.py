@@ -111,8 +111,9 @@ def model(sequences=None, *, k: int, n_symbols: int | None = None, lengths=None,
         Symmetric Dirichlet concentration of ``init`` and of every row of
         ``transition`` and ``emission``.
 
-    Sites
+    Notes
     -----
+    NumPyro sites:
     ``init`` (k,); ``transition`` (k, k) and ``emission`` (k, V) in plate
     ``states`` (Dirichlet rows); observed ``observations`` (N, T) in plate
     ``sequences`` with a :class:`CategoricalHMM` likelihood (one log-density

@@ -89,8 +89,9 @@ def model(
     subsample_size : int, optional
         Documents per step for SVI (``numpyro.plate`` subsampling).
 
-    Sites
+    Notes
     -----
+    NumPyro sites:
     ``alpha`` (k,), ``beta`` (k, V) in plate ``topics``, ``theta`` (N, k) and
     observed ``counts`` (N, V) in plate ``documents``.
     """

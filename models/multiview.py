@@ -183,8 +183,9 @@ def model(views=None, *, k: int, kinds, n: int | None = None, dims=None):
     dims : sequence of int, optional
         ``V_v`` or ``d_v`` per view (required when ``views`` is None).
 
-    Sites
+    Notes
     -----
+    NumPyro sites:
     ``weights`` (k,) ~ Dirichlet(1); per view ``v``: ``beta_<v>`` (k, V_v) ~
     Dirichlet(1) rows, or ``loc_<v>`` (k, d_v) ~ Normal(0, 10) and
     ``scale_<v>`` (k, d_v) ~ HalfNormal(10). Observed ``views`` (stacked) in

@@ -70,8 +70,9 @@ def model(counts=None, *, k: int, vocab_size: int | None = None, doc_lengths=Non
     subsample_size : int, optional
         Documents per step for SVI (``numpyro.plate`` subsampling).
 
-    Sites
+    Notes
     -----
+    NumPyro sites:
     ``weights`` (k,), ``beta`` (k, V), observed ``counts`` in plate ``documents``.
     """
     V, lengths = _shape_args(counts, k, vocab_size, doc_lengths, "single_topic.model")

@@ -259,12 +259,37 @@ def compare_table(idata, estimate, var_names=None, hdi_prob: float = 0.94) -> pd
 
 
 def max_rhat(idata, var_names=None) -> float:
-    """Largest rank-normalized split R-hat over ``var_names`` (default: all posterior variables)."""
+    """Largest rank-normalized split R-hat over ``var_names``.
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData or xarray.DataTree
+        With a ``posterior`` group of several chains.
+    var_names : str or list of str, optional
+        Variables to include (default: all posterior variables).
+
+    Returns
+    -------
+    float
+        The maximum of ``az.summary``'s ``r_hat`` column.
+    """
     return float(_summary(idata, var_names, 0.94)["r_hat"].max())
 
 
 def loo(idata, *, pointwise: bool = False):
     """PSIS-LOO of the per-document log-likelihood (``az.loo``).
+
+    Parameters
+    ----------
+    idata : arviz.InferenceData or xarray.DataTree
+        With a ``log_likelihood`` group (:func:`to_inference_data`).
+    pointwise : bool
+        Also return the pointwise values and Pareto k diagnostics.
+
+    Returns
+    -------
+    ELPDData
+        ArviZ's LOO result (``elpd_loo``, ``p_loo``, ...).
 
     Raises
     ------

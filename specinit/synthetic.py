@@ -83,6 +83,7 @@ def sample_lda(n_docs, vocab_size, k, *, alpha=0.1, doc_length=100, beta_concent
     Parameters
     ----------
     n_docs, vocab_size, k : int
+        Documents, vocabulary size and topics.
     alpha : float or array of shape (k,)
         Dirichlet parameter of the topic proportions (a float means a
         symmetric prior).
@@ -91,6 +92,12 @@ def sample_lda(n_docs, vocab_size, k, *, alpha=0.1, doc_length=100, beta_concent
     beta_concentration : float
         Symmetric Dirichlet concentration the topics are drawn from.
     seed : int or numpy.random.Generator
+        Randomness of the draw.
+
+    Returns
+    -------
+    SyntheticCorpus
+        The counts (CSR) and the true ``beta``, ``alpha`` and ``theta``.
     """
     func = "sample_lda"
     n_docs, k, rng, beta, lengths = _common(n_docs, vocab_size, k, doc_length, beta_concentration, seed, func)
@@ -102,7 +109,27 @@ def sample_lda(n_docs, vocab_size, k, *, alpha=0.1, doc_length=100, beta_concent
 
 
 def sample_single_topic(n_docs, vocab_size, k, *, weights=None, doc_length=100, beta_concentration=0.1, seed=0) -> SyntheticCorpus:
-    """Draw a corpus from the single-topic model (one topic per document)."""
+    """Draw a corpus from the single-topic model (one topic per document).
+
+    Parameters
+    ----------
+    n_docs, vocab_size, k : int
+        Documents, vocabulary size and topics.
+    weights : array of shape (k,), optional
+        Topic probabilities (default: uniform).
+    doc_length : int
+        Mean document length (lengths are Poisson).
+    beta_concentration : float
+        Symmetric Dirichlet concentration the topics are drawn from.
+    seed : int or numpy.random.Generator
+        Randomness of the draw.
+
+    Returns
+    -------
+    SyntheticCorpus
+        The counts (CSR), the true ``beta`` and ``weights`` and each
+        document's topic.
+    """
     func = "sample_single_topic"
     n_docs, k, rng, beta, lengths = _common(n_docs, vocab_size, k, doc_length, beta_concentration, seed, func)
     weights = np.full(k, 1.0 / k) if weights is None else np.asarray(weights, dtype=np.float64)

@@ -30,7 +30,25 @@ __all__ = ["init_strategy", "init_params", "condition", "constrained_values", "l
 
 
 def constrained_values(estimate, sites=None) -> dict:
-    """The estimate's parameters as JAX arrays in the default float dtype."""
+    """The estimate's parameters as JAX arrays in the default float dtype.
+
+    Parameters
+    ----------
+    estimate : SpectralEstimate
+        The values (constrained, float64).
+    sites : list of str, optional
+        Sites to return (default: all of the estimate's).
+
+    Returns
+    -------
+    dict of str -> jax.Array
+        Cast to JAX's default float dtype (float32 unless x64 is enabled).
+
+    Raises
+    ------
+    ValueError
+        If a requested site is not in the estimate.
+    """
     names = list(estimate.params) if sites is None else list(sites)
     missing = [name for name in names if name not in estimate.params]
     if missing:
@@ -40,7 +58,22 @@ def constrained_values(estimate, sites=None) -> dict:
 
 
 def init_strategy(estimate, sites=None):
-    """``init_to_value`` with the estimate's constrained values."""
+    """``init_to_value`` with the estimate's constrained values.
+
+    Parameters
+    ----------
+    estimate : SpectralEstimate
+        The values.
+    sites : list of str, optional
+        Sites to initialise (default: all of the estimate's); other sites
+        fall back to NumPyro's default (``init_to_uniform``).
+
+    Returns
+    -------
+    callable
+        A NumPyro init strategy for ``NUTS(init_strategy=...)`` or a guide's
+        ``init_loc_fn``.
+    """
     return init_to_value(values=constrained_values(estimate, sites))
 
 
@@ -49,6 +82,20 @@ def site_info(model, model_args=(), model_kwargs=None) -> dict:
 
     The model is traced abstractly (``jax.eval_shape``): nothing is sampled
     or compiled op by op.
+
+    Parameters
+    ----------
+    model : callable
+        A NumPyro model.
+    model_args : tuple
+        Its positional arguments.
+    model_kwargs : dict, optional
+        Its keyword arguments.
+
+    Returns
+    -------
+    dict of str -> (tuple, bool, tuple of str)
+        Shape, whether observed, and the names of the enclosing plates.
     """
     model_kwargs = model_kwargs or {}
     flags = {}
@@ -64,7 +111,22 @@ def site_info(model, model_args=(), model_kwargs=None) -> dict:
 
 
 def latent_sites(model, model_args=(), model_kwargs=None) -> dict:
-    """Shapes of the latent (non-observed) sample sites of ``model``."""
+    """Shapes of the latent (non-observed) sample sites of ``model``.
+
+    Parameters
+    ----------
+    model : callable
+        A NumPyro model.
+    model_args : tuple
+        Its positional arguments.
+    model_kwargs : dict, optional
+        Its keyword arguments.
+
+    Returns
+    -------
+    dict of str -> tuple
+        Site name -> shape, for every latent sample site.
+    """
     return {name: shape for name, (shape, observed, _) in site_info(model, model_args, model_kwargs).items() if not observed}
 
 
@@ -144,5 +206,21 @@ def init_params(estimate, model, num_chains: int, key, *, jitter: float = 0.0, m
 
 
 def condition(estimate, model, sites=None):
-    """``numpyro.handlers.condition`` of ``model`` on the estimate (a point estimate)."""
+    """``numpyro.handlers.condition`` of ``model`` on the estimate (a point estimate).
+
+    Parameters
+    ----------
+    estimate : SpectralEstimate
+        The values.
+    model : callable
+        A NumPyro model whose sites include the estimate's.
+    sites : list of str, optional
+        Sites to fix (default: all of the estimate's).
+
+    Returns
+    -------
+    callable
+        The conditioned model (use with ``numpyro.infer.Predictive`` or
+        ``numpyro.infer.log_likelihood``).
+    """
     return handlers.condition(model, data=constrained_values(estimate, sites))

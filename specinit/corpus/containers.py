@@ -18,7 +18,7 @@ import scipy.sparse as sp
 
 from specinit._validation import bad_argument, check_count_matrix
 
-__all__ = ["Corpus", "from_matrix", "check_corpus", "as_strings"]
+__all__ = ["Corpus", "from_matrix"]
 
 
 @dataclass(frozen=True, eq=False)

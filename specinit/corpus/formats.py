@@ -18,7 +18,29 @@ from specinit.corpus.containers import Corpus, check_corpus
 __all__ = ["read_vocabulary", "write_vocabulary", "load_ldac", "load_reuters", "load_uci_bow", "save_ldac", "save_uci_bow"]
 
 
-def read_vocabulary(vocab_path, func) -> tuple[str, ...]:
+def read_vocabulary(vocab_path, func: str = "read_vocabulary") -> tuple[str, ...]:
+    """Read a vocabulary file, one word per line (gzip for ``.gz`` names).
+
+    Parameters
+    ----------
+    vocab_path : str or os.PathLike
+        The file to read.
+    func : str
+        The public function named in errors (the caller's, when it reads a
+        vocabulary on behalf of a loader).
+
+    Returns
+    -------
+    tuple of str
+        The words, in file order.
+
+    Raises
+    ------
+    ValueError
+        An empty line (named by file and line number) or an empty file.
+    TypeError
+        If ``vocab_path`` is not a path.
+    """
     path = check_path(vocab_path, "vocab_path", func)
     words = []
     with open_text(path, "r") as handle:
@@ -32,7 +54,28 @@ def read_vocabulary(vocab_path, func) -> tuple[str, ...]:
     return tuple(words)
 
 
-def write_vocabulary(corpus: Corpus, vocab_path, func) -> None:
+def write_vocabulary(corpus: Corpus, vocab_path, func: str = "write_vocabulary") -> None:
+    """Write ``corpus.vocabulary``, one word per line (gzip for ``.gz`` names).
+
+    Parameters
+    ----------
+    corpus : Corpus
+        A corpus with a vocabulary.
+    vocab_path : str or os.PathLike
+        The file to write.
+    func : str
+        The public function named in errors.
+
+    Returns
+    -------
+    None
+
+    Raises
+    ------
+    ValueError
+        If the corpus has no vocabulary, or a word is empty, has surrounding
+        whitespace or a line break.
+    """
     path = check_path(vocab_path, "vocab_path", func)
     if corpus.vocabulary is None:
         raise bad_argument("corpus", func, "a Corpus with a vocabulary when vocab_path is given", corpus)
@@ -165,6 +208,10 @@ def save_uci_bow(corpus: Corpus, docword_path, vocab_path=None) -> None:
     vocab_path : str or os.PathLike, optional
         Where to write the vocabulary, one word per line.
 
+    Returns
+    -------
+    None
+
     Raises
     ------
     TypeError
@@ -267,10 +314,15 @@ def save_ldac(corpus: Corpus, path, vocab_path=None) -> None:
     Parameters
     ----------
     corpus : Corpus
+        The corpus to write.
     path : str or os.PathLike
         The LDA-C file to write.
     vocab_path : str or os.PathLike, optional
         Where to write the vocabulary, one word per line.
+
+    Returns
+    -------
+    None
 
     Raises
     ------

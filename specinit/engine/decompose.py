@@ -233,6 +233,7 @@ def svtd(T, k=None, *, directions=None, n_random: int = 0, seed=0) -> Decomposit
     Parameters
     ----------
     T : ndarray, shape (n, n, n)
+        Symmetric third-order tensor.
     k : int, optional
         Number of components (default ``n``): the k slice eigenvalues of
         largest magnitude are kept.
@@ -245,6 +246,13 @@ def svtd(T, k=None, *, directions=None, n_random: int = 0, seed=0) -> Decomposit
     n_random : int
         Extra random unit directions added to the candidates.
     seed : int or numpy.random.Generator
+        Randomness of the extra directions.
+
+    Returns
+    -------
+    Decomposition
+        Weights, unit components and diagnostics (the chosen slice and its
+        eigenvalue separation, residual, eigengaps).
 
     References
     ----------
@@ -284,6 +292,20 @@ def eca(T, k=None, *, seed=0) -> Decomposition:
     probability one, distinct eigenvalues ``lambda_i <v_i, theta>``; its
     eigenvectors are the components.
 
+    Parameters
+    ----------
+    T : ndarray, shape (n, n, n)
+        Symmetric third-order tensor.
+    k : int, optional
+        Number of components (default ``n``).
+    seed : int or numpy.random.Generator
+        Randomness of the slice direction ``theta``.
+
+    Returns
+    -------
+    Decomposition
+        Weights ``T(v_i, v_i, v_i)``, unit components and diagnostics.
+
     References
     ----------
     .. [1] Anandkumar, Foster, Hsu, Kakade, Liu, Alg. 1; "Two SVDs suffice", Alg. 1.
@@ -306,9 +328,29 @@ def cp_als(T, k=None, *, init: str = "svd", n_iter: int = 500, tol: float = 1e-1
 
     Parameters
     ----------
+    T : ndarray, shape (n, n, n)
+        Symmetric third-order tensor.
+    k : int, optional
+        Number of components (default ``n``).
     init : {"svd", "random"}
         Start from the leading left singular vectors of each unfolding (as
         tensorly's default) or from random orthonormal factors.
+    n_iter : int
+        Maximum number of sweeps.
+    tol : float
+        Stop when the relative change of the fit is below ``tol``.
+    seed : int or numpy.random.Generator
+        Randomness of the ``"random"`` start.
+
+    Returns
+    -------
+    Decomposition
+        Weights, unit components and diagnostics (sweeps, convergence).
+
+    Warns
+    -----
+    RuntimeWarning
+        If the sweeps did not converge in ``n_iter``.
     """
     func = "cp_als"
     T, k = _check_tensor(T, k, func)

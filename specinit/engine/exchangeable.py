@@ -102,6 +102,19 @@ def fit_exchangeable(
     decompose_options : dict, optional
         Keyword arguments of the decomposition (``n_restarts``, ``n_iter``,
         ``tol``...; checked by :func:`specinit.engine.decompose.check_options`).
+
+    Returns
+    -------
+    ExchangeableFit
+        Unwhitened components ``sqrt(omega_i) b_i``, tensor eigenvalues, the
+        whitening and the decomposition (with their diagnostics).
+
+    Raises
+    ------
+    specinit.engine.whitening.IndefiniteMomentError
+        If the second moment is not positive definite on its top k eigenvectors.
+    TypeError
+        If ``decompose_options`` names a keyword the decomposition does not take.
     """
     func = "fit_exchangeable"
     method = check_choice(method, "method", func, METHODS)

@@ -64,6 +64,23 @@ class FirstOrderStats(_Additive):
     ``a_d`` and ``b_d`` are the per-document weights of the second- and
     third-order estimators: 1 for the pooled estimator, 1 / (n(n-1)) and
     1 / (n(n-1)(n-2)) for the per-document average.
+
+    Attributes
+    ----------
+    n_documents, n_dropped : int
+        Documents used (>= 3 tokens) and dropped.
+    m1_sum : ndarray, shape (V,)
+        Sum of the counts of the documents used.
+    m1_norm : float
+        Their total number of tokens.
+    word_a : ndarray, shape (V,)
+        ``sum_d a_d c_d`` (the same-token correction of the second moment).
+    norm2 : float
+        ``sum_d a_d n_d (n_d - 1)``.
+    word_b : ndarray, shape (V,)
+        ``sum_d b_d c_d`` (the same-token corrections of the third moment).
+    norm3 : float
+        ``sum_d b_d n_d (n_d - 1) (n_d - 2)``.
     """
 
     n_documents: int  # documents used (n_d >= 3)
@@ -78,7 +95,17 @@ class FirstOrderStats(_Additive):
 
 @dataclass
 class WhitenedStats(_Additive):
-    """Sums over documents of the whitened pass, for a fixed whitening ``W``."""
+    """Sums over documents of the whitened pass, for a fixed whitening ``W``.
+
+    Attributes
+    ----------
+    y3 : ndarray, shape (k, k, k)
+        ``sum_d b_d y_d^(x)3`` with ``y_d = W^T c_d``.
+    y2 : ndarray, shape (k, k)
+        ``sum_d b_d y_d y_d^T`` (weighted like the third-order estimator).
+    word_by : ndarray, shape (V, k)
+        ``sum_d b_d c_d y_d^T`` (per-word totals of the same-token corrections).
+    """
 
     y3: np.ndarray  # (k, k, k) sum_d b_d y_d^(x)3
     y2: np.ndarray  # (k, k) sum_d a_d y_d y_d^T
@@ -165,6 +192,29 @@ def count_chunks(counts: Any, func: str, max_rows: int | None = None, n_splits: 
     iterator or generator cannot be read twice and is rejected. An
     in-memory matrix is cut into ``n_splits`` or more row views (at most
     ``max_rows`` rows each), so that a pass can run on several threads.
+
+    Parameters
+    ----------
+    counts : matrix, sequence of matrices, or callable
+        The input, as above.
+    func : str
+        The public function named in errors.
+    max_rows : int, optional
+        Largest number of rows in one chunk of an in-memory matrix.
+    n_splits : int
+        Smallest number of chunks an in-memory matrix is cut into.
+
+    Returns
+    -------
+    callable
+        Each call returns a fresh iterator over validated CSR chunks.
+
+    Raises
+    ------
+    TypeError
+        A bare iterator or generator, or a non-numeric input.
+    ValueError
+        Chunks with different numbers of columns, or bad counts.
     """
     if sp.issparse(counts) or isinstance(counts, np.ndarray):
         matrix = check_count_matrix(counts, "counts", func)

@@ -18,8 +18,21 @@ def fix_signs_by_mass(components: np.ndarray, eigenvalues: np.ndarray) -> tuple[
     """Flip each ``(component, eigenvalue)`` pair whose component sums to < 0.
 
     For probability vectors the sign indeterminacy of an odd-order
-    decomposition is resolved by positive total mass. Returns the flipped
-    arrays and the number of flips (non-zero only with noisy moments).
+    decomposition is resolved by positive total mass.
+
+    Parameters
+    ----------
+    components : ndarray, shape (k, d)
+        Recovered components (rows).
+    eigenvalues : ndarray, shape (k,)
+        Their tensor eigenvalues.
+
+    Returns
+    -------
+    components, eigenvalues : ndarray
+        With the flipped pairs negated.
+    n_flips : int
+        How many were flipped (non-zero only with noisy moments).
     """
     flip = components.sum(axis=1) < 0
     sign = np.where(flip, -1.0, 1.0)
@@ -32,6 +45,13 @@ def project_to_simplex(rows: np.ndarray, floor: float = 1e-3) -> tuple[np.ndarra
     Negative entries (noise) are clipped, every entry is floored at
     ``floor / d`` (never an exact zero, which would break Dirichlet and
     categorical densities downstream) and rows are renormalized.
+
+    Parameters
+    ----------
+    rows : array-like, shape (k, d) or (d,)
+        Rows to project.
+    floor : float
+        Every entry ends up at least ``floor / d`` (before renormalization).
 
     Returns
     -------
@@ -53,7 +73,27 @@ def project_to_simplex(rows: np.ndarray, floor: float = 1e-3) -> tuple[np.ndarra
 
 
 def positive_weights(weights: np.ndarray, floor: float = 1e-6, name: str = "weights") -> np.ndarray:
-    """Floor mixing weights at ``floor`` and renormalize, warning if any was not finite."""
+    """Floor mixing weights at ``floor`` and renormalize, warning if any was not finite.
+
+    Parameters
+    ----------
+    weights : array-like, shape (k,)
+        Estimated weights (possibly negative or non-finite from noise).
+    floor : float
+        Smallest weight kept.
+    name : str
+        What the weights are, for the warning.
+
+    Returns
+    -------
+    ndarray, shape (k,)
+        Positive weights summing to one.
+
+    Warns
+    -----
+    RuntimeWarning
+        If an estimate was not finite (replaced by the floor).
+    """
     weights = np.asarray(weights, dtype=np.float64)
     if not np.all(np.isfinite(weights)):
         warn(f"{name}: non-finite estimates replaced by the floor {floor}; the decomposition is unreliable "

@@ -162,7 +162,15 @@ class ViewMoments:
 
 @dataclass(frozen=True)
 class MultiViewPopulation:
-    """Exact cross moments of a multi-view mixture (see :func:`multiview_population`)."""
+    """Exact cross moments of a multi-view mixture (see :func:`multiview_population`).
+
+    Attributes
+    ----------
+    means : tuple of ndarray, shape (k, d_v) each
+        Conditional means ``E[x_v | h = i]`` of every view (rows).
+    weights : ndarray, shape (k,)
+        Mixing weights.
+    """
 
     means: tuple
     weights: np.ndarray
