@@ -41,7 +41,9 @@ from specinit._validation import (
     check_positive,
 )
 
-__all__ = ["CountMoments", "FirstOrderStats", "WhitenedStats", "count_chunks"]
+__all__ = ["CountMoments", "FirstOrderStats", "WhitenedStats", "count_chunks", "resolve_backend"]
+
+BACKENDS = ("numpy", "jax")
 
 WEIGHTINGS = ("pooled", "per-document")
 _CHUNK_BYTES = 64 * 2**20  # bound on any dense intermediate built per chunk
@@ -168,6 +170,13 @@ def pair_products(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return out
 
 
+def m2_partial(chunk: sp.csr_matrix, weighting: str, Q: np.ndarray) -> np.ndarray:
+    """``sum_d a_d c_d (c_d^T Q)`` over one validated CSR chunk (documents with >= 3 tokens only)."""
+    chunk, n, _ = _usable(chunk)
+    _, a, _ = _weights(n, weighting)
+    return np.asarray(chunk.T @ (a[:, None] * np.asarray(chunk @ Q)))
+
+
 def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str) -> WhitenedStats:
     """Partial sums of the whitened pass for one validated CSR chunk."""
     chunk, n, _ = _usable(chunk)
@@ -176,11 +185,117 @@ def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str) -> White
     return WhitenedStats(y3=pair_products(Y, Y * b[:, None]), y2=(Y * a[:, None]).T @ Y, word_by=np.asarray(chunk.T @ (Y * b[:, None])))
 
 
+@dataclass
+class _TaggedStats:
+    """First-order stats of Dask blocks with the set of block types seen (mixed types are refused)."""
+
+    stats: FirstOrderStats
+    kinds: frozenset
+
+    def __add__(self, other):
+        return _TaggedStats(self.stats + other.stats, self.kinds | other.kinds)
+
+
+def _block_kind(block) -> str:
+    return "scipy.sparse" if sp.issparse(block) else type(block).__module__.split(".")[0] + "." + type(block).__name__
+
+
+def _tagged_first_order(block, weighting: str) -> _TaggedStats:
+    kind = _block_kind(block)
+    return _TaggedStats(first_order_stats(check_count_matrix(block, "counts (Dask block)", "CountMoments"), weighting),
+                        frozenset([kind]))
+
+
+def _checked_m2_partial(block, weighting: str, Q: np.ndarray) -> np.ndarray:
+    return m2_partial(check_count_matrix(block, "counts (Dask block)", "CountMoments"), weighting, Q)
+
+
+def _checked_whitened_stats(block, W: np.ndarray, weighting: str) -> WhitenedStats:
+    return whitened_stats(check_count_matrix(block, "counts (Dask block)", "CountMoments"), W, weighting)
+
+
 def _row_view(matrix: sp.csr_matrix, start: int, stop: int) -> sp.csr_matrix:
     """Rows ``start:stop`` of a CSR matrix sharing its data and indices (no copy)."""
     lo, hi = matrix.indptr[start], matrix.indptr[stop]
     indptr = matrix.indptr[start : stop + 1] - lo
     return sp.csr_matrix((matrix.data[lo:hi], matrix.indices[lo:hi], indptr), shape=(stop - start, matrix.shape[1]), copy=False)
+
+
+def resolve_backend(backend: str | None, func: str) -> str:
+    """``"numpy"`` or ``"jax"``; ``None`` picks JAX when its default device is an accelerator (GPU/TPU).
+
+    Parameters
+    ----------
+    backend : {"numpy", "jax"} or None
+        The requested backend.
+    func : str
+        Function named in the error message.
+
+    Returns
+    -------
+    str
+        ``"numpy"`` or ``"jax"``.
+
+    Raises
+    ------
+    ValueError
+        An unknown backend name.
+    """
+    if backend is None:
+        try:
+            import jax  # lazy: the engine does not import JAX at module level
+        except ImportError:  # pragma: no cover - jax is a base dependency
+            return "numpy"
+        return "jax" if jax.devices()[0].platform != "cpu" else "numpy"
+    return check_choice(backend, "backend", func, BACKENDS)
+
+
+def _is_jax_array(value) -> bool:
+    return type(value).__module__.split(".")[0] in ("jax", "jaxlib") and hasattr(value, "__array__")
+
+
+def from_jax(counts, name: str, func: str) -> np.ndarray:
+    """A JAX array of counts as a NumPy array, refusing integer counts that may have overflowed.
+
+    JAX stores integers in int32 unless x64 is enabled, and counts built in
+    a narrow integer type wrap around silently. An entry at the dtype's
+    maximum (saturation) or a negative entry (wrap-around) is refused with
+    that explanation. The moments themselves are always accumulated in
+    float64, so large documents (``n (n-1) (n-2)`` beyond int32) are safe.
+
+    Parameters
+    ----------
+    counts : jax.Array
+        (N, V) counts.
+    name, func : str
+        Argument and function named in the error message.
+
+    Returns
+    -------
+    numpy.ndarray
+        The counts on the host.
+
+    Raises
+    ------
+    ValueError
+        Integer counts at the dtype's maximum or negative.
+    """
+    array = np.asarray(counts)
+    if array.dtype.kind in "iu" and array.size:
+        top = np.iinfo(array.dtype).max
+        if array.max() >= top:
+            raise bad_argument(
+                name, func,
+                f"counts below the maximum of their integer dtype {array.dtype} ({top}): an entry at the maximum "
+                "means the counts have probably overflowed; build them as int64 or float64 (with NumPy, or "
+                "inside jax.enable_x64(True))",
+                f"an entry equal to {top}", describe=False)
+        if array.min() < 0:
+            raise bad_argument(
+                name, func,
+                f"non-negative counts (negative entries in a JAX {array.dtype} array usually mean integer overflow; "
+                "build the counts as int64 or float64)", f"minimum {array.min()}", describe=False)
+    return array
 
 
 def count_chunks(counts: Any, func: str, max_rows: int | None = None, n_splits: int = 1) -> Callable[[], Iterator[sp.csr_matrix]]:
@@ -195,7 +310,7 @@ def count_chunks(counts: Any, func: str, max_rows: int | None = None, n_splits: 
 
     Parameters
     ----------
-    counts : matrix, sequence of matrices, or callable
+    counts : matrix, JAX array, Dask array, sequence of matrices, or callable
         The input, as above.
     func : str
         The public function named in errors.
@@ -214,8 +329,26 @@ def count_chunks(counts: Any, func: str, max_rows: int | None = None, n_splits: 
     TypeError
         A bare iterator or generator, or a non-numeric input.
     ValueError
-        Chunks with different numbers of columns, or bad counts.
+        Chunks with different numbers of columns, bad counts, a Dask array
+        chunked along the columns, or JAX integer counts that overflowed.
+
+    Notes
+    -----
+    A JAX array is copied to the host (:func:`from_jax`); a ``dask.array``
+    of row blocks is read one block at a time (computed where it lives).
     """
+    from specinit.engine.dask_passes import check_row_blocks, is_dask_array, iter_blocks
+
+    if _is_jax_array(counts):
+        counts = from_jax(counts, "counts", func)
+    if is_dask_array(counts):
+        array = check_row_blocks(counts, "counts", func)
+
+        def blocks() -> Iterator[sp.csr_matrix]:
+            for i, block in enumerate(iter_blocks(array)):
+                yield check_count_matrix(block, f"counts (Dask block {i})", func)
+
+        return blocks
     if sp.issparse(counts) or isinstance(counts, np.ndarray):
         matrix = check_count_matrix(counts, "counts", func)
         rows = max_rows or max(1, min(_ROWS_PER_CHUNK, -(-matrix.shape[0] // n_splits)))
@@ -281,7 +414,23 @@ class CountMoments:
         evenly over the threads, at most 65,536 per chunk; bounds the dense
         (rows, k) intermediates of each pass).
     n_threads : int, optional
-        Threads that process chunks in parallel (default: all cores).
+        Threads that process chunks in parallel (default: all cores; NumPy backend).
+    backend : {"numpy", "jax"} or None
+        Where the passes run. ``"numpy"``: SciPy sparse products on
+        ``n_threads`` threads over row chunks. ``"jax"``: the corpus is moved
+        once to JAX's default device as padded row blocks and every pass runs
+        there in float64 (:mod:`specinit.engine.jax_passes`). ``None``
+        (default): JAX when an accelerator (GPU/TPU) is present, else NumPy.
+        A Dask array is always reduced with NumPy on the Dask workers.
+
+    Raises
+    ------
+    ValueError
+        Invalid counts, no document with 3 or more tokens, a bad
+        ``weighting``, ``alpha0``, ``n_threads`` or ``backend``, a Dask array
+        chunked along the columns, or Dask blocks of mixed types (sparse and dense).
+    TypeError
+        Non-numeric counts or a one-shot iterator.
 
     Notes
     -----
@@ -289,6 +438,18 @@ class CountMoments:
     each ``m2_matmat`` call and each ``whitened_m3`` call is one more pass.
     Documents with fewer than 3 tokens cannot inform third moments; they are
     dropped from every moment and counted in ``n_dropped``.
+
+    With a ``dask.array.Array`` of row blocks (scipy.sparse or dense chunks),
+    each pass runs where the blocks live (the current ``distributed`` client
+    if any) and only the (V,)-, (V, r)- and (k, k, k)-sized partial sums
+    travel (:mod:`specinit.engine.dask_passes`).
+
+    References
+    ----------
+    .. [1] Ruffini, Casanellas, Gavalda. "A new method of moments for latent
+       variable models", Thm 1 and Thm 3.
+    .. [2] Anandkumar, Foster, Hsu, Kakade, Liu. "A spectral algorithm for
+       latent Dirichlet allocation", Lemma 3.
     """
 
     def __init__(
@@ -298,14 +459,35 @@ class CountMoments:
         weighting: str = "pooled",
         chunk_rows: int | None = None,
         n_threads: int | None = None,
+        backend: str | None = None,
     ):
+        from specinit.engine.dask_passes import check_row_blocks, is_dask_array, reduce_blocks
+
         func = "CountMoments"
         self.weighting = check_choice(weighting, "weighting", func, WEIGHTINGS)
         self.alpha0 = None if alpha0 is None else check_positive(alpha0, "alpha0", func)
         n_threads = check_int(n_threads or os.cpu_count() or 1, "n_threads", func, minimum=1)
-        self._chunks = count_chunks(counts, func, chunk_rows, n_threads)
+        self._dask = None
+        self._device = None
         self.n_threads = n_threads
-        stats = self._reduce(lambda chunk: first_order_stats(chunk, self.weighting))
+        if is_dask_array(counts):
+            if backend == "jax":
+                raise bad_argument("backend", func, "'numpy' or None with a Dask array (its blocks are reduced with "
+                                   "NumPy/SciPy on the Dask workers)", backend)
+            self.backend = "numpy"
+            self._dask = check_row_blocks(counts, "counts", func)
+            tagged = reduce_blocks([self._dask], _tagged_first_order, self.weighting)
+            if len(tagged.kinds) > 1:
+                raise bad_argument("counts", func, "a Dask array whose blocks are all scipy.sparse or all dense",
+                                   f"blocks of types {sorted(tagged.kinds)}", describe=False)
+            stats = tagged.stats
+        else:
+            self.backend = resolve_backend(backend, func)
+            self._chunks = count_chunks(counts, func, chunk_rows, n_threads)
+            if self.backend == "jax":
+                stats = self._to_device()
+            else:
+                stats = self._reduce(lambda chunk: first_order_stats(chunk, self.weighting))
         if stats is None:
             raise bad_argument("counts", func, "at least one chunk of documents", "an empty sequence", describe=False)
         if stats.n_documents == 0:
@@ -315,6 +497,31 @@ class CountMoments:
             )
         self.stats = stats
         self.n_features = stats.m1_sum.shape[0]
+
+    def _to_device(self) -> FirstOrderStats | None:
+        """First pass of the JAX backend: move the usable documents to the device, sum on the device."""
+        from specinit.engine.jax_passes import DeviceCounts
+
+        device = None
+        totals = [0, 0, 0.0, 0.0, 0.0]  # documents, dropped, m1_norm, norm2, norm3
+        pooled = self.weighting == "pooled"
+        for chunk in self._chunks():
+            if device is None:
+                device = DeviceCounts(chunk.shape[1])
+            chunk, n, dropped = _usable(chunk)
+            w1, a, b = _weights(n, self.weighting)
+            device.add(chunk, w1, a, b)
+            totals[0] += chunk.shape[0]
+            totals[1] += dropped
+            totals[2] += float(n.sum()) if pooled else float(chunk.shape[0])
+            totals[3] += float((n * (n - 1)).sum()) if pooled else float(chunk.shape[0])
+            totals[4] += float((n * (n - 1) * (n - 2)).sum()) if pooled else float(chunk.shape[0])
+        if device is None:
+            return None
+        self._device = device
+        m1_sum, word_a, word_b = device.first_order()
+        return FirstOrderStats(n_documents=totals[0], n_dropped=totals[1], m1_sum=m1_sum, m1_norm=totals[2],
+                               word_a=word_a, norm2=totals[3], word_b=word_b, norm3=totals[4])
 
     @property
     def n_documents(self) -> int:
@@ -335,18 +542,29 @@ class CountMoments:
     def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
         """``M2 @ Q`` for a (V, r) matrix, in one pass over the documents."""
         s = self.stats
+        Q = np.asarray(Q, dtype=np.float64)
+        if self._dask is not None:
+            from specinit.engine.dask_passes import reduce_blocks
 
-        def partial(chunk):
-            chunk, n, _ = _usable(chunk)
-            _, a, _ = _weights(n, self.weighting)
-            return chunk.T @ (a[:, None] * (chunk @ Q))
-
-        e2q = (self._reduce(partial) - s.word_a[:, None] * Q) / s.norm2
+            raw = reduce_blocks([self._dask], _checked_m2_partial, self.weighting, Q)
+        elif self._device is not None:
+            raw = self._device.m2_sum(Q)
+        else:
+            raw = self._reduce(lambda chunk: m2_partial(chunk, self.weighting, Q))
+        e2q = (raw - s.word_a[:, None] * Q) / s.norm2
         m1 = self.m1
         return e2q - self._shift() * np.outer(m1, m1 @ Q)
 
     def whitened_stats(self, W: np.ndarray) -> WhitenedStats:
         """One pass: the additive sums of the whitened third moment."""
+        W = np.asarray(W, dtype=np.float64)
+        if self._dask is not None:
+            from specinit.engine.dask_passes import reduce_blocks
+
+            return reduce_blocks([self._dask], _checked_whitened_stats, W, self.weighting)
+        if self._device is not None:
+            y3, y2, word_by = self._device.whitened_sums(W)
+            return WhitenedStats(y3=y3, y2=y2, word_by=word_by)
         return self._reduce(lambda chunk: whitened_stats(chunk, W, self.weighting))
 
     def _reduce(self, partial):

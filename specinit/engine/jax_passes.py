@@ -1,0 +1,421 @@
+"""JAX backend of the moment passes (float64, on the device that JAX selects).
+
+Imported lazily by :mod:`specinit.engine.moments`, :mod:`specinit.engine.views`
+and the GMM moments when ``backend="jax"``; the rest of the engine never
+imports JAX.
+
+Every pass is a sum over row blocks of additive partial results (the same
+sums as the NumPy path). A sparse row block is held on the device as padded
+COO arrays (``rows``, ``cols``, ``vals``) and a product ``X Q`` is a gather
+``Q[cols]`` followed by a segment sum over ``rows``; ``X^T Z`` is the
+transposed segment sum over ``cols``. Dense blocks use matrix products with
+``precision=HIGHEST``.
+
+Accuracy: all arithmetic runs in float64 inside a scoped
+``jax.enable_x64`` context (the global x64 flag is never flipped), and every
+matrix product asks for ``Precision.HIGHEST`` so that an accelerator never
+substitutes TF32/bfloat16 passes. Results equal the NumPy path to float64
+round-off (tests compare them to 1e-10 relative).
+
+Compilation: blocks are padded to power-of-two bucket sizes (at least
+:data:`MIN_NNZ_BUCKET` non-zeros and :data:`ROW_TILE` rows), and a corpus is
+cut into blocks of at most ``max_nnz`` non-zeros and ``max_rows`` rows, so a
+corpus compiles at most two shapes per kernel (full blocks and the last one)
+and a new corpus of similar size reuses them. :data:`TRACE_COUNTS` counts
+traces per kernel (a test checks that a second corpus does not recompile).
+
+References
+----------
+.. [1] Ruffini, Casanellas, Gavalda. "A new method of moments for latent
+   variable models", Thm 1 (pooled unbiased estimators: the sums computed here).
+.. [2] Anandkumar, Ge, Hsu, Kakade, Telgarsky. "Tensor decompositions for
+   learning latent variable models", JMLR 2014, Sec. 3.3 (multi-view cross moments).
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from functools import partial
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = [
+    "TRACE_COUNTS",
+    "DeviceCounts",
+    "DeviceRows",
+    "accelerator_present",
+    "bucket",
+    "x64",
+]
+
+#: Number of times each kernel was traced (compiled) in this process, by name.
+TRACE_COUNTS: collections.Counter = collections.Counter()
+
+MIN_NNZ_BUCKET = 1024
+ROW_TILE = 256  # rows per step of the third-order accumulation (bounds the (rows, k, k) intermediate)
+DEFAULT_MAX_NNZ = 2**17  # non-zeros per device block: the (nnz, r) gather is at most 2^17 * r * 8 bytes
+DEFAULT_MAX_ROWS = 2**13
+HIGHEST = jax.lax.Precision.HIGHEST
+
+
+def x64():
+    """Scoped float64 context (``jax.enable_x64(True)``; the global flag is untouched)."""
+    if hasattr(jax, "enable_x64"):
+        return jax.enable_x64(True)
+    from jax.experimental import enable_x64  # older JAX
+
+    return enable_x64()
+
+
+def accelerator_present() -> bool:
+    """True when JAX's default device is not a CPU (a GPU or TPU)."""
+    try:
+        return jax.devices()[0].platform != "cpu"
+    except RuntimeError:  # pragma: no cover - no backend at all
+        return False
+
+
+def bucket(n: int, minimum: int) -> int:
+    """Smallest power of two ``>= max(n, minimum)`` (the padded size of a block)."""
+    n = max(int(n), int(minimum), 1)
+    return 1 << (n - 1).bit_length()
+
+
+def _is_resource_exhausted(exc: Exception) -> bool:
+    return "RESOURCE_EXHAUSTED" in str(exc) or "out of memory" in str(exc).lower()
+
+
+# ----------------------------------------------------------------------------- kernels
+# Each kernel bumps TRACE_COUNTS when traced (a Python side effect runs once per compilation).
+
+
+@partial(jax.jit, static_argnames=("n_rows", "n_cols"))
+def _matmat(rows, cols, vals, Q, n_rows, n_cols):
+    """(n_rows, r) product ``X Q`` of a padded COO block."""
+    TRACE_COUNTS["matmat"] += 1
+    return jax.ops.segment_sum(vals[:, None] * Q[cols], rows, num_segments=n_rows, indices_are_sorted=True)
+
+
+@partial(jax.jit, static_argnames=("n_cols",))
+def _rmatmat(rows, cols, vals, Z, n_cols):
+    """(n_cols, r) product ``X^T Z`` of a padded COO block."""
+    TRACE_COUNTS["rmatmat"] += 1
+    return jax.ops.segment_sum(vals[:, None] * Z[rows], cols, num_segments=n_cols)
+
+
+@partial(jax.jit, static_argnames=("n_cols",))
+def _first_order(rows, cols, vals, w1, a, b, n_cols):
+    TRACE_COUNTS["first_order"] += 1
+    weights = jnp.stack([w1, a, b], axis=1)
+    return jax.ops.segment_sum(vals[:, None] * weights[rows], cols, num_segments=n_cols)
+
+
+@partial(jax.jit, static_argnames=("n_rows", "n_cols"))
+def _m2_pass(rows, cols, vals, a, Q, n_rows, n_cols):
+    """``X^T (a * (X Q))`` for one block."""
+    TRACE_COUNTS["m2_pass"] += 1
+    XQ = jax.ops.segment_sum(vals[:, None] * Q[cols], rows, num_segments=n_rows, indices_are_sorted=True)
+    return jax.ops.segment_sum(vals[:, None] * (a[:, None] * XQ)[rows], cols, num_segments=n_cols)
+
+
+def _cube(Y, b):
+    """``sum_r b_r y_r (x) y_r (x) y_r`` accumulated over tiles of ROW_TILE rows."""
+    k = Y.shape[1]
+    tiles = Y.reshape(-1, ROW_TILE, k)
+    weights = b.reshape(-1, ROW_TILE)
+
+    def step(total, tile):
+        y, w = tile
+        pairs = (y[:, :, None] * y[:, None, :]).reshape(ROW_TILE, k * k)
+        return total + jnp.matmul(pairs.T, w[:, None] * y, precision=HIGHEST).reshape(k, k, k), None
+
+    total, _ = jax.lax.scan(step, jnp.zeros((k, k, k), Y.dtype), (tiles, weights))
+    return total
+
+
+def _cross3(Za, Zb, Zc):
+    """``sum_r za_r (x) zb_r (x) zc_r`` over tiles of ROW_TILE rows."""
+    ka, kb, kc = Za.shape[1], Zb.shape[1], Zc.shape[1]
+
+    def step(total, tile):
+        za, zb, zc = tile
+        pairs = (za[:, :, None] * zb[:, None, :]).reshape(ROW_TILE, ka * kb)
+        return total + jnp.matmul(pairs.T, zc, precision=HIGHEST).reshape(ka, kb, kc), None
+
+    tiles = tuple(Z.reshape(-1, ROW_TILE, Z.shape[1]) for Z in (Za, Zb, Zc))
+    total, _ = jax.lax.scan(step, jnp.zeros((ka, kb, kc), Za.dtype), tiles)
+    return total
+
+
+@partial(jax.jit, static_argnames=("n_rows", "n_cols"))
+def _whitened_pass(rows, cols, vals, a, b, W, n_rows, n_cols):
+    """(y3, y2, word_by) of one block: ``Y = X W``, ``sum b y^(x)3``, ``(a Y)^T Y``, ``X^T (b Y)``."""
+    TRACE_COUNTS["whitened_pass"] += 1
+    Y = jax.ops.segment_sum(vals[:, None] * W[cols], rows, num_segments=n_rows, indices_are_sorted=True)
+    y3 = _cube(Y, b)
+    y2 = jnp.matmul((a[:, None] * Y).T, Y, precision=HIGHEST)
+    word_by = jax.ops.segment_sum(vals[:, None] * (b[:, None] * Y)[rows], cols, num_segments=n_cols)
+    return y3, y2, word_by
+
+
+@jax.jit
+def _dense_gram(Xa, Xb, Q):
+    TRACE_COUNTS["dense_gram"] += 1
+    return jnp.matmul(Xa.T, jnp.matmul(Xb, Q, precision=HIGHEST), precision=HIGHEST)
+
+
+@jax.jit
+def _dense_project(X, U):
+    TRACE_COUNTS["dense_project"] += 1
+    return jnp.matmul(X, U, precision=HIGHEST)
+
+
+@jax.jit
+def _dense_cube(X, W):
+    TRACE_COUNTS["dense_cube"] += 1
+    Y = jnp.matmul(X, W, precision=HIGHEST)
+    return _cube(Y, jnp.ones(Y.shape[0], Y.dtype))
+
+
+@jax.jit
+def _cross3_jit(Za, Zb, Zc):
+    TRACE_COUNTS["cross3"] += 1
+    return _cross3(Za, Zb, Zc)
+
+
+# ----------------------------------------------------------------------------- count corpora
+
+
+@dataclass
+class _CountBlock:
+    rows: object  # device int32 (nnz_bucket,)
+    cols: object  # device int32 (nnz_bucket,)
+    vals: object  # device float64 (nnz_bucket,)
+    w1: object  # device float64 (row_bucket,), zero on padded rows
+    a: object
+    b: object
+    n_rows: int  # padded row count (bucket)
+    n_real: int  # real rows
+    nnz: int  # real non-zeros
+
+
+def _split_points(indptr: np.ndarray, max_nnz: int, max_rows: int) -> list[tuple[int, int]]:
+    """Row ranges with at most ``max_nnz`` non-zeros (a longer single row gets its own range) and ``max_rows`` rows."""
+    n = indptr.size - 1
+    out, start = [], 0
+    while start < n:
+        limit = indptr[start] + max_nnz
+        stop = int(np.searchsorted(indptr, limit, side="right")) - 1
+        stop = min(max(stop, start + 1), start + max_rows, n)
+        out.append((start, stop))
+        start = stop
+    return out
+
+
+class DeviceCounts:
+    """A count corpus resident on the JAX device as padded COO row blocks.
+
+    Built from validated CSR chunks whose documents all have 3 or more
+    tokens (the caller drops the others) and their per-document weights
+    ``(w1, a, b)``; see :class:`specinit.engine.moments.CountMoments`.
+
+    Parameters
+    ----------
+    n_cols : int
+        V, the vocabulary size.
+    max_nnz, max_rows : int
+        Bounds of one device block (non-zeros, documents). Blocks are padded
+        to power-of-two buckets, so one corpus compiles at most two shapes.
+    """
+
+    def __init__(self, n_cols: int, max_nnz: int = DEFAULT_MAX_NNZ, max_rows: int = DEFAULT_MAX_ROWS):
+        self.n_cols = int(n_cols)
+        self.max_nnz = int(max_nnz)
+        self.max_rows = int(max_rows)
+        self.blocks: list[_CountBlock] = []
+        self.device = jax.devices()[0]
+
+    def add(self, chunk: sp.csr_matrix, w1: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+        """Move one validated chunk (documents with >= 3 tokens) to the device, cut into bounded blocks."""
+        for start, stop in _split_points(chunk.indptr, self.max_nnz, self.max_rows):
+            self._add_block(chunk, start, stop, w1, a, b)
+
+    def _add_block(self, chunk, start, stop, w1, a, b):
+        lo, hi = int(chunk.indptr[start]), int(chunk.indptr[stop])
+        nnz, n_real = hi - lo, stop - start
+        nnz_bucket = bucket(nnz, MIN_NNZ_BUCKET)
+        row_bucket = bucket(n_real, ROW_TILE)
+        rows = np.zeros(nnz_bucket, dtype=np.int32)
+        rows[:nnz] = np.repeat(np.arange(n_real, dtype=np.int32), np.diff(chunk.indptr[start : stop + 1]))
+        rows[nnz:] = n_real - 1  # padded entries: value 0, sorted row index
+        cols = np.zeros(nnz_bucket, dtype=np.int32)
+        cols[:nnz] = chunk.indices[lo:hi]
+        vals = np.zeros(nnz_bucket)
+        vals[:nnz] = chunk.data[lo:hi]
+
+        def pad(w):
+            out = np.zeros(row_bucket)
+            out[:n_real] = w[start:stop]
+            return out
+
+        with x64():
+            put = partial(jax.device_put, device=self.device)
+            self.blocks.append(_CountBlock(put(rows), put(cols), put(vals), put(pad(w1)), put(pad(a)), put(pad(b)),
+                                           row_bucket, n_real, nnz))
+
+    def _split(self, blk: _CountBlock) -> list[_CountBlock]:
+        """Halve a block (by rows) after the device ran out of memory on it."""
+        if blk.n_real < 2:
+            raise MemoryError(
+                f"The JAX device ran out of memory on one document of {blk.nnz} distinct words (a block padded to "
+                f"{int(blk.vals.shape[0])} non-zeros). Use backend='numpy' for this corpus, or a device with more memory.")
+        rows, cols, vals = (np.asarray(x) for x in (blk.rows, blk.cols, blk.vals))
+        indptr = np.searchsorted(rows[: blk.nnz], np.arange(blk.n_real + 1), side="left").astype(np.int64)
+        chunk = sp.csr_matrix((vals[: blk.nnz], cols[: blk.nnz], indptr), shape=(blk.n_real, self.n_cols))
+        w1, a, b = (np.asarray(x)[: blk.n_real] for x in (blk.w1, blk.a, blk.b))
+        half = blk.n_real // 2
+        saved, self.blocks = self.blocks, []
+        try:
+            self._add_block(chunk, 0, half, w1, a, b)
+            self._add_block(chunk, half, blk.n_real, w1, a, b)
+            return self.blocks
+        finally:
+            self.blocks = saved
+
+    def _run(self, kernel, total):
+        """``total + sum kernel(block)`` over the blocks; a block the device cannot hold is halved and retried."""
+        i = 0
+        while i < len(self.blocks):
+            blk = self.blocks[i]
+            try:
+                part = kernel(blk)
+            except Exception as exc:  # XlaRuntimeError on an exhausted device
+                if not _is_resource_exhausted(exc):
+                    raise
+                self.blocks[i : i + 1] = self._split(blk)
+                continue
+            total = jax.tree_util.tree_map(jnp.add, total, part)
+            i += 1
+        return total
+
+    def first_order(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(X^T w1, X^T a, X^T b)``: the (V,) vectors of the first pass."""
+        with x64():
+            total = self._run(lambda blk: _first_order(blk.rows, blk.cols, blk.vals, blk.w1, blk.a, blk.b,
+                                                       n_cols=self.n_cols), jnp.zeros((self.n_cols, 3)))
+            out = np.asarray(total)
+        return out[:, 0], out[:, 1], out[:, 2]
+
+    def m2_sum(self, Q: np.ndarray) -> np.ndarray:
+        """``sum_d a_d c_d (c_d^T Q)`` over the corpus: (V, r)."""
+        with x64():
+            Qd = jax.device_put(np.asarray(Q, dtype=np.float64), self.device)
+            total = self._run(lambda blk: _m2_pass(blk.rows, blk.cols, blk.vals, blk.a, Qd, n_rows=blk.n_rows,
+                                                   n_cols=self.n_cols), jnp.zeros((self.n_cols, Qd.shape[1])))
+            return np.asarray(total)
+
+    def whitened_sums(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(sum b y^(x)3, sum a y y^T, X^T (b Y))`` with ``Y = X W``."""
+        with x64():
+            Wd = jax.device_put(np.asarray(W, dtype=np.float64), self.device)
+            k = Wd.shape[1]
+            zero = (jnp.zeros((k, k, k)), jnp.zeros((k, k)), jnp.zeros((self.n_cols, k)))
+            y3, y2, wb = self._run(lambda blk: _whitened_pass(blk.rows, blk.cols, blk.vals, blk.a, blk.b, Wd,
+                                                              n_rows=blk.n_rows, n_cols=self.n_cols), zero)
+            return np.asarray(y3), np.asarray(y2), np.asarray(wb)
+
+
+# ----------------------------------------------------------------------------- row-aligned views
+
+
+class DeviceRows:
+    """Views (dense or sparse, same rows) on the JAX device, as aligned padded row blocks.
+
+    Parameters
+    ----------
+    views : list of (N, d_v) ndarray or scipy.sparse CSR matrices (float64, validated)
+    max_rows : int
+        Rows per device block (padded to a power of two at least ROW_TILE).
+    """
+
+    def __init__(self, views, max_rows: int = DEFAULT_MAX_ROWS):
+        self.dims = tuple(v.shape[1] for v in views)
+        self.device = jax.devices()[0]
+        n = views[0].shape[0]
+        self.blocks = []  # list over blocks of list over views
+        with x64():
+            put = partial(jax.device_put, device=self.device)
+            for start in range(0, n, max_rows):
+                stop = min(start + max_rows, n)
+                n_real = stop - start
+                n_pad = bucket(n_real, ROW_TILE)
+                per_view = []
+                for v in views:
+                    part = v[start:stop]
+                    if sp.issparse(part):
+                        part = sp.csr_matrix(part)
+                        nnz = part.nnz
+                        nb = bucket(nnz, MIN_NNZ_BUCKET)
+                        rows = np.full(nb, n_real - 1, dtype=np.int32)
+                        rows[:nnz] = np.repeat(np.arange(n_real, dtype=np.int32), np.diff(part.indptr))
+                        cols = np.zeros(nb, dtype=np.int32)
+                        cols[:nnz] = part.indices
+                        vals = np.zeros(nb)
+                        vals[:nnz] = part.data
+                        per_view.append(("coo", put(rows), put(cols), put(vals), n_pad))
+                    else:
+                        dense = np.zeros((n_pad, part.shape[1]))
+                        dense[:n_real] = part
+                        per_view.append(("dense", put(dense)))
+                self.blocks.append(per_view)
+
+    def _project(self, block, v, U):
+        entry = block[v]
+        if entry[0] == "dense":
+            return _dense_project(entry[1], U)
+        _, rows, cols, vals, n_pad = entry
+        return _matmat(rows, cols, vals, U, n_rows=n_pad, n_cols=self.dims[v])
+
+    def _transpose_apply(self, block, v, Z):
+        entry = block[v]
+        if entry[0] == "dense":
+            return jnp.matmul(entry[1].T, Z, precision=HIGHEST)
+        _, rows, cols, vals, _ = entry
+        return _rmatmat(rows, cols, vals, Z, n_cols=self.dims[v])
+
+    def gram(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:
+        """``X_a^T (X_b Q)`` summed over the blocks."""
+        with x64():
+            Qd = jax.device_put(np.asarray(Q, dtype=np.float64), self.device)
+            total = jnp.zeros((self.dims[a], Qd.shape[1]))
+            for block in self.blocks:
+                if block[a][0] == "dense" and block[b][0] == "dense":
+                    total = total + _dense_gram(block[a][1], block[b][1], Qd)
+                else:
+                    total = total + self._transpose_apply(block, a, self._project(block, b, Qd))
+            return np.asarray(total)
+
+    def triples(self, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+        """``sum_r (Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)`` over the rows."""
+        with x64():
+            Us = [jax.device_put(np.asarray(U, dtype=np.float64), self.device) for U in (Ua, Ub, Uc)]
+            total = jnp.zeros(tuple(U.shape[1] for U in Us))
+            for block in self.blocks:
+                Za, Zb, Zc = (self._project(block, v, U) for v, U in zip((a, b, c), Us))
+                total = total + _cross3_jit(Za, Zb, Zc)
+            return np.asarray(total)
+
+    def cube(self, v: int, W: np.ndarray) -> np.ndarray:
+        """``sum_r (W^T x_r)^(x)3`` of one view."""
+        with x64():
+            Wd = jax.device_put(np.asarray(W, dtype=np.float64), self.device)
+            k = Wd.shape[1]
+            total = jnp.zeros((k, k, k))
+            for block in self.blocks:
+                Y = self._project(block, v, Wd)
+                total = total + _cross3_jit(Y, Y, Y)
+            return np.asarray(total)
