@@ -100,7 +100,7 @@ def run_demo(out_dir: Path, *, quick: bool = False, seed: int = 0, log: Callable
     idata = posterior.to_inference_data(nuts.warm, small_est)
     table = posterior.compare_table(idata, small_est, var_names=["alpha"])
     log(table.to_string(float_format=lambda v: f"{v:.3f}"))
-    results["posterior_topic_l1"] = topic_error(small.beta, np.asarray(idata.posterior["beta"].mean(("chain", "draw"))))
+    results["posterior_topic_l1"] = topic_error(small.beta, np.asarray(posterior.group(idata, "posterior")["beta"].mean(("chain", "draw"))))
     results["spectral_topic_l1_small"] = topic_error(small.beta, small_est.params["beta"])
     log(f"      mean L1 topic error on the small corpus: spectral {results['spectral_topic_l1_small']:.3f}, "
         f"posterior mean (warm NUTS) {results['posterior_topic_l1']:.3f}")

@@ -3,7 +3,7 @@
 This is the ONLY module of specinit that imports ArviZ. ArviZ 0.x
 (``InferenceData``, Python 3.11) and 1.x (``xarray.DataTree``, Python >=
 3.12) differ; the difference is confined to the private helpers at the top
-(``_make``, ``_group``, ``_put``, ``_summary``, ``_forest``). Everything
+(``_make``, :func:`group`, ``_put``, ``_summary``, ``_forest``). Everything
 else works on plain ``xarray.Dataset`` groups.
 
 Layout of the returned object (:func:`to_inference_data`):
@@ -40,6 +40,8 @@ from specinit._validation import bad_argument, check_int, check_positive
 from specinit.align import align_draws
 
 __all__ = [
+    "group",
+    "group_names",
     "to_inference_data",
     "estimate_to_inference_data",
     "compare_table",
@@ -60,9 +62,42 @@ def _make(groups: dict):
     return az.InferenceData(**groups)
 
 
-def _group(data, name: str) -> xr.Dataset:
-    """Group ``name`` as an ``xarray.Dataset`` (``ValueError`` if absent)."""
-    names = list(data.children) if _ARVIZ_1 else data.groups()
+def group_names(data) -> list:
+    """Names of the groups of an ArviZ object, for either ArviZ generation.
+
+    Parameters
+    ----------
+    data : arviz.InferenceData or xarray.DataTree
+        An ArviZ container.
+
+    Returns
+    -------
+    list of str
+        ``data.groups()`` (0.x) or the DataTree's children (1.x).
+    """
+    return list(data.children) if _ARVIZ_1 else list(data.groups())
+
+
+def group(data, name: str) -> xr.Dataset:
+    """Group ``name`` of an ArviZ object as an ``xarray.Dataset``, for either ArviZ generation.
+
+    Parameters
+    ----------
+    data : arviz.InferenceData or xarray.DataTree
+        An ArviZ container.
+    name : str
+        The group (``"posterior"``, ``"log_likelihood"``, ``"spectral"``, ...).
+
+    Returns
+    -------
+    xarray.Dataset
+
+    Raises
+    ------
+    ValueError
+        If the group is absent.
+    """
+    names = group_names(data)
     if name not in names:
         raise bad_argument("idata", "specinit.posterior", f"an ArviZ object with a {name!r} group", f"groups {names}", describe=False)
     return data[name].to_dataset() if _ARVIZ_1 else data[name]
@@ -189,7 +224,7 @@ def to_inference_data(mcmc, estimate=None, *, align: bool = True, log_likelihood
     data = az.from_numpyro(mcmc, log_likelihood=bool(log_likelihood), coords=coords, extra_event_dims=event_dims or None)
     if estimate is None:
         return data
-    posterior = _group(data, "posterior")
+    posterior = group(data, "posterior")
     _check_shapes(posterior, estimate, func)
     if align:
         if not estimate.facts.component_axes:
@@ -249,7 +284,7 @@ def compare_table(idata, estimate, var_names=None, hdi_prob: float = 0.94) -> pd
     hdi_prob = check_positive(hdi_prob, "hdi_prob", func)
     if hdi_prob >= 1:
         raise bad_argument("hdi_prob", func, "a probability in (0, 1)", hdi_prob)
-    posterior = _group(idata, "posterior")
+    posterior = group(idata, "posterior")
     _check_shapes(posterior, estimate, func)
     names = _var_names(posterior, estimate, var_names, func)
     table = _summary(idata, names, hdi_prob)
@@ -296,7 +331,7 @@ def loo(idata, *, pointwise: bool = False):
     ValueError
         If ``idata`` has no ``log_likelihood`` group.
     """
-    _group(idata, "log_likelihood")
+    group(idata, "log_likelihood")
     return az.loo(idata, pointwise=pointwise)
 
 
@@ -327,7 +362,7 @@ def plot_forest_with_spectral(idata, estimate, var_names, path, *, hdi_prob: flo
         ``path``.
     """
     func = "plot_forest_with_spectral"
-    posterior = _group(idata, "posterior")
+    posterior = group(idata, "posterior")
     _check_shapes(posterior, estimate, func)
     names = _var_names(posterior, estimate, var_names, func)
     values = np.concatenate([estimate.params[n].ravel() for n in names])

@@ -55,7 +55,7 @@ for key, value in svi.summary().items():
 # %%
 idata = posterior.to_inference_data(nuts.warm, estimate)
 print(posterior.compare_table(idata, estimate, var_names=["alpha"]).to_string())
-posterior_beta = np.asarray(idata.posterior["beta"].mean(("chain", "draw")))
+posterior_beta = np.asarray(posterior.group(idata, "posterior")["beta"].mean(("chain", "draw")))
 print("posterior-mean topic error:", round(topic_error(corpus.beta, posterior_beta), 3))
 out = Path(tempfile.mkdtemp())
 print(posterior.plot_forest_with_spectral(idata, estimate, ["alpha"], out / "forest.png"))
