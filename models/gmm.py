@@ -44,7 +44,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from specinit._validation import as_generator, bad_argument, check_int
+from specinit._validation import as_generator, bad_argument, check_choice, check_int, check_positive
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.moments import pair_products
 from specinit.engine.population import FactoredMoments
@@ -53,7 +53,7 @@ from specinit.engine.views import conditional_variances, fit_multiview, with_squ
 from specinit.engine.whitening import IndefiniteMomentError
 from specinit.estimate import ModelFacts, SpectralEstimate
 
-__all__ = ["MixtureMoments", "model", "population_moments", "spectral", "spectral_from_moments", "spectral_axis_aligned"]
+__all__ = ["MixtureMoments", "model", "population_moments", "spectral", "spectral_from_moments", "spectral_axis_aligned", "refine"]
 
 #: Component axes, matching site and ArviZ dims of this model's sites.
 FACTS = ModelFacts(
@@ -66,7 +66,8 @@ FACTS = ModelFacts(
 _SCALE_FLOOR = 1e-6
 
 
-def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, common_scale: bool = True):
+def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, common_scale: bool = True,
+          covariance: str | None = None):
     """NumPyro spherical Gaussian mixture with the component summed out.
 
     Parameters
@@ -79,7 +80,10 @@ def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, commo
         Needed only when ``x`` is None.
     common_scale : bool
         One standard deviation for all components (``scale`` scalar) or one
-        per component (``scale`` of shape (k,)).
+        per component (``scale`` of shape (k,)); used when ``covariance`` is None.
+    covariance : {"common", "spherical", "diag"}, optional
+        ``scale`` scalar, (k,) or (k, d) (diagonal covariances); overrides
+        ``common_scale``.
 
     Notes
     -----
@@ -95,12 +99,15 @@ def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, commo
         n_obs, d = jnp.shape(x)
     weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
     loc = numpyro.sample("loc", dist.Normal(0.0, 10.0).expand([k, d]).to_event(2))
-    if common_scale:
+    covariance = _resolve_covariance(common_scale, covariance, "gmm.model")
+    if covariance == "common":
         scale = numpyro.sample("scale", dist.HalfNormal(10.0))
-        scale = jnp.broadcast_to(scale, (k,))
+        scale = jnp.broadcast_to(scale, (k, 1))
+    elif covariance == "spherical":
+        scale = numpyro.sample("scale", dist.HalfNormal(10.0).expand([k]).to_event(1))[:, None]
     else:
-        scale = numpyro.sample("scale", dist.HalfNormal(10.0).expand([k]).to_event(1))
-    components = dist.Normal(loc, scale[:, None]).to_event(1)
+        scale = numpyro.sample("scale", dist.HalfNormal(10.0).expand([k, d]).to_event(2))
+    components = dist.Normal(loc, scale).to_event(1)
     with numpyro.plate("data", n_obs):
         numpyro.sample("x", dist.MixtureSameFamily(dist.Categorical(weights), components), obs=x)
 
@@ -152,6 +159,16 @@ def population_moments(loc, weights, scale) -> MixtureMoments:
     return MixtureMoments(loc, weights, weights, sigma2=float(weights @ variances), m1=(weights * variances) @ loc)
 
 
+_COVARIANCES = ("common", "spherical", "diag")
+
+
+def _resolve_covariance(common_scale, covariance, func):
+    """``covariance`` when given, else ``"common"`` / ``"spherical"`` from ``common_scale``."""
+    if covariance is None:
+        return "common" if common_scale else "spherical"
+    return check_choice(covariance, "covariance", func, _COVARIANCES)
+
+
 def _check_data(x, k, func, min_dim_factor=1):
     if x is None or isinstance(x, (str, bytes)):
         raise bad_argument("x", func, "an (N, d) numeric array", x, kind=TypeError)
@@ -161,9 +178,12 @@ def _check_data(x, k, func, min_dim_factor=1):
     if x.ndim != 2 or x.shape[0] < 2:
         raise bad_argument("x", func, "a two-dimensional (N, d) array with N >= 2", x)
     x = x.astype(np.float64, copy=False)
-    if not np.all(np.isfinite(x)):
-        n_bad = int(x.size - np.count_nonzero(np.isfinite(x)))
-        raise bad_argument("x", func, "finite", f"{n_bad} NaN or infinite entries", describe=False)
+    finite = np.isfinite(x)
+    if not np.all(finite):
+        rows = np.flatnonzero(~finite.all(axis=1))
+        listed = ", ".join(str(r) for r in rows[:5]) + (", ..." if rows.size > 5 else "")
+        raise bad_argument("x", func, "finite (no NaN or infinite values)",
+                           f"NaN or infinite values in {rows.size} row(s): row {listed}", describe=False)
     k = check_int(k, "k", func, minimum=1)
     if x.shape[1] < min_dim_factor * k:
         need = "d >= k" if min_dim_factor == 1 else f"d >= {min_dim_factor} k"
@@ -171,42 +191,137 @@ def _check_data(x, k, func, min_dim_factor=1):
     return x, k
 
 
-class _SphericalMoments:
-    """Variance-corrected moments of spherical Gaussian mixture data ([1]_ Thm 3.2/3.3)."""
+def _effective_rank(eigvals: np.ndarray) -> int:
+    """Number of covariance eigenvalues above round-off (constant / duplicated columns give zeros)."""
+    top = max(float(eigvals[-1]), np.finfo(float).tiny)
+    return int(np.count_nonzero(eigvals > top * eigvals.size * 1e-12))
 
-    def __init__(self, x: np.ndarray, k: int, common_scale: bool):
-        self.x = x
+
+class _DataMoments:
+    """Noise-corrected moments of mixture data with a constant coordinate appended ([1]_ Thm 3.2/3.3).
+
+    The data are centred and a constant coordinate ``c`` is appended:
+    ``a = (x - E x, c)``. Its conditional means ``(mu_i - E x, c)`` are
+    linearly independent whenever the means are affinely independent, so
+    centred or standardized data (whose means are linearly DEPENDENT) need no
+    shift, and ``d >= k`` suffices. The noise only touches the first ``d``
+    coordinates: ``M2 = E[a a^T] - diag(D, 0)`` and ``M3 = E[a^(x)3] -
+    sum_j D'_j sym(m (x) e_j (x) e_j)``. ``D`` is ``sigma_bar^2`` (the mean
+    of the ``r - k + 1`` smallest non-zero covariance eigenvalues; ``r`` the
+    rank, so constant or duplicated columns do not drag it to zero) for
+    spherical mixtures, and a per-coordinate noise from principal-axis factor
+    iterations ``D = diag(C - L L^T)`` (``L`` the top ``k - 1`` factors of
+    ``C - D``) for diagonal ones. ``m`` is ``E[a] = c e_{d+1}`` (common noise)
+    or ``M1' = E[a ||V^T (x - E x)||^2] / (r - k + 1)`` (per-component
+    spherical variances, [1]_ Thm 3.3).
+    """
+
+    def __init__(self, x: np.ndarray, k: int, covariance: str, func: str):
         n, d = x.shape
         self.mean = x.mean(axis=0)
-        cov = np.cov(x, rowvar=False, bias=True).reshape(d, d)
+        xc = x - self.mean
+        cov = xc.T @ xc / n
         eigvals, eigvecs = np.linalg.eigh(cov)
-        m = d - k + 1
-        # sigma_bar^2 has multiplicity d - k + 1 in the population; averaging these
-        # eigenvalues removes most of the downward bias of the sample minimum.
-        self.sigma2 = float(eigvals[:m].mean())
-        if common_scale:
-            self.m1 = self.sigma2 * self.mean
-        else:
-            proj = (x - self.mean) @ eigvecs[:, :m]
-            self.m1 = x.T @ np.sum(proj**2, axis=1) / (n * m)
+        rank = _effective_rank(eigvals)
+        if rank < k:
+            raise bad_argument("x", func, f"data whose covariance has rank >= k = {k} (constant or duplicated "
+                               "columns add no rank)", f"rank {rank} with {d} columns", describe=False)
+        m = rank - k + 1
+        bottom = slice(d - rank, d - rank + m)  # the m smallest NON-ZERO eigenvalues
+        self.sigma2 = float(eigvals[bottom].mean())
+        signal = np.maximum(eigvals[d - k + 1:] - self.sigma2, 0.0).sum() if k > 1 else 0.0
+        self.c = float(np.sqrt(signal)) if signal > 0 else float(np.sqrt(max(eigvals[-1], 1.0)))
+        self.a = np.hstack([xc, np.full((n, 1), self.c)])
+        self.covariance = covariance
+        self.noise = np.full(d, self.sigma2)
+        self.m3_weights = self.noise
+        self.m1 = np.zeros(d + 1)
+        self.m1[d] = self.c
+        self.factor_iterations = 0
+        if covariance == "spherical":
+            proj = xc @ eigvecs[:, bottom]
+            self.m1 = self.a.T @ np.sum(proj**2, axis=1) / (n * m)
+            self.m3_weights = np.ones(d)
+        elif covariance == "diag" and k > 1:
+            self.noise = self._factor_noise(cov, k)
+            self.m3_weights = self.noise
         self.eigenvalues = eigvals
+        self.rank = rank
+        self.n_constant = int(np.count_nonzero(np.ptp(x, axis=0) == 0))
+
+    def _factor_noise(self, cov, k, n_iter=50, tol=1e-6):
+        """Per-coordinate noise of a rank-(k-1) + diagonal covariance (principal-axis factoring)."""
+        diag = np.diag(cov).copy()
+        floor = 1e-3 * max(float(diag.mean()), np.finfo(float).tiny)
+        noise = np.minimum(np.full_like(diag, self.sigma2), diag)
+        for it in range(1, n_iter + 1):
+            values, vectors = np.linalg.eigh(cov - np.diag(noise))
+            top = vectors[:, -(k - 1):] * np.sqrt(np.maximum(values[-(k - 1):], 0.0))
+            new = np.clip(diag - np.sum(top**2, axis=1), floor, None)
+            new = np.where(diag > 0, np.minimum(new, diag), 0.0)
+            done = np.max(np.abs(new - noise)) < tol * max(float(diag.max()), np.finfo(float).tiny)
+            noise = new
+            if done:
+                break
+        self.factor_iterations = it
+        return noise
 
     @property
     def n_features(self) -> int:
-        return self.x.shape[1]
+        return self.a.shape[1]
 
     def m2_matmat(self, Q):
-        return self.x.T @ (self.x @ Q) / self.x.shape[0] - self.sigma2 * Q
+        out = self.a.T @ (self.a @ Q) / self.a.shape[0]
+        out[:-1] -= self.noise[:, None] * Q[:-1]
+        return out
 
     def whitened_m3(self, W):
-        Y = self.x @ W
+        Y = self.a @ W
         T = pair_products(Y, Y) / Y.shape[0]
-        a, B = W.T @ self.m1, W.T @ W
+        a, B = W.T @ self.m1, (W[:-1] * self.m3_weights[:, None]).T @ W[:-1]
         return T - (np.einsum("a,bc->abc", a, B) + np.einsum("b,ac->abc", a, B) + np.einsum("c,ab->abc", a, B))
 
 
-def spectral_from_moments(moments, k: int, *, common_scale: bool = True, method: str = "tpm", seed=0,
-                          decompose_options: dict | None = None) -> SpectralEstimate:
+def _em_variances(x, loc, weights, var, covariance):
+    """One EM step from (loc, weights, var): (weights, loc, variances (k, d)) and responsibilities."""
+    from specinit.models._em import gaussian_log_density, responsibilities
+
+    resp, _ = responsibilities(np.log(weights) + gaussian_log_density(x, loc, var))
+    return _m_step(x, resp, covariance) + (resp,)
+
+
+def _m_step(x, resp, covariance, reg=1e-6):
+    """Maximum-likelihood weights, means and (k, d) variances given responsibilities (``reg`` added)."""
+    nk = resp.sum(axis=0) + 10 * np.finfo(float).eps
+    loc = (resp.T @ x) / nk[:, None]
+    second = (resp.T @ (x * x)) / nk[:, None]
+    var = np.maximum(second - loc**2, 0.0)
+    if covariance == "spherical":
+        var = np.repeat(var.mean(axis=1, keepdims=True), x.shape[1], axis=1)
+    elif covariance == "common":
+        var = np.full_like(var, float((nk @ var.mean(axis=1)) / nk.sum()))
+    return nk / nk.sum(), loc, var + reg
+
+
+def _scale_param(var, covariance):
+    """The model's ``scale`` site from (k, d) variances."""
+    if covariance == "common":
+        return np.sqrt(max(float(var[0, 0]), _SCALE_FLOOR**2))
+    if covariance == "spherical":
+        return np.sqrt(np.maximum(var[:, 0], _SCALE_FLOOR**2))
+    return np.sqrt(np.maximum(var, _SCALE_FLOOR**2))
+
+
+def _variances(scale, k, d):
+    """(k, d) variances from a scalar, (k,) or (k, d) ``scale``."""
+    scale = np.asarray(scale, dtype=np.float64)
+    if scale.ndim == 1:
+        scale = scale[:, None]
+    return np.broadcast_to(scale**2, (k, d)).copy()
+
+
+def spectral_from_moments(moments, k: int, *, common_scale: bool = True, covariance: str | None = None,
+                          method: str = "tpm", seed=0, decompose_options: dict | None = None) -> SpectralEstimate:
     """Weights, locations and scales from corrected moments ([1]_ Thm 3.2/3.3).
 
     Parameters
@@ -216,77 +331,235 @@ def spectral_from_moments(moments, k: int, *, common_scale: bool = True, method:
         (:func:`population_moments`, or the data moments built by :func:`spectral`).
     k : int
         Number of components.
-    common_scale, method, seed, decompose_options
+    common_scale : bool
+        As for :func:`spectral`.
+    covariance : {"common", "spherical", "diag"}, optional
+        As for :func:`spectral`.
+    method : {"tpm", "svtd", "eca", "als"}
+        As for :func:`spectral`.
+    seed : int or numpy.random.Generator
+        As for :func:`spectral`.
+    decompose_options : dict, optional
         As for :func:`spectral`.
 
     Returns
     -------
     SpectralEstimate
-        ``weights`` (k,), ``loc`` (k, d), ``scale`` (scalar, or (k,) when not
-        ``common_scale``).
+        ``weights`` (k,), ``loc`` (k, d), ``scale`` (scalar for ``"common"``,
+        (k,) for ``"spherical"``, (k, d) for ``"diag"``).
 
     Raises
     ------
     specinit.engine.whitening.IndefiniteMomentError
         If the corrected second moment is not positive definite on its top k
-        eigenvectors (the means must be linearly independent, so k <= d).
+        eigenvectors (population moments with linearly dependent means).
     """
     func = "gmm.spectral"
+    covariance = _resolve_covariance(common_scale, covariance, func)
     try:
         fit = fit_exchangeable(moments, k, method=method, seed=seed, decompose_options=decompose_options)
     except IndefiniteMomentError as exc:
         raise exc.advise(func, "The component means must be linearly independent (k <= d); try a smaller k.") from None
     lam = fit.eigenvalues
-    weights, loc = positive_weights(1.0 / lam**2), fit.components * lam[:, None]
-    diagnostics = {"sigma2_bar": float(moments.sigma2), **fit.diagnostics}
-    if common_scale:
-        scale = np.sqrt(max(moments.sigma2, _SCALE_FLOOR**2))
+    weights, rows = positive_weights(1.0 / lam**2), fit.components * lam[:, None]
+    diagnostics = {"sigma2_bar": float(moments.sigma2), "covariance": covariance, **fit.diagnostics}
+    augmented = isinstance(moments, _DataMoments)
+    if augmented:
+        # the appended coordinate of every mean is +c: it fixes the sign left by the odd-order decomposition
+        flips = rows[:, -1] < 0
+        rows = rows * np.where(flips, -1.0, 1.0)[:, None]
+        diagnostics["sign_flips"] = int(flips.sum())
+        ratio = rows[:, -1] / moments.c
+        diagnostics["constant_coordinate_ratio"] = ratio
+        loc = rows[:, :-1] + moments.mean
     else:
-        variances = np.linalg.lstsq(loc.T * weights, moments.m1, rcond=None)[0]
+        loc = rows
+    d = loc.shape[1]
+    if covariance == "common":
+        scale = np.sqrt(max(moments.sigma2, _SCALE_FLOOR**2))
+    elif covariance == "spherical":
+        variances = np.linalg.lstsq(rows.T * weights, moments.m1, rcond=None)[0]
         diagnostics["component_variances_raw"] = variances
         scale = np.sqrt(np.maximum(variances, _SCALE_FLOOR**2))
+    else:
+        noise = moments.noise if augmented else np.full(d, moments.sigma2)
+        scale = np.sqrt(np.maximum(np.broadcast_to(noise, (k, d)), _SCALE_FLOOR**2))
     return SpectralEstimate("gmm", {"weights": weights, "loc": loc, "scale": scale}, diagnostics, facts=FACTS)
 
 
-def spectral(x, k: int, *, common_scale: bool = True, method: str = "tpm", seed=0,
-             decompose_options: dict | None = None) -> SpectralEstimate:
-    """Method-of-moments estimate of a spherical Gaussian mixture.
+def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = None, method: str = "tpm",
+             seed=0, assign_steps: int = 0, decompose_options: dict | None = None) -> SpectralEstimate:
+    """Method-of-moments estimate of a Gaussian mixture (spherical or diagonal covariances).
+
+    The data are centred and a constant coordinate is appended (see the
+    module notes), so centred or standardized data work as they are and any
+    ``k <= rank(Cov(x))`` with affinely independent means can be fitted; the
+    corrected second moment is then positive definite on its top k
+    eigenvectors for every data set (no refusal on real data).
 
     Parameters
     ----------
     x : array, shape (N, d)
-        Observations, ``d >= k`` (the noise variance is read off the
-        ``d - k + 1`` smallest eigenvalues of the covariance).
+        Observations. Constant or duplicated columns are allowed (they lower
+        the rank, which must stay >= k).
     k : int
-        Number of components; the means must be linearly independent.
+        Number of components.
     common_scale : bool
-        True: one variance ([1]_ Thm 3.2). False: per-component variances
-        ([1]_ Thm 3.3), solved from ``M1' = sum_i w_i sigma_i^2 mu_i``.
+        Used when ``covariance`` is None: True means ``"common"``, False
+        ``"spherical"``.
+    covariance : {"common", "spherical", "diag"}, optional
+        ``"common"``: one variance ([1]_ Thm 3.2). ``"spherical"``: one
+        variance per component ([1]_ Thm 3.3, solved from
+        ``M1' = sum_i w_i sigma_i^2 mu_i``). ``"diag"``: per-component,
+        per-coordinate variances; the moment step corrects a shared
+        per-coordinate noise estimated by factor iterations, the
+        per-component variances come from the assignment steps (or
+        :func:`refine`); with ``assign_steps=0`` every component gets the
+        shared noise. (scikit-learn's ``covariance_type`` names
+        ``"spherical"`` and ``"diag"`` mean the same.)
     method : {"tpm", "svtd", "eca", "als"}
         Tensor decomposition.
     seed : int or numpy.random.Generator
         Randomness of the whitening and the decomposition.
+    assign_steps : int
+        EM assignment steps (soft assignment of every point, then weighted
+        weights, means and variances) applied to the moment estimate,
+        counted in ``diagnostics["assign_steps"]`` and not by :func:`refine`.
+        They move the components to what EM calls a cluster on data that
+        are not an exact mixture. 0 (default): the pure moment estimate.
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition; unknown keys raise.
 
     Returns
     -------
     SpectralEstimate
-        ``"gmm"`` with ``weights`` (k,), ``loc`` (k, d), ``scale`` (scalar if
-        ``common_scale`` else (k,)); diagnostics include ``sigma2_bar`` and
-        ``covariance_eigenvalues``.
+        ``"gmm"`` with ``weights`` (k,), ``loc`` (k, d), ``scale`` (scalar,
+        (k,) or (k, d) by ``covariance``); diagnostics include ``sigma2_bar``,
+        ``covariance_eigenvalues``, ``covariance_rank``, ``constant_columns``,
+        ``assign_steps``.
 
     Raises
     ------
     ValueError
-        ``d < k``, NaN or infinite values, fewer than 2 observations.
+        ``d < k`` or covariance rank < k, NaN or infinite values (the rows
+        are named), fewer than 2 observations, unknown ``covariance``.
+    TypeError
+        Non-numeric ``x``.
+
+    References
+    ----------
+    .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, JMLR 2014, Thm 3.2, Thm 3.3.
     """
-    x, k = _check_data(x, k, "gmm.spectral")
-    moments = _SphericalMoments(x, k, bool(common_scale))
-    estimate = spectral_from_moments(moments, k, common_scale=common_scale, method=method, seed=seed,
+    func = "gmm.spectral"
+    covariance = _resolve_covariance(common_scale, covariance, func)
+    x, k = _check_data(x, k, func)
+    assign_steps = check_int(assign_steps, "assign_steps", func, minimum=0)
+    moments = _DataMoments(x, k, covariance, func)
+    estimate = spectral_from_moments(moments, k, covariance=covariance, method=method, seed=seed,
                                      decompose_options=decompose_options)
-    estimate.diagnostics["covariance_eigenvalues"] = moments.eigenvalues
+    diagnostics = estimate.diagnostics
+    diagnostics.update(covariance_eigenvalues=moments.eigenvalues, covariance_rank=moments.rank,
+                       constant_columns=moments.n_constant, factor_iterations=moments.factor_iterations,
+                       assign_steps=assign_steps)
+    if assign_steps:
+        weights, loc = estimate.params["weights"], estimate.params["loc"]
+        var = _variances(estimate.params["scale"], k, x.shape[1])
+        for _ in range(assign_steps):
+            weights, loc, var, _ = _em_variances(x, loc, weights, var, covariance)
+        estimate = SpectralEstimate("gmm", {"weights": positive_weights(weights), "loc": loc,
+                                            "scale": _scale_param(var, covariance)}, diagnostics, facts=FACTS)
     return estimate
+
+
+def refine(x, estimate, *, covariance: str | None = None, method: str = "em", max_iter: int = 100,
+           tol: float = 1e-3, reg: float = 1e-6):
+    """Spectral then refine: EM for the Gaussian mixture started from an estimate.
+
+    Parameters
+    ----------
+    x : array, shape (N, d)
+        The observations (as for :func:`spectral`).
+    estimate : SpectralEstimate or dict
+        Starting ``weights``, ``loc`` and ``scale`` (scalar, (k,) or (k, d)).
+    covariance : {"common", "spherical", "diag"}, optional
+        Default: read off the shape of ``scale`` (scalar -> ``"common"``,
+        (k,) -> ``"spherical"``, (k, d) -> ``"diag"``).
+    method : {"em"}
+        Expectation-maximization in NumPy, float64, log-sum-exp E-step.
+    max_iter : int
+        Largest number of EM iterations (M-steps).
+    tol : float
+        Stop when the log-likelihood gain per observation is below ``tol``
+        (scikit-learn's ``GaussianMixture`` convention and default).
+    reg : float
+        Added to every variance (scikit-learn's ``reg_covar``).
+
+    Returns
+    -------
+    specinit.models._em.RefineResult
+        ``.estimate`` (a :class:`SpectralEstimate` of model ``"gmm"`` with the
+        refined sites, for warm starts), ``.log_likelihood`` trace (total),
+        ``.n_iter``, ``.converged``, ``.mean_log_likelihood``.
+
+    Raises
+    ------
+    ValueError
+        Bad ``x`` (as for :func:`spectral`), parameters that do not match
+        ``x``, non-positive ``tol`` or ``reg``.
+
+    Warns
+    -----
+    RuntimeWarning
+        EM did not converge in ``max_iter`` iterations.
+
+    References
+    ----------
+    .. [2] Dempster, Laird, Rubin, "Maximum likelihood from incomplete data via
+       the EM algorithm", JRSS B 39 (1977).
+    """
+    from specinit.models._em import RefineResult, check_em_options, em_loop, gaussian_log_density, responsibilities
+
+    func = "gmm.refine"
+    check_choice(method, "method", func, ("em",))
+    params = dict(getattr(estimate, "params", estimate))
+    missing = {"weights", "loc", "scale"} - set(params)
+    if missing:
+        raise bad_argument("estimate", func, "a SpectralEstimate or dict with 'weights', 'loc' and 'scale'",
+                           f"missing {sorted(missing)}", describe=False)
+    loc = np.asarray(params["loc"], dtype=np.float64)
+    k = loc.shape[0]
+    x, k = _check_data(x, k, func)
+    if loc.shape != (k, x.shape[1]):
+        raise bad_argument("estimate", func, f"'loc' of shape ({k}, {x.shape[1]}) matching x", loc, describe=False)
+    scale = np.asarray(params["scale"], dtype=np.float64)
+    if covariance is None:
+        covariance = {0: "common", 1: "spherical"}.get(scale.ndim, "diag")
+    covariance = check_choice(covariance, "covariance", func, _COVARIANCES)
+    max_iter, tol = check_em_options(max_iter, tol, func)
+    reg = check_positive(reg, "reg", func)
+    if covariance == "spherical" and scale.ndim == 2:
+        scale = np.sqrt((scale**2).mean(axis=1))
+    elif covariance == "common" and scale.ndim:
+        scale = np.sqrt(np.mean(_variances(scale, k, x.shape[1])))
+    start = (positive_weights(np.asarray(params["weights"], dtype=np.float64)), loc, _variances(scale, k, x.shape[1]))
+
+    def estep(p):
+        weights, mu, var = p
+        return responsibilities(np.log(weights) + gaussian_log_density(x, mu, var))
+
+    def mstep(resp):
+        return _m_step(x, resp, covariance, reg)
+
+    (weights, loc, var), trace, n_iter, converged, decreases = em_loop(
+        estep, mstep, start, max_iter=max_iter, tol=tol, n_observations=x.shape[0], func=func)
+    spectral_diagnostics = dict(getattr(estimate, "diagnostics", {}))
+    diagnostics = {"spectral": spectral_diagnostics,
+                   "refine": {"method": method, "n_iter": n_iter, "converged": converged, "covariance": covariance,
+                              "log_likelihood": trace}}
+    refined = SpectralEstimate("gmm", {"weights": positive_weights(weights), "loc": loc,
+                                       "scale": _scale_param(var, covariance)}, diagnostics, facts=FACTS)
+    return RefineResult(refined, trace, n_iter, converged, method,
+                        {"n_observations": x.shape[0], "decreases": decreases})
 
 
 def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, decompose_options: dict | None = None) -> SpectralEstimate:
