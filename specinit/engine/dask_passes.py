@@ -118,3 +118,155 @@ def iter_blocks(array):
     """Yield the row blocks of a Dask array one at a time (computed; at most one in memory)."""
     for block in array.to_delayed().ravel():
         yield block.compute()
+
+
+# ----------------------------------------------------------------------------- partial sums of dense/sparse views
+# Module-level (picklable) functions run on the workers; each checks its block (finite, numeric).
+
+
+def as_float_block(block, name: str = "views (Dask block)", func: str = "ViewMoments"):
+    """A Dask block as float64 (CSR or ndarray), refusing NaN/inf.
+
+    Parameters
+    ----------
+    block : ndarray or scipy.sparse matrix
+        One row block.
+    name, func : str
+        Argument and function named in the error message.
+
+    Returns
+    -------
+    ndarray or scipy.sparse.csr_matrix
+
+    Raises
+    ------
+    ValueError
+        NaN or infinite entries.
+    """
+    import scipy.sparse as sp
+
+    if sp.issparse(block):
+        block = sp.csr_matrix(block, dtype=np.float64)
+        values = block.data
+    else:
+        block = np.asarray(block, dtype=np.float64)
+        values = block
+    if not np.all(np.isfinite(values)):
+        raise bad_argument(name, func, "finite", f"{int(np.size(values) - np.count_nonzero(np.isfinite(values)))} "
+                           "NaN or infinite entries", describe=False)
+    return block
+
+
+def gram_partial(xa, xb, Q: np.ndarray) -> np.ndarray:
+    """``X_a^T (X_b Q)`` of one row block.
+
+    Parameters
+    ----------
+    xa, xb : ndarray or scipy.sparse matrix
+        The same rows of two views.
+    Q : ndarray, shape (d_b, r)
+
+    Returns
+    -------
+    ndarray, shape (d_a, r)
+    """
+    xa, xb = as_float_block(xa), as_float_block(xb)
+    return np.asarray(xa.T @ np.asarray(xb @ Q))
+
+
+def cross3(Za: np.ndarray, Zb: np.ndarray, Zc: np.ndarray, block_bytes: int = 64 * 2**20) -> np.ndarray:
+    """``sum_r Za[r] (x) Zb[r] (x) Zc[r]`` as a (ka, kb, kc) array, in bounded row blocks.
+
+    Parameters
+    ----------
+    Za, Zb, Zc : ndarray, shapes (n, ka), (n, kb), (n, kc)
+    block_bytes : int
+        Bound on the (rows, ka * kb) intermediate.
+
+    Returns
+    -------
+    ndarray, shape (ka, kb, kc)
+    """
+    ka, kb = Za.shape[1], Zb.shape[1]
+    out = np.zeros((ka * kb, Zc.shape[1]))
+    step = max(1, block_bytes // (8 * ka * kb))
+    for start in range(0, Za.shape[0], step):
+        stop = start + step
+        out += (Za[start:stop, :, None] * Zb[start:stop, None, :]).reshape(-1, ka * kb).T @ Zc[start:stop]
+    return out.reshape(ka, kb, Zc.shape[1])
+
+
+def triples_partial(xa, xb, xc, Ua: np.ndarray, Ub: np.ndarray, Uc: np.ndarray) -> np.ndarray:
+    """``sum_r (Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)`` over one row block.
+
+    Parameters
+    ----------
+    xa, xb, xc : ndarray or scipy.sparse matrix
+        The same rows of three views.
+    Ua, Ub, Uc : ndarray
+        Projections, (d_v, k_v).
+
+    Returns
+    -------
+    ndarray, shape (ka, kb, kc)
+    """
+    Za, Zb, Zc = (np.asarray(as_float_block(x) @ U) for x, U in ((xa, Ua), (xb, Ub), (xc, Uc)))
+    return cross3(Za, Zb, Zc)
+
+
+def cube_partial(x, W: np.ndarray) -> np.ndarray:
+    """``sum_r (W^T x_r)^(x)3`` of one row block.
+
+    Parameters
+    ----------
+    x : ndarray or scipy.sparse matrix
+    W : ndarray, shape (d, k)
+
+    Returns
+    -------
+    ndarray, shape (k, k, k)
+    """
+    Y = np.asarray(as_float_block(x, "x (Dask block)", "gmm.spectral") @ W)
+    return cross3(Y, Y, Y)
+
+
+def second_moment_partial(x) -> tuple:
+    """``(rows, sum_r x_r, sum_r x_r x_r^T)`` of one dense row block (d x d: small dimensions only).
+
+    Parameters
+    ----------
+    x : ndarray
+        A row block of an (N, d) dense array.
+
+    Returns
+    -------
+    tuple of (ndarray (1,), ndarray (d,), ndarray (d, d))
+        Additive as NumPy arrays (summed element-wise by :func:`add_tuples`).
+    """
+    x = np.asarray(as_float_block(x, "x (Dask block)", "gmm.spectral"))
+    return _Sums((np.array([x.shape[0]], dtype=np.float64), x.sum(axis=0), x.T @ x))
+
+
+def weighted_rows_partial(x, mean: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """``sum_r x_r ||P^T (x_r - mean)||^2`` of one dense row block (the M1' moment of [1]_ Thm 3.3).
+
+    Parameters
+    ----------
+    x : ndarray
+        A row block.
+    mean : ndarray, shape (d,)
+    P : ndarray, shape (d, m)
+
+    Returns
+    -------
+    ndarray, shape (d,)
+    """
+    x = np.asarray(as_float_block(x, "x (Dask block)", "gmm.spectral"))
+    return x.T @ np.sum(((x - mean) @ P) ** 2, axis=1)
+
+
+class _Sums(tuple):
+    """A tuple of arrays that adds element-wise."""
+
+    def __add__(self, other):
+        return _Sums(a + b for a, b in zip(self, other))

@@ -114,27 +114,67 @@ class ViewMoments:
     Parameters
     ----------
     views : sequence of arrays or scipy.sparse matrices, each (N, d_v)
-        Row ``n`` of every view is the same observation.
+        Row ``n`` of every view is the same observation. Every view may
+        instead be a ``dask.array`` of row blocks (the same row chunks in
+        every view; scipy.sparse or dense chunks): the passes then run where
+        the blocks live and only (d_v, r)- and (k, k, k)-sized sums travel.
+    backend : {"numpy", "jax"} or None
+        Where the passes of in-memory views run: ``"jax"`` moves the views
+        once to JAX's default device and runs every pass there in float64
+        (:mod:`specinit.engine.jax_passes`); ``None`` picks JAX when an
+        accelerator is present. Dask views always use NumPy on the workers.
 
     Raises
     ------
     ValueError
-        Fewer than 3 views, different numbers of rows, empty or non-finite views.
+        Fewer than 3 views, different numbers of rows, empty or non-finite
+        views, Dask views chunked along columns or with different row chunks,
+        or ``backend="jax"`` with Dask views.
     TypeError
-        Non-numeric views.
+        Non-numeric views, or a mix of Dask and in-memory views.
+
+    References
+    ----------
+    .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky. "Tensor decompositions for
+       learning latent variable models", JMLR 2014, Sec. 3.3 (Pairs, Triples).
     """
 
-    def __init__(self, views):
+    def __init__(self, views, backend: str | None = None):
+        from specinit.engine.dask_passes import check_row_blocks, is_dask_array
+        from specinit.engine.moments import resolve_backend
+
         func = "ViewMoments"
-        if isinstance(views, np.ndarray) or sp.issparse(views) or not hasattr(views, "__len__"):
+        if isinstance(views, np.ndarray) or sp.issparse(views) or is_dask_array(views) or not hasattr(views, "__len__"):
             raise bad_argument("views", func, "a list of (N, d_v) arrays (one per view)", views, kind=TypeError)
         if len(views) < 3:
             raise bad_argument("views", func, "a list of at least 3 views", f"{len(views)} views", describe=False)
-        self.views = [_check_view(v, i, func) for i, v in enumerate(views)]
+        lazy = [is_dask_array(v) for v in views]
+        self._dask = all(lazy)
+        if any(lazy) and not self._dask:
+            raise bad_argument("views", func, "all Dask arrays or all in-memory arrays",
+                               f"Dask views at positions {[i for i, x in enumerate(lazy) if x]} only",
+                               kind=TypeError, describe=False)
+        if self._dask:
+            if backend == "jax":
+                raise bad_argument("backend", func, "'numpy' or None with Dask views (their blocks are reduced with "
+                                   "NumPy/SciPy on the Dask workers)", backend)
+            self.backend = "numpy"
+            self.views = [check_row_blocks(v, f"views[{i}]", func) for i, v in enumerate(views)]
+        else:
+            self.backend = resolve_backend(backend, func)
+            self.views = [_check_view(v, i, func) for i, v in enumerate(views)]
         rows = [v.shape[0] for v in self.views]
         if len(set(rows)) != 1:
             raise bad_argument("views", func, "views with the same number of observations (rows)", f"row counts {rows}", describe=False)
+        if self._dask and len({v.chunks[0] for v in self.views}) != 1:
+            raise bad_argument("views", func, "Dask views with the same row chunks (rechunk them alike, e.g. "
+                               "y = y.rechunk({0: x.chunks[0]}))", [v.chunks[0] for v in self.views], describe=False)
         self.n_observations = rows[0]
+        self._device = None
+        if self.backend == "jax":
+            from specinit.engine.jax_passes import DeviceRows
+
+            self._device = DeviceRows(self.views)
 
     @property
     def n_views(self) -> int:
@@ -146,10 +186,25 @@ class ViewMoments:
 
     def pairs_matmat(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:
         """``E[x_a x_b^T] @ Q`` for a (d_b, r) matrix, as ``X_a^T (X_b Q) / N``."""
+        Q = np.asarray(Q, dtype=np.float64)
+        if self._dask:
+            from specinit.engine.dask_passes import gram_partial, reduce_blocks
+
+            return reduce_blocks([self.views[a], self.views[b]], gram_partial, Q) / self.n_observations
+        if self._device is not None:
+            return self._device.gram(a, b, Q) / self.n_observations
         return np.asarray(self.views[a].T @ np.asarray(self.views[b] @ Q)) / self.n_observations
 
     def projected_triples(self, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
         """``E[(Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)]`` as a (ka, kb, kc) array, in bounded blocks."""
+        Ua, Ub, Uc = (np.asarray(U, dtype=np.float64) for U in (Ua, Ub, Uc))
+        if self._dask:
+            from specinit.engine.dask_passes import reduce_blocks, triples_partial
+
+            views = [self.views[v] for v in (a, b, c)]
+            return reduce_blocks(views, triples_partial, Ua, Ub, Uc) / self.n_observations
+        if self._device is not None:
+            return self._device.triples(a, b, c, Ua, Ub, Uc) / self.n_observations
         Za, Zb, Zc = (np.asarray(self.views[v] @ U) for v, U in ((a, Ua), (b, Ub), (c, Uc)))
         out = np.zeros((Za.shape[1] * Zb.shape[1], Zc.shape[1]))
         step = max(1, _BLOCK_BYTES // (8 * Za.shape[1] * Zb.shape[1]))

@@ -1,0 +1,302 @@
+"""Out-of-core corpora: files on disk read as a Dask array of row blocks.
+
+Each reader returns a ``dask.array.Array`` of scipy.sparse CSR row blocks
+(documents x vocabulary, float64) whose blocks are read by the task that
+needs them, so a corpus larger than memory streams through the moment passes
+(:class:`specinit.engine.moments.CountMoments`, ``lda.spectral``,
+``single_topic.spectral``) one block per worker thread at a time. The client
+only scans the text formats once for the byte offsets of block boundaries
+(memory: one integer per block). Dask is imported lazily (``pip install
+"specinit[dask]"``).
+
+* :func:`read_npz_shards`: a folder of ``.npz`` CSR shards (scipy.sparse.save_npz),
+  written e.g. by :func:`save_npz_shards`;
+* :func:`read_uci_blocks`: a UCI bag-of-words ``docword`` file (sorted by docID);
+* :func:`read_ldac_blocks`: an LDA-C file (one document per line).
+
+References
+----------
+.. [1] Ruffini, Casanellas, Gavalda. "A new method of moments for latent
+   variable models", Thm 1: the moments are sums over documents, so row blocks
+   can be reduced separately.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from specinit._validation import bad_argument, check_count_matrix, check_int
+from specinit.corpus._files import check_path, file_error, open_text
+
+__all__ = ["read_ldac_blocks", "read_npz_shards", "read_uci_blocks", "save_npz_shards"]
+
+
+def save_npz_shards(counts, folder, rows_per_shard: int = 100_000) -> list:
+    """Write an (N, V) count matrix as CSR ``.npz`` shards of at most ``rows_per_shard`` rows.
+
+    Parameters
+    ----------
+    counts : array-like or scipy.sparse matrix, shape (N, V)
+        Non-negative integer counts.
+    folder : str or os.PathLike
+        Created if missing; shards are named ``shard_00000.npz``, ... in row order.
+    rows_per_shard : int
+        Rows per shard.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The shard files written.
+
+    Raises
+    ------
+    ValueError
+        Bad counts or ``rows_per_shard < 1``.
+    """
+    func = "save_npz_shards"
+    matrix = check_count_matrix(counts, "counts", func)
+    rows_per_shard = check_int(rows_per_shard, "rows_per_shard", func, minimum=1)
+    folder = check_path(folder, "folder", func)
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for i, start in enumerate(range(0, matrix.shape[0], rows_per_shard)):
+        path = folder / f"shard_{i:05d}.npz"
+        sp.save_npz(path, matrix[start : start + rows_per_shard], compressed=False)
+        paths.append(path)
+    return paths
+
+
+def _npz_shape(path: Path) -> tuple[int, int]:
+    with np.load(path) as archive:  # reads only the small "shape" member
+        if "shape" not in archive or "format" not in archive:
+            raise ValueError(f"{path}: not a scipy.sparse .npz file (no 'shape'/'format' members).")
+        return tuple(int(s) for s in archive["shape"])
+
+
+def _load_npz(path: str) -> sp.csr_matrix:
+    return sp.csr_matrix(sp.load_npz(path), dtype=np.float64)
+
+
+def _from_blocks(tasks, shapes, n_cols: int):
+    import dask
+    import dask.array as da
+
+    meta = sp.csr_matrix((0, n_cols))
+    parts = [da.from_delayed(dask.delayed(fn)(*args), shape=(rows, n_cols), dtype=np.float64, meta=meta)
+             for (fn, args), rows in zip(tasks, shapes)]
+    return parts[0] if len(parts) == 1 else da.concatenate(parts, axis=0)
+
+
+def read_npz_shards(folder, pattern: str = "*.npz"):
+    """A folder of scipy.sparse ``.npz`` shards as one Dask array of row blocks (one block per shard).
+
+    Parameters
+    ----------
+    folder : str or os.PathLike
+        Shards are taken in sorted file-name order (row order).
+    pattern : str
+        Glob pattern of the shard files.
+
+    Returns
+    -------
+    dask.array.Array
+        (N, V) float64, chunks = shards (scipy.sparse CSR); nothing is read
+        but each shard's shape.
+
+    Raises
+    ------
+    ValueError
+        No shard, or shards with different numbers of columns.
+    """
+    func = "read_npz_shards"
+    folder = check_path(folder, "folder", func)
+    paths = sorted(folder.glob(pattern))
+    if not paths:
+        raise bad_argument("folder", func, f"a folder holding {pattern!r} shards", str(folder))
+    shapes = [_npz_shape(p) for p in paths]
+    widths = {s[1] for s in shapes}
+    if len(widths) != 1:
+        raise bad_argument("folder", func, "shards with the same number of columns", sorted(widths))
+    return _from_blocks([(_load_npz, (str(p),)) for p in paths], [s[0] for s in shapes], widths.pop())
+
+
+# ----------------------------------------------------------------------------- UCI docword
+
+
+def _uci_offsets(path: Path, rows_per_block: int) -> tuple[int, int, list]:
+    """Header (D, W) and the byte offsets where each block of documents starts (one scan)."""
+    with open(path, "rb") as handle:
+        header = [handle.readline() for _ in range(3)]
+        try:
+            n_docs, n_words = int(header[0]), int(header[1])
+        except ValueError:
+            raise file_error(path, 1, "expected the UCI header integers D, W, NNZ on the first three lines.") from None
+        offsets = [(0, handle.tell())]  # (first doc index of the block, byte offset)
+        next_start = rows_per_block
+        line_number = 3
+        while True:
+            position = handle.tell()
+            line = handle.readline()
+            if not line:
+                break
+            line_number += 1
+            fields = line.split()
+            if not fields:
+                continue
+            try:
+                doc = int(fields[0]) - 1
+            except ValueError:
+                raise file_error(path, line_number, f"expected 'docID wordID count', found {line.strip()!r}.") from None
+            while doc >= next_start:
+                offsets.append((next_start, position))
+                next_start += rows_per_block
+    return n_docs, n_words, offsets
+
+
+def _read_uci_block(path: str, start_doc: int, stop_doc: int, offset: int, n_words: int) -> sp.csr_matrix:
+    rows, cols, vals = [], [], []
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        for line in handle:
+            fields = line.split()
+            if not fields:
+                continue
+            doc, word, count = (int(f) for f in fields)
+            if doc - 1 >= stop_doc:
+                break
+            if doc - 1 < start_doc:
+                raise ValueError(f"{path}: docIDs are not sorted (docID {doc} after block start {start_doc + 1}); "
+                                 "sort the file by docID or use load_uci_bow.")
+            if not 1 <= word <= n_words or count < 0:
+                raise ValueError(f"{path}: entry '{line.decode().strip()}' out of range (W = {n_words}).")
+            rows.append(doc - 1 - start_doc)
+            cols.append(word - 1)
+            vals.append(count)
+    matrix = sp.coo_matrix((np.asarray(vals, dtype=np.float64), (np.asarray(rows, dtype=np.int64),
+                           np.asarray(cols, dtype=np.int64))), shape=(stop_doc - start_doc, n_words)).tocsr()
+    matrix.sum_duplicates()
+    return matrix
+
+
+def read_uci_blocks(docword_path, rows_per_block: int = 100_000):
+    """A UCI bag-of-words ``docword`` file as a Dask array of row blocks, read block by block.
+
+    Parameters
+    ----------
+    docword_path : str or os.PathLike
+        ``docword.*.txt`` (uncompressed: blocks seek to byte offsets), three
+        header lines ``D``, ``W``, ``NNZ`` then ``docID wordID count`` lines
+        with 1-based ids, sorted by docID (as the UCI files are).
+    rows_per_block : int
+        Documents per block.
+
+    Returns
+    -------
+    dask.array.Array
+        (D, W) float64 with scipy.sparse CSR blocks. The client scans the file
+        once for block offsets; each block is parsed by its task.
+
+    Raises
+    ------
+    ValueError
+        A malformed header or line, a gzip file, ``rows_per_block < 1``.
+    """
+    func = "read_uci_blocks"
+    path = check_path(docword_path, "docword_path", func)
+    rows_per_block = check_int(rows_per_block, "rows_per_block", func, minimum=1)
+    if path.suffix == ".gz":
+        raise bad_argument("docword_path", func, "an uncompressed file (blocks are read from byte offsets)", str(path))
+    n_docs, n_words, offsets = _uci_offsets(path, rows_per_block)
+    starts = list(range(0, n_docs, rows_per_block))
+    by_start = dict(offsets)
+    tasks, shapes, last = [], [], path.stat().st_size
+    for start in reversed(starts):  # a block with no entries starts where the next one does
+        last = by_start.get(start, last)
+        stop = min(start + rows_per_block, n_docs)
+        tasks.append((_read_uci_block, (str(path), start, stop, last, n_words)))
+        shapes.append(stop - start)
+    return _from_blocks(tasks[::-1], shapes[::-1], n_words)
+
+
+# ----------------------------------------------------------------------------- LDA-C
+
+
+def _ldac_offsets(path: Path, rows_per_block: int) -> list:
+    offsets, n = [], 0
+    with open(path, "rb") as handle:
+        while True:
+            position = handle.tell()
+            line = handle.readline()
+            if not line:
+                break
+            if not line.strip():
+                continue
+            if n % rows_per_block == 0:
+                offsets.append([position, 0])
+            offsets[-1][1] += 1
+            n += 1
+    return offsets
+
+
+def _read_ldac_block(path: str, offset: int, n_rows: int, n_cols: int) -> sp.csr_matrix:
+    indptr, cols, vals = [0], [], []
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        while len(indptr) <= n_rows:
+            line = handle.readline().decode()
+            if not line.strip():
+                continue
+            fields = line.split()
+            for field in fields[1:]:
+                term, count = field.split(":")
+                cols.append(int(term))
+                vals.append(float(count))
+            if int(fields[0]) != len(fields) - 1:
+                raise ValueError(f"{path}: M={fields[0]} but the line has {len(fields) - 1} term:count pairs.")
+            indptr.append(len(cols))
+    cols = np.asarray(cols, dtype=np.int64)
+    if cols.size and (cols.min() < 0 or cols.max() >= n_cols):
+        raise ValueError(f"{path}: term id {cols.max() if cols.max() >= n_cols else cols.min()} outside 0..{n_cols - 1}.")
+    matrix = sp.csr_matrix((np.asarray(vals), cols, np.asarray(indptr)), shape=(n_rows, n_cols))
+    matrix.sum_duplicates()
+    return matrix
+
+
+def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000):
+    """An LDA-C file as a Dask array of row blocks, read block by block.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Uncompressed LDA-C file: one document per non-blank line
+        ``M term:count ...`` with 0-based term ids.
+    vocab_size : int
+        V (the format does not store it).
+    rows_per_block : int
+        Documents per block.
+
+    Returns
+    -------
+    dask.array.Array
+        (N, V) float64 with scipy.sparse CSR blocks.
+
+    Raises
+    ------
+    ValueError
+        A gzip file, an empty file, bad ``vocab_size`` / ``rows_per_block``;
+        malformed lines are reported by the task that reads them.
+    """
+    func = "read_ldac_blocks"
+    path = check_path(path, "path", func)
+    vocab_size = check_int(vocab_size, "vocab_size", func, minimum=1)
+    rows_per_block = check_int(rows_per_block, "rows_per_block", func, minimum=1)
+    if path.suffix == ".gz":
+        raise bad_argument("path", func, "an uncompressed file (blocks are read from byte offsets)", str(path))
+    offsets = _ldac_offsets(path, rows_per_block)
+    if not offsets:
+        raise bad_argument("path", func, "a file with at least one document", str(path))
+    tasks = [(_read_ldac_block, (str(path), offset, rows, vocab_size)) for offset, rows in offsets]
+    return _from_blocks(tasks, [rows for _, rows in offsets], vocab_size)

@@ -1,0 +1,159 @@
+"""The JAX pass backend equals the NumPy path to float64 round-off, compiles once per bucket, and fails clearly."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from specinit.engine import jax_passes
+from specinit.engine.moments import CountMoments, resolve_backend
+from specinit.engine.views import ViewMoments, fit_multiview
+from specinit.models import lda, single_topic
+from tests.conftest import random_instance, sample_lda
+
+# Both backends accumulate the same float64 sums in different orders: the results agree to a few
+# ulps of the largest entry (observed <= 2e-15); 1e-10 leaves room for other BLAS builds.
+RTOL = 1e-10
+
+
+def _rel(a, b):
+    return float(np.abs(np.asarray(a) - np.asarray(b)).max() / np.abs(np.asarray(a)).max())
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    beta, weights = random_instance(4, 60, seed=3)
+    X, _ = sample_lda(beta, 0.5 * weights * 4, N=700, length=25, seed=4)
+    X[5] = 0  # documents with < 3 tokens are dropped by both backends
+    X[6] = 0
+    X[6, :2] = [1, 1]
+    return sp.csr_matrix(X)
+
+
+@pytest.mark.parametrize("alpha0", [None, 0.7])
+@pytest.mark.parametrize("weighting", ["pooled", "per-document"])
+def test_count_moments_equal_numpy(corpus, alpha0, weighting):
+    rng = np.random.default_rng(0)
+    ref = CountMoments(corpus, alpha0=alpha0, weighting=weighting, backend="numpy")
+    dev = CountMoments(corpus, alpha0=alpha0, weighting=weighting, backend="jax")
+    assert dev.backend == "jax" and dev.n_dropped == ref.n_dropped == 2
+    assert _rel(ref.m1, dev.m1) < RTOL
+    Q = rng.standard_normal((corpus.shape[1], 9))
+    assert _rel(ref.m2_matmat(Q), dev.m2_matmat(Q)) < RTOL
+    W = rng.standard_normal((corpus.shape[1], 5))
+    assert _rel(ref.whitened_m3(W), dev.whitened_m3(W)) < RTOL
+
+
+def test_no_recompile_for_new_data_in_the_same_bucket():
+    beta, weights = random_instance(3, 50, seed=0)
+    X1, _ = sample_lda(beta, weights * 3, N=1100, length=30, seed=1)
+    X2, _ = sample_lda(beta, weights * 3, N=1500, length=30, seed=2)
+    X1, X2 = sp.csr_matrix(X1), sp.csr_matrix(X2)
+    # Precondition of the check: both corpora fall in the same (rows, nnz) buckets (one block each).
+    assert jax_passes.bucket(X1.nnz, 1024) == jax_passes.bucket(X2.nnz, 1024) and X2.nnz < jax_passes.DEFAULT_MAX_NNZ
+    assert jax_passes.bucket(1100, 256) == jax_passes.bucket(1500, 256)
+    Q, W = np.ones((50, 7)), np.ones((50, 3))
+    first = CountMoments(X1, backend="jax")
+    first.m2_matmat(Q), first.whitened_m3(W)
+    before = dict(jax_passes.TRACE_COUNTS)
+    second = CountMoments(X2, backend="jax")
+    second.m2_matmat(Q), second.whitened_m3(W)
+    assert dict(jax_passes.TRACE_COUNTS) == before
+    assert before["m2_pass"] >= 1 and before["whitened_pass"] >= 1
+
+
+def test_blocks_are_bounded_and_padded():
+    X = sp.random(300, 40, density=0.3, random_state=0, format="csr")
+    X.data = np.ceil(X.data * 5)
+    dev = jax_passes.DeviceCounts(40, max_nnz=1000, max_rows=64)
+    dev.add(X, *(np.ones(300),) * 3)
+    assert sum(b.n_real for b in dev.blocks) == 300 and sum(b.nnz for b in dev.blocks) == X.nnz
+    assert all(b.nnz <= 1000 and b.n_real <= 64 for b in dev.blocks)
+    assert {int(b.vals.shape[0]) for b in dev.blocks} == {1024} and {b.n_rows for b in dev.blocks} == {256}
+
+
+def test_lda_and_single_topic_spectral_backend_jax(corpus):
+    a = lda.spectral(corpus, 4, alpha0=2.0, seed=1, doc_topics=False, backend="numpy")
+    b = lda.spectral(corpus, 4, alpha0=2.0, seed=1, doc_topics=False, backend="jax")
+    # Same moments to ~1e-15 and the same seed: the decompositions follow the same path.
+    assert _rel(a.params["beta"], b.params["beta"]) < 1e-8 and _rel(a.params["alpha"], b.params["alpha"]) < 1e-8
+    c = single_topic.spectral(corpus, 4, seed=1, backend="numpy")
+    d = single_topic.spectral(corpus, 4, seed=1, backend="jax")
+    assert _rel(c.params["beta"], d.params["beta"]) < 1e-8
+
+
+def test_outputs_are_float64_and_global_x64_untouched(corpus):
+    assert not jax.config.jax_enable_x64
+    dev = CountMoments(corpus, backend="jax")
+    out = dev.m2_matmat(np.ones((corpus.shape[1], 2)))
+    assert out.dtype == np.float64 and not jax.config.jax_enable_x64
+    assert jnp.ones(1).dtype == jnp.float32
+
+
+def test_integer_jax_counts_are_exact_and_overflow_is_refused():
+    rng = np.random.default_rng(0)
+    # Documents of 2,000 tokens: n (n-1) (n-2) ~ 8e9 overflows int32, the float64 moments do not.
+    X = rng.multinomial(2000, np.full(20, 1 / 20), size=30)
+    ref = CountMoments(X.astype(np.int64))
+    dev = CountMoments(jnp.asarray(X, dtype=jnp.int32), backend="jax")
+    assert dev.stats.norm3 == ref.stats.norm3 > 2**31
+    W = rng.standard_normal((20, 3))
+    assert _rel(ref.whitened_m3(W), dev.whitened_m3(W)) < RTOL
+    wrapped = jnp.asarray(X, dtype=jnp.int16).at[0, 0].set(-3)
+    with pytest.raises(ValueError, match="overflow"):
+        CountMoments(wrapped)
+    saturated = jnp.asarray(X, dtype=jnp.int8).at[0, 0].set(127)
+    with pytest.raises(ValueError, match="overflowed"):
+        CountMoments(saturated)
+
+
+def test_out_of_memory_block_is_halved_then_refused(corpus, monkeypatch):
+    ref = CountMoments(corpus, backend="numpy")
+    dev = CountMoments(corpus, backend="jax")
+    original = jax_passes._m2_pass
+    calls = {"refused": 0}
+
+    def small_device(rows, cols, vals, a, Q, n_rows, n_cols):
+        if int(np.count_nonzero(np.asarray(vals))) > 2000:  # this "device" holds 2,000 non-zeros at most
+            calls["refused"] += 1
+            raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate")
+        return original(rows, cols, vals, a, Q, n_rows=n_rows, n_cols=n_cols)
+
+    monkeypatch.setattr(jax_passes, "_m2_pass", small_device)
+    Q = np.random.default_rng(1).standard_normal((corpus.shape[1], 4))
+    n_blocks = len(dev._device.blocks)
+    assert _rel(ref.m2_matmat(Q), dev.m2_matmat(Q)) < RTOL
+    assert calls["refused"] >= 1 and len(dev._device.blocks) > n_blocks
+
+    def no_device(*args, **kwargs):
+        raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory")
+
+    monkeypatch.setattr(jax_passes, "_m2_pass", no_device)
+    with pytest.raises(MemoryError, match="distinct words"):
+        dev.m2_matmat(Q)
+
+
+def test_views_equal_numpy_dense_and_sparse():
+    rng = np.random.default_rng(0)
+    N = 900
+    h = rng.choice(3, size=N, p=[0.2, 0.3, 0.5])  # a 3-class multi-view mixture: 2 Gaussian views, 1 categorical
+    symbols = np.array([rng.choice(25, p=p) for p in rng.dirichlet(np.full(25, 0.3), size=3)[h]])
+    views = [rng.normal(3 * rng.standard_normal((3, 6))[h]), sp.csr_matrix((np.ones(N), (np.arange(N), symbols)),
+             shape=(N, 25)), rng.normal(3 * rng.standard_normal((3, 8))[h])]
+    ref, dev = ViewMoments(views, backend="numpy"), ViewMoments(views, backend="jax")
+    for a, b in [(0, 1), (1, 2), (2, 0), (1, 1)]:
+        Q = rng.standard_normal((views[b].shape[1], 4))
+        assert _rel(ref.pairs_matmat(a, b, Q), dev.pairs_matmat(a, b, Q)) < RTOL
+    U = [rng.standard_normal((v.shape[1], 3)) for v in views]
+    assert _rel(ref.projected_triples(0, 1, 2, *U), dev.projected_triples(0, 1, 2, *U)) < RTOL
+    fa, fb = fit_multiview(ref, 3, seed=0), fit_multiview(dev, 3, seed=0)
+    assert _rel(fa.weights, fb.weights) < 1e-8
+
+
+def test_backend_choice():
+    assert resolve_backend(None, "f") == ("jax" if jax_passes.accelerator_present() else "numpy")
+    with pytest.raises(ValueError, match="'backend' argument of CountMoments"):
+        CountMoments(np.ones((3, 4)) * 2, backend="cuda")
