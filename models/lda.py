@@ -179,6 +179,7 @@ def spectral(
     doc_topics: bool = True,
     floor: float = 1e-3,
     decompose_options: dict | None = None,
+    backend: str | None = None,
 ) -> SpectralEstimate:
     """Method-of-moments estimate of LDA.
 
@@ -204,6 +205,10 @@ def spectral(
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition (e.g.
         ``{"n_restarts": 20}`` for ``method="tpm"``); unknown keys raise.
+    backend : {"numpy", "jax"} or None
+        Where the moment passes run (:class:`specinit.engine.moments.CountMoments`);
+        ``None``: JAX when an accelerator is present. ``counts`` may also be a
+        ``dask.array`` of row blocks (passes run on the Dask workers).
 
     Returns
     -------
@@ -219,7 +224,8 @@ def spectral(
         Bad counts, ``k`` out of range, ``alpha0 <= 0``, or an indefinite
         second moment (with the likely cause).
     """
-    moments = CountMoments(counts, alpha0=check_positive(alpha0, "alpha0", "lda.spectral"), weighting=weighting)
+    moments = CountMoments(counts, alpha0=check_positive(alpha0, "alpha0", "lda.spectral"), weighting=weighting,
+                           backend=backend)
     estimate = spectral_from_moments(moments, k, alpha0, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
                                      decompose_options=decompose_options)
     if doc_topics:

@@ -145,7 +145,8 @@ def spectral_from_moments(moments, k: int, *, method: str = "tpm", seed=0, vocab
 
 
 def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", seed=0, vocabulary=None,
-             floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
+             floor: float = 1e-3, decompose_options: dict | None = None,
+             backend: str | None = None) -> SpectralEstimate:
     """Method-of-moments estimate of the single-topic model.
 
     Parameters
@@ -168,6 +169,10 @@ def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", 
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition (e.g.
         ``{"n_restarts": 20}`` for ``method="tpm"``); unknown keys raise.
+    backend : {"numpy", "jax"} or None
+        Where the moment passes run (:class:`specinit.engine.moments.CountMoments`);
+        ``None``: JAX when an accelerator is present. ``counts`` may also be a
+        ``dask.array`` of row blocks (passes run on the Dask workers).
 
     Returns
     -------
@@ -185,7 +190,7 @@ def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", 
     specinit.engine.whitening.IndefiniteMomentError
         If the second moment is not positive definite on its top k eigenvectors.
     """
-    moments = CountMoments(counts, alpha0=None, weighting=weighting)
+    moments = CountMoments(counts, alpha0=None, weighting=weighting, backend=backend)
     return spectral_from_moments(moments, k, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
                                  decompose_options=decompose_options)
 
