@@ -70,6 +70,12 @@ CASES = {
         {"k": _K, "views": [np.zeros(4, dtype=np.int64), np.zeros((4, 5)), np.zeros(4, dtype=np.int64)],
          "kinds": ["categorical", "gaussian", "categorical"], "dims": [8, 5, 8]},
     ),
+    "factors": (
+        {"loadings": _LOC, "shape": np.array([1.0, 4.0, 9.0]), "noise": np.array(0.5), "loc": _LOC[0]},
+        lambda m: m.population_moments(_LOC, cumulant="skew", shape=np.array([1.0, 4.0, 9.0]), noise=0.5, loc=_LOC[0]),
+        {},
+        {"k": _K, "x": np.zeros((4, 5))},
+    ),
 }
 
 

@@ -1,0 +1,709 @@
+"""Independent-factor models (skewed or kurtotic factors): NumPyro program and moment maps.
+
+Observations ``x = loc + O h + eps`` with ``k`` independent, non-Gaussian,
+zero-mean, UNIT-VARIANCE factors ``h`` and isotropic Gaussian noise
+``eps ~ Normal(0, noise^2 I_d)``. The columns of ``O`` (d, k) are the rows of
+the site ``loadings`` (k, d). Fixing the factors' variance to one is the
+scale convention: ``Cov(x) = O O^T + noise^2 I``.
+
+Two factor families, chosen by ``cumulant``:
+
+* ``"skew"``: ``h_i = g_i - sqrt(a_i)`` with ``g_i ~ Gamma(a_i, sqrt(a_i))``
+  (site ``shape`` = ``a``); skewness ``gamma_i = 2 / sqrt(a_i)``.
+* ``"kurtosis"``: ``h_i`` exponential-power (generalized normal) with shape
+  ``beta_i`` (site ``power``) and unit variance: density proportional to
+  ``exp(-(|h| / s)^beta)``, ``s = sqrt(Gamma(1/beta) / Gamma(3/beta))``;
+  ``beta = 1`` Laplace, ``beta = 2`` Gaussian, ``beta -> inf`` uniform. Its
+  excess kurtosis ``Gamma(5/beta) Gamma(1/beta) / Gamma(3/beta)^2 - 3`` covers
+  super-Gaussian (``beta < 2``) and sub-Gaussian (``beta > 2``, down to -1.2)
+  factors.
+
+Moments ([1]_ Sec. 3.1, Lemmas 1-2; [2]_ Algs. 1-2). Gaussian noise leaves
+the third and fourth cumulants unchanged:
+
+.. math::
+
+    \\kappa_3(x) = \\sum_i \\gamma_i\\, o_i^{\\otimes 3}, \\qquad
+    \\kappa_4(x) = \\sum_i \\kappa_i\\, o_i^{\\otimes 4},
+
+with ``gamma_i``, ``kappa_i`` the skewness and excess kurtosis of factor
+``i``. The covariance is corrected for the noise: with ``d > k`` the noise
+variance is the mean of the ``d - k`` smallest eigenvalues of ``Cov(x)``
+(assumption: ISOTROPIC noise; with ``d == k`` or ``noise="none"`` the data
+are taken as noise-free). ``M2 = Cov(x) - noise^2 I = O O^T`` is whitened,
+``W^T M2 W = I_k``, so ``v_i = W^T o_i`` are orthonormal and the whitened
+cumulants ``sum_i gamma_i v_i^(x)3`` or ``sum_i kappa_i v_i^(x)4`` are
+computed from the whitened data ``y = W^T (x - mean)`` (k x k x k or
+k x k x k x k; no d^3 or d^4 array is ever formed) and decomposed by the
+tensor power method (order 3: :mod:`specinit.engine.decompose`; order 4:
+:mod:`specinit.engine.decompose4`). Then ``o_i = (W^T)^+ v_i`` and the
+eigenvalue is ``gamma_i`` or ``kappa_i``.
+
+Sign convention: for skewed factors the sign of ``o_i`` is the one that
+makes the factor's skewness positive (identifiable); for kurtotic factors
+(symmetric, sign not identifiable) the entry of largest magnitude of each
+row of ``loadings`` is made positive. The order of the factors is by
+decreasing ``|eigenvalue|``.
+
+NumPyro: the factors are continuous latents per observation, kept as the
+site ``factors`` (N, k) in the plate ``data`` (their marginal is not
+available in closed form for Gamma or exponential-power factors). For the
+skewed model the site holds ``g = h + sqrt(shape) > 0``. :func:`spectral`
+also returns initial ``factors`` (``scores=True``: the linear posterior
+mean ``E[h | x]`` under the estimate, moved inside the support), so that
+every latent site of the model has a warm value for NUTS/SVI.
+
+References
+----------
+.. [1] Anandkumar, Foster, Hsu, Kakade, Liu, "A Spectral Algorithm for Latent
+   Dirichlet Allocation", Sec. 3.1 (independent factors), Lemmas 1-2, Alg. 1.
+.. [2] Anandkumar, Foster, Hsu, Kakade, Liu, "Two SVDs Suffice: Spectral
+   decompositions for probabilistic topic modeling and latent Dirichlet
+   allocation" (Excess Correlation Analysis), Algs. 1-2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from numpyro.distributions import constraints
+from scipy.optimize import brentq
+from scipy.special import gammaln
+
+from specinit._validation import as_generator, bad_argument, check_choice, check_int, check_positive, warn
+from specinit.engine.cumulants import whitened_fourth_cumulant, whitened_third_cumulant
+from specinit.engine.decompose import METHODS, check_options, decompose
+from specinit.engine.decompose4 import METHODS4, check_options4, decompose4
+from specinit.engine.whitening import IndefiniteMomentError
+from specinit.estimate import ModelFacts, SpectralEstimate
+
+__all__ = [
+    "FACTS",
+    "FACTS_KURTOSIS",
+    "FactorMoments",
+    "amari_index",
+    "excess_kurtosis_of_power",
+    "factor_scores",
+    "model",
+    "population_moments",
+    "power_of_excess_kurtosis",
+    "spectral",
+    "spectral_from_moments",
+]
+
+CUMULANTS = ("skew", "kurtosis")
+
+_DIMS = {"loc": ("dim",), "loadings": ("factor", "dim"), "factors": ("data", "factor"), "x": ("data", "dim")}
+_EVENT = {"loc": ("dim",), "loadings": ("factor", "dim"), "factors": ("factor",), "x": ("dim",)}
+
+#: Facts of the skewed-factor model (sites ``loc``, ``loadings``, ``shape``, ``noise``, ``factors``).
+FACTS = ModelFacts(
+    component_axes={"loadings": 0, "shape": 0, "factors": 1},
+    match_site="loadings",
+    dims={**_DIMS, "shape": ("factor",)},
+    event_dims={**_EVENT, "shape": ("factor",)},
+)
+#: Facts of the kurtotic-factor model (``power`` in place of ``shape``).
+FACTS_KURTOSIS = ModelFacts(
+    component_axes={"loadings": 0, "power": 0, "factors": 1},
+    match_site="loadings",
+    dims={**_DIMS, "power": ("factor",)},
+    event_dims={**_EVENT, "power": ("factor",)},
+)
+_FACTS = {"skew": FACTS, "kurtosis": FACTS_KURTOSIS}
+
+_SHAPE_RANGE = (1e-2, 1e6)       # Gamma shape: skewness between 2e-3 and 20
+_POWER_RANGE = (0.1, 100.0)      # exponential-power shape: excess kurtosis from ~-1.19 to ~4e4
+
+
+# --- the exponential-power family ---------------------------------------------------------------------------------
+
+def excess_kurtosis_of_power(power):
+    """Excess kurtosis of the exponential-power (generalized normal) distribution with shape ``power``.
+
+    Parameters
+    ----------
+    power : float or array
+        Shape ``beta > 0`` (1: Laplace, 2: Gaussian, large: nearly uniform).
+
+    Returns
+    -------
+    ndarray
+        ``Gamma(5/beta) Gamma(1/beta) / Gamma(3/beta)^2 - 3`` (decreasing in
+        ``beta``, from infinity to -1.2).
+    """
+    b = np.asarray(power, dtype=np.float64)
+    return np.exp(gammaln(5 / b) + gammaln(1 / b) - 2 * gammaln(3 / b)) - 3.0
+
+
+def power_of_excess_kurtosis(kurtosis):
+    """Inverse of :func:`excess_kurtosis_of_power`, clipped to the shapes ``[0.1, 100]``.
+
+    Parameters
+    ----------
+    kurtosis : float or array
+        Excess kurtosis; values at or below the family's lower limit (-1.2,
+        the uniform distribution) map to the largest shape 100.
+
+    Returns
+    -------
+    ndarray
+        The shape ``beta`` with that excess kurtosis (root of a monotone
+        function, found to 1e-14 relative accuracy in ``log beta``).
+    """
+    values = np.atleast_1d(np.asarray(kurtosis, dtype=np.float64))
+    lo, hi = np.log(_POWER_RANGE[0]), np.log(_POWER_RANGE[1])
+    k_lo, k_hi = excess_kurtosis_of_power(_POWER_RANGE[0]), excess_kurtosis_of_power(_POWER_RANGE[1])
+    out = np.empty_like(values)
+    for i, kappa in enumerate(values):
+        if kappa >= k_lo:
+            out[i] = _POWER_RANGE[0]
+        elif kappa <= k_hi:
+            out[i] = _POWER_RANGE[1]
+        else:
+            out[i] = np.exp(brentq(lambda t: excess_kurtosis_of_power(np.exp(t)) - kappa, lo, hi, xtol=1e-14, rtol=1e-14))
+    return out.reshape(np.shape(kurtosis))
+
+
+class _UnitExponentialPower(dist.Distribution):
+    """Zero-mean, unit-variance exponential-power distribution with shape ``power``."""
+
+    arg_constraints = {"power": constraints.positive}
+    support = constraints.real
+    reparametrized_params = ["power"]
+
+    def __init__(self, power, *, validate_args=None):
+        self.power = power
+        super().__init__(batch_shape=jnp.shape(power), validate_args=validate_args)
+
+    def _scale(self):
+        return jnp.exp(0.5 * (jax.scipy.special.gammaln(1 / self.power) - jax.scipy.special.gammaln(3 / self.power)))
+
+    def sample(self, key, sample_shape=()):
+        shape = sample_shape + self.batch_shape
+        k_gamma, k_sign = jax.random.split(key)
+        g = jax.random.gamma(k_gamma, jnp.broadcast_to(1 / self.power, shape))
+        sign = jax.random.rademacher(k_sign, shape, dtype=g.dtype)
+        return sign * self._scale() * g ** (1 / self.power)
+
+    def log_prob(self, value):
+        scale = self._scale()
+        return (jnp.log(self.power) - jnp.log(2.0) - jnp.log(scale) - jax.scipy.special.gammaln(1 / self.power)
+                - (jnp.abs(value) / scale) ** self.power)
+
+    @property
+    def mean(self):
+        return jnp.zeros(self.batch_shape)
+
+    @property
+    def variance(self):
+        return jnp.ones(self.batch_shape)
+
+
+# --- the NumPyro program --------------------------------------------------------------------------------------------
+
+def model(x=None, *, k: int, dim: int | None = None, n: int | None = None, cumulant: str = "skew",
+          prior_scale: float = 10.0):
+    """NumPyro independent-factor model ``x = loc + h @ loadings + noise``.
+
+    Parameters
+    ----------
+    x : array, shape (N, d), optional
+        Observations; ``None`` generates ``n`` observations of dimension ``dim``.
+    k : int
+        Number of factors.
+    dim, n : int, optional
+        Needed only when ``x`` is None.
+    cumulant : {"skew", "kurtosis"}
+        Skewed (centred Gamma) or kurtotic (exponential-power) factors.
+    prior_scale : float
+        Scale of the Normal priors of ``loc`` and ``loadings`` and of the
+        HalfNormal prior of ``noise`` (standardize the data, or set it).
+
+    Returns
+    -------
+    None
+        A NumPyro program; its sites are ``loc`` (d,) ~ Normal(0, prior_scale),
+        ``loadings`` (k, d) ~ Normal(0, prior_scale), ``shape`` (k,) ~
+        LogNormal(log 4, 1.5) (skew) or ``power`` (k,) ~ LogNormal(log 2, 1)
+        (kurtosis), ``noise`` () ~ HalfNormal(prior_scale), and in the plate
+        ``data`` the latent ``factors`` (N, k) and the observed ``x``.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``cumulant``, or ``x`` None without ``n`` and ``dim``.
+    """
+    func = "factors.model"
+    cumulant = check_choice(cumulant, "cumulant", func, CUMULANTS)
+    if x is None:
+        if n is None or dim is None:
+            raise bad_argument("n", func, "given (with dim) when x is None, to generate data", n)
+        n_obs, d = int(n), int(dim)
+    else:
+        n_obs, d = jnp.shape(x)
+    loc = numpyro.sample("loc", dist.Normal(0.0, prior_scale).expand([d]).to_event(1))
+    loadings = numpyro.sample("loadings", dist.Normal(0.0, prior_scale).expand([k, d]).to_event(2))
+    if cumulant == "skew":
+        shape = numpyro.sample("shape", dist.LogNormal(jnp.log(4.0), 1.5).expand([k]).to_event(1))
+        rate = jnp.sqrt(shape)
+        prior = dist.Gamma(shape, rate).to_event(1)
+    else:
+        power = numpyro.sample("power", dist.LogNormal(jnp.log(2.0), 1.0).expand([k]).to_event(1))
+        prior = _UnitExponentialPower(power).to_event(1)
+    noise = numpyro.sample("noise", dist.HalfNormal(prior_scale))
+    with numpyro.plate("data", n_obs):
+        factors = numpyro.sample("factors", prior)
+        h = factors - rate if cumulant == "skew" else factors
+        numpyro.sample("x", dist.Normal(loc + h @ loadings, noise).to_event(1), obs=x)
+
+
+# --- moments ---------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class FactorMoments:
+    """Exact moments of an independent-factor model, from its parameters.
+
+    Parameters
+    ----------
+    loadings : ndarray, shape (k, d)
+        Rows are the columns of the mixing matrix ``O``.
+    cumulants : ndarray, shape (k,)
+        Skewness (``cumulant="skew"``) or excess kurtosis of each unit-variance factor.
+    noise_variance : float
+        Variance of the isotropic Gaussian noise.
+    mean : ndarray, shape (d,)
+        ``E[x]``.
+    cumulant : {"skew", "kurtosis"}
+        Which cumulant tensor :meth:`whitened_cumulant` returns.
+
+    Attributes
+    ----------
+    n_samples : None
+        Population moments carry no sampling error.
+    """
+
+    loadings: np.ndarray
+    cumulants: np.ndarray
+    noise_variance: float
+    mean: np.ndarray
+    cumulant: str
+
+    n_samples = None
+
+    @property
+    def n_features(self) -> int:
+        """Observation dimension ``d``."""
+        return self.loadings.shape[1]
+
+    def covariance(self) -> np.ndarray:
+        """``Cov(x) = O O^T + noise^2 I`` (d, d)."""
+        return self.loadings.T @ self.loadings + self.noise_variance * np.eye(self.n_features)
+
+    def whitened_cumulant(self, W) -> np.ndarray:
+        """``sum_i c_i (W^T o_i)^(x)3`` (skew) or ``^(x)4`` (kurtosis)."""
+        V = self.loadings @ W
+        if self.cumulant == "skew":
+            return np.einsum("i,ia,ib,ic->abc", self.cumulants, V, V, V)
+        return np.einsum("i,ia,ib,ic,id->abcd", self.cumulants, V, V, V, V)
+
+
+class _DataMoments:
+    """Sample mean, covariance and whitened cumulants of (N, d) data."""
+
+    def __init__(self, x: np.ndarray, cumulant: str):
+        self.x = x
+        self.cumulant = cumulant
+        self.n_samples = x.shape[0]
+        self.mean = x.mean(axis=0)
+
+    @property
+    def n_features(self) -> int:
+        return self.x.shape[1]
+
+    def covariance(self) -> np.ndarray:
+        centred = self.x - self.mean
+        return centred.T @ centred / self.n_samples
+
+    def whitened_cumulant(self, W) -> np.ndarray:
+        y = (self.x - self.mean) @ W
+        return whitened_third_cumulant(y) if self.cumulant == "skew" else whitened_fourth_cumulant(y)
+
+
+def population_moments(loadings, *, cumulant: str = "skew", shape=None, power=None, noise=0.0, loc=None) -> FactorMoments:
+    """Exact moments of the independent-factor model from its parameters.
+
+    Parameters
+    ----------
+    loadings : array, shape (k, d)
+        Rows are the columns of ``O`` (linearly independent, so ``k <= d``).
+    cumulant : {"skew", "kurtosis"}
+        The model family.
+    shape : array, shape (k,), optional
+        Gamma shapes of skewed factors (required for ``"skew"``); skewness ``2/sqrt(shape)``.
+    power : array, shape (k,), optional
+        Exponential-power shapes of kurtotic factors (required for ``"kurtosis"``).
+    noise : float
+        Standard deviation of the isotropic Gaussian noise (>= 0).
+    loc : array, shape (d,), optional
+        ``E[x]`` (default zeros).
+
+    Returns
+    -------
+    FactorMoments
+        For :func:`spectral_from_moments` (exact recovery of every site).
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match, non-finite values, ``k > d``, non-positive
+        ``shape``/``power``, negative ``noise``.
+    """
+    func = "factors.population_moments"
+    cumulant = check_choice(cumulant, "cumulant", func, CUMULANTS)
+    loadings = np.asarray(loadings, dtype=np.float64)
+    if loadings.ndim != 2 or not np.all(np.isfinite(loadings)) or loadings.shape[0] > loadings.shape[1]:
+        raise bad_argument("loadings", func, "a finite (k, d) array with k <= d", loadings)
+    k, d = loadings.shape
+    name, value = ("shape", shape) if cumulant == "skew" else ("power", power)
+    value = np.asarray(value if value is not None else np.nan, dtype=np.float64)
+    if value.shape != (k,) or not np.all(np.isfinite(value)) or np.any(value <= 0):
+        raise bad_argument(name, func, f"a finite positive array of shape ({k},) for cumulant={cumulant!r}", value)
+    cumulants = 2.0 / np.sqrt(value) if cumulant == "skew" else excess_kurtosis_of_power(value)
+    if isinstance(noise, bool) or not np.isfinite(noise) or noise < 0:
+        raise bad_argument("noise", func, "a finite number >= 0", noise)
+    loc = np.zeros(d) if loc is None else np.asarray(loc, dtype=np.float64)
+    if loc.shape != (d,) or not np.all(np.isfinite(loc)):
+        raise bad_argument("loc", func, f"a finite array of shape ({d},)", loc)
+    return FactorMoments(loadings, cumulants, float(noise) ** 2, loc, cumulant)
+
+
+# --- estimation ------------------------------------------------------------------------------------------------------
+
+def _standard_error(cumulant: str, n_samples) -> float:
+    """Sampling sd of a Gaussian's skewness (sqrt(6/N)) or excess kurtosis (sqrt(24/N)); 0 for population moments."""
+    if n_samples is None:
+        return 0.0
+    return float(np.sqrt((6.0 if cumulant == "skew" else 24.0) / n_samples))
+
+
+def spectral_from_moments(moments, k: int, *, noise: str = "isotropic", method: str = "tpm", seed=0,
+                          decompose_options: dict | None = None, floor: float = 1e-3) -> SpectralEstimate:
+    """Loadings, factor shapes, noise and mean from the moments of an independent-factor model.
+
+    Parameters
+    ----------
+    moments : FactorMoments or the moments of data
+        Anything with ``cumulant``, ``n_features``, ``mean``, ``n_samples``,
+        ``covariance()`` and ``whitened_cumulant(W)`` (:func:`population_moments`,
+        or the data moments built by :func:`spectral`).
+    k : int
+        Number of factors, ``1 <= k <= d``.
+    noise : {"isotropic", "none"}
+        ``"isotropic"``: the noise variance is the mean of the ``d - k``
+        smallest covariance eigenvalues (0 when ``d == k``); ``"none"``:
+        noise-free data.
+    method : str
+        Decomposition: ``"tpm"``, ``"svtd"``, ``"eca"``, ``"als"`` for skewed
+        factors (order 3), ``"tpm"`` or ``"eca"`` for kurtotic ones (order 4).
+    seed : int or numpy.random.Generator
+        Randomness of the decomposition.
+    decompose_options : dict, optional
+        Keyword arguments of the decomposition; unknown keys raise.
+    floor : float
+        The NumPyro site ``noise`` is at least ``floor`` times the root mean
+        covariance eigenvalue (so that the likelihood is proper when the data
+        are noise-free).
+
+    Returns
+    -------
+    SpectralEstimate
+        ``"factors"`` with ``loc`` (d,), ``loadings`` (k, d), ``shape`` (k,)
+        (skew) or ``power`` (k,) (kurtosis), ``noise`` (); ``diagnostics``
+        hold ``skewness`` or ``excess_kurtosis`` (k,), ``noise_variance``,
+        ``covariance_eigenvalues``, ``gaussian_like`` (factors whose cumulant
+        is below ``2 sqrt(k) se``, ``se = sqrt(6/N)`` for skewness or
+        ``sqrt(24/N)`` for excess kurtosis: indistinguishable from a Gaussian's), the whitening and
+        decomposition diagnostics.
+
+    Raises
+    ------
+    ValueError
+        ``k > d``; a factor with zero cumulant in population moments
+        (Gaussian factors are not identifiable).
+    specinit.engine.whitening.IndefiniteMomentError
+        If the noise-corrected covariance has fewer than ``k`` eigenvalues
+        above the noise level.
+
+    Warns
+    -----
+    RuntimeWarning
+        If factors of data moments have a cumulant indistinguishable from a
+        Gaussian's (their loadings are then not identifiable).
+
+    References
+    ----------
+    .. [1] Anandkumar et al., "A Spectral Algorithm for LDA", Sec. 3.1, Lemmas 1-2, Alg. 1.
+    .. [2] Anandkumar et al., "Two SVDs Suffice", Algs. 1-2.
+    """
+    func = "factors.spectral"
+    cumulant = check_choice(moments.cumulant, "moments.cumulant", func, CUMULANTS)
+    noise = check_choice(noise, "noise", func, ("isotropic", "none"))
+    d = moments.n_features
+    k = check_int(k, "k", func, minimum=1)
+    if k > d:
+        raise bad_argument("k", func, f"at most the dimension d = {d} (a factor model has at most d independent "
+                           "factors identifiable by its covariance)", k)
+    floor = check_positive(floor, "floor", func)
+    if cumulant == "skew":
+        method = check_choice(method, "method", func, METHODS)
+        options = check_options(method, decompose_options, func)
+    else:
+        method = check_choice(method, "method", func, METHODS4)
+        options = check_options4(method, decompose_options, func)
+    rng = as_generator(seed, func)
+
+    cov = moments.covariance()
+    eigvals, eigvecs = np.linalg.eigh(0.5 * (cov + cov.T))
+    eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
+    noise_variance = float(max(eigvals[k:].mean(), 0.0)) if (noise == "isotropic" and d > k) else 0.0
+    s = eigvals[:k] - noise_variance
+    scale = max(float(eigvals[0]), np.finfo(float).tiny)
+    if np.any(s <= 1e-10 * scale):
+        raise IndefiniteMomentError(
+            f"The noise-corrected covariance has {int(np.sum(s <= 1e-10 * scale))} of its top {k} eigenvalues at or "
+            f"below the noise level {noise_variance:.3g} (covariance eigenvalues "
+            f"{np.array2string(eigvals[: k + 1], precision=3)})."
+        ).advise(func, "Fewer than k factors stand out of the isotropic noise: try a smaller k.")
+    U = eigvecs[:, :k]
+    W, unwhiten = U / np.sqrt(s), U * np.sqrt(s)
+    T = moments.whitened_cumulant(W)
+    if cumulant == "skew":
+        dec = decompose(T, k, method, seed=rng, **options)
+    else:
+        dec = decompose4(T, k, method, seed=rng, options=options)
+    values, loadings = dec.weights, (unwhiten @ dec.vectors).T
+
+    se = _standard_error(cumulant, moments.n_samples)
+    top = float(np.max(np.abs(values)))
+    if moments.n_samples is None:
+        gaussian_like = np.abs(values) <= 1e-8 * max(top, 1.0)
+        if gaussian_like.any():
+            raise ValueError(
+                f"{func}: {int(gaussian_like.sum())} of the {k} factors have zero "
+                f"{'skewness' if cumulant == 'skew' else 'excess kurtosis'}: Gaussian factors are not identifiable "
+                "(any rotation of them fits the moments). Use the other cumulant, or a smaller k.")
+    else:
+        # se is the sampling sd of a Gaussian's skewness (kurtosis) along one direction; the largest of a
+        # whitened noise tensor's k eigenvalues is ~sqrt(k) times larger, hence the threshold 2 sqrt(k) se
+        threshold = 2.0 * np.sqrt(k) * se
+        gaussian_like = np.abs(values) < threshold
+        if gaussian_like.any():
+            what = "skewness" if cumulant == "skew" else "excess kurtosis"
+            warn(f"factors.spectral: {int(gaussian_like.sum())} of the {k} factors have {what} "
+                 f"({np.array2string(values[gaussian_like], precision=3)}) within the sampling noise "
+                 f"2 sqrt(k) se = {threshold:.2g} (N={moments.n_samples}) of a Gaussian's 0: such factors are not identifiable and their "
+                 f"loadings are arbitrary. Try cumulant={'kurtosis' if cumulant == 'skew' else 'skew'!r}, a smaller k, "
+                 "or more data.")
+
+    if cumulant == "skew":
+        # the decomposition returns positive eigenvalues: o_i carries the sign that makes the skewness positive
+        params = {"shape": np.clip(4.0 / np.maximum(values, 1e-300) ** 2, *_SHAPE_RANGE)}
+        stats = {"skewness": values}
+    else:
+        biggest = np.argmax(np.abs(loadings), axis=1)
+        loadings = loadings * np.where(loadings[np.arange(k), biggest] < 0, -1.0, 1.0)[:, None]
+        params = {"power": power_of_excess_kurtosis(values)}
+        stats = {"excess_kurtosis": values}
+    noise_sd = max(np.sqrt(noise_variance), floor * np.sqrt(max(float(eigvals.mean()), np.finfo(float).tiny)))
+    diagnostics = {
+        "cumulant": cumulant,
+        **stats,
+        "noise_variance": noise_variance,
+        "covariance_eigenvalues": eigvals,
+        "m2_condition_number": float(s[0] / s[-1]),
+        "cumulant_standard_error": se,
+        "gaussian_like": gaussian_like,
+        "tensor_eigenvalues": values,
+        **{f"decomposition_{key}": value for key, value in dec.diagnostics.items()},
+    }
+    params = {"loc": np.asarray(moments.mean, dtype=np.float64), "loadings": loadings, **params,
+              "noise": np.asarray(noise_sd)}
+    return SpectralEstimate("factors", params, diagnostics, facts=_FACTS[cumulant])
+
+
+def factor_scores(estimate, x, *, margin: float = 0.05) -> np.ndarray:
+    """Initial values of the site ``factors``: the linear posterior mean ``E[h | x]``.
+
+    ``h_hat = (L L^T + noise^2 I)^{-1} L (x - loc)`` (the posterior mean if
+    the factors were Gaussian; a k x k solve). For skewed factors the site
+    holds ``g = h + sqrt(shape)``, moved into ``g >= margin * sqrt(shape)``.
+
+    Parameters
+    ----------
+    estimate : SpectralEstimate
+        From :func:`spectral` or :func:`spectral_from_moments`.
+    x : array, shape (N, d)
+        Observations.
+    margin : float
+        Relative floor of the Gamma variables (skewed factors).
+
+    Returns
+    -------
+    ndarray, shape (N, k)
+        Values of the site ``factors``, strictly inside its support.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` does not match the estimate's dimension or is not finite.
+    """
+    func = "factors.factor_scores"
+    x = _check_data(x, func)
+    loadings, loc, noise = (estimate.params[name] for name in ("loadings", "loc", "noise"))
+    if x.shape[1] != loadings.shape[1]:
+        raise bad_argument("x", func, f"an array with d = {loadings.shape[1]} columns (the estimate's)", x)
+    margin = check_positive(margin, "margin", func)
+    gram = loadings @ loadings.T + float(noise) ** 2 * np.eye(loadings.shape[0])
+    h = np.linalg.solve(gram, loadings @ (x - loc).T).T
+    if "shape" in estimate.params:
+        root = np.sqrt(estimate.params["shape"])
+        return np.maximum(h + root, margin * root)
+    return h
+
+
+def _check_data(x, func) -> np.ndarray:
+    if x is None or isinstance(x, (str, bytes)):
+        raise bad_argument("x", func, "an (N, d) numeric array", x, kind=TypeError)
+    x = np.asarray(x)
+    if x.dtype == object or x.dtype.kind not in "biuf":
+        raise bad_argument("x", func, "an (N, d) numeric array", x, kind=TypeError)
+    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 1:
+        raise bad_argument("x", func, "a two-dimensional (N, d) array with N >= 2", x)
+    x = x.astype(np.float64, copy=False)
+    finite = np.all(np.isfinite(x), axis=1)
+    if not finite.all():
+        rows = np.flatnonzero(~finite)
+        raise bad_argument("x", func, "finite (drop or impute rows with NaN or infinite entries)",
+                           f"{rows.size} such rows (first: {rows[:5].tolist()})", describe=False)
+    return x
+
+
+def spectral(x, k: int, cumulant: str = "skew", *, noise: str = "isotropic", method: str = "tpm", seed=0,
+             decompose_options: dict | None = None, scores: bool = True, floor: float = 1e-3) -> SpectralEstimate:
+    """Method-of-moments estimate of an independent-factor model from data.
+
+    Parameters
+    ----------
+    x : array, shape (N, d)
+        Observations, finite, with no constant column.
+    k : int
+        Number of factors, ``1 <= k <= d`` (``k < d`` to estimate the noise).
+    cumulant : {"skew", "kurtosis"}
+        Third cumulant (skewed factors; order-3 tensor) or fourth cumulant
+        (kurtotic factors, sub- or super-Gaussian; order-4 tensor).
+    noise : {"isotropic", "none"}
+        See :func:`spectral_from_moments`.
+    method : str
+        ``"tpm"`` (default), ``"svtd"``, ``"eca"``, ``"als"`` for skew;
+        ``"tpm"`` or ``"eca"`` for kurtosis.
+    seed : int or numpy.random.Generator
+        Randomness of the decomposition.
+    decompose_options : dict, optional
+        Keyword arguments of the decomposition (e.g. ``{"n_restarts": 20}``).
+    scores : bool
+        Also return the site ``factors`` (N, k) (:func:`factor_scores`), so
+        that the estimate covers every latent site of :func:`model`.
+    floor : float
+        Relative floor of the site ``noise`` (see :func:`spectral_from_moments`).
+
+    Returns
+    -------
+    SpectralEstimate
+        As :func:`spectral_from_moments`, plus ``factors`` when ``scores``.
+
+    Raises
+    ------
+    ValueError
+        ``k > d``, rows with NaN or infinite entries, constant columns,
+        fewer than two observations, unknown ``cumulant``/``noise``/``method``.
+    TypeError
+        Non-numeric ``x``, unknown ``decompose_options``.
+
+    Warns
+    -----
+    RuntimeWarning
+        Factors whose skewness/excess kurtosis is within the sampling noise
+        of zero (Gaussian-like, not identifiable; see ``gaussian_like``).
+
+    References
+    ----------
+    .. [1] Anandkumar et al., "A Spectral Algorithm for LDA", Sec. 3.1, Lemmas 1-2, Alg. 1.
+    .. [2] Anandkumar et al., "Two SVDs Suffice", Algs. 1-2.
+    """
+    func = "factors.spectral"
+    x = _check_data(x, func)
+    cumulant = check_choice(cumulant, "cumulant", func, CUMULANTS)
+    k = check_int(k, "k", func, minimum=1)
+    if k > x.shape[1]:
+        raise bad_argument("k", func, f"at most the number of columns d = {x.shape[1]} of x", k)
+    spread = x.max(axis=0) - x.min(axis=0)
+    constant = np.flatnonzero(spread <= 1e-12 * max(float(np.max(np.abs(x))), 1e-300))
+    if constant.size:
+        raise bad_argument("x", func, "free of constant columns (they carry no factor and bias the noise estimate; "
+                           "drop them)", f"constant columns {constant[:10].tolist()}", describe=False)
+    moments = _DataMoments(x, cumulant)
+    estimate = spectral_from_moments(moments, k, noise=noise, method=method, seed=seed,
+                                     decompose_options=decompose_options, floor=floor)
+    if scores:
+        estimate.params["factors"] = factor_scores(estimate, x)
+    return estimate
+
+
+def amari_index(true_loadings, estimated_loadings) -> float:
+    """Amari index between two mixing matrices: 0 when equal up to scale, sign and permutation.
+
+    With ``P = pinv(B) A`` for mixing matrices ``A`` (true) and ``B``
+    (estimated), both (d, k) (the transposes of ``loadings``),
+
+    ``(1 / (2 k (k - 1))) [sum_i (sum_j |P_ij| / max_j |P_ij| - 1) + sum_j (sum_i |P_ij| / max_i |P_ij| - 1)]``,
+
+    a number in [0, 1].
+
+    Parameters
+    ----------
+    true_loadings, estimated_loadings : array, shape (k, d)
+        Loadings (rows are mixing-matrix columns).
+
+    Returns
+    -------
+    float
+        The Amari index (0 for k = 1).
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ.
+
+    References
+    ----------
+    .. [1] Amari, Cichocki, Yang, "A new learning algorithm for blind signal
+       separation", NIPS 1996.
+    """
+    A = np.asarray(true_loadings, dtype=np.float64).T
+    B = np.asarray(estimated_loadings, dtype=np.float64).T
+    if A.shape != B.shape or A.ndim != 2:
+        raise bad_argument("estimated_loadings", "factors.amari_index", f"of the true loadings' shape {A.shape[::-1]}",
+                           B.T)
+    k = A.shape[1]
+    if k == 1:
+        return 0.0
+    P = np.abs(np.linalg.pinv(B) @ A)
+    rows = (P.sum(axis=1) / P.max(axis=1) - 1).sum()
+    cols = (P.sum(axis=0) / P.max(axis=0) - 1).sum()
+    return float((rows + cols) / (2 * k * (k - 1)))

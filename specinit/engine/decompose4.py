@@ -1,0 +1,337 @@
+"""Decompositions of symmetric, orthogonally decomposable k x k x k x k tensors.
+
+The order-4 companions of :mod:`specinit.engine.decompose` (kept in their own
+module so that one stays short). Every method returns
+``T ~= sum_i lambda_i v_i^(x)4`` with orthonormal ``v_i`` (the columns of
+``vectors``). For an even order the sign of ``lambda_i`` is meaningful (a
+fourth cumulant has negative eigenvalues for sub-Gaussian factors) and the
+sign of ``v_i`` is not: the weights keep their signs and the components are
+ordered by decreasing ``|lambda_i|``.
+
+* :func:`tensor_power_method4` -- the tensor power method
+  ``u <- T(I, u, u, u) / ||T(I, u, u, u)||`` with vectorized random restarts,
+  a convergence tolerance (up to the sign flip of negative eigenvalues),
+  polishing of the best restart (largest ``|T(u, u, u, u)|``) and deflation
+  ([1]_ Alg. 1, [2]_ Sec. 3.1 and Lemma 2 for the fourth-order case).
+* :func:`eca4` -- Excess Correlation Analysis for the fourth cumulant: the
+  eigenvectors of one random slice ``T(I, I, theta, theta)``
+  ``= sum_i lambda_i <v_i, theta>^2 v_i v_i^T`` ([3]_ Alg. 2).
+
+References
+----------
+.. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky. "Tensor decompositions for
+   learning latent variable models", JMLR 2014, Alg. 1.
+.. [2] Anandkumar, Foster, Hsu, Kakade, Liu. "A spectral algorithm for latent
+   Dirichlet allocation", Sec. 3.1, Lemma 2.
+.. [3] Anandkumar et al. "Two SVDs suffice", Alg. 2 (ECA with the fourth cumulant).
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+
+from specinit._validation import as_generator, bad_argument, check_choice, check_int, check_positive, warn
+from specinit.engine.decompose import Decomposition, _relative_gaps
+
+__all__ = ["METHODS4", "check_options4", "contract4", "decompose4", "eca4", "reconstruct4", "tensor_power_method4"]
+
+METHODS4 = ("tpm", "eca")
+
+
+def _check_tensor4(T, k, func) -> tuple[np.ndarray, int]:
+    T = np.asarray(T, dtype=np.float64)
+    if T.ndim != 4 or len(set(T.shape)) != 1:
+        raise bad_argument("T", func, "a (n, n, n, n) array", T)
+    if not np.all(np.isfinite(T)):
+        raise bad_argument("T", func, "finite", "an array with NaN or infinite entries", describe=False)
+    n = T.shape[0]
+    k = n if k is None else check_int(k, "k", func, minimum=1)
+    if k > n:
+        raise bad_argument("k", func, f"at most the tensor size {n}", k)
+    return T, k
+
+
+def contract4(T, U) -> np.ndarray:
+    """``T(I, u, u, u)`` for every column ``u`` of ``U``.
+
+    Parameters
+    ----------
+    T : ndarray, shape (n, n, n, n)
+        Symmetric tensor.
+    U : ndarray, shape (n, m)
+        Vectors as columns.
+
+    Returns
+    -------
+    ndarray, shape (n, m)
+        One (n, n^3) x (n^3, m) product.
+    """
+    n, m = U.shape
+    cubes = (U[:, None, None, :] * U[None, :, None, :] * U[None, None, :, :]).reshape(n**3, m)
+    return T.reshape(n, n**3) @ cubes
+
+
+def reconstruct4(weights, vectors) -> np.ndarray:
+    """``sum_i weights[i] v_i^(x)4`` as a dense (n, n, n, n) array.
+
+    Parameters
+    ----------
+    weights : ndarray, shape (k,)
+        Eigenvalues (signed).
+    vectors : ndarray, shape (n, k)
+        Components as columns.
+
+    Returns
+    -------
+    ndarray, shape (n, n, n, n)
+    """
+    return np.einsum("i,ai,bi,ci,di->abcd", weights, vectors, vectors, vectors, vectors)
+
+
+def _finish4(T, weights, vectors, method, extra) -> Decomposition:
+    order = np.argsort(-np.abs(weights))
+    weights, vectors = weights[order], vectors[:, order]
+    norm = np.linalg.norm(T)
+    resid = np.linalg.norm(T - reconstruct4(weights, vectors)) / (norm if norm > 0 else 1.0)
+    gram = vectors.T @ vectors
+    diagnostics = {
+        "method": method,
+        "residual": float(resid),
+        "orthogonality": float(np.max(np.abs(gram - np.eye(gram.shape[0])))),
+        **{key: (value[order] if isinstance(value, np.ndarray) and value.shape == order.shape else value)
+           for key, value in extra.items()},
+    }
+    diagnostics.setdefault("eigengaps", _relative_gaps(weights))
+    return Decomposition(weights=weights, vectors=vectors, diagnostics=diagnostics)
+
+
+def _power_iterate4(T, U, n_iter, tol):
+    """``u <- T(I,u,u,u)/||.||`` on all columns until each moves less than ``tol`` (up to sign)."""
+    for it in range(1, n_iter + 1):
+        V = contract4(T, U)
+        norms = np.linalg.norm(V, axis=0)
+        V = V / np.where(norms > 0, norms, 1.0)
+        # a negative eigenvalue flips the iterate each step: measure the move up to sign
+        step = np.max(np.minimum(np.linalg.norm(V - U, axis=0), np.linalg.norm(V + U, axis=0)))
+        U = V
+        if step < tol:
+            return U, it, True
+    return U, n_iter, False
+
+
+def tensor_power_method4(T, k=None, *, n_restarts: int = 10, n_iter: int = 200, tol: float = 1e-10,
+                         seed=0) -> Decomposition:
+    """Tensor power method for symmetric fourth-order tensors, with restarts and deflation.
+
+    For each of ``k`` components, ``n_restarts`` random unit vectors are
+    iterated together (``u <- T(I, u, u, u) / ||T(I, u, u, u)||``) until
+    every one moves less than ``tol`` (up to sign) or ``n_iter`` steps; the
+    restart with the largest ``|T(u, u, u, u)|`` is polished by up to
+    ``n_iter`` more steps, its eigenvalue ``lambda = T(u, u, u, u)``
+    recorded with its sign, and ``lambda u^(x)4`` deflated from ``T``. The
+    iteration's fixed points are the components whatever the sign of their
+    eigenvalue (the coefficients ``c_j = <v_j, u>`` evolve as
+    ``c_j <- lambda_j c_j^3``), so mixed-sign tensors (sub- and super-Gaussian
+    factors together) are decomposed.
+
+    Parameters
+    ----------
+    T : ndarray, shape (n, n, n, n)
+        Symmetric tensor (e.g. a whitened fourth cumulant).
+    k : int, optional
+        Number of components (default ``n``).
+    n_restarts : int
+        Random restarts per component (``L`` in [1]_ Alg. 1).
+    n_iter : int
+        Maximum power iterations per phase (``N`` in [1]_). Convergence is
+        cubic near a component, slower where eigenvalues nearly tie.
+    tol : float
+        Convergence tolerance on the change of the unit iterate.
+    seed : int or numpy.random.Generator
+        Randomness of the restarts.
+
+    Returns
+    -------
+    Decomposition
+        ``weights`` signed, ordered by decreasing ``|lambda|``;
+        ``diagnostics``: ``residual`` (``||T - sum||_F / ||T||_F``),
+        ``eigengaps`` (relative separation of each eigenvalue from the
+        nearest other one), ``orthogonality``, ``converged`` (per component)
+        and ``n_iter``.
+
+    Raises
+    ------
+    ValueError
+        If ``T`` is not a finite (n, n, n, n) array or ``k > n``.
+    TypeError
+        Non-integer ``k``, ``n_restarts`` or ``n_iter``.
+
+    Warns
+    -----
+    RuntimeWarning
+        If a component did not converge within ``n_iter`` iterations.
+
+    References
+    ----------
+    .. [1] Anandkumar et al., JMLR 2014, Alg. 1.
+    .. [2] Anandkumar et al., "A spectral algorithm for LDA", Sec. 3.1, Lemma 2.
+    """
+    func = "tensor_power_method4"
+    T, k = _check_tensor4(T, k, func)
+    n_restarts = check_int(n_restarts, "n_restarts", func, minimum=1)
+    n_iter = check_int(n_iter, "n_iter", func, minimum=1)
+    tol = check_positive(tol, "tol", func)
+    rng = as_generator(seed, func)
+    n = T.shape[0]
+    residual = T.copy()
+    weights, vectors, converged, iters = [], [], [], []
+    for _ in range(k):
+        U = rng.standard_normal((n, n_restarts))
+        U /= np.linalg.norm(U, axis=0)
+        U, it1, _ = _power_iterate4(residual, U, n_iter, tol)
+        values = np.einsum("im,im->m", U, contract4(residual, U))
+        best = int(np.argmax(np.abs(values)))
+        u, it2, ok = _power_iterate4(residual, U[:, [best]], n_iter, tol)
+        u = u[:, 0]
+        lam = float(u @ contract4(residual, u[:, None])[:, 0])
+        residual = residual - lam * np.einsum("a,b,c,d->abcd", u, u, u, u)
+        weights.append(lam)
+        vectors.append(u)
+        converged.append(ok)
+        iters.append(it1 + it2)
+    if not all(converged):
+        warn(f"tensor_power_method4: {k - sum(converged)} of {k} components did not converge in n_iter={n_iter} "
+             "iterations (nearly tied eigenvalues); increase n_iter or n_restarts, or try method='eca'.")
+    return _finish4(T, np.array(weights), np.stack(vectors, axis=1), "tpm",
+                    {"converged": np.array(converged), "n_iter": np.array(iters)})
+
+
+def eca4(T, k=None, *, seed=0) -> Decomposition:
+    """Excess Correlation Analysis on a fourth-order tensor: eigenvectors of one random slice.
+
+    ``H = T(I, I, theta, theta) = sum_i lambda_i <v_i, theta>^2 v_i v_i^T``
+    for a random unit ``theta`` has, with probability one, distinct
+    eigenvalues; its eigenvectors are the components and the weights are
+    ``lambda_i = T(v_i, v_i, v_i, v_i)``. Fast (one k x k eigenproblem) and
+    less robust to sampling error than :func:`tensor_power_method4`.
+
+    Parameters
+    ----------
+    T : ndarray, shape (n, n, n, n)
+        Symmetric tensor.
+    k : int, optional
+        Number of components (default ``n``): the slice eigenvectors with the
+        k eigenvalues of largest magnitude.
+    seed : int or numpy.random.Generator
+        Randomness of ``theta``.
+
+    Returns
+    -------
+    Decomposition
+        As :func:`tensor_power_method4`; ``diagnostics["slice_eigenvalues"]``
+        and ``eigengaps`` of the slice.
+
+    Raises
+    ------
+    ValueError
+        If ``T`` is not a finite (n, n, n, n) array or ``k > n``.
+
+    Warns
+    -----
+    RuntimeWarning
+        If the slice has nearly repeated eigenvalues (components may mix).
+
+    References
+    ----------
+    .. [1] Anandkumar et al., "Two SVDs suffice", Alg. 2.
+    """
+    func = "eca4"
+    T, k = _check_tensor4(T, k, func)
+    rng = as_generator(seed, func)
+    theta = rng.standard_normal(T.shape[0])
+    theta /= np.linalg.norm(theta)
+    H = np.einsum("abcd,c,d->ab", T, theta, theta)
+    values, O = np.linalg.eigh(0.5 * (H + H.T))
+    order = np.argsort(-np.abs(values))[:k]
+    values, O = values[order], O[:, order]
+    weights = np.einsum("im,im->m", O, contract4(T, O))
+    gaps = _relative_gaps(values)
+    if np.min(gaps) < 1e-6:
+        warn(f"eca4: the random slice has nearly repeated eigenvalues (relative gap {np.min(gaps):.1e}); "
+             "components may be mixed. Try method='tpm' or another seed.")
+    return _finish4(T, weights, O, "eca", {"slice_eigenvalues": values, "eigengaps": gaps})
+
+
+_BY_METHOD4 = {"tpm": tensor_power_method4, "eca": eca4}
+
+
+def check_options4(method: str, options, func: str) -> dict:
+    """Check ``options`` against the keyword arguments of an order-4 decomposition.
+
+    Parameters
+    ----------
+    method : {"tpm", "eca"}
+        The decomposition the options configure.
+    options : dict or None
+        Keyword arguments for it (``None``: none).
+    func : str
+        The public function the options were given to (named in errors).
+
+    Returns
+    -------
+    dict
+        A copy of ``options`` (empty for ``None``).
+
+    Raises
+    ------
+    ValueError
+        Unknown ``method``.
+    TypeError
+        If ``options`` is not a dict or names a keyword the decomposition does
+        not take (the error lists the ones it does take).
+    """
+    method = check_choice(method, "method", func, METHODS4)
+    if options is None:
+        return {}
+    if not isinstance(options, dict):
+        raise bad_argument("decompose_options", func, "a dict of keyword arguments or None", options, kind=TypeError)
+    accepted = [name for name, param in inspect.signature(_BY_METHOD4[method]).parameters.items()
+                if param.kind is inspect.Parameter.KEYWORD_ONLY and name != "seed"]
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise bad_argument("decompose_options", func, f"keywords of method={method!r} ({', '.join(accepted) or 'none'})",
+                           unknown, kind=TypeError)
+    return dict(options)
+
+
+def decompose4(T, k=None, method: str = "tpm", *, seed=0, options=None) -> Decomposition:
+    """Dispatch to one of :data:`METHODS4`.
+
+    Parameters
+    ----------
+    T : array-like, shape (n, n, n, n)
+        Symmetric fourth-order tensor.
+    k : int, optional
+        Number of components (default ``n``).
+    method : {"tpm", "eca"}
+        :func:`tensor_power_method4` or :func:`eca4`.
+    seed : int or numpy.random.Generator
+        Randomness of the chosen method.
+    options : dict, optional
+        Keyword arguments of the chosen method (checked by :func:`check_options4`).
+
+    Returns
+    -------
+    Decomposition
+
+    Raises
+    ------
+    ValueError
+        Unknown ``method``, or a bad tensor or ``k``.
+    TypeError
+        An option the chosen method does not take.
+    """
+    options = check_options4(method, options, "decompose4")
+    return _BY_METHOD4[method](T, k, seed=seed, **options)
