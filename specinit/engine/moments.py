@@ -43,7 +43,7 @@ from specinit._validation import (
 
 __all__ = ["CountMoments", "FirstOrderStats", "WhitenedStats", "count_chunks", "resolve_backend"]
 
-BACKENDS = ("numpy", "jax")
+BACKENDS = ("numpy", "numba", "jax")
 
 WEIGHTINGS = ("pooled", "per-document")
 _CHUNK_BYTES = 64 * 2**20  # bound on any dense intermediate built per chunk
@@ -170,17 +170,42 @@ def pair_products(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
     return out
 
 
-def m2_partial(chunk: sp.csr_matrix, weighting: str, Q: np.ndarray) -> np.ndarray:
-    """``sum_d a_d c_d (c_d^T Q)`` over one validated CSR chunk (documents with >= 3 tokens only)."""
+def m2_partial(chunk: sp.csr_matrix, weighting: str, Q: np.ndarray, numba_threads: int = 0) -> np.ndarray:
+    """``sum_d a_d c_d (c_d^T Q)`` over one validated CSR chunk (documents with >= 3 tokens only).
+
+    Parameters
+    ----------
+    chunk : scipy.sparse.csr_matrix
+        Validated counts.
+    weighting : {"pooled", "per-document"}
+        Estimator weights.
+    Q : ndarray, shape (V, r)
+        Right-hand side.
+    numba_threads : int
+        0: SciPy products; otherwise the fused Numba kernel on that many threads.
+
+    Returns
+    -------
+    ndarray, shape (V, r)
+    """
     chunk, n, _ = _usable(chunk)
     _, a, _ = _weights(n, weighting)
+    if numba_threads:
+        from specinit.engine.numba_passes import m2_sum
+
+        return m2_sum(chunk, a, Q, numba_threads)
     return np.asarray(chunk.T @ (a[:, None] * np.asarray(chunk @ Q)))
 
 
-def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str) -> WhitenedStats:
-    """Partial sums of the whitened pass for one validated CSR chunk."""
+def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str, numba_threads: int = 0) -> WhitenedStats:
+    """Partial sums of the whitened pass for one validated CSR chunk (``numba_threads``: as :func:`m2_partial`)."""
     chunk, n, _ = _usable(chunk)
     _, a, b = _weights(n, weighting)
+    if numba_threads:
+        from specinit.engine.numba_passes import whitened_sums
+
+        Y, word_by = whitened_sums(chunk, W, b, numba_threads)
+        return WhitenedStats(y3=pair_products(Y, Y * b[:, None]), y2=(Y * a[:, None]).T @ Y, word_by=word_by)
     Y = np.asarray(chunk @ W)
     return WhitenedStats(y3=pair_products(Y, Y * b[:, None]), y2=(Y * a[:, None]).T @ Y, word_by=np.asarray(chunk.T @ (Y * b[:, None])))
 
@@ -226,7 +251,7 @@ def resolve_backend(backend: str | None, func: str) -> str:
 
     Parameters
     ----------
-    backend : {"numpy", "jax"} or None
+    backend : {"numpy", "numba", "jax"} or None
         The requested backend.
     func : str
         Function named in the error message.
@@ -234,12 +259,12 @@ def resolve_backend(backend: str | None, func: str) -> str:
     Returns
     -------
     str
-        ``"numpy"`` or ``"jax"``.
+        ``"numpy"``, ``"numba"`` or ``"jax"``.
 
     Raises
     ------
     ValueError
-        An unknown backend name.
+        An unknown backend name, or ``"numba"`` without Numba installed.
     """
     if backend is None:
         try:
@@ -247,7 +272,14 @@ def resolve_backend(backend: str | None, func: str) -> str:
         except ImportError:  # pragma: no cover - jax is a base dependency
             return "numpy"
         return "jax" if jax.devices()[0].platform != "cpu" else "numpy"
-    return check_choice(backend, "backend", func, BACKENDS)
+    backend = check_choice(backend, "backend", func, BACKENDS)
+    if backend == "numba":
+        try:
+            import numba  # noqa: F401
+        except ImportError:
+            raise bad_argument("backend", func, "'numpy' or 'jax' (backend='numba' needs Numba: "
+                               "pip install \"specinit[fast]\")", backend) from None
+    return backend
 
 
 def _is_jax_array(value) -> bool:
@@ -415,9 +447,11 @@ class CountMoments:
         (rows, k) intermediates of each pass).
     n_threads : int, optional
         Threads that process chunks in parallel (default: all cores; NumPy backend).
-    backend : {"numpy", "jax"} or None
+    backend : {"numpy", "numba", "jax"} or None
         Where the passes run. ``"numpy"``: SciPy sparse products on
-        ``n_threads`` threads over row chunks. ``"jax"``: the corpus is moved
+        ``n_threads`` threads over row chunks. ``"numba"``: fused
+        multi-threaded CSR kernels (:mod:`specinit.engine.numba_passes`;
+        optional extra ``[fast]``), one read of the non-zeros per pass. ``"jax"``: the corpus is moved
         once to JAX's default device as padded row blocks and every pass runs
         there in float64 (:mod:`specinit.engine.jax_passes`). ``None``
         (default): JAX when an accelerator (GPU/TPU) is present, else NumPy.
@@ -483,7 +517,7 @@ class CountMoments:
             stats = tagged.stats
         else:
             self.backend = resolve_backend(backend, func)
-            self._chunks = count_chunks(counts, func, chunk_rows, n_threads)
+            self._chunks = count_chunks(counts, func, chunk_rows, 1 if self.backend == "numba" else n_threads)
             if self.backend == "jax":
                 stats = self._to_device()
             else:
@@ -550,7 +584,7 @@ class CountMoments:
         elif self._device is not None:
             raw = self._device.m2_sum(Q)
         else:
-            raw = self._reduce(lambda chunk: m2_partial(chunk, self.weighting, Q))
+            raw = self._reduce(lambda chunk: m2_partial(chunk, self.weighting, Q, self._numba_threads()))
         e2q = (raw - s.word_a[:, None] * Q) / s.norm2
         m1 = self.m1
         return e2q - self._shift() * np.outer(m1, m1 @ Q)
@@ -565,7 +599,11 @@ class CountMoments:
         if self._device is not None:
             y3, y2, word_by = self._device.whitened_sums(W)
             return WhitenedStats(y3=y3, y2=y2, word_by=word_by)
-        return self._reduce(lambda chunk: whitened_stats(chunk, W, self.weighting))
+        return self._reduce(lambda chunk: whitened_stats(chunk, W, self.weighting, self._numba_threads()))
+
+    def _numba_threads(self) -> int:
+        """Threads inside a Numba kernel (0: SciPy products, threads over chunks)."""
+        return self.n_threads if self.backend == "numba" else 0
 
     def _reduce(self, partial):
         """Sum ``partial(chunk)`` over all chunks: one pass, on ``n_threads`` threads.
@@ -575,11 +613,12 @@ class CountMoments:
         not read ahead further). Returns None for an empty source.
         """
         total = None
-        with ThreadPoolExecutor(max_workers=self.n_threads) as pool:
+        workers = 1 if self.backend == "numba" else self.n_threads  # Numba kernels thread inside a chunk
+        with ThreadPoolExecutor(max_workers=workers) as pool:
             pending: deque = deque()
             for chunk in self._chunks():
                 pending.append(pool.submit(partial, chunk))
-                if len(pending) >= 2 * self.n_threads:
+                if len(pending) >= 2 * workers:
                     part = pending.popleft().result()
                     total = part if total is None else total + part
             for future in pending:
