@@ -153,10 +153,13 @@ def init_params(estimate, model, num_chains: int, key, *, jitter: float = 0.0, m
     Parameters
     ----------
     estimate : SpectralEstimate
+        The starting values (constrained).
     model : callable
         The NumPyro model (its latent sites must all be in the estimate).
     num_chains : int
-        Leading axis of every returned array.
+        Number of chains: the leading axis of every returned array when > 1.
+        For one chain the arrays have no chain axis, as ``MCMC.run`` expects
+        with ``num_chains=1``.
     key : jax.random.PRNGKey
         Used for the jitter.
     jitter : float
@@ -169,7 +172,8 @@ def init_params(estimate, model, num_chains: int, key, *, jitter: float = 0.0, m
     Returns
     -------
     dict
-        Site name -> array of shape ``(num_chains, *unconstrained_shape)``.
+        Site name -> array of shape ``(num_chains, *unconstrained_shape)``
+        (``unconstrained_shape`` alone when ``num_chains == 1``).
 
     Raises
     ------
@@ -202,7 +206,7 @@ def init_params(estimate, model, num_chains: int, key, *, jitter: float = 0.0, m
             f"non-finite values for chains {np.flatnonzero(bad).tolist()} (reduce jitter, or check the floor of the estimate)",
             describe=False,
         )
-    return chains
+    return chains if num_chains > 1 else {name: value[0] for name, value in chains.items()}
 
 
 def condition(estimate, model, sites=None):

@@ -62,6 +62,15 @@ def test_init_params_zero_jitter_identical_chains(small_lda, jittered_chains):
     assert np.abs(np.asarray(jittered_chains["alpha"]) - np.asarray(chains["alpha"])).max() < 1.0
 
 
+def test_init_params_single_chain_has_no_chain_axis(small_lda):
+    """MCMC.run with num_chains=1 takes unbatched init_params (NumPyro's convention)."""
+    X, est = small_lda
+    one = est.init_params(lda.model, 1, jax.random.PRNGKey(1), model_kwargs=dict(counts=X, k=3))
+    two = est.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(1), model_kwargs=dict(counts=X, k=3))
+    for name, value in one.items():
+        np.testing.assert_array_equal(np.asarray(value), np.asarray(two[name][0]))
+
+
 def test_init_params_missing_sites(small_lda, jittered_chains):
     X, est = small_lda
     partial = SpectralEstimate("lda", {k: v for k, v in est.params.items() if k != "theta"})
