@@ -67,6 +67,7 @@ from specinit.models._hmm_moments import (
 
 from specinit._validation import bad_argument, check_int, check_positive
 from specinit.engine.support import project_to_simplex
+from specinit.engine.views import ViewMoments
 from specinit.estimate import ModelFacts, SpectralEstimate
 
 __all__ = [
@@ -202,7 +203,10 @@ def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach
     sequences : 1-D int array, 2-D int array or list/tuple of 1-D int arrays
         One sequence, equal-length sequences (rows) or ragged sequences of
         symbols in ``0..n_symbols-1``. Sequences shorter than 3 inform only
-        ``init`` (counted in ``diagnostics["n_short_sequences"]``).
+        ``init`` (counted in ``diagnostics["n_short_sequences"]``). One long
+        sequence may also be a 1-D ``dask.array``: the triples' one-hot views
+        are built block by block where the symbols live
+        (:func:`specinit.engine.dask_passes.sliding_one_hot_views`).
     k : int
         Number of hidden states, ``1 <= k <= n_symbols``.
     n_symbols : int
@@ -256,6 +260,13 @@ def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach
     func = "hmm.spectral"
     n_symbols = check_int(n_symbols, "n_symbols", func, minimum=1)
     k = check_int(k, "k", func, minimum=1, maximum=n_symbols)
+    from specinit.engine.dask_passes import is_dask_array, sliding_one_hot_views
+
+    if is_dask_array(sequences):
+        views, first, n_triples = sliding_one_hot_views(sequences, n_symbols, func)
+        moments = HMMMoments(ViewMoments(views), first, {"n_sequences": 1, "n_triples": n_triples, "n_short_sequences": 0})
+        return spectral_from_moments(moments, k, method=method, approach=approach, seed=seed, floor=floor,
+                                     decompose_options=decompose_options)
     seqs = _as_sequence_list(sequences, func, categorical=True)
     _check_symbols(seqs, n_symbols, func)
     return spectral_from_moments(triple_moments(seqs, n_symbols, func), k, method=method, approach=approach,

@@ -270,3 +270,108 @@ class _Sums(tuple):
 
     def __add__(self, other):
         return _Sums(a + b for a, b in zip(self, other))
+
+
+# ----------------------------------------------------------------------------- one long sequence as three views
+
+
+def _window(block, following, need: int):
+    """``block`` followed by the first ``need`` symbols of the next block(s) (the triples crossing the boundary)."""
+    tail = np.concatenate([np.asarray(f) for f in following])[:need] if following else np.zeros(0, dtype=np.int64)
+    return np.concatenate([np.asarray(block), tail])
+
+
+def _one_hot_shift(window, shift: int, n_rows: int, n_symbols: int):
+    """One-hot rows of ``window[shift : shift + n_rows]`` (CSR), refusing symbols outside ``0..n_symbols-1``."""
+    import scipy.sparse as sp
+
+    symbols = np.asarray(window[shift : shift + n_rows])
+    if symbols.dtype.kind not in "iu":
+        if symbols.dtype.kind != "f" or np.any(symbols != np.round(symbols)):
+            raise bad_argument("sequences", "hmm.spectral", "integer symbols", f"dtype {symbols.dtype}", kind=TypeError,
+                               describe=False)
+        symbols = symbols.astype(np.int64)
+    if symbols.size and (symbols.min() < 0 or symbols.max() >= n_symbols):
+        raise bad_argument("sequences", "hmm.spectral", f"symbols in 0..{n_symbols - 1}",
+                           f"symbols from {symbols.min()} to {symbols.max()}", describe=False)
+    return sp.csr_matrix((np.ones(n_rows), symbols, np.arange(n_rows + 1)), shape=(n_rows, n_symbols))
+
+
+def sliding_one_hot_views(symbols, n_symbols: int, func: str = "hmm.spectral"):
+    """The three one-hot views of all sliding triples of ONE long sequence held as a 1-D Dask array.
+
+    Block ``j`` of view ``i`` holds the one-hot rows of ``x_{t+i}`` for the
+    triples starting in block ``j`` of the sequence; the two symbols that a
+    block's last triples need from the next block are read by that block's
+    task, so no symbol is duplicated on the client and the views share the
+    row chunks of the sequence (minus the last two positions).
+
+    Parameters
+    ----------
+    symbols : dask.array.Array
+        1-D integer symbols ``0..n_symbols-1`` of length T >= 3.
+    n_symbols : int
+        V.
+    func : str
+        Function named in error messages.
+
+    Returns
+    -------
+    views : list of 3 dask.array.Array
+        (T - 2, V) CSR row blocks.
+    first : ndarray, shape (V,)
+        One-hot first symbol.
+    n_triples : int
+        T - 2.
+
+    Raises
+    ------
+    ValueError
+        Not one-dimensional, shorter than 3, or unknown chunk sizes.
+
+    References
+    ----------
+    .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky. "Tensor decompositions for
+       learning latent variable models", JMLR 2014, Prop. 3.4 (triples of an HMM as three views).
+    """
+    import dask
+    import dask.array as da
+    import scipy.sparse as sp
+
+    if symbols.ndim != 1:
+        raise bad_argument("sequences", func, "a one-dimensional Dask array (one long sequence)",
+                           f"{symbols.ndim} dimensions", describe=False)
+    sizes = symbols.chunks[0]
+    if any(math.isnan(s) for s in sizes):
+        raise bad_argument("sequences", func, "a Dask array with known chunk sizes (call compute_chunk_sizes())",
+                           "unknown chunk sizes", describe=False)
+    T = int(sum(sizes))
+    if T < 3:
+        raise bad_argument("sequences", func, "a sequence of length >= 3 (for the triples)", f"length {T}",
+                           describe=False)
+    blocks = list(symbols.to_delayed().ravel())
+    starts = np.concatenate([[0], np.cumsum(sizes)])
+    meta = sp.csr_matrix((0, n_symbols))
+    views = [[], [], []]
+    for j, block in enumerate(blocks):
+        n_rows = min(int(starts[j + 1]), T - 2) - int(starts[j])
+        if n_rows <= 0:
+            continue
+        # The (at most two) symbols after this block may span several tiny blocks.
+        following, have, m = [], 0, j + 1
+        while have < 2 and m < len(blocks):
+            following.append(blocks[m])
+            have += sizes[m]
+            m += 1
+        window = dask.delayed(_window)(block, following, 2)
+        for i in range(3):
+            views[i].append(da.from_delayed(dask.delayed(_one_hot_shift)(window, i, n_rows, n_symbols),
+                                            shape=(n_rows, n_symbols), dtype=np.float64, meta=meta))
+    views = [da.concatenate(v) if len(v) > 1 else v[0] for v in views]
+    first_symbol = int(symbols[0].compute())
+    if not 0 <= first_symbol < n_symbols:
+        raise bad_argument("sequences", func, f"symbols in 0..{n_symbols - 1}", f"first symbol {first_symbol}",
+                           describe=False)
+    first = np.zeros(n_symbols)
+    first[first_symbol] = 1.0
+    return views, first, T - 2
