@@ -46,7 +46,7 @@ import numpyro.distributions as dist
 
 from specinit._validation import as_generator, bad_argument, check_choice, check_int, check_positive
 from specinit.engine.exchangeable import fit_exchangeable
-from specinit.engine.moments import pair_products
+from specinit.engine.moments import pair_products, resolve_backend
 from specinit.engine.population import FactoredMoments
 from specinit.engine.support import positive_weights
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
@@ -216,11 +216,18 @@ class _DataMoments:
     spherical variances, [1]_ Thm 3.3).
     """
 
-    def __init__(self, x: np.ndarray, k: int, covariance: str, func: str):
+    def __init__(self, x: np.ndarray, k: int, covariance: str, func: str, backend=None):
+        from specinit.engine import dask_passes
+
         n, d = x.shape
-        self.mean = x.mean(axis=0)
-        xc = x - self.mean
-        cov = xc.T @ xc / n
+        self._lazy, self._device = dask_passes.is_dask_array(x), None  # Dask: passes where the blocks live
+        if self._lazy:
+            self.x = x
+            n, self.mean, cov, ptp = dask_passes.centred_stats(x)
+        else:
+            self.mean = x.mean(axis=0)
+            xc = x - self.mean
+            cov = xc.T @ xc / n
         eigvals, eigvecs = np.linalg.eigh(cov)
         rank = _effective_rank(eigvals)
         if rank < k:
@@ -231,14 +238,19 @@ class _DataMoments:
         self.sigma2 = float(eigvals[bottom].mean())
         signal = np.maximum(eigvals[d - k + 1:] - self.sigma2, 0.0).sum() if k > 1 else 0.0
         self.c = float(np.sqrt(signal)) if signal > 0 else float(np.sqrt(max(eigvals[-1], 1.0)))
-        self.a = np.hstack([xc, np.full((n, 1), self.c)])
+        self.a = None if self._lazy else np.hstack([xc, np.full((n, 1), self.c)])
+        self.n = n
         self.covariance = covariance
         self.noise = np.full(d, self.sigma2)
         self.m3_weights = self.noise
         self.m1 = np.zeros(d + 1)
         self.m1[d] = self.c
         self.factor_iterations = 0
-        if covariance == "spherical":
+        if covariance == "spherical" and self._lazy:
+            self.m1 = dask_passes.reduce_blocks([x], dask_passes.augmented_m1_partial, self.mean, self.c,
+                                                eigvecs[:, bottom]) / (n * m)
+            self.m3_weights = np.ones(d)
+        elif covariance == "spherical":
             proj = xc @ eigvecs[:, bottom]
             self.m1 = self.a.T @ np.sum(proj**2, axis=1) / (n * m)
             self.m3_weights = np.ones(d)
@@ -247,7 +259,11 @@ class _DataMoments:
             self.m3_weights = self.noise
         self.eigenvalues = eigvals
         self.rank = rank
-        self.n_constant = int(np.count_nonzero(np.ptp(x, axis=0) == 0))
+        self.n_constant = int(np.count_nonzero((ptp if self._lazy else np.ptp(x, axis=0)) == 0))
+        if not self._lazy and resolve_backend(backend, func) == "jax":
+            from specinit.engine.jax_passes import DeviceRows
+
+            self._device = DeviceRows([self.a])
 
     def _factor_noise(self, cov, k, n_iter=50, tol=1e-6):
         """Per-coordinate noise of a rank-(k-1) + diagonal covariance (principal-axis factoring)."""
@@ -268,16 +284,34 @@ class _DataMoments:
 
     @property
     def n_features(self) -> int:
-        return self.a.shape[1]
+        return self.mean.size + 1
+
+    def _gram(self, Q):
+        """``A^T (A Q)`` on the backend holding the data."""
+        from specinit.engine import dask_passes
+
+        if self._lazy:
+            return dask_passes.reduce_blocks([self.x], dask_passes.augmented_gram_partial, self.mean, self.c, Q)
+        if self._device is not None:
+            return self._device.gram(0, 0, Q)
+        return self.a.T @ (self.a @ Q)
 
     def m2_matmat(self, Q):
-        out = self.a.T @ (self.a @ Q) / self.a.shape[0]
+        out = self._gram(np.asarray(Q, dtype=np.float64)) / self.n
         out[:-1] -= self.noise[:, None] * Q[:-1]
         return out
 
     def whitened_m3(self, W):
-        Y = self.a @ W
-        T = pair_products(Y, Y) / Y.shape[0]
+        from specinit.engine import dask_passes
+
+        W = np.asarray(W, dtype=np.float64)
+        if self._lazy:
+            T = dask_passes.reduce_blocks([self.x], dask_passes.augmented_cube_partial, self.mean, self.c, W) / self.n
+        elif self._device is not None:
+            T = self._device.cube(0, W) / self.n
+        else:
+            Y = self.a @ W
+            T = pair_products(Y, Y) / Y.shape[0]
         a, B = W.T @ self.m1, (W[:-1] * self.m3_weights[:, None]).T @ W[:-1]
         return T - (np.einsum("a,bc->abc", a, B) + np.einsum("b,ac->abc", a, B) + np.einsum("c,ab->abc", a, B))
 
@@ -388,7 +422,8 @@ def spectral_from_moments(moments, k: int, *, common_scale: bool = True, covaria
 
 
 def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = None, method: str = "tpm",
-             seed=0, assign_steps: int = 0, decompose_options: dict | None = None) -> SpectralEstimate:
+             seed=0, assign_steps: int = 0, decompose_options: dict | None = None,
+             backend: str | None = None) -> SpectralEstimate:
     """Method-of-moments estimate of a Gaussian mixture (spherical or diagonal covariances).
 
     The data are centred and a constant coordinate is appended (see the
@@ -429,6 +464,10 @@ def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = N
         are not an exact mixture. 0 (default): the pure moment estimate.
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition; unknown keys raise.
+    backend : {"numpy", "jax"} or None
+        Where the moment passes run (``None``: JAX when an accelerator is
+        present). ``x`` may also be a ``dask.array`` of dense row blocks: the
+        passes then run where the blocks live (``assign_steps`` must be 0).
 
     Returns
     -------
@@ -452,9 +491,20 @@ def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = N
     """
     func = "gmm.spectral"
     covariance = _resolve_covariance(common_scale, covariance, func)
-    x, k = _check_data(x, k, func)
+    from specinit.engine.dask_passes import check_row_blocks, is_dask_array
+
+    if is_dask_array(x):
+        x, k = check_row_blocks(x, "x", func), check_int(k, "k", func, minimum=1)
+        if x.shape[1] < k or x.shape[0] < 2:
+            raise bad_argument("x", func, f"an (N, d) array with N >= 2 and d >= k = {k}", f"shape {x.shape}",
+                               describe=False)
+        if assign_steps:
+            raise bad_argument("assign_steps", func, "0 with a Dask array (EM steps need the data in memory)",
+                               assign_steps)
+    else:
+        x, k = _check_data(x, k, func)
     assign_steps = check_int(assign_steps, "assign_steps", func, minimum=0)
-    moments = _DataMoments(x, k, covariance, func)
+    moments = _DataMoments(x, k, covariance, func, backend)
     estimate = spectral_from_moments(moments, k, covariance=covariance, method=method, seed=seed,
                                      decompose_options=decompose_options)
     diagnostics = estimate.diagnostics

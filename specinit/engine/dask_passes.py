@@ -214,64 +214,6 @@ def triples_partial(xa, xb, xc, Ua: np.ndarray, Ub: np.ndarray, Uc: np.ndarray) 
     return cross3(Za, Zb, Zc)
 
 
-def cube_partial(x, W: np.ndarray) -> np.ndarray:
-    """``sum_r (W^T x_r)^(x)3`` of one row block.
-
-    Parameters
-    ----------
-    x : ndarray or scipy.sparse matrix
-    W : ndarray, shape (d, k)
-
-    Returns
-    -------
-    ndarray, shape (k, k, k)
-    """
-    Y = np.asarray(as_float_block(x, "x (Dask block)", "gmm.spectral") @ W)
-    return cross3(Y, Y, Y)
-
-
-def second_moment_partial(x) -> tuple:
-    """``(rows, sum_r x_r, sum_r x_r x_r^T)`` of one dense row block (d x d: small dimensions only).
-
-    Parameters
-    ----------
-    x : ndarray
-        A row block of an (N, d) dense array.
-
-    Returns
-    -------
-    tuple of (ndarray (1,), ndarray (d,), ndarray (d, d))
-        Additive as NumPy arrays (summed element-wise by :func:`add_tuples`).
-    """
-    x = np.asarray(as_float_block(x, "x (Dask block)", "gmm.spectral"))
-    return _Sums((np.array([x.shape[0]], dtype=np.float64), x.sum(axis=0), x.T @ x))
-
-
-def weighted_rows_partial(x, mean: np.ndarray, P: np.ndarray) -> np.ndarray:
-    """``sum_r x_r ||P^T (x_r - mean)||^2`` of one dense row block (the M1' moment of [1]_ Thm 3.3).
-
-    Parameters
-    ----------
-    x : ndarray
-        A row block.
-    mean : ndarray, shape (d,)
-    P : ndarray, shape (d, m)
-
-    Returns
-    -------
-    ndarray, shape (d,)
-    """
-    x = np.asarray(as_float_block(x, "x (Dask block)", "gmm.spectral"))
-    return x.T @ np.sum(((x - mean) @ P) ** 2, axis=1)
-
-
-class _Sums(tuple):
-    """A tuple of arrays that adds element-wise."""
-
-    def __add__(self, other):
-        return _Sums(a + b for a, b in zip(self, other))
-
-
 # ----------------------------------------------------------------------------- one long sequence as three views
 
 
@@ -375,3 +317,107 @@ def sliding_one_hot_views(symbols, n_symbols: int, func: str = "hmm.spectral"):
     first = np.zeros(n_symbols)
     first[first_symbol] = 1.0
     return views, first, T - 2
+
+
+# ----------------------------------------------------------------------------- dense data with a constant column (GMM)
+
+
+class _RowStats:
+    """Count, sum, min and max of dense row blocks (min/max merge by min/max)."""
+
+    def __init__(self, n, total, low, high):
+        self.n, self.total, self.low, self.high = n, total, low, high
+
+    def __add__(self, other):
+        return _RowStats(self.n + other.n, self.total + other.total, np.minimum(self.low, other.low),
+                         np.maximum(self.high, other.high))
+
+
+def _row_stats_partial(x):
+    x = np.asarray(as_float_block(x, "x (Dask block)", "gmm.spectral"))
+    return _RowStats(x.shape[0], x.sum(axis=0), x.min(axis=0), x.max(axis=0))
+
+
+def _centred_gram_partial(x, mean):
+    xc = np.asarray(x, dtype=np.float64) - mean
+    return xc.T @ xc
+
+
+def centred_stats(x):
+    """``(n, mean, centred covariance, per-column range)`` of a dense Dask array, in two passes on the workers.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        (N, d) dense row blocks (checked).
+
+    Returns
+    -------
+    (int, ndarray (d,), ndarray (d, d), ndarray (d,))
+        The covariance divides by N; centring before the second pass keeps
+        it as accurate as the in-memory two-pass formula.
+    """
+    stats = reduce_blocks([x], _row_stats_partial)
+    mean = stats.total / stats.n
+    cov = reduce_blocks([x], _centred_gram_partial, mean) / stats.n
+    return int(stats.n), mean, cov, stats.high - stats.low
+
+
+def _augment(x, mean, c):
+    x = np.asarray(x, dtype=np.float64)
+    return np.hstack([x - mean, np.full((x.shape[0], 1), c)])
+
+
+def augmented_gram_partial(x, mean: np.ndarray, c: float, Q: np.ndarray) -> np.ndarray:
+    """``A^T (A Q)`` of one block of ``A = [x - mean, c]`` (the GMM moments' centred data with a constant column).
+
+    Parameters
+    ----------
+    x : ndarray
+        A dense row block.
+    mean : ndarray, shape (d,)
+    c : float
+    Q : ndarray, shape (d + 1, r)
+
+    Returns
+    -------
+    ndarray, shape (d + 1, r)
+    """
+    a = _augment(x, mean, c)
+    return a.T @ (a @ Q)
+
+
+def augmented_cube_partial(x, mean: np.ndarray, c: float, W: np.ndarray) -> np.ndarray:
+    """``sum_r (W^T a_r)^(x)3`` of one block of ``A = [x - mean, c]``.
+
+    Parameters
+    ----------
+    x : ndarray
+    mean : ndarray, shape (d,)
+    c : float
+    W : ndarray, shape (d + 1, k)
+
+    Returns
+    -------
+    ndarray, shape (k, k, k)
+    """
+    Y = _augment(x, mean, c) @ W
+    return cross3(Y, Y, Y)
+
+
+def augmented_m1_partial(x, mean: np.ndarray, c: float, P: np.ndarray) -> np.ndarray:
+    """``sum_r a_r ||P^T (x_r - mean)||^2`` of one block (the ``M1'`` moment of Anandkumar et al. 2014, Thm 3.3).
+
+    Parameters
+    ----------
+    x : ndarray
+    mean : ndarray, shape (d,)
+    c : float
+    P : ndarray, shape (d, m)
+
+    Returns
+    -------
+    ndarray, shape (d + 1,)
+    """
+    a = _augment(x, mean, c)
+    return a.T @ np.sum((a[:, :-1] @ P) ** 2, axis=1)
