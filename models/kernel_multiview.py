@@ -1,0 +1,664 @@
+"""Nonparametric multi-view mixtures by kernel embeddings: spectral estimate and NumPyro program.
+
+A hidden class ``h ~ Categorical(weights)`` and ``l >= 3`` real-valued views
+``x_v`` (shapes (N, d_v)) that are conditionally independent given ``h``,
+each with an ARBITRARY conditional density ``p_{v,h}`` (skewed, multimodal,
+heavy-tailed). Seed 004's estimator ([1]_) embeds the views with a Gaussian
+RBF kernel, whitens the second-order embedding (KernelSVD, Alg. 1), decomposes
+the whitened third-order embedding (eq. 39) with the tensor power method
+(Alg. 2) and reads off the mixing weights (from the tensor eigenvalues) and
+the conditional embeddings of every component (eq. 40); see
+:mod:`specinit.engine.kernels` for the low-rank features that keep it
+``O(N r)`` in memory (random Fourier features of rank 128 by default, or
+Nystrom with pivoted-Cholesky landmarks) and the median-heuristic bandwidth.
+
+* ``exchangeable=True`` (views of the same kind: same dimension and the same
+  conditional densities) uses one feature map for every view and the
+  symmetric estimator of [1]_ Sec. 6;
+* otherwise (the default; views of different kinds or dimensions) every view
+  gets its own feature map and bandwidth, and the views are symmetrized onto
+  a target view in projected coordinates, as the parametric multi-view
+  engine does (:func:`specinit.engine.views.fit_multiview`).
+
+From the estimate, :func:`conditional_density` evaluates a kernel density of
+every component and view (non-negative, integrating to one), and the
+projection onto a parametric family ([1]_ Sec. 7) fits, per component and
+view, a mixture of ``m`` diagonal Gaussians to it. That projection is what
+the NumPyro program :func:`model` uses: sites ``weights`` (k,), and per view
+``v`` ``mix_<v>`` (k, m) (rows on the simplex), ``loc_<v>`` and
+``scale_<v>`` (k, m, d_v); the class is summed out (log-sum-exp), with one
+log-likelihood per observation in the plate ``data``.
+
+References
+----------
+.. [1] Song, Anandkumar, Dai, Xie, "Nonparametric Estimation of Multi-View
+   Latent Variable Models", ICML 2014: Alg. 1, eq. 39, Alg. 2, eq. 40, Sec. 7.
+.. [2] Anandkumar, Ge, Hsu, Kakade, Telgarsky, "Tensor decompositions for
+   learning latent variable models", JMLR 2014, Sec. 3.3 (multi-view
+   symmetrization).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from jax.scipy.special import logsumexp
+
+from specinit._validation import as_generator, bad_argument, check_choice, check_int, check_positive
+from specinit.engine.kernels import (
+    FEATURES,
+    RandomFourierFeatures,
+    check_bandwidth,
+    check_no_constant_columns,
+    density_coefficients,
+    fit_exchangeable_views,
+    fit_weighted_gmm,
+    kernel_features,
+    median_bandwidth,
+    positive_part_mass,
+    silverman_bandwidth,
+    weighted_kde,
+)
+from specinit.engine.support import positive_weights
+from specinit.engine.views import ViewMoments, fit_multiview, multiview_population
+from specinit.engine.whitening import IndefiniteMomentError
+from specinit.estimate import ModelFacts, SpectralEstimate
+
+__all__ = [
+    "KernelMoments",
+    "check_views",
+    "conditional_density",
+    "model",
+    "population_moments",
+    "projected_density",
+    "spectral",
+    "spectral_from_moments",
+]
+
+_EM_POINTS = 1000  # support points (a random subset; the support is in random order) used by the projection EM
+_ADVICE = ("The views may not follow a k-class multi-view mixture in this kernel: try a smaller k, a larger "
+           "rank, another bandwidth, or exchangeable=False.")
+
+
+def check_views(views, func: str = "kernel_multiview.check_views"):
+    """Validate real-valued views: at least 3, same number of rows, finite, no constant column.
+
+    Parameters
+    ----------
+    views : sequence of arrays
+        Each (N,) or (N, d_v); 1-D views become (N, 1).
+    func : str
+        Function named in error messages.
+
+    Returns
+    -------
+    list of ndarray
+        float64 arrays of shape (N, d_v).
+
+    Raises
+    ------
+    TypeError
+        ``views`` not a list, or a non-numeric view.
+    ValueError
+        Fewer than 3 views, different numbers of rows, NaN/inf, fewer than 2
+        rows, or a constant column.
+    """
+    if views is None or isinstance(views, np.ndarray) or not hasattr(views, "__len__"):
+        raise bad_argument("views", func, "a list of per-view (N, d_v) arrays", views, kind=TypeError)
+    views = list(views)
+    if len(views) < 3:
+        raise bad_argument("views", func, "a list of at least 3 views", f"{len(views)} views", describe=False)
+    arrays = []
+    for i, v in enumerate(views):
+        a = np.asarray(v)
+        if a.dtype == object or a.dtype.kind not in "biuf":
+            raise bad_argument(f"views[{i}]", func, "a numeric array", a, kind=TypeError)
+        a = a.astype(np.float64)
+        if a.ndim == 1:
+            a = a[:, None]
+        if a.ndim != 2 or a.shape[1] == 0:
+            raise bad_argument(f"views[{i}]", func, "an (N,) or (N, d) array", a)
+        arrays.append(a)
+    rows = [a.shape[0] for a in arrays]
+    if len(set(rows)) != 1:
+        raise bad_argument("views", func, "views with the same number of observations (rows)", f"row counts {rows}",
+                           describe=False)
+    for i, a in enumerate(arrays):
+        if not np.all(np.isfinite(a)):
+            n_bad = int(a.size - np.count_nonzero(np.isfinite(a)))
+            raise bad_argument(f"views[{i}]", func, "finite", f"{n_bad} NaN or infinite entries", describe=False)
+        check_no_constant_columns(a, f"views[{i}]", func)
+    return arrays
+
+
+def _stack(views):
+    return np.concatenate([np.asarray(v, dtype=np.float64).reshape(len(v), -1) for v in views], axis=1)
+
+
+class _KernelMixture(dist.Distribution):
+    """``sum_h w_h prod_v sum_j mix_{v,h,j} N(x_v; loc_{v,h,j}, diag(scale_{v,h,j}^2))`` on stacked views."""
+
+    support = dist.constraints.real_vector
+
+    def __init__(self, weights, params, n_obs):
+        self.weights, self.params = weights, params
+        width = sum(p[1].shape[-1] for p in params)
+        super().__init__(batch_shape=(n_obs,), event_shape=(width,))
+
+    def log_prob(self, value):
+        logp = jnp.log(self.weights)
+        start = 0
+        for mix, loc, scale in self.params:
+            d = loc.shape[-1]
+            x = value[..., None, None, start:start + d]
+            inner = jnp.log(mix) + dist.Normal(loc, scale).log_prob(x).sum(-1)
+            logp = logp + logsumexp(inner, axis=-1)
+            start += d
+        return logsumexp(logp, axis=-1)
+
+
+def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, prior_scale: float = 10.0):
+    """NumPyro multi-view mixture with a mixture of ``m`` Gaussians per component and view.
+
+    Parameters
+    ----------
+    views : sequence of arrays, optional
+        Observed views (each (N,) or (N, d_v)); ``None`` generates ``n``
+        observations with view dimensions ``dims``.
+    k : int
+        Number of classes.
+    m : int
+        Gaussians per component and view (the flexible component densities).
+    n : int, optional
+        Number of observations to generate (only when ``views`` is None).
+    dims : sequence of int, optional
+        ``d_v`` per view (required when ``views`` is None).
+    prior_scale : float
+        Scale of the Normal(0, prior_scale) prior of ``loc_<v>`` and of the
+        HalfNormal(prior_scale) prior of ``scale_<v>`` (data of order one to ten).
+
+    Returns
+    -------
+    None
+        A NumPyro program: ``weights`` (k,) ~ Dirichlet(1); per view ``v``:
+        ``mix_<v>`` (k, m) ~ Dirichlet(1) rows, ``loc_<v>`` (k, m, d_v) ~
+        Normal(0, prior_scale), ``scale_<v>`` (k, m, d_v) ~
+        HalfNormal(prior_scale). Observed ``views`` (stacked column-wise) in
+        plate ``data`` with the class and the inner Gaussian summed out; when
+        generating, ``h``, ``c_<v>`` (inner Gaussian) and ``x_<v>`` in plate ``data``.
+
+    Raises
+    ------
+    ValueError
+        Bad views, or ``dims`` / ``n`` missing when generating.
+
+    References
+    ----------
+    Song, Anandkumar, Dai, Xie, ICML 2014, Sec. 7 (parametric family for the
+    conditional densities).
+    """
+    func = "kernel_multiview.model"
+    k = check_int(k, "k", func, minimum=1)
+    m = check_int(m, "m", func, minimum=1)
+    prior_scale = check_positive(prior_scale, "prior_scale", func)
+    if views is None:
+        if n is None or dims is None:
+            raise bad_argument("dims", func, "one dimension per view, with n, when views is None", dims)
+        n_obs, sizes = check_int(n, "n", func, minimum=1), tuple(check_int(s, "dims", func, minimum=1) for s in dims)
+    else:
+        views = check_views(views, func)
+        n_obs, sizes = views[0].shape[0], tuple(v.shape[1] for v in views)
+    weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
+    params = []
+    for v, d in enumerate(sizes):
+        mix = numpyro.sample(f"mix_{v}", dist.Dirichlet(jnp.ones(m)).expand([k]).to_event(1))
+        loc = numpyro.sample(f"loc_{v}", dist.Normal(0.0, prior_scale).expand([k, m, d]).to_event(3))
+        scale = numpyro.sample(f"scale_{v}", dist.HalfNormal(prior_scale).expand([k, m, d]).to_event(3))
+        params.append((mix, loc, scale))
+    with numpyro.plate("data", n_obs):
+        if views is None:
+            h = numpyro.sample("h", dist.Categorical(weights))
+            for v, (mix, loc, scale) in enumerate(params):
+                c = numpyro.sample(f"c_{v}", dist.Categorical(mix[h]))
+                numpyro.sample(f"x_{v}", dist.Normal(loc[h, c], scale[h, c]).to_event(1))
+        else:
+            numpyro.sample("views", _KernelMixture(weights, params, n_obs), obs=jnp.asarray(_stack(views)))
+
+
+def _facts(n_views: int, projected: bool, target: int) -> ModelFacts:
+    """Component axes, matching site and ArviZ dims (matched on ``loc_<target>`` when projected)."""
+    axes, dims = {"weights": 0}, {"weights": ("components",)}
+    if projected:
+        for v in range(n_views):
+            axes[f"mix_{v}"] = 0
+            dims[f"mix_{v}"] = ("components", f"gaussian_{v}")
+            for name in (f"loc_{v}", f"scale_{v}"):
+                axes[name] = 0
+                dims[name] = ("components", f"gaussian_{v}", f"dim_{v}")
+    match = f"loc_{target % n_views}" if projected else "weights"
+    return ModelFacts(component_axes=axes, match_site=match, dims=dims, event_dims=dict(dims))
+
+
+@dataclass(frozen=True)
+class KernelMoments:
+    """What :func:`spectral_from_moments` needs: moments of the feature views and, from data, the views.
+
+    Attributes
+    ----------
+    features : tuple
+        One feature map per view (:class:`specinit.engine.kernels.RandomFourierFeatures`
+        or :class:`~specinit.engine.kernels.NystromFeatures`; the same object
+        for every view when ``exchangeable``).
+    moments : ViewMoments or MultiViewPopulation
+        Cross moments of the feature views ``phi_v(x_v)``.
+    exchangeable : bool
+        Whether the views share one feature map and the symmetric estimator is used.
+    data : tuple of ndarray or None
+        The raw views (N, d_v) when built from data (needed for the densities);
+        None for population moments.
+    """
+
+    features: tuple
+    moments: object
+    exchangeable: bool
+    data: tuple | None = None
+
+
+def _mixture_embedding(feature_map, mix, loc, scale):
+    """``sum_j mix_{h,j} E_{N(loc_{h,j}, scale_{h,j}^2)}[phi]`` for every component h -> (k, r)."""
+    return np.einsum("hj,hjr->hr", mix, feature_map.gaussian_embedding(loc, scale))
+
+
+def population_moments(params, *, features=None, bandwidth=None, rank: int = 128, exchangeable: bool = False,
+                       seed=0) -> KernelMoments:
+    """Exact kernel-embedding moments of a mixture whose component densities are Gaussian mixtures.
+
+    With the Gaussian RBF kernel and random Fourier (or Nystrom) features,
+    the mean embedding of a Gaussian is closed form, so
+    ``E[phi_v(x_v) | h] = sum_j mix_{v,h,j} E_{N(loc, scale^2)}[phi_v]`` is
+    exact and the cross moments of the feature views are those of a
+    multi-view mixture with these means (no quadrature, no sampling).
+
+    Parameters
+    ----------
+    params : dict or SpectralEstimate
+        ``weights`` (k,) and, per view ``v``, ``mix_<v>`` (k, m),
+        ``loc_<v>`` and ``scale_<v>`` (k, m, d_v) (the sites of :func:`model`).
+    features : sequence of feature maps, optional
+        One per view (or one shared map when ``exchangeable``); default:
+        random Fourier features of rank ``rank``.
+    bandwidth : float or sequence, optional
+        Kernel length scale(s) per view (a number, or one entry per view);
+        default: the per-column standard deviation of each view's marginal
+        (a population stand-in for the median heuristic).
+    rank : int
+        Feature rank when ``features`` is None.
+    exchangeable : bool
+        One feature map for every view (views must have the same dimension).
+    seed : int or numpy.random.Generator
+        Draws the random features.
+
+    Returns
+    -------
+    KernelMoments
+        For :func:`spectral_from_moments` (exact recovery of the weights and
+        of the conditional embeddings).
+
+    Raises
+    ------
+    ValueError
+        Fewer than 3 views, a missing site, mismatched shapes, a bandwidth <= 0.
+
+    References
+    ----------
+    Song, Anandkumar, Dai, Xie, ICML 2014, eqs. 34-35 (population embeddings).
+    """
+    func = "kernel_multiview.population_moments"
+    params = dict(getattr(params, "params", params))
+    if "weights" not in params:
+        raise bad_argument("params", func, "a dict with the site 'weights'", sorted(params))
+    n_views = 0
+    while f"loc_{n_views}" in params:
+        n_views += 1
+    if n_views < 3:
+        raise bad_argument("params", func, "sites loc_0, loc_1, loc_2, ... for at least 3 views", sorted(params))
+    weights = np.asarray(params["weights"], dtype=np.float64)
+    comps = []
+    for v in range(n_views):
+        missing = [s for s in (f"mix_{v}", f"scale_{v}") if s not in params]
+        if missing:
+            raise bad_argument("params", func, f"the sites mix_{v}, loc_{v}, scale_{v}", f"missing {missing}",
+                               describe=False)
+        mix, loc, scale = (np.asarray(params[f"{s}_{v}"], dtype=np.float64) for s in ("mix", "loc", "scale"))
+        if loc.ndim != 3 or mix.shape != loc.shape[:2] or scale.shape != loc.shape or loc.shape[0] != weights.size:
+            raise bad_argument(f"loc_{v}", func, f"shapes mix (k, m), loc and scale (k, m, d) with k={weights.size}",
+                               f"mix {mix.shape}, loc {loc.shape}, scale {scale.shape}", describe=False)
+        comps.append((mix, loc, scale))
+    dims = [c[1].shape[2] for c in comps]
+    exchangeable = bool(exchangeable)
+    if exchangeable and len(set(dims)) != 1:
+        raise bad_argument("exchangeable", func, "False for views of different dimensions", f"dims {dims}",
+                           describe=False)
+    if features is None:
+        rng = as_generator(seed, func)
+
+        def marginal_sd(v):
+            mix, loc, scale = comps[v]
+            p = weights[:, None] * mix
+            mean = np.einsum("hj,hjd->d", p, loc)
+            second = np.einsum("hj,hjd->d", p, loc**2 + scale**2)
+            return np.sqrt(np.maximum(second - mean**2, 1e-12))
+
+        def band(v):
+            if bandwidth is None:
+                return marginal_sd(v)
+            value = bandwidth if np.ndim(bandwidth) == 0 else bandwidth[v]
+            return check_bandwidth(value, dims[v], "bandwidth", func)
+
+        if exchangeable:
+            shared = RandomFourierFeatures(dims[0], np.mean([band(v) for v in range(n_views)], axis=0), rank, rng)
+            features = (shared,) * n_views
+        else:
+            features = tuple(RandomFourierFeatures(dims[v], band(v), rank, rng) for v in range(n_views))
+    features = tuple(features) if len(features) == n_views else tuple(features) * n_views
+    embeddings = [_mixture_embedding(fm, *c) for fm, c in zip(features, comps)]
+    return KernelMoments(features, multiview_population(embeddings, weights), exchangeable, None)
+
+
+def spectral_from_moments(moments: KernelMoments, k: int, *, m: int = 2, target: int = -1, method: str = "tpm",
+                          max_support: int = 4000, seed=0, decompose_options: dict | None = None) -> SpectralEstimate:
+    """Weights, conditional embeddings and (from data) densities and their Gaussian-mixture projection.
+
+    Parameters
+    ----------
+    moments : KernelMoments
+        From :func:`population_moments` or built from data by :func:`spectral`.
+    k : int
+        Number of classes, at most the feature rank.
+    m, target, method, max_support, seed, decompose_options
+        As for :func:`spectral`.
+
+    Returns
+    -------
+    SpectralEstimate
+        As for :func:`spectral`. From population moments (no data) only
+        ``weights`` is a parameter; the exact conditional embeddings are in
+        ``diagnostics["embedding_<v>"]`` (and the facts match on ``weights``).
+
+    Raises
+    ------
+    ValueError
+        ``k`` larger than the feature rank.
+    specinit.engine.whitening.IndefiniteMomentError
+        If the second-order embedding is not positive on its top k eigenvectors.
+
+    References
+    ----------
+    Song, Anandkumar, Dai, Xie, ICML 2014, Alg. 1, eq. 39, Alg. 2, eq. 40, Sec. 7.
+    """
+    func = "kernel_multiview.spectral"
+    rank = min(moments.moments.dims)
+    k = check_int(k, "k", func, minimum=1)
+    if k > rank:
+        raise bad_argument("k", func, f"<= the kernel feature rank ({rank}); increase rank", k)
+    m = check_int(m, "m", func, minimum=1)
+    max_support = check_int(max_support, "max_support", func, minimum=k)
+    rng = as_generator(seed, func)
+    n_views = moments.moments.n_views
+    target = check_int(target, "target", func, minimum=-n_views, maximum=n_views - 1) % n_views
+    try:
+        if moments.exchangeable:
+            fit = fit_exchangeable_views(moments.moments, k, method=method, seed=rng,
+                                         decompose_options=decompose_options)
+            weights, embeddings, diagnostics = fit.weights, fit.embeddings, dict(fit.diagnostics)
+        else:
+            fit = fit_multiview(moments.moments, k, target=target, method=method, seed=rng,
+                                decompose_options=decompose_options)
+            weights, embeddings, diagnostics = fit.weights, fit.means, dict(fit.diagnostics)
+    except IndefiniteMomentError as exc:
+        raise exc.advise(func, _ADVICE) from None
+    diagnostics["raw_weights"] = np.asarray(weights, dtype=np.float64)
+    diagnostics["exchangeable"] = bool(moments.exchangeable)
+    diagnostics["feature_kind"] = moments.features[0].kind
+    diagnostics["feature_rank"] = int(rank)
+    for v, fm in enumerate(moments.features):
+        diagnostics[f"bandwidth_{v}"] = fm.bandwidth
+        diagnostics[f"embedding_{v}"] = np.asarray(embeddings[v])
+    params = {"weights": positive_weights(np.asarray(weights, dtype=np.float64))}
+    if moments.data is not None:
+        features = moments.moments.views
+        n_obs = features[0].shape[0]
+        subset = rng.permutation(n_obs)[:max_support]  # random order: the EM uses the first _EM_POINTS
+        for v, x in enumerate(moments.data):
+            coef = density_coefficients(features, embeddings, weights, v)
+            total = np.abs(coef).sum(axis=1)
+            diagnostics[f"negative_mass_{v}"] = np.where(coef < 0, -coef, 0.0).sum(axis=1) / np.maximum(total, 1e-300)
+            support = x[subset]
+            coef = coef[:, subset] * (n_obs / subset.size)
+            positive = np.clip(coef, 0.0, None)
+            positive /= np.maximum(positive.sum(axis=1, keepdims=True), 1e-300)
+            band = silverman_bandwidth(support, positive)
+            norm = positive_part_mass(support, coef, band, seed=rng)
+            diagnostics[f"density_support_{v}"] = support
+            diagnostics[f"density_weights_{v}"] = coef
+            diagnostics[f"density_bandwidth_{v}"] = band
+            diagnostics[f"density_norm_{v}"] = norm
+            # importance weights (clipped density / mixture density) of at most _EM_POINTS support points
+            em = support[: _EM_POINTS]
+            dens = weighted_kde(em, support, coef, band, norm)
+            resp = dens / np.maximum(dens @ params["weights"], 1e-300)[:, None]
+            fits = [fit_weighted_gmm(em, resp[:, i] / max(resp[:, i].sum(), 1e-300), band[i], m, seed=rng)
+                    for i in range(k)]
+            params[f"mix_{v}"] = np.stack([f[0] for f in fits])
+            params[f"loc_{v}"] = np.stack([f[1] for f in fits])
+            params[f"scale_{v}"] = np.stack([f[2] for f in fits])
+    return SpectralEstimate("kernel_multiview", params, diagnostics,
+                            facts=_facts(n_views, moments.data is not None, target))
+
+
+def spectral(views, k: int, *, bandwidth=None, rank: int = 128, features: str = "rff", exchangeable: bool = False,
+             m: int = 2, target: int = -1, method: str = "tpm", max_support: int = 4000, seed=0,
+             decompose_options: dict | None = None) -> SpectralEstimate:
+    """Nonparametric spectral estimate of a multi-view mixture (seed 004's kernel algorithm, low rank).
+
+    Parameters
+    ----------
+    views : sequence of arrays
+        At least 3 views with the same observations, each (N,) or (N, d_v),
+        real-valued, no constant column.
+    k : int
+        Number of classes, at most ``rank``; the ``k`` embedded conditional
+        distributions of each view must be linearly independent.
+    bandwidth : float, or sequence with one entry (float or (d_v,) vector) per view, optional
+        Gaussian kernel length scale(s); default: the median heuristic per
+        view on standardized columns (:func:`specinit.engine.kernels.median_bandwidth`;
+        pooled over the views when ``exchangeable``).
+    rank : int
+        Feature rank ``r``: memory ``O(N r)`` per view.
+    features : {"rff", "nystrom"}
+        Random Fourier features (default) or Nystrom features with
+        pivoted-Cholesky landmarks.
+    exchangeable : bool
+        Views of the same kind (same dimension, same conditional densities):
+        one shared feature map and the symmetric estimator of seed 004
+        Sec. 6. Default False: per-view feature maps, symmetrized onto the
+        target view.
+    m : int
+        Gaussians per component and view in the parametric projection.
+    target : int
+        Target view of the symmetrization (``exchangeable=False``), and the
+        view whose ``loc`` labels are matched (facts).
+    method : {"tpm", "svtd", "eca", "als"}
+        Tensor decomposition (default: robust tensor power method, seed 004 Alg. 2).
+    max_support : int
+        At most this many observations (a random subset) carry the kernel
+        density of each view (evaluation cost ``O(n_points max_support k)``).
+    seed : int or numpy.random.Generator
+        Random features, range finders, decomposition, support subset.
+    decompose_options : dict, optional
+        Keyword arguments of the tensor decomposition; unknown keys raise.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``"kernel_multiview"`` with params ``weights`` (k,) and, per view
+        ``v``, the Gaussian-mixture projection ``mix_<v>`` (k, m), ``loc_<v>``
+        and ``scale_<v>`` (k, m, d_v) (the sites of :func:`model`).
+        ``diagnostics``: ``embedding_<v>`` (k, r) conditional embeddings,
+        ``bandwidth_<v>``, ``density_support_<v>``, ``density_weights_<v>``
+        (k, n_support) and ``density_bandwidth_<v>`` (k, d_v) for
+        :func:`conditional_density`, ``negative_mass_<v>`` (per component,
+        the fraction of coefficient mass clipped at 0), ``raw_weights``
+        (before flooring), and the whitening/decomposition diagnostics.
+
+    Raises
+    ------
+    ValueError
+        Fewer than 3 views, views of different lengths, NaN/inf, constant
+        columns, a bandwidth <= 0, ``k`` larger than the kernel rank, or
+        ``exchangeable=True`` with views of different dimensions.
+    TypeError
+        Non-numeric views, unknown ``decompose_options`` keys.
+    specinit.engine.whitening.IndefiniteMomentError
+        If the second-order embedding is not positive on its top k eigenvectors.
+
+    References
+    ----------
+    Song, Anandkumar, Dai, Xie, "Nonparametric Estimation of Multi-View Latent
+    Variable Models", ICML 2014: Alg. 1 (KernelSVD), eq. 39, Alg. 2, eq. 40,
+    Sec. 7 (projection to a parametric family).
+    """
+    func = "kernel_multiview.spectral"
+    views = check_views(views, func)
+    n_views = len(views)
+    features = check_choice(features, "features", func, FEATURES)
+    rank = check_int(rank, "rank", func, minimum=2)
+    k = check_int(k, "k", func, minimum=1)
+    if k > rank:
+        raise bad_argument("k", func, f"<= the kernel feature rank ({rank}); increase rank", k)
+    rng = as_generator(seed, func)
+    if bandwidth is not None and np.ndim(bandwidth) == 0:
+        bandwidth = [bandwidth] * n_views
+    if bandwidth is not None and len(bandwidth) != n_views:
+        raise bad_argument("bandwidth", func, f"a number or one entry per view ({n_views})", bandwidth)
+    bands = None if bandwidth is None else [check_bandwidth(b, views[v].shape[1], f"bandwidth[{v}]", func)
+                                            for v, b in enumerate(bandwidth)]
+    if exchangeable:
+        dims = [v.shape[1] for v in views]
+        if len(set(dims)) != 1:
+            raise bad_argument("exchangeable", func, "False for views of different dimensions", f"dims {dims}",
+                               describe=False)
+        pooled = np.concatenate(views, axis=0)
+        band = median_bandwidth(pooled, seed=rng, name="views", func=func) if bands is None else np.mean(bands, axis=0)
+        shared = kernel_features(pooled, features=features, rank=rank, bandwidth=band, seed=rng, name="views",
+                                 func=func)
+        maps = (shared,) * n_views
+    else:
+        maps = tuple(kernel_features(x, features=features, rank=rank, bandwidth=None if bands is None else bands[v],
+                                     seed=rng, name=f"views[{v}]", func=func) for v, x in enumerate(views))
+    feature_views = [fm.transform(x) for fm, x in zip(maps, views)]
+    moments = KernelMoments(maps, ViewMoments(feature_views), bool(exchangeable), tuple(views))
+    return spectral_from_moments(moments, k, m=m, target=target, method=method, max_support=max_support, seed=rng,
+                                 decompose_options=decompose_options)
+
+
+def _points(estimate, view, points, func):
+    if not isinstance(estimate, SpectralEstimate) or estimate.model != "kernel_multiview":
+        raise bad_argument("estimate", func, "a SpectralEstimate of kernel_multiview.spectral", estimate, kind=TypeError)
+    n_views = sum(1 for key in estimate.diagnostics if key.startswith("embedding_"))
+    view = check_int(view, "view", func, minimum=-n_views, maximum=n_views - 1) % n_views
+    dim = np.asarray(estimate.diagnostics[f"bandwidth_{view}"]).size
+    pts = np.asarray(points, dtype=np.float64)
+    if pts.ndim == 1 and dim == 1:
+        pts = pts[:, None]
+    if pts.ndim != 2 or pts.shape[1] != dim or not np.all(np.isfinite(pts)):
+        raise bad_argument("points", func, f"a finite (n_points, {dim}) array (view {view} has {dim} columns)", points)
+    return view, pts
+
+
+def conditional_density(estimate: SpectralEstimate, view: int, points) -> np.ndarray:
+    """Kernel density of every component of one view at ``points``: an (n_points, k) array.
+
+    ``p_{v,i}(y) = max(sum_n c_{i,n} N(y; x_{v,n}, diag(h_i^2)), 0) / Z_i``
+    with the (signed, unbiased) per-observation coefficients of
+    :func:`specinit.engine.kernels.density_coefficients`, clipped at 0
+    pointwise and divided by the integral ``Z_i`` of the positive part
+    (:func:`specinit.engine.kernels.positive_part_mass`: exact quadrature
+    for 1-D views, importance sampling with < 1 % error for 2-3 dimensions),
+    so each column is non-negative and integrates to one; ``h_i`` is a
+    Silverman bandwidth per component (effective sample size).
+
+    Parameters
+    ----------
+    estimate : SpectralEstimate
+        From :func:`spectral` (data; population estimates carry no density).
+    view : int
+        View index.
+    points : array, shape (n_points, d_v) (or (n_points,) for a 1-D view)
+        Where to evaluate.
+
+    Returns
+    -------
+    ndarray, shape (n_points, k)
+
+    Raises
+    ------
+    TypeError
+        Not a kernel_multiview estimate.
+    ValueError
+        A view out of range, points of the wrong width, or an estimate
+        without density (built from population moments).
+
+    References
+    ----------
+    Song, Anandkumar, Dai, Xie, ICML 2014, eq. 40 (conditional embeddings).
+    """
+    func = "kernel_multiview.conditional_density"
+    view, pts = _points(estimate, view, points, func)
+    if f"density_support_{view}" not in estimate.diagnostics:
+        raise bad_argument("estimate", func, "an estimate fitted to data (population estimates carry no density)",
+                           "an estimate without density support", describe=False)
+    d = estimate.diagnostics
+    return weighted_kde(pts, np.asarray(d[f"density_support_{view}"]), np.asarray(d[f"density_weights_{view}"]),
+                        np.asarray(d[f"density_bandwidth_{view}"]), np.asarray(d[f"density_norm_{view}"]))
+
+
+def projected_density(estimate: SpectralEstimate, view: int, points) -> np.ndarray:
+    """The Gaussian-mixture projection (the model's sites) of every component of one view at ``points``.
+
+    Parameters
+    ----------
+    estimate : SpectralEstimate
+        From :func:`spectral`, or any estimate with ``mix_<v>``, ``loc_<v>``, ``scale_<v>``.
+    view : int
+        View index.
+    points : array, shape (n_points, d_v) (or (n_points,) for a 1-D view)
+
+    Returns
+    -------
+    ndarray, shape (n_points, k)
+
+    Raises
+    ------
+    TypeError
+        Not a kernel_multiview estimate.
+    ValueError
+        A view out of range, points of the wrong width, or no projection in the estimate.
+
+    References
+    ----------
+    Song, Anandkumar, Dai, Xie, ICML 2014, Sec. 7 (projection onto a parametric family).
+    """
+    func = "kernel_multiview.projected_density"
+    view, pts = _points(estimate, view, points, func)
+    if f"loc_{view}" not in estimate.params:
+        raise bad_argument("estimate", func, "an estimate fitted to data (with the Gaussian-mixture projection)",
+                           "an estimate without it", describe=False)
+    mix, loc, scale = (estimate.params[f"{s}_{view}"] for s in ("mix", "loc", "scale"))
+    z = (pts[:, None, None, :] - loc) / scale
+    comp = np.exp(-0.5 * np.sum(z**2, axis=-1)) / np.prod(np.sqrt(2 * np.pi) * scale, axis=-1)
+    return np.einsum("nhj,hj->nh", comp, mix)
