@@ -33,6 +33,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from specinit.models._sparse_counts import HIGHEST, DenseTopicCounts, ModelData, lda_loglik
 from specinit.models._topics import fit_topics
 
 from specinit._validation import (
@@ -46,7 +47,7 @@ from specinit.engine.moments import CountMoments, count_chunks
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, SpectralEstimate
 
-__all__ = ["model", "spectral", "spectral_from_moments", "population_moments", "document_topics"]
+__all__ = ["model", "spectral", "spectral_from_moments", "population_moments", "document_topics", "svi"]
 
 _ADVICE = "For LDA, alpha0 may be misspecified: try another alpha0 (smaller for sparse topic mixtures)."
 
@@ -73,13 +74,21 @@ def model(
 
     Parameters
     ----------
-    counts : array, shape (N, V), optional
-        Observed word counts (dense). ``None`` generates documents of
-        lengths ``doc_lengths``.
+    counts : array, scipy.sparse matrix or DocumentCounts, shape (N, V), optional
+        Observed word counts. Dense arrays suit small corpora (the model
+        forms ``theta @ beta``, N x V). Sparse matrices (as
+        ``CountVectorizer`` returns them) and
+        :class:`~specinit.models._sparse_counts.DocumentCounts` minibatches
+        are evaluated from the nonzeros only (memory O(nnz * k)); a
+        minibatch with ``num_documents`` larger than its rows scales the
+        document terms by ``num_documents / rows`` (what :func:`svi` feeds).
+        ``None`` generates documents of lengths ``doc_lengths``
+        (``numpyro.infer.Predictive``).
     k : int
         Number of topics.
     vocab_size : int, optional
-        V, needed only when ``counts`` is None.
+        V, needed only when ``counts`` is None (checked against counts
+        otherwise).
     doc_lengths : array, shape (N,), optional
         Needed only when ``counts`` is None.
     eta : float
@@ -87,33 +96,49 @@ def model(
     alpha_prior : (float, float)
         Gamma(shape, rate) prior on each ``alpha_i``.
     subsample_size : int, optional
-        Documents per step for SVI (``numpyro.plate`` subsampling).
+        Documents per step for SVI (``numpyro.plate`` subsampling) with
+        dense counts; sparse counts are subsampled by feeding minibatches.
+
+    Raises
+    ------
+    ValueError
+        ``vocab_size``/``doc_lengths`` missing when generating, counts that
+        are not two-dimensional or not counts, or ``subsample_size`` with
+        sparse counts.
+    TypeError
+        Counts of an unsupported type.
 
     Notes
     -----
-    NumPyro sites:
-    ``alpha`` (k,), ``beta`` (k, V) in plate ``topics``, ``theta`` (N, k) and
-    observed ``counts`` (N, V) in plate ``documents``.
+    NumPyro sites: ``alpha`` (k,), ``beta`` (k, V) in plate ``topics``,
+    ``theta`` (N, k) and ``counts`` in plate ``documents``: an observed
+    site for dense counts, a ``numpyro.factor`` with the per-document
+    log-likelihood for sparse counts (so ``log_likelihood`` and LOO are per
+    document either way). The likelihood is the multinomial of
+    ``theta_d @ beta`` evaluated in log space with HIGHEST-precision
+    contractions ([2]_; see :mod:`specinit.models._sparse_counts`).
+
+    References
+    ----------
+    .. [1] Anandkumar, Foster, Hsu, Kakade, Liu. "A spectral algorithm for
+       latent Dirichlet allocation", Sec. 2 (the model).
+    .. [2] Blei, Ng, Jordan. "Latent Dirichlet allocation", JMLR 2003, Sec. 2.
     """
-    if counts is not None:
-        counts = jnp.asarray(counts)
-        V, lengths = counts.shape[1], jnp.sum(counts, axis=-1)
-    elif vocab_size is None or doc_lengths is None:
-        raise bad_argument("vocab_size", "lda.model", "given (with doc_lengths) when counts is None, to generate data", vocab_size)
-    else:
-        V, lengths = vocab_size, jnp.asarray(doc_lengths)
+    data = ModelData(counts, "lda.model", vocab_size, doc_lengths, subsample_size)
     alpha = numpyro.sample("alpha", dist.Gamma(jnp.full(k, alpha_prior[0]), alpha_prior[1]).to_event(1))
     with numpyro.plate("topics", k):
-        beta = numpyro.sample("beta", dist.Dirichlet(jnp.full(V, eta)))
-    with numpyro.plate("documents", lengths.shape[0], subsample_size=subsample_size) as idx:
+        beta = numpyro.sample("beta", dist.Dirichlet(jnp.full(data.vocab_size, eta)))
+    with numpyro.handlers.scale(scale=data.scale), \
+            numpyro.plate("documents", data.n_docs, subsample_size=subsample_size) as idx:
         theta = numpyro.sample("theta", dist.Dirichlet(alpha))
-        # Floor at the smallest normal float: in float32 a word whose topics all have underflowed
-        # probability would give log(0) = -inf for an observed count (NaN ELBO steps in SVI).
-        probs = jnp.maximum(theta @ beta, jnp.finfo(beta.dtype).tiny)
-        if counts is None:
-            numpyro.sample("counts", dist.Multinomial(lengths[idx], probs, total_count_max=int(np.max(doc_lengths))))
+        if data.sparse is not None:
+            numpyro.factor("counts", lda_loglik(theta, beta, data.sparse))
+        elif data.dense is not None:
+            numpyro.sample("counts", DenseTopicCounts(theta, beta, data.lengths[idx]), obs=data.dense[idx])
         else:
-            numpyro.sample("counts", dist.Multinomial(lengths[idx], probs), obs=counts[idx])
+            probs = jnp.maximum(jnp.matmul(theta, beta, precision=HIGHEST), jnp.finfo(beta.dtype).tiny)
+            probs = probs / jnp.sum(probs, axis=-1, keepdims=True)
+            numpyro.sample("counts", dist.Multinomial(data.lengths[idx], probs, total_count_max=data.max_length))
 
 
 def population_moments(beta, alpha) -> FactoredMoments:
@@ -270,3 +295,86 @@ def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4)
         if done:
             break
     return theta / theta.sum(axis=1, keepdims=True)
+
+
+def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 256, seed: int = 0, progress=False,
+        lr: float = 0.05, decay_steps: float = 200.0, local_steps: int = 20, local: str = "dirichlet", eta: float = 0.1,
+        alpha_prior: tuple = (1.0, 1.0), snapshot_every: int | None = None):
+    """Minibatch SVI of sparse LDA with closed-form per-document updates (online-VB style).
+
+    Runs ``numpyro.infer.SVI`` on :func:`model` fed by minibatches of
+    documents (rows of a sparse matrix; O(nnz) per step). The guide holds
+    ``alpha`` and the topics ``beta`` as point masses in unconstrained
+    coordinates and computes each minibatch's ``theta`` by the online
+    variational-Bayes E-step given the current ``beta`` ([1]_ Alg. 2): no
+    per-document parameters are optimized (see
+    :mod:`specinit.models._topic_svi`).
+
+    Parameters
+    ----------
+    counts : array-like or scipy.sparse matrix, shape (N, V)
+        Non-negative integer word counts.
+    k : int
+        Number of topics.
+    init : SpectralEstimate or dict, optional
+        Start from these constrained ``beta`` (k, V) and ``alpha`` (k,)
+        (e.g. :func:`spectral`); ``None`` is NumPyro's default start
+        (unconstrained coordinates uniform in (-2, 2)).
+    num_steps : int
+        Optimization steps (one minibatch each).
+    batch_size : int
+        Documents per minibatch, at most N.
+    seed : int
+        Seeds the starting values (``init=None``), the minibatches and SVI.
+    progress : bool or int
+        Print a line with the recent mean loss 20 times per run (``True``)
+        or every ``progress`` steps.
+    lr : float
+        Adam step size at step 0; it decays like ``lr / sqrt(1 + t / decay_steps)``.
+    decay_steps : float
+        Time scale of the step-size decay.
+    local_steps : int
+        E-step iterations per minibatch.
+    local : {"dirichlet", "mean"}
+        The guide's ``theta``: a ``Dirichlet(gamma)`` draw (the default: a
+        proper variational factor, so the gradient for ``alpha`` uses
+        ``E log theta``), or a point mass at its mean (less noise, but
+        ``alpha`` comes out too large by Jensen's inequality).
+    eta : float
+        Dirichlet concentration of each topic in the model.
+    alpha_prior : (float, float)
+        Gamma(shape, rate) prior on each ``alpha_i`` in the model.
+    snapshot_every : int, optional
+        Keep ``(step, params)`` every this many steps (e.g. to measure
+        held-out perplexity along the run).
+
+    Returns
+    -------
+    TopicSVIResult
+        ``params`` (``"beta"``, ``"alpha"``), ``losses``, ``guide``,
+        ``guide_params``, ``seconds``, ``snapshots``.
+
+    Raises
+    ------
+    ValueError
+        Bad counts, ``batch_size`` larger than N, an ``init`` without
+        positive ``beta`` (k, V) and ``alpha`` (k,), or bad step settings.
+    TypeError
+        Counts or settings of the wrong type.
+
+    References
+    ----------
+    .. [1] Hoffman, Blei, Bach. "Online learning for latent Dirichlet
+       allocation", NeurIPS 2010, Alg. 2.
+    """
+    from specinit.models._topic_svi import check_local, lda_guide, run_svi
+
+    func = "lda.svi"
+    k = check_int(k, "k", func, minimum=1)
+    local = check_local(local, func)
+    local_steps = check_int(local_steps, "local_steps", func, minimum=1)
+    kwargs = {"k": k, "eta": check_positive(eta, "eta", func), "alpha_prior": tuple(alpha_prior)}
+    return run_svi(func, model, lda_guide, lambda vocab: {"alpha": (k,), "beta": (k, vocab)}, counts, k, init=init,
+                   num_steps=num_steps, batch_size=batch_size, seed=seed, progress=progress, lr=lr, decay_steps=decay_steps,
+                   snapshot_every=snapshot_every, model_kwargs=kwargs,
+                   guide_options={"local_steps": local_steps, "local": local})

@@ -24,15 +24,16 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from jax.scipy.special import gammaln, logsumexp
+from specinit.models._sparse_counts import HIGHEST, ModelData, mixture_loglik
 from specinit.models._topics import fit_topics
 
-from specinit._validation import bad_argument, check_count_matrix, check_positive
+from specinit._validation import bad_argument, check_count_matrix, check_int, check_positive
 from specinit.engine.moments import CountMoments
 from specinit.engine.population import FactoredMoments
 from specinit.engine.support import positive_weights
 from specinit.estimate import ModelFacts, SpectralEstimate
 
-__all__ = ["model", "spectral", "spectral_from_moments", "population_moments", "responsibilities"]
+__all__ = ["model", "spectral", "spectral_from_moments", "population_moments", "responsibilities", "svi"]
 
 #: Component axes, matching site and ArviZ dims of this model's sites.
 FACTS = ModelFacts(
@@ -43,49 +44,66 @@ FACTS = ModelFacts(
 )
 
 
-def _shape_args(counts, k, vocab_size, doc_lengths, func):
-    if counts is not None:
-        return counts.shape[1], jnp.sum(jnp.asarray(counts), axis=-1)
-    if vocab_size is None or doc_lengths is None:
-        raise bad_argument("vocab_size", func, "given (with doc_lengths) when counts is None, to generate data", vocab_size)
-    return vocab_size, jnp.asarray(doc_lengths)
-
-
 def model(counts=None, *, k: int, vocab_size: int | None = None, doc_lengths=None, eta: float = 0.1, subsample_size=None):
     """NumPyro single-topic model with the topic of each document summed out.
 
     Parameters
     ----------
-    counts : array, shape (N, V), optional
-        Observed word counts (dense). ``None`` generates documents of
-        lengths ``doc_lengths`` (``numpyro.infer.Predictive``).
+    counts : array, scipy.sparse matrix or DocumentCounts, shape (N, V), optional
+        Observed word counts: dense for small corpora, sparse (as
+        ``CountVectorizer`` returns them) or a
+        :class:`~specinit.models._sparse_counts.DocumentCounts` minibatch
+        evaluated from the nonzeros only (memory O(nnz * k); a minibatch
+        with ``num_documents`` larger than its rows is scaled up to the
+        corpus). ``None`` generates documents of lengths ``doc_lengths``
+        (``numpyro.infer.Predictive``).
     k : int
         Number of topics.
     vocab_size : int, optional
-        V, needed only when ``counts`` is None.
+        V, needed only when ``counts`` is None (checked against counts
+        otherwise).
     doc_lengths : array, shape (N,), optional
         Document lengths, needed only when ``counts`` is None.
     eta : float
         Symmetric Dirichlet concentration of each topic.
     subsample_size : int, optional
-        Documents per step for SVI (``numpyro.plate`` subsampling).
+        Documents per step for SVI (``numpyro.plate`` subsampling) with
+        dense counts; sparse counts are subsampled by feeding minibatches.
+
+    Raises
+    ------
+    ValueError
+        ``vocab_size``/``doc_lengths`` missing when generating, counts that
+        are not two-dimensional, or ``subsample_size`` with sparse counts.
+    TypeError
+        Counts of an unsupported type.
 
     Notes
     -----
-    NumPyro sites:
-    ``weights`` (k,), ``beta`` (k, V), observed ``counts`` in plate ``documents``.
+    NumPyro sites: ``weights`` (k,), ``beta`` (k, V), and ``counts`` in
+    plate ``documents`` (observed for dense counts, a ``numpyro.factor`` of
+    the per-document log-likelihood ``logsumexp_i(log w_i + sum_w c_dw log
+    beta_iw)`` plus the multinomial coefficient for sparse counts; [1]_).
+
+    References
+    ----------
+    .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, JMLR 2014, Sec. 3.1 (the
+       single-topic model).
     """
-    V, lengths = _shape_args(counts, k, vocab_size, doc_lengths, "single_topic.model")
+    data = ModelData(counts, "single_topic.model", vocab_size, doc_lengths, subsample_size)
     weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
     with numpyro.plate("topics", k):
-        beta = numpyro.sample("beta", dist.Dirichlet(jnp.full(V, eta)))
-    with numpyro.plate("documents", lengths.shape[0], subsample_size=subsample_size) as idx:
-        n = lengths[idx]
-        if counts is None:
-            z = numpyro.sample("z", dist.Categorical(weights))
-            numpyro.sample("counts", dist.Multinomial(n, beta[z], total_count_max=int(np.max(doc_lengths))))
+        beta = numpyro.sample("beta", dist.Dirichlet(jnp.full(data.vocab_size, eta)))
+    with numpyro.handlers.scale(scale=data.scale), \
+            numpyro.plate("documents", data.n_docs, subsample_size=subsample_size) as idx:
+        n = data.lengths[idx]
+        if data.sparse is not None:
+            numpyro.factor("counts", mixture_loglik(weights, beta, data.sparse))
+        elif data.dense is not None:
+            numpyro.sample("counts", _MixtureOfMultinomials(weights, beta, n), obs=data.dense[idx])
         else:
-            numpyro.sample("counts", _MixtureOfMultinomials(weights, beta, n), obs=jnp.asarray(counts)[idx])
+            z = numpyro.sample("z", dist.Categorical(weights))
+            numpyro.sample("counts", dist.Multinomial(n, beta[z], total_count_max=data.max_length))
 
 
 class _MixtureOfMultinomials(dist.Distribution):
@@ -100,8 +118,9 @@ class _MixtureOfMultinomials(dist.Distribution):
     def log_prob(self, value):
         n = self.total_count
         norm = gammaln(n + 1.0) - jnp.sum(gammaln(value + 1.0), axis=-1)
-        per_topic = value @ jnp.log(self.beta).T  # (N, k)
-        return norm + logsumexp(per_topic + jnp.log(self.weights), axis=-1)
+        tiny = jnp.finfo(self.beta.dtype).tiny
+        per_topic = jnp.matmul(value, jnp.log(jnp.maximum(self.beta, tiny)).T, precision=HIGHEST)  # (N, k)
+        return norm + logsumexp(per_topic + jnp.log(jnp.maximum(self.weights, tiny)), axis=-1)
 
 
 def population_moments(beta, weights) -> FactoredMoments:
@@ -213,3 +232,69 @@ def responsibilities(counts, estimate: SpectralEstimate) -> tuple[np.ndarray, np
     resp /= resp.sum(axis=1, keepdims=True)
     return resp, resp.argmax(axis=1)
 
+
+def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 256, seed: int = 0, progress=False,
+        lr: float = 0.05, decay_steps: float = 200.0, eta: float = 0.1, snapshot_every: int | None = None):
+    """Minibatch SVI of the sparse single-topic model (point masses for ``weights`` and ``beta``).
+
+    Runs ``numpyro.infer.SVI`` on :func:`model` fed by minibatches of
+    documents (O(nnz) per step). Each document's topic is summed out in
+    the likelihood, so the guide has only the global sites, as point masses
+    in unconstrained (additive log-ratio) coordinates (see
+    :mod:`specinit.models._topic_svi`); the objective is the log joint of
+    those coordinates, the stochastic-gradient analogue of EM for a mixture
+    of unigrams ([1]_ Sec. 3.1).
+
+    Parameters
+    ----------
+    counts : array-like or scipy.sparse matrix, shape (N, V)
+        Non-negative integer word counts.
+    k : int
+        Number of topics.
+    init : SpectralEstimate or dict, optional
+        Start from these constrained ``beta`` (k, V) and ``weights`` (k,)
+        (e.g. :func:`spectral`); ``None`` is NumPyro's default start.
+    num_steps : int
+        Optimization steps (one minibatch each).
+    batch_size : int
+        Documents per minibatch, at most N.
+    seed : int
+        Seeds the starting values, the minibatches and SVI.
+    progress : bool or int
+        Print a progress line 20 times per run (``True``) or every
+        ``progress`` steps.
+    lr : float
+        Adam step size at step 0, decaying like ``lr / sqrt(1 + t / decay_steps)``.
+    decay_steps : float
+        Time scale of the step-size decay.
+    eta : float
+        Dirichlet concentration of each topic in the model.
+    snapshot_every : int, optional
+        Keep ``(step, params)`` every this many steps.
+
+    Returns
+    -------
+    TopicSVIResult
+        ``params`` (``"beta"``, ``"weights"``), ``losses``, ``guide``,
+        ``guide_params``, ``seconds``, ``snapshots``.
+
+    Raises
+    ------
+    ValueError
+        Bad counts, ``batch_size`` larger than N, an ``init`` without
+        positive ``beta`` and ``weights``, or bad step settings.
+    TypeError
+        Counts or settings of the wrong type.
+
+    References
+    ----------
+    .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, JMLR 2014, Sec. 3.1.
+    """
+    from specinit.models._topic_svi import run_svi, single_topic_guide
+
+    func = "single_topic.svi"
+    k = check_int(k, "k", func, minimum=1)
+    kwargs = {"k": k, "eta": check_positive(eta, "eta", func)}
+    return run_svi(func, model, single_topic_guide, lambda vocab: {"weights": (k,), "beta": (k, vocab)}, counts, k,
+                   init=init, num_steps=num_steps, batch_size=batch_size, seed=seed, progress=progress, lr=lr,
+                   decay_steps=decay_steps, snapshot_every=snapshot_every, model_kwargs=kwargs)

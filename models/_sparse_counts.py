@@ -1,0 +1,246 @@
+"""Sparse document-word counts for the NumPyro topic models, and their collapsed log-likelihoods.
+
+A corpus (or a minibatch of its rows) is passed to ``lda.model`` and
+``single_topic.model`` as :class:`DocumentCounts`: the nonzero entries in
+coordinate form (``doc``, ``word``, ``count``, each of length nnz, padded
+with zero counts) plus the document lengths. Everything the model traces is
+O(nnz * k), never O(N * V): the per-document log-likelihood is a segment
+sum over the nonzeros,
+
+.. math::
+
+    \\log p(c_d \\mid \\theta_d, \\beta) = \\log \\frac{n_d!}{\\prod_w c_{dw}!}
+        + \\sum_{w: c_{dw} > 0} c_{dw} \\log (\\theta_d^T \\beta_{:, w}),
+
+(the multinomial of the per-word topic mixture, per-word topics summed
+out; [1]_ Sec. 2), and for the single-topic model
+``logsumexp_i(log w_i + sum_w c_dw log beta_iw)`` plus the same coefficient.
+
+Numerics: the contractions use ``precision=jax.lax.Precision.HIGHEST`` (no
+TF32 on GPUs), probabilities are floored at the smallest normal float before
+the log, and no V-vector is checked against the simplex, so the densities
+are finite in float32 at any V.
+
+:class:`DocumentCounts` is a JAX pytree: a minibatch can be an argument of a
+jitted step. ``num_documents`` (the corpus size a minibatch is drawn from)
+scales the document-level log densities by ``num_documents / n_docs``.
+
+References
+----------
+.. [1] Blei, Ng, Jordan. "Latent Dirichlet allocation", JMLR 2003, Sec. 2
+   (the multinomial likelihood of a document given its topic mixture).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+import scipy.sparse as sp
+from jax.scipy.special import gammaln, logsumexp
+
+from specinit._validation import bad_argument, check_count_matrix
+
+__all__ = ["DocumentCounts", "as_document_counts", "lda_loglik", "mixture_loglik", "HIGHEST"]
+
+HIGHEST = jax.lax.Precision.HIGHEST
+
+
+@jax.tree_util.register_pytree_node_class
+class DocumentCounts:
+    """Nonzero counts of ``n_docs`` documents in coordinate form (a JAX pytree).
+
+    Parameters
+    ----------
+    doc : array of int, shape (nnz,)
+        Row of each entry within this batch (``0 <= doc < n_docs``).
+    word : array of int, shape (nnz,)
+        Vocabulary index of each entry.
+    count : array of float, shape (nnz,)
+        The counts; padding entries have count 0 (they add nothing).
+    lengths : array of float, shape (n_docs,)
+        Document lengths ``n_d`` (sums of the counts of each row).
+    vocab_size : int
+        V.
+    num_documents : int
+        Size of the corpus the rows are drawn from (``n_docs`` for a full
+        corpus); document-level log densities are scaled by
+        ``num_documents / n_docs``.
+    """
+
+    def __init__(self, doc, word, count, lengths, vocab_size: int, num_documents: int):
+        self.doc, self.word, self.count, self.lengths = doc, word, count, lengths
+        self.vocab_size, self.num_documents = int(vocab_size), int(num_documents)
+
+    @property
+    def n_docs(self) -> int:
+        """Number of documents (rows) held."""
+        return int(np.shape(self.lengths)[0])
+
+    @property
+    def shape(self) -> tuple:
+        """``(n_docs, vocab_size)``, as for a count matrix."""
+        return (self.n_docs, self.vocab_size)
+
+    def tree_flatten(self):
+        return (self.doc, self.word, self.count, self.lengths), (self.vocab_size, self.num_documents)
+
+    @classmethod
+    def tree_unflatten(cls, aux, children):
+        return cls(*children, *aux)
+
+    def __repr__(self) -> str:
+        return f"DocumentCounts(n_docs={self.n_docs}, vocab_size={self.vocab_size}, nnz={np.shape(self.count)[0]}, num_documents={self.num_documents})"
+
+
+def _bucket(nnz: int) -> int:
+    """Round ``nnz`` up to 3 significant bits (at most 12.5% padding, few distinct shapes to compile)."""
+    if nnz <= 64:
+        return 64
+    step = 1 << max(int(nnz - 1).bit_length() - 3, 0)
+    return -(-nnz // step) * step
+
+
+def from_csr(matrix: sp.csr_matrix, *, num_documents: int | None = None, pad: int = 0, dtype=None) -> DocumentCounts:
+    """:class:`DocumentCounts` (NumPy arrays) of a canonical CSR matrix, zero-padded to at least ``pad`` entries."""
+    nnz = matrix.nnz
+    size = max(nnz, int(pad))
+    dtype = jnp.result_type(float) if dtype is None else dtype
+    doc = np.zeros(size, np.int32)
+    word = np.zeros(size, np.int32)
+    count = np.zeros(size, dtype)
+    doc[:nnz] = np.repeat(np.arange(matrix.shape[0], dtype=np.int32), np.diff(matrix.indptr))
+    word[:nnz] = matrix.indices
+    count[:nnz] = matrix.data
+    lengths = np.asarray(matrix.sum(axis=1), dtype=dtype).ravel()
+    return DocumentCounts(doc, word, count, lengths, matrix.shape[1],
+                          matrix.shape[0] if num_documents is None else num_documents)
+
+
+def as_document_counts(counts, func: str, vocab_size: int | None = None) -> DocumentCounts:
+    """Validate sparse counts (scipy.sparse or :class:`DocumentCounts`) for a model.
+
+    Raises
+    ------
+    TypeError
+        Not a 2-D numeric sparse matrix or :class:`DocumentCounts`.
+    ValueError
+        Negative, non-integer or non-finite counts; a vocabulary size
+        different from ``vocab_size``.
+    """
+    if isinstance(counts, DocumentCounts):
+        out = counts
+    elif sp.issparse(counts):
+        if len(counts.shape) != 2:
+            raise bad_argument("counts", func, "a two-dimensional (documents x vocabulary) sparse matrix", counts)
+        out = from_csr(check_count_matrix(counts, "counts", func))
+    else:
+        raise bad_argument("counts", func, "a scipy.sparse matrix or DocumentCounts", counts, kind=TypeError)
+    if vocab_size is not None and out.vocab_size != vocab_size:
+        raise bad_argument("counts", func, f"counts over the vocabulary of size V={vocab_size}", f"V={out.vocab_size}",
+                           describe=False)
+    return jax.tree_util.tree_map(jnp.asarray, out)
+
+
+def _log_coefficient(data: DocumentCounts):
+    """``log n_d! - sum_w log c_dw!`` per document (padding entries have c = 0, log 0! = 0)."""
+    n_docs = data.lengths.shape[0]
+    return gammaln(data.lengths + 1.0) - jax.ops.segment_sum(gammaln(data.count + 1.0), data.doc, num_segments=n_docs)
+
+
+def lda_loglik(theta, beta, data: DocumentCounts):
+    """Per-document collapsed LDA log-likelihood ``log p(c_d | theta_d, beta)``, shape (n_docs,).
+
+    Parameters
+    ----------
+    theta : array, shape (n_docs, k)
+    beta : array, shape (k, V)
+    data : DocumentCounts
+    """
+    # sum_k theta[d, k] beta[k, w] for every nonzero (d, w): gathers of (nnz, k), one HIGHEST-precision row dot.
+    mix = jnp.einsum("nk,nk->n", theta[data.doc], beta.T[data.word], precision=HIGHEST)
+    logp = jnp.log(jnp.maximum(mix, jnp.finfo(mix.dtype).tiny))
+    n_docs = data.lengths.shape[0]
+    return _log_coefficient(data) + jax.ops.segment_sum(data.count * logp, data.doc, num_segments=n_docs)
+
+
+def mixture_loglik(weights, beta, data: DocumentCounts):
+    """Per-document single-topic log-likelihood with the topic summed out, shape (n_docs,).
+
+    Parameters
+    ----------
+    weights : array, shape (k,)
+    beta : array, shape (k, V)
+    data : DocumentCounts
+    """
+    tiny = jnp.finfo(beta.dtype).tiny
+    log_beta = jnp.log(jnp.maximum(beta, tiny))
+    n_docs = data.lengths.shape[0]
+    per_topic = jax.ops.segment_sum(data.count[:, None] * log_beta.T[data.word], data.doc, num_segments=n_docs)
+    return _log_coefficient(data) + logsumexp(per_topic + jnp.log(jnp.maximum(weights, tiny)), axis=-1)
+
+
+class DenseTopicCounts(dist.Distribution):
+    """Counts of documents given per-document word probabilities ``theta @ beta`` (log-prob only).
+
+    The multinomial evaluated in log space with a HIGHEST-precision
+    contraction and no simplex validation of the V-vector (which fails in
+    float32 at large V). Batch shape ``(n_docs,)``, event shape ``(V,)``.
+    """
+
+    support = dist.constraints.independent(dist.constraints.nonnegative_integer, 1)
+
+    def __init__(self, theta, beta, total_count):
+        self.theta, self.beta, self.total_count = theta, beta, total_count
+        super().__init__(batch_shape=jnp.shape(total_count), event_shape=beta.shape[-1:])
+
+    def log_prob(self, value):
+        mix = jnp.matmul(self.theta, self.beta, precision=HIGHEST)
+        logp = jnp.log(jnp.maximum(mix, jnp.finfo(mix.dtype).tiny))
+        norm = gammaln(self.total_count + 1.0) - jnp.sum(gammaln(value + 1.0), axis=-1)
+        return norm + jnp.sum(value * logp, axis=-1)
+
+
+class ModelData:
+    """The observed-data argument of a topic model, normalised once per trace.
+
+    Exactly one of ``dense`` (an (N, V) array), ``sparse``
+    (:class:`DocumentCounts`) or neither (generation) is set; ``scale`` is
+    ``num_documents / n_docs`` for a minibatch of a larger corpus.
+    """
+
+    def __init__(self, counts, func: str, vocab_size, doc_lengths, subsample_size):
+        self.dense = self.sparse = None
+        self.scale = 1.0
+        if counts is None:
+            if vocab_size is None or doc_lengths is None:
+                raise bad_argument("vocab_size", func, "given (with doc_lengths) when counts is None, to generate data",
+                                   vocab_size)
+            self.vocab_size, self.lengths = int(vocab_size), jnp.asarray(doc_lengths)
+            self.max_length = int(np.max(doc_lengths))
+        elif isinstance(counts, DocumentCounts) or sp.issparse(counts):
+            if subsample_size is not None:
+                raise bad_argument(
+                    "subsample_size", func, "None for sparse counts (feed minibatches of rows as DocumentCounts with "
+                    "num_documents set, as lda.svi / single_topic.svi do)", subsample_size)
+            self.sparse = as_document_counts(counts, func, vocab_size)
+            self.vocab_size, self.lengths = self.sparse.vocab_size, self.sparse.lengths
+            if self.sparse.num_documents != self.sparse.n_docs:
+                self.scale = self.sparse.num_documents / self.sparse.n_docs
+        else:
+            if isinstance(counts, (str, bytes)) or not hasattr(counts, "shape") and not isinstance(counts, (list, tuple)):
+                raise bad_argument("counts", func, "an (N, V) array, a scipy.sparse matrix or DocumentCounts", counts,
+                                   kind=TypeError)
+            self.dense = jnp.asarray(counts)
+            if self.dense.ndim != 2:
+                raise bad_argument("counts", func, "two-dimensional (documents x vocabulary)",
+                                   f"shape {self.dense.shape}", describe=False)
+            if vocab_size is not None and self.dense.shape[1] != vocab_size:
+                raise bad_argument("counts", func, f"counts over the vocabulary of size V={vocab_size}",
+                                   f"V={self.dense.shape[1]}", describe=False)
+            self.vocab_size, self.lengths = self.dense.shape[1], jnp.sum(self.dense, axis=-1)
+
+    @property
+    def n_docs(self) -> int:
+        return int(self.lengths.shape[0])

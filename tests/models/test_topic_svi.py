@@ -1,0 +1,217 @@
+"""Sparse NumPyro topic models and their minibatch SVI (lda.svi, single_topic.svi).
+
+Tolerances: the sparse (segment-sum over nonzeros) and dense (N x V matmul)
+log densities are the same sums in a different order, so they agree to a
+few float32 ulps of the total (|log p| ~ 1e2 here: 1e-5 relative) and to
+1e-10 relative in float64 (scoped ``enable_x64``).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import numpyro
+import pytest
+import scipy.sparse as sp
+
+from numpyro.infer import Predictive, log_likelihood
+from numpyro.infer.util import log_density
+from specinit.models import lda, single_topic
+from specinit.models._sparse_counts import DocumentCounts, from_csr
+
+from specinit.synthetic import sample_lda
+
+K, V, N = 3, 15, 8
+
+
+@pytest.fixture(scope="module")
+def small():
+    rng = np.random.default_rng(0)
+    X = rng.poisson(0.6, size=(N, V))
+    X[0] = 0
+    X[0, 3] = 2  # a one-word document
+    beta = rng.dirichlet(np.ones(V), size=K)
+    theta = rng.dirichlet(np.ones(K), size=N)
+    alpha = np.array([0.5, 0.3, 0.2])
+    return X, beta, theta, alpha
+
+
+def _lda_params(beta, theta, alpha, dtype):
+    return {"beta": jnp.asarray(beta, dtype), "theta": jnp.asarray(theta, dtype), "alpha": jnp.asarray(alpha, dtype)}
+
+
+@pytest.mark.parametrize("fmt", ["csr", "csc", "coo"])
+def test_sparse_and_dense_lda_log_density_agree_float32(small, fmt):
+    X, beta, theta, alpha = small
+    params = _lda_params(beta, theta, alpha, jnp.float32)
+    dense, _ = log_density(lda.model, (X,), {"k": K}, params)
+    sparse, _ = log_density(lda.model, (sp.csr_matrix(X).asformat(fmt),), {"k": K}, params)
+    np.testing.assert_allclose(float(sparse), float(dense), rtol=1e-5)
+
+
+def test_sparse_and_dense_log_density_agree_float64(small):
+    X, beta, theta, alpha = small
+    with jax.enable_x64(True):
+        params = _lda_params(beta, theta, alpha, jnp.float64)
+        dense, _ = log_density(lda.model, (X,), {"k": K}, params)
+        sparse, _ = log_density(lda.model, (sp.csr_matrix(X),), {"k": K}, params)
+        np.testing.assert_allclose(float(sparse), float(dense), rtol=1e-10)
+        p2 = {"beta": params["beta"], "weights": params["alpha"]}
+        dense, _ = log_density(single_topic.model, (X,), {"k": K}, p2)
+        sparse, _ = log_density(single_topic.model, (sp.csr_matrix(X),), {"k": K}, p2)
+        np.testing.assert_allclose(float(sparse), float(dense), rtol=1e-10)
+
+
+def test_sparse_and_dense_single_topic_log_density_agree_float32(small):
+    X, beta, _, alpha = small
+    params = {"beta": jnp.asarray(beta, jnp.float32), "weights": jnp.asarray(alpha, jnp.float32)}
+    dense, _ = log_density(single_topic.model, (X,), {"k": K}, params)
+    sparse, _ = log_density(single_topic.model, (sp.csr_matrix(X),), {"k": K}, params)
+    np.testing.assert_allclose(float(sparse), float(dense), rtol=1e-5)
+
+
+def test_sparse_log_density_matches_scipy_multinomial(small):
+    """The sparse LDA likelihood is the multinomial of theta_d @ beta (independent reference)."""
+    from scipy.stats import multinomial
+
+    X, beta, theta, alpha = small
+    params = _lda_params(beta, theta, alpha, jnp.float32)
+    model = numpyro.handlers.substitute(numpyro.handlers.seed(lda.model, 0), params)
+    trace = numpyro.handlers.trace(model).get_trace(sp.csr_matrix(X), k=K)
+    got = np.asarray(trace["counts"]["fn"].log_prob(trace["counts"]["value"]))
+    probs = theta @ beta
+    want = [multinomial.logpmf(x, x.sum(), p / p.sum()) for x, p in zip(X, probs)]
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
+def test_minibatch_scales_to_the_corpus(small):
+    """A minibatch with num_documents = 4 x its rows weighs its document terms by 4."""
+    X, beta, theta, alpha = small
+    params = _lda_params(beta, theta, alpha, jnp.float32)
+    full, trace = log_density(lda.model, (from_csr(sp.csr_matrix(X)),), {"k": K}, params)
+    batch = from_csr(sp.csr_matrix(X), num_documents=4 * N, pad=200)  # padding entries add nothing
+    scaled, _ = log_density(lda.model, (batch,), {"k": K}, params)
+    glob = sum(float(jnp.sum(trace[name]["fn"].log_prob(params[name]))) for name in ("alpha", "beta"))
+    np.testing.assert_allclose(float(scaled) - glob, 4 * (float(full) - glob), rtol=1e-5)
+
+
+def test_per_document_log_likelihood_and_predictive(small):
+    X, beta, theta, alpha = small
+    draws = {name: jnp.stack([value, value]) for name, value in _lda_params(beta, theta, alpha, jnp.float32).items()}
+    ll = log_likelihood(lda.model, draws, sp.csr_matrix(X), k=K)
+    assert set(ll) == {"counts"} and ll["counts"].shape == (2, N)
+    dense_ll = log_likelihood(lda.model, draws, X, k=K)["counts"]
+    np.testing.assert_allclose(ll["counts"], dense_ll, rtol=1e-5)
+    st = log_likelihood(single_topic.model, {"beta": draws["beta"], "weights": draws["alpha"]}, sp.csr_matrix(X), k=K)
+    assert st["counts"].shape == (2, N)
+    generated = Predictive(lda.model, num_samples=2)(jax.random.PRNGKey(0), k=K, vocab_size=V, doc_lengths=np.full(4, 10))
+    assert generated["counts"].shape == (2, 4, V)
+    np.testing.assert_array_equal(generated["counts"].sum(-1), 10)
+
+
+def test_contractions_request_highest_precision(small):
+    """Every dot product in the traced log density asks for HIGHEST precision (no TF32 on GPUs)."""
+    X, beta, theta, alpha = small
+    params = _lda_params(beta, theta, alpha, jnp.float32)
+    for counts in (X, sp.csr_matrix(X)):
+        jaxpr = str(jax.make_jaxpr(lambda p: log_density(lda.model, (counts,), {"k": K}, p)[0])(params))
+        dots = jaxpr.count("dot_general")
+        assert dots > 0 and jaxpr.count("precision=(Precision.HIGHEST, Precision.HIGHEST)") == dots
+
+
+# ----------------------------------------------------------------------------- SVI
+@pytest.fixture(scope="module")
+def corpus():
+    c = sample_lda(400, 60, K, alpha=0.2, doc_length=60, seed=1)
+    return c
+
+
+@pytest.fixture(scope="module")
+def runs(corpus):
+    est = lda.spectral(corpus.counts, K, alpha0=0.6, doc_topics=False, seed=0)
+    warm = lda.svi(corpus.counts, K, init=est, num_steps=150, batch_size=64, seed=0, snapshot_every=50)
+    cold = lda.svi(corpus.counts, K, init=None, num_steps=150, batch_size=64, seed=0)
+    return est, warm, cold
+
+
+def test_svi_reduces_loss_and_params_inside_support(runs, corpus):
+    _, warm, cold = runs
+    for result in (warm, cold):
+        assert result.losses.shape == (150,) and np.all(np.isfinite(result.losses))
+        beta, alpha = result.params["beta"], result.params["alpha"]
+        assert beta.shape == (K, 60) and alpha.shape == (K,)
+        assert beta.min() > 0 and alpha.min() > 0
+        np.testing.assert_allclose(beta.sum(1), 1.0, atol=1e-6)
+        assert set(result.guide_params) == {"alpha_unconstrained", "beta_unconstrained"}
+    # The cold start is far off: its loss must drop a lot (minibatch noise is ~1% here).
+    assert cold.losses[-20:].mean() < 0.9 * cold.losses[:5].mean()
+    # The warm start begins near the optimum: lower than the cold start's beginning.
+    assert warm.losses[:5].mean() < cold.losses[:5].mean()
+    assert [step for step, _ in warm.snapshots] == [50, 100, 150]
+
+
+def test_svi_recovers_topics(runs, corpus):
+    """400 docs x 60 tokens, V = 60: both runs find the topics (mean L1 < 0.3; a random guess is ~1.2)."""
+    from tests.conftest import best_permutation
+
+    _, warm, cold = runs
+    for result in (warm, cold):
+        perm = best_permutation(corpus.beta, result.params["beta"])
+        assert np.abs(result.params["beta"][perm] - corpus.beta).sum(1).mean() < 0.3
+
+
+def test_float32_large_vocabulary_is_finite():
+    """V = 50,000 in float32 with validation on: finite losses, no simplex validation error."""
+    rng = np.random.default_rng(0)
+    n_docs, vocab = 12, 50_000
+    rows = np.repeat(np.arange(n_docs), 30)
+    cols = rng.integers(0, vocab, size=rows.size)
+    X = sp.csr_matrix((np.ones(rows.size), (rows, cols)), shape=(n_docs, vocab))
+    assert jnp.result_type(float) == jnp.float32
+    with numpyro.validation_enabled():
+        result = lda.svi(X, 2, num_steps=3, batch_size=4, seed=0)
+    assert np.all(np.isfinite(result.losses))
+    assert result.params["beta"].min() > 0
+
+
+def test_single_topic_svi(corpus):
+    est = single_topic.spectral(corpus.counts, K, seed=0)
+    result = single_topic.svi(corpus.counts, K, init=est, num_steps=30, batch_size=100, seed=0)
+    assert np.all(np.isfinite(result.losses))
+    assert set(result.params) == {"beta", "weights"}
+    np.testing.assert_allclose(result.params["weights"].sum(), 1.0, atol=1e-6)
+    assert result.params["weights"].min() > 0 and result.params["beta"].min() > 0
+
+
+def test_svi_progress_lines(corpus, capsys):
+    single_topic.svi(corpus.counts, K, num_steps=4, batch_size=50, progress=2)
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 2 and lines[-1].startswith("single_topic.svi: step 4/4")
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_inputs(corpus, small):
+    X = corpus.counts
+    with pytest.raises(ValueError, match="'batch_size' argument of lda.svi must be at most the number of documents N=400"):
+        lda.svi(X, K, batch_size=401)
+    with pytest.raises(ValueError, match="'batch_size' argument of single_topic.svi"):
+        single_topic.svi(X, K, batch_size=1000)
+    with pytest.raises(TypeError, match="'counts' argument of lda.svi"):
+        lda.svi("not counts", K)
+    with pytest.raises(ValueError, match="'init' argument of lda.svi"):
+        lda.svi(X, K, init={"beta": np.full((K, 7), 1 / 7), "alpha": np.ones(K)})
+    with pytest.raises(ValueError, match="'local' argument of lda.svi"):
+        lda.svi(X, K, local="adam")
+    dense = small[0]
+    with pytest.raises(ValueError, match="'counts' argument of lda.model must be counts over the vocabulary of size V=9"):
+        numpyro.handlers.seed(lda.model, 0)(sp.csr_matrix(dense), k=K, vocab_size=9)
+    with pytest.raises(ValueError, match="'subsample_size' argument of single_topic.model"):
+        numpyro.handlers.seed(single_topic.model, 0)(sp.csr_matrix(dense), k=K, subsample_size=2)
+    with pytest.raises(TypeError, match="'counts' argument of lda.model"):
+        numpyro.handlers.seed(lda.model, 0)("counts", k=K)
+    with pytest.raises(ValueError, match="non-negative counts"):
+        numpyro.handlers.seed(lda.model, 0)(sp.csr_matrix(-np.ones((2, 3))), k=K)
+    with pytest.raises(ValueError, match="two-dimensional"):
+        numpyro.handlers.seed(lda.model, 0)(np.ones(5), k=K)
+    assert isinstance(from_csr(sp.csr_matrix(dense)), DocumentCounts)
