@@ -103,3 +103,46 @@ def test_bad_dask_inputs(client, corpus):
         ViewMoments(misaligned)
     with pytest.raises(TypeError, match="all Dask arrays or all in-memory"):
         ViewMoments([misaligned[0]] + dense[1:])
+
+
+def _hmm_symbols(T, seed=3):
+    rng = np.random.default_rng(seed)
+    k, V = 3, 12
+    trans = rng.dirichlet(np.ones(k), size=k) + 3 * np.eye(k)
+    trans /= trans.sum(1, keepdims=True)
+    emission = rng.dirichlet(np.full(V, 0.3), size=k)
+    states = np.zeros(T, dtype=np.int64)
+    u = rng.random(T)
+    cum = np.cumsum(trans, axis=1)
+    for t in range(1, T):
+        states[t] = min(np.searchsorted(cum[states[t - 1]], u[t]), k - 1)
+    return (np.cumsum(emission, axis=1)[states] < rng.random(T)[:, None]).sum(axis=1)
+
+
+def test_hmm_one_long_sequence_on_dask(client):
+    from specinit.models import hmm
+
+    symbols = _hmm_symbols(6000)
+    a = hmm.spectral(symbols, 3, 12, seed=0)
+    # Uneven blocks, two of one symbol: the triples across block boundaries read the next blocks.
+    b = hmm.spectral(da.from_array(symbols, chunks=(2000, 1, 1, 1500, 2498)), 3, 12, seed=0)
+    assert b.diagnostics["n_triples"] == a.diagnostics["n_triples"] == 5998
+    for site in ("init", "transition", "emission"):
+        assert _rel(a.params[site], b.params[site]) < 1e-8
+    with pytest.raises(ValueError, match=r"symbols in 0\.\.11"):
+        hmm.spectral(da.from_array(np.r_[symbols, 40], chunks=2000), 3, 12)
+
+
+@pytest.mark.parametrize("covariance", ["common", "spherical"])
+def test_gmm_on_dask_equals_in_memory(client, covariance):
+    from specinit.models import gmm
+
+    rng = np.random.default_rng(0)
+    loc = 4 * rng.standard_normal((3, 6))
+    x = loc[rng.choice(3, 2000, p=[0.2, 0.3, 0.5])] + rng.standard_normal((2000, 6))
+    a = gmm.spectral(x, 3, covariance=covariance, seed=0)
+    b = gmm.spectral(da.from_array(x, chunks=(600, -1)), 3, covariance=covariance, seed=0)
+    for site in ("weights", "loc", "scale"):
+        assert _rel(a.params[site], b.params[site]) < 1e-8
+    with pytest.raises(ValueError, match="assign_steps"):
+        gmm.spectral(da.from_array(x, chunks=(600, -1)), 3, assign_steps=2)

@@ -157,3 +157,15 @@ def test_backend_choice():
     assert resolve_backend(None, "f") == ("jax" if jax_passes.accelerator_present() else "numpy")
     with pytest.raises(ValueError, match="'backend' argument of CountMoments"):
         CountMoments(np.ones((3, 4)) * 2, backend="cuda")
+
+
+def test_gmm_backend_jax_equals_numpy():
+    from specinit.models import gmm
+
+    rng = np.random.default_rng(0)
+    loc = 4 * rng.standard_normal((3, 6))
+    x = loc[rng.choice(3, 1500, p=[0.2, 0.3, 0.5])] + rng.standard_normal((1500, 6))
+    a = gmm.spectral(x, 3, covariance="spherical", seed=0, backend="numpy")
+    b = gmm.spectral(x, 3, covariance="spherical", seed=0, backend="jax")
+    for site in ("weights", "loc", "scale"):
+        assert _rel(a.params[site], b.params[site]) < 1e-8
