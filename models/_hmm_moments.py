@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import bad_argument, check_choice
+from specinit._validation import bad_argument, check_choice, warn
 from specinit.engine.support import project_to_simplex
 from specinit.engine.views import ViewMoments, fit_multiview, multiview_population
 from specinit.engine.whitening import IndefiniteMomentError
@@ -108,13 +108,23 @@ def _solve_rows(emission: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, 
 def fit_chain(moments: HMMMoments, k: int, func: str, method: str, seed, floor: float, decompose_options,
               approach: str = "symmetric"):
     """Multi-view fit around the middle state, then (init, transition, raw emission) and diagnostics."""
-    approach = check_choice(approach, "approach", func, ("symmetric", "jennrich"))
+    approach = check_choice(approach, "approach", func, ("auto", "symmetric", "jennrich"))
+    fallback = None
     try:
-        fit = fit_multiview(moments.views, k, target=1, method=method, approach=approach, seed=seed,
+        fit = fit_multiview(moments.views, k, target=1, method=method,
+                            approach="symmetric" if approach == "auto" else approach, seed=seed,
                             decompose_options=decompose_options)
     except IndefiniteMomentError as exc:
-        raise exc.advise(func, "The symbol triples may not follow a k-state HMM: try a smaller k, or "
-                               "approach='jennrich'.") from None
+        if approach != "auto":
+            raise exc.advise(func, "The symbol triples may not follow a k-state HMM: try a smaller k, or "
+                                   "approach='jennrich'.") from None
+        # Real sequences are rarely an exact k-state HMM: the symmetrized moment can be indefinite. The
+        # observable-operator (Jennrich) path takes no square root and still gives a starting point.
+        fallback = f"jennrich (symmetrized second moment indefinite: {str(exc).split(' Likely')[0]})"
+        warn(f"{func}: the symmetrized second moment of the symbol triples is indefinite for k = {k} (the data "
+             "are not exactly a k-state HMM); fell back to approach='jennrich' (see diagnostics['fallback']). "
+             "Refine the estimate (hmm.refine) or try a smaller k.")
+        fit = fit_multiview(moments.views, k, target=1, approach="jennrich", seed=seed)
     raw_emission = fit.means[1]
     transition, trans_residual = _solve_rows(raw_emission, fit.means[2])
     init, init_residual = _solve_rows(raw_emission, moments.first_mean)
@@ -128,5 +138,6 @@ def fit_chain(moments: HMMMoments, k: int, func: str, method: str, seed, floor: 
         "transition_negative_mass": trans_report["negative_mass"],
         "init_negative_mass": float(init_report["negative_mass"][0]),
         **fit.diagnostics,
+        "fallback": fallback,
     }
     return init[0], transition, raw_emission, fit, diagnostics

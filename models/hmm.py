@@ -47,6 +47,7 @@ References
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from specinit.models._hmm_forward import (
@@ -65,7 +66,7 @@ from specinit.models._hmm_moments import (
     triple_moments,
 )
 
-from specinit._validation import bad_argument, check_int, check_positive
+from specinit._validation import bad_argument, check_choice, check_int, check_positive
 from specinit.engine.support import project_to_simplex
 from specinit.engine.views import ViewMoments
 from specinit.estimate import ModelFacts, SpectralEstimate
@@ -77,6 +78,7 @@ __all__ = [
     "pad_sequences",
     "population_moments",
     "posterior_marginals",
+    "refine",
     "spectral",
     "spectral_from_moments",
     "viterbi",
@@ -160,7 +162,7 @@ def population_moments(init, transition, emission) -> HMMMoments:
     return chain_population(init, transition, emission)
 
 
-def spectral_from_moments(moments: HMMMoments, k: int, *, method: str = "tpm", approach: str = "symmetric", seed=0,
+def spectral_from_moments(moments: HMMMoments, k: int, *, method: str = "tpm", approach: str = "auto", seed=0,
                           floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
     """Recover ``init``, ``transition``, ``emission`` from :class:`HMMMoments` (data or population).
 
@@ -181,7 +183,7 @@ def spectral_from_moments(moments: HMMMoments, k: int, *, method: str = "tpm", a
     Raises
     ------
     specinit.engine.whitening.IndefiniteMomentError
-        With ``approach="symmetric"``, if the symmetrized second moment is
+        Only with ``approach="symmetric"``, if the symmetrized second moment is
         not positive definite on its top k eigenvectors.
     """
     func = "hmm.spectral"
@@ -194,7 +196,7 @@ def spectral_from_moments(moments: HMMMoments, k: int, *, method: str = "tpm", a
                             facts=FACTS)
 
 
-def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach: str = "symmetric", seed=0,
+def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach: str = "auto", seed=0,
              floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
     """Method-of-moments estimate of a categorical HMM ([1]_ Prop. 3.4).
 
@@ -213,18 +215,19 @@ def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach
         V, the number of distinct symbols.
     method : {"tpm", "svtd", "eca", "als"}
         Tensor decomposition (:mod:`specinit.engine.decompose`); ``approach="symmetric"`` only.
-    approach : {"symmetric", "jennrich"}
-        Passed to :func:`specinit.engine.views.fit_multiview`. ``"symmetric"``
-        (default) whitens the symmetrized second moment and raises
-        :class:`specinit.engine.whitening.IndefiniteMomentError` when it is not
-        positive semi-definite (the data are then not a k-state HMM).
-        ``"jennrich"`` (observable operators, simultaneous diagonalization)
-        needs no PSD moment and warns (RuntimeWarning) when the operators are
-        far from simultaneously diagonalizable or a state weight is not
-        positive. There is deliberately no automatic fallback from one to the
-        other: on data far from the model (e.g. raw English letters with
-        ``k = 2``) ``"jennrich"`` returns an estimate, but not a meaningful
-        one, so the refusal is kept as the default.
+    approach : {"auto", "symmetric", "jennrich"}
+        ``"symmetric"`` whitens the symmetrized second moment
+        (:func:`specinit.engine.views.fit_multiview`) and raises
+        :class:`specinit.engine.whitening.IndefiniteMomentError` when it is
+        not positive semi-definite (the data are then not a k-state HMM).
+        ``"jennrich"`` (observable operators, simultaneous diagonalization,
+        [2]_ Alg. B) needs no PSD moment and warns (RuntimeWarning) when the
+        operators are far from simultaneously diagonalizable or a state
+        weight is not positive. ``"auto"`` (default): ``"symmetric"``, and
+        on an indefinite moment a RuntimeWarning and ``"jennrich"``,
+        recorded in ``diagnostics["fallback"]`` (None when no fallback was
+        needed). On real sequences the estimate is a starting point for
+        :func:`refine` (Baum-Welch), not a final fit.
     seed : int or numpy.random.Generator
     floor : float
         Every probability is floored at ``floor / d`` (d = row length) and
@@ -271,3 +274,97 @@ def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach
     _check_symbols(seqs, n_symbols, func)
     return spectral_from_moments(triple_moments(seqs, n_symbols, func), k, method=method, approach=approach,
                                  seed=seed, floor=floor, decompose_options=decompose_options)
+
+
+def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "em", max_iter: int = 100,
+           tol: float = 1e-7, floor: float = 1e-10):
+    """Spectral then refine: Baum-Welch EM for the categorical HMM started from an estimate.
+
+    The E-step is the scaled forward-backward recursion over all sequences
+    at once (NumPy, float64; :func:`specinit.models._em.hmm_forward_backward`),
+    the M-step the re-estimation formulas of [2]_ (eqs. 40a-c).
+
+    Parameters
+    ----------
+    sequences : 1-D int array, 2-D int array or list/tuple of 1-D int arrays
+        As for :func:`spectral` (every sequence of length >= 1 is used).
+    estimate : SpectralEstimate or dict
+        Starting ``init`` (k,), ``transition`` (k, k) and ``emission`` (k, V).
+    n_symbols : int, optional
+        V; default ``emission.shape[1]``.
+    method : {"em"}
+        Baum-Welch.
+    max_iter : int
+        Largest number of EM iterations.
+    tol : float
+        Stop when the log-likelihood gain per symbol is below ``tol``.
+    floor : float
+        Probabilities are floored at ``floor`` and rows renormalized after
+        every M-step (strictly inside the simplex, as NumPyro needs).
+
+    Returns
+    -------
+    specinit.models._em.RefineResult
+        ``.estimate`` (model ``"hmm"``, the refined sites, for warm starts),
+        ``.log_likelihood`` trace (total over all sequences), ``.n_iter``,
+        ``.converged``; ``diagnostics["n_observations"]`` is the number of symbols.
+
+    Raises
+    ------
+    TypeError
+        ``sequences`` of the wrong type, ``estimate`` without the HMM sites.
+    ValueError
+        Symbols outside ``0..n_symbols-1``, parameters of inconsistent shapes,
+        non-positive ``tol`` / ``floor``.
+
+    Warns
+    -----
+    RuntimeWarning
+        EM did not converge in ``max_iter`` iterations.
+
+    References
+    ----------
+    Rabiner (1989), [2]_ eqs. 40a-c (re-estimation) and 91-93 (scaling).
+    """
+    from specinit.models._em import RefineResult, SequenceBatch, check_em_options, em_loop, hmm_forward_backward
+
+    func = "hmm.refine"
+    check_choice(method, "method", func, ("em",))
+    params = getattr(estimate, "params", estimate)
+    if not isinstance(params, dict) or not {"init", "transition", "emission"} <= set(params):
+        raise bad_argument("estimate", func, "a SpectralEstimate or dict with 'init', 'transition' and 'emission'",
+                           estimate, kind=TypeError)
+    init, transition, emission = (np.asarray(params[n], dtype=np.float64) for n in ("init", "transition", "emission"))
+    k = init.size
+    if transition.shape != (k, k) or emission.ndim != 2 or emission.shape[0] != k:
+        raise bad_argument("estimate", func, "init (k,), transition (k, k) and emission (k, V)",
+                           f"shapes {init.shape}, {transition.shape}, {emission.shape}", describe=False)
+    n_symbols = emission.shape[1] if n_symbols is None else check_int(n_symbols, "n_symbols", func, minimum=1)
+    if n_symbols != emission.shape[1]:
+        raise bad_argument("n_symbols", func, f"the number of emission columns ({emission.shape[1]})", n_symbols)
+    max_iter, tol = check_em_options(max_iter, tol, func)
+    floor = check_positive(floor, "floor", func)
+    seqs = _as_sequence_list(sequences, func, categorical=True)
+    _check_symbols(seqs, n_symbols, func)
+    batch = SequenceBatch(seqs, n_symbols)
+
+    def normalize(rows):
+        rows = np.maximum(rows / np.maximum(rows.sum(axis=-1, keepdims=True), np.finfo(float).tiny), floor)
+        return rows / rows.sum(axis=-1, keepdims=True)
+
+    def estep(p):
+        *counts, ll = hmm_forward_backward(batch, *p)
+        return counts, ll
+
+    def mstep(counts):
+        return tuple(normalize(c) for c in counts)
+
+    start = (normalize(init), normalize(transition), normalize(emission))
+    (init, transition, emission), trace, n_iter, converged, decreases = em_loop(
+        estep, mstep, start, max_iter=max_iter, tol=tol, n_observations=batch.n_observations, func=func)
+    diagnostics = {"spectral": dict(getattr(estimate, "diagnostics", {})),
+                   "refine": {"method": method, "n_iter": n_iter, "converged": converged, "log_likelihood": trace}}
+    refined = SpectralEstimate("hmm", {"init": init, "transition": transition, "emission": emission}, diagnostics,
+                               facts=FACTS)
+    return RefineResult(refined, trace, n_iter, converged, method,
+                        {"n_observations": batch.n_observations, "decreases": decreases})

@@ -195,15 +195,52 @@ def letter_sequences():
     return [np.array([ALPHABET.index(c) for c in p]) for p in paragraphs if len(p) >= 3]
 
 
-def test_real_letters_are_refused_or_flagged_not_silently_fitted():
-    # Raw English letters are far from a 2-state HMM (the top-2 cross-moment subspace is word-boundary
-    # structure, not vowel/consonant): the symmetric path refuses with the indefinite-moment error and
-    # the Jennrich path returns with a misspecification warning instead of a silent estimate.
-    sequences = letter_sequences()
+def test_real_letters_fall_back_by_default_and_refine_improves():
+    # Raw English letters are far from a 2-state HMM: the symmetrized moment is indefinite. approach="symmetric"
+    # refuses; the default ("auto") falls back to the Jennrich path with a warning and says so in the
+    # diagnostics; Baum-Welch from there raises the likelihood monotonically.
+    sequences = letter_sequences()[:150]
     with pytest.raises(IndefiniteMomentError, match="top 2"):
-        hmm.spectral(sequences, 2, 27)
-    with pytest.warns(RuntimeWarning):
-        hmm.spectral(sequences, 2, 27, approach="jennrich")
+        hmm.spectral(sequences, 2, 27, approach="symmetric")
+    with pytest.warns(RuntimeWarning) as record:  # the fallback, and the Jennrich path's misfit warnings
+        estimate = hmm.spectral(sequences, 2, 27)
+    assert any("fell back to approach='jennrich'" in str(w.message) for w in record)
+    assert estimate.diagnostics["fallback"].startswith("jennrich") and estimate.diagnostics["approach"] == "jennrich"
+    with pytest.warns(RuntimeWarning, match="did not converge"):
+        result = hmm.refine(sequences, estimate, max_iter=5)
+    assert result.n_iter == 5 and result.diagnostics["decreases"] == 0
+    assert np.all(np.diff(result.log_likelihood) > 0)
+    assert result.estimate.params["emission"].shape == (2, 27)
+
+
+def test_refine_matches_hmmlearn_on_a_tiny_case():
+    from hmmlearn import hmm as hmmlearn
+
+    rng = np.random.default_rng(3)
+    seqs = [rng.integers(0, 4, size=n) for n in (6, 9, 3, 1)]
+    start = random_hmm(4, 2, 4)
+    with pytest.warns(RuntimeWarning, match="did not converge"):
+        ours = hmm.refine(seqs, start, max_iter=3)
+    model = hmmlearn.CategoricalHMM(2, n_iter=3, tol=0.0, init_params="", params="ste", n_features=4)
+    model.startprob_, model.transmat_, model.emissionprob_ = start["init"], start["transition"], start["emission"]
+    X, lengths = np.concatenate(seqs)[:, None], [len(s) for s in seqs]
+    np.testing.assert_allclose(ours.log_likelihood[0], model.score(X, lengths), rtol=1e-10)
+    model.fit(X, lengths)
+    # same Baum-Welch updates in float64 (hmmlearn's default priors add nothing): round-off apart
+    np.testing.assert_allclose(ours.params["transition"], model.transmat_, rtol=1e-8)
+    np.testing.assert_allclose(ours.params["emission"], model.emissionprob_, rtol=1e-8)
+    np.testing.assert_allclose(ours.params["init"], model.startprob_, rtol=1e-8)
+    np.testing.assert_allclose(ours.log_likelihood[-1], model.score(X, lengths), rtol=1e-10)
+
+
+def test_refine_bad_input():
+    start = random_hmm(4, 2, 4)
+    with pytest.raises(ValueError, match="symbols in 0..3"):
+        hmm.refine([np.array([0, 1, 4])], start)
+    with pytest.raises(TypeError, match="'estimate' argument of hmm.refine"):
+        hmm.refine([np.array([0, 1, 2])], {"init": start["init"]})
+    with pytest.raises(ValueError, match="'tol' argument of hmm.refine"):
+        hmm.refine([np.array([0, 1, 2])], start, tol=0)
 
 
 @pytest.fixture(scope="module")
