@@ -1,0 +1,68 @@
+"""Corpora on disk (npz shards, UCI docword, LDA-C) read block by block as Dask arrays give the in-memory moments."""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from specinit.corpus import from_matrix, save_ldac, save_uci_bow
+from specinit.corpus.shards import read_ldac_blocks, read_npz_shards, read_uci_blocks, save_npz_shards
+from specinit.engine.moments import CountMoments
+from tests.conftest import random_instance, sample_lda
+
+
+@pytest.fixture(scope="module")
+def counts():
+    beta, weights = random_instance(3, 40, seed=0)
+    X, _ = sample_lda(beta, 2 * weights, N=230, length=15, seed=1)
+    X[10] = 0  # an empty document inside a block
+    X[229] = 0  # and a trailing one (absent from the UCI entries)
+    return sp.csr_matrix(X)
+
+
+@pytest.fixture(autouse=True)
+def synchronous():
+    with dask.config.set(scheduler="synchronous"):  # no cluster needed to check the readers
+        yield
+
+
+def test_npz_shards_round_trip(counts, tmp_path):
+    paths = save_npz_shards(counts, tmp_path / "shards", rows_per_shard=50)
+    assert len(paths) == 5
+    lazy = read_npz_shards(tmp_path / "shards")
+    assert lazy.chunks[0] == (50, 50, 50, 50, 30) and lazy.shape == counts.shape
+    assert abs(lazy.compute() - counts).max() == 0
+
+
+@pytest.mark.parametrize("rows", [1, 37, 500])
+def test_uci_and_ldac_blocks_round_trip(counts, tmp_path, rows):
+    corpus = from_matrix(counts)
+    save_uci_bow(corpus, tmp_path / "docword.txt")
+    save_ldac(corpus, tmp_path / "corpus.ldac")
+    uci = read_uci_blocks(tmp_path / "docword.txt", rows_per_block=rows)
+    ldac = read_ldac_blocks(tmp_path / "corpus.ldac", vocab_size=40, rows_per_block=rows)
+    for lazy in (uci, ldac):
+        assert lazy.shape == counts.shape and max(lazy.chunks[0]) == min(rows, 230)
+        assert abs(lazy.compute() - counts).max() == 0
+
+
+def test_moments_stream_from_shards(counts, tmp_path):
+    save_npz_shards(counts, tmp_path / "s", rows_per_shard=64)
+    ref, lazy = CountMoments(counts, alpha0=1.0), CountMoments(read_npz_shards(tmp_path / "s"), alpha0=1.0)
+    Q = np.random.default_rng(0).standard_normal((40, 5))
+    # Same float64 sums in another order: agreement to round-off (1e-10 relative, as the issue asks).
+    assert np.abs(ref.m2_matmat(Q) - lazy.m2_matmat(Q)).max() < 1e-10 * np.abs(ref.m2_matmat(Q)).max()
+
+
+def test_reader_errors(tmp_path):
+    with pytest.raises(ValueError, match="shards"):
+        read_npz_shards(tmp_path)
+    bad = tmp_path / "docword.txt"
+    bad.write_text("3\n4\n2\n1 1 2\n1 9 1\n")
+    lazy = read_uci_blocks(bad, rows_per_block=2)
+    with pytest.raises(ValueError, match="out of range"):
+        lazy.compute()
+    with pytest.raises(ValueError, match="uncompressed"):
+        read_uci_blocks(tmp_path / "docword.txt.gz")
