@@ -8,14 +8,18 @@ eigenvalues map to weights, which they do themselves.
 
 from __future__ import annotations
 
+import warnings
+from dataclasses import dataclass
+
 import numpy as np
 
-from specinit._validation import bad_argument, check_int, warn
+from specinit._validation import as_generator, bad_argument, check_count_matrix, check_int, warn
+from specinit.engine.decompose import check_options, decompose
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError
 
-__all__ = ["fit_topics"]
+__all__ = ["fit_topics", "fit_lda_grid", "raw_subspace", "lda_moment_fit", "default_alpha0_grid"]
 
 
 def fit_topics(moments, k: int, *, func: str, method: str, seed, advice: str = "", floor: float = 1e-3,
@@ -58,3 +62,349 @@ def fit_topics(moments, k: int, *, func: str, method: str, seed, advice: str = "
             f"{func}: {flips} recovered topic(s) had negative total mass before sign fixing; the moments are "
             f"too noisy for k={k} (try more documents, a smaller k, or method='tpm' with more restarts).")
     return beta, eig, fit, report
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# LDA with alpha0 chosen from the data
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class RawSubspace:
+    """The data-dependent pieces of every LDA moment, computed once for all ``alpha0``.
+
+    The Dirichlet-corrected moments depend on ``alpha0`` only through
+    low-rank terms in ``m1`` ([1]_ Lemma 3):
+    ``M2(a0) = E2 - a0/(a0+1) m1 m1^T`` and
+    ``M3(a0) = E3 - a0/(a0+2) sym(E2 (x) m1) + 2 a0^2/((a0+2)(a0+1)) m1^(x)3``.
+    With an orthonormal basis ``Q`` (V, r) of the top eigenspace of ``E2``
+    augmented by ``m1`` (so ``m1 = Q q`` exactly), every whitening of
+    ``M2(a0)`` to rank ``k <= r - 1`` is ``W = Q A`` with a small (r, k)
+    matrix ``A``, and ``M3(a0)(W, W, W)`` follows from ``E2(Q, Q)``,
+    ``E3(Q, Q, Q)`` and ``q`` alone: one whitened pass serves the whole grid.
+
+    Attributes
+    ----------
+    Q : ndarray, shape (V, r)
+    e2 : ndarray, shape (r, r)
+        ``Q^T E2 Q``.
+    e3 : ndarray, shape (r, r, r)
+        ``E3(Q, Q, Q)``.
+    q : ndarray, shape (r,)
+        ``Q^T m1``.
+    ritz_residual : float
+        Relative residual of the top-k Ritz pairs of ``E2`` on ``Q``.
+    """
+
+    Q: np.ndarray
+    e2: np.ndarray
+    e3: np.ndarray
+    q: np.ndarray
+    ritz_residual: float
+
+
+def raw_subspace(raw, k: int, *, oversample: int = 10, n_power_iter: int = 3, seed=0) -> RawSubspace:
+    """Randomized range finder on ``E2`` (plus ``m1``), then one whitened pass on the basis.
+
+    ``raw`` is a :class:`~specinit.engine.moments.CountMoments` with
+    ``alpha0=None`` (its ``m2_matmat`` is ``E2 @ Q``, its ``whitened_m3`` is
+    ``E3(Q, Q, Q)``). Passes over the data: ``n_power_iter + 2`` products
+    with ``E2`` and one whitened pass (Halko, Martinsson, Tropp 2011,
+    Alg. 4.4).
+    """
+    rng = as_generator(seed, "raw_subspace")
+    d = raw.n_features
+    r = min(d - 1, k + oversample)
+    m1 = raw.m1
+    Q = _orthonormal(rng.standard_normal((d, r)))
+    for _ in range(n_power_iter + 1):
+        Q = _orthonormal(raw.m2_matmat(Q))
+    # Augment by m1 so that the rank-one alpha0 terms live inside span(Q).
+    rest = m1 - Q @ (Q.T @ m1)
+    Q = np.column_stack([Q, rest / np.linalg.norm(rest)]) if np.linalg.norm(rest) > 1e-12 * np.linalg.norm(m1) else Q
+    EQ = raw.m2_matmat(Q)
+    e2 = Q.T @ EQ
+    e2 = 0.5 * (e2 + e2.T)
+    vals, vecs = np.linalg.eigh(e2)
+    top = np.argsort(-np.abs(vals))[:k]
+    resid = np.linalg.norm(EQ @ vecs[:, top] - (Q @ vecs[:, top]) * vals[top], axis=0) / np.maximum(np.abs(vals[top]), 1e-300)
+    e3 = raw.whitened_m3(Q)
+    return RawSubspace(Q=Q, e2=e2, e3=e3, q=Q.T @ m1, ritz_residual=float(resid.max()))
+
+
+def _orthonormal(Y: np.ndarray) -> np.ndarray:
+    """Orthonormal basis of the columns of a tall (d, r) matrix: Cholesky QR, twice (CholeskyQR2).
+
+    Two thin GEMMs and an r x r Cholesky per sweep instead of a Householder
+    QR of the tall matrix; falls back to Householder if ``Y`` is rank deficient.
+    """
+    Q = Y
+    try:
+        for _ in range(2):
+            L = np.linalg.cholesky(Q.T @ Q)
+            Q = np.linalg.solve(L, Q.T).T
+    except np.linalg.LinAlgError:
+        return np.linalg.qr(Y)[0]
+    return Q
+
+
+def _sym3(m):
+    return m + m.transpose(0, 2, 1) + m.transpose(2, 0, 1)
+
+
+def _lda_whitened(sub: RawSubspace, a0: float, k: int):
+    """Whitening of ``M2(a0)`` inside span(Q) and the whitened ``M3(a0)``.
+
+    Returns ``(ritz, A, s, T)``: all signed eigenvalues of ``Q^T M2(a0) Q``
+    by decreasing magnitude, and (when the top k are all positive) the
+    (r, k) whitening ``A`` (``W = Q A``), the top-k eigenvalues ``s`` and the
+    (k, k, k) tensor ``M3(a0)(W, W, W)``; ``A, s, T`` are None otherwise.
+    """
+    q = sub.q
+    m2 = sub.e2 - a0 / (a0 + 1.0) * np.outer(q, q)
+    vals, vecs = np.linalg.eigh(m2)
+    order = np.argsort(-np.abs(vals))
+    vals, vecs = vals[order], vecs[:, order]
+    s = vals[:k]
+    if np.any(s <= np.max(np.abs(vals)) * 1e-12):
+        return vals, None, None, None
+    A = vecs[:, :k] / np.sqrt(s)
+    e3 = np.einsum("abc,ai,bj,cl->ijl", sub.e3, A, A, A, optimize=True)
+    e2w, m = A.T @ sub.e2 @ A, A.T @ q
+    T = e3 - a0 / (a0 + 2.0) * _sym3(np.einsum("ij,l->ijl", e2w, m)) \
+        + 2.0 * a0**2 / ((a0 + 2.0) * (a0 + 1.0)) * np.einsum("i,j,l->ijl", m, m, m)
+    return vals, A, s, T
+
+
+def lda_moment_fit(sub: RawSubspace, beta: np.ndarray, alpha: np.ndarray) -> tuple[float, float]:
+    """Relative misfit of the LDA moments implied by ``(beta, alpha)`` to the data, on span(Q).
+
+    Model pair and triple moments ([1]_ Sec. 2, Dirichlet moments):
+    ``E2 = B^T (diag(alpha) + alpha alpha^T) B / (a0 (a0+1))`` and
+    ``E3 = [g^(x)3 + sym(H (x) g) + 2 sum_i alpha_i B_i^(x)3] / (a0 (a0+1)(a0+2))``
+    with ``g = B^T alpha``, ``H = B^T diag(alpha) B`` (all projected on Q).
+    Returns ``(||E2_model - E2|| / ||E2||, ||E3_model - E3|| / ||E3||)``.
+    """
+    a0 = float(alpha.sum())
+    G = beta @ sub.Q  # (k, r)
+    g = G.T @ alpha
+    H = (G.T * alpha) @ G
+    m2 = (np.outer(g, g) + H) / (a0 * (a0 + 1.0))
+    cube = np.einsum("i,ia,ib,ic->abc", alpha, G, G, G, optimize=True)
+    m3 = (np.einsum("a,b,c->abc", g, g, g) + _sym3(np.einsum("ab,c->abc", H, g)) + 2.0 * cube) / (
+        a0 * (a0 + 1.0) * (a0 + 2.0))
+    return (float(np.linalg.norm(m2 - sub.e2) / np.linalg.norm(sub.e2)),
+            float(np.linalg.norm(m3 - sub.e3) / np.linalg.norm(sub.e3)))
+
+
+def _lda_at(sub, a0, k, *, method, rng, floor, decompose_options):
+    """Decompose the whitened tensor at one ``alpha0`` and map to (beta, alpha); None if M2 is indefinite."""
+    ritz, A, s, T = _lda_whitened(sub, a0, k)
+    if A is None:
+        return ritz, None
+    unwhiten = sub.Q @ (A * s)  # (W^T)^+ = U diag(s)^(1/2) = Q A diag(s)
+    options = dict(decompose_options)
+    if method == "svtd":
+        norms = np.linalg.norm(unwhiten, axis=1)
+        options.setdefault("directions", unwhiten[np.argsort(-norms)[:200]].T)
+    dec = decompose(T, k, method, seed=rng, **options)
+    raw_beta, eig, flips = fix_signs_by_mass((unwhiten @ dec.vectors).T, dec.weights)
+    beta, proj = project_to_simplex(raw_beta, floor)
+    alpha = 4 * a0 * (a0 + 1) / ((a0 + 2) ** 2 * eig**2)
+    return ritz, dict(beta=beta, alpha=alpha, dec=dec, s=s, flips=flips, negative_mass=proj["negative_mass"],
+                      negative_eigenvalues=int(np.count_nonzero(eig < 0)))
+
+
+def default_alpha0_grid(k: int) -> np.ndarray:
+    """The default ``alpha0`` grid: 9 values geometrically spaced from 0.01 to ``k``."""
+    return np.geomspace(0.01, max(float(k), 0.02), 9)
+
+
+#: Candidate values of sum(alpha) given the topics (the Dirichlet concentration used for theta).
+ALPHA_SCALES = np.geomspace(1e-2, 1e2, 9)
+
+
+def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floor: float, decompose_options,
+                 alpha_sum: float = 1.0):
+    """Fit LDA at every ``alpha0`` of ``grid`` from one set of passes and keep the best pair likelihood.
+
+    For each ``alpha0`` of ``grid`` where ``M2(alpha0)`` is positive definite
+    on its top k eigenvectors, the whitened ``M3(alpha0)`` is decomposed and
+    mapped to valid parameters (sign fixing, projection onto the simplex).
+    Each candidate -- topics ``beta`` and relative weights ``w`` from the
+    tensor eigenvalues -- is scored by the pairwise composite log-likelihood
+    of within-document word pairs (:func:`pair_log_likelihood`, closed form),
+    maximized over the concentration ``sum(alpha)`` in :data:`ALPHA_SCALES`;
+    the best candidate is returned with ``alpha = alpha_sum * w``. (Second
+    moments do not identify the concentration -- every candidate reproduces
+    ``E2`` -- so the pair-optimal ``sum(alpha)`` is only reported.) All
+    values are reported.
+
+    Returns ``(beta, alpha, report)``.
+    """
+    d = raw.n_features
+    k = check_int(k, "k", func, minimum=1)
+    if k >= d:
+        raise bad_argument("k", func, f"smaller than the vocabulary size V={d}", k)
+    if raw.n_documents < k:
+        raise bad_argument("k", func, f"at most the number of usable documents ({raw.n_documents} with >= 3 tokens)", k)
+    grid = np.sort(np.asarray(grid, dtype=np.float64).ravel())
+    if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
+        raise bad_argument("alpha0_grid", func, "a non-empty sequence of positive numbers", grid)
+    rng = as_generator(seed, func)
+    decompose_options = check_options(method, decompose_options, func)
+    screen_options = dict(decompose_options)
+    if method == "tpm":
+        # On noisy real moments the iterates converge linearly (close, non-orthogonal components): a tolerance
+        # of 1e-6 on unit vectors is far below the noise of the moments, and 300 steps reach it. The grid is
+        # screened with fewer restarts and steps; the chosen alpha0 is decomposed again with the full settings.
+        decompose_options.setdefault("tol", 1e-6)
+        decompose_options.setdefault("n_iter", 300)
+        screen_options = {"n_restarts": 5, "n_iter": 50, "tol": 1e-5, **screen_options}
+    sub = raw_subspace(raw, k, seed=rng)
+    rows, fits = [], {}
+    for a0 in list(grid) + [None]:
+        if a0 is None:
+            if fits:
+                break
+            # Even the smallest alpha0 leaves M2 indefinite: alpha0 -> 0 (M2 = E2, the single-topic limit).
+            a0 = float(grid[0]) * 1e-3
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            ritz, fit = _lda_at(sub, a0, k, method=method, rng=np.random.default_rng(rng.integers(2**63)),
+                                floor=floor, decompose_options=screen_options)
+        if fit is None:
+            rows.append((a0, False, np.nan, np.nan, np.nan))
+            continue
+        fit["warnings"] = [str(w.message) for w in caught]
+        weights = fit["alpha"] / fit["alpha"].sum()
+        terms = pair_terms(pairs, fit["beta"], weights)
+        scores = [pair_log_likelihood(pairs, fit["beta"], weights * scale, terms) for scale in ALPHA_SCALES]
+        best_scale = int(np.argmax(scores))
+        fit["alpha_tensor"] = fit["alpha"]
+        fit["alpha"] = weights * alpha_sum
+        fits[a0] = fit
+        rows.append((a0, True, scores[best_scale], float(fit["alpha_tensor"].sum()), float(ALPHA_SCALES[best_scale])))
+    if not fits:
+        raise IndefiniteMomentError(
+            f"The pair moment E2 itself is not positive definite on its top {k} eigenvectors (signed "
+            f"eigenvalues {np.array2string(ritz[: k + 1], precision=3)}): the data do not support k={k} "
+            f"topics. Try k <= {_supported_k(ritz)} or more documents.").advise(func, "")
+    scores = {r[0]: r[2] for r in rows if r[1]}
+    best = max(scores, key=scores.get)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, fit = _lda_at(sub, best, k, method=method, rng=rng, floor=floor, decompose_options=decompose_options)
+    fit["warnings"] = [str(w.message) for w in caught]
+    fit["alpha_tensor"] = fit["alpha"]
+    fit["alpha"] = fit["alpha"] / fit["alpha"].sum() * alpha_sum
+    if best < grid[0]:
+        warn(f"{func}: M2(alpha0) is indefinite on its top {k} eigenvectors for every alpha0 of the grid "
+             f"(smallest {grid[0]:.3g}); used alpha0 = {best:.3g} (the single-topic limit). k={k} is at the edge "
+             f"of what the data support (the M2 spectrum supports k <= {_supported_k(ritz)}).")
+    ritz, *_ = _lda_whitened(sub, best, k)
+    s = fit["s"]
+    e2_misfit, e3_misfit = lda_moment_fit(sub, fit["beta"], fit["alpha"])
+    report = {
+        **_dec_report(fit["dec"]),
+        "alpha0": float(best),
+        "alpha0_selected": True,
+        "alpha0_criterion_name": "pair composite log-likelihood per token pair (higher is better)",
+        "alpha0_grid": np.array([r[0] for r in rows]),
+        "alpha0_criterion": np.array([r[2] for r in rows]),
+        "alpha0_feasible": np.array([r[1] for r in rows]),
+        "alpha0_tensor_alpha_sum": np.array([r[3] for r in rows]),
+        "alpha0_pair_optimal_alpha_sum": np.array([r[4] for r in rows]),
+        "alpha_sum": float(fit["alpha"].sum()),
+        "alpha_sum_tensor": float(fit["alpha_tensor"].sum()),
+        "n_word_pairs": int(pairs[0].size),
+        "moment_misfit_e2": e2_misfit,
+        "moment_misfit_e3": e3_misfit,
+        "m2_eigenvalues": ritz,
+        "m2_condition_number": float(s[0] / s[-1]),
+        "m2_ritz_residual": sub.ritz_residual,
+        "m2_spectral_gap": float(s[-1] / abs(ritz[k])) if ritz.size > k and ritz[k] != 0 else np.inf,
+        "m2_eigengaps": np.abs(ritz[:-1]) / np.maximum(np.abs(ritz[1:]), 1e-300),
+        "k_supported": _supported_k(ritz),
+        "tensor_eigenvalues": fit["dec"].weights,
+        "sign_flips": fit["flips"],
+        "negative_eigenvalues": fit["negative_eigenvalues"],
+        "negative_mass": fit["negative_mass"],
+        "n_documents": raw.n_documents,
+        "n_dropped": raw.n_dropped,
+    }
+    for message in dict.fromkeys(fit["warnings"]):
+        warn(f"{func} (alpha0 = {best:.3g}): {message}")
+    _warn_topics(func, k, report)
+    return fit["beta"], fit["alpha"], report
+
+
+def _supported_k(ritz: np.ndarray) -> int:
+    """Leading eigenvalues (by magnitude) that are positive: the largest k whose M2 whitening exists."""
+    negative = np.flatnonzero(ritz <= 0)
+    return int(negative[0]) if negative.size else int(ritz.size)
+
+
+def _dec_report(dec) -> dict:
+    return {f"decomposition_{key}": value for key, value in dec.diagnostics.items()}
+
+
+def _warn_topics(func: str, k: int, report: dict) -> None:
+    """One warning naming the topics that had to be repaired (negative mass), with what to try."""
+    heavy = int(np.count_nonzero(np.asarray(report["negative_mass"]) > 0.25))
+    if report["sign_flips"] or heavy:
+        warn(f"{func}: {report['sign_flips']} recovered topic(s) had negative total mass before sign fixing and "
+             f"{heavy} had more than 25% of their mass negative before projection onto the simplex (see "
+             f"diagnostics['negative_mass']); the moments are noisy for k={k}: try a smaller k (the M2 spectrum "
+             f"supports k <= {report.get('k_supported', k)}) or more documents.")
+
+
+def word_pairs(counts, max_pairs: int = 200_000, seed=0):
+    """Ordered pairs of distinct tokens within documents, with multiplicities, from a sample of documents.
+
+    Returns ``(first, second, weight)``: word ids and the number of ordered
+    token pairs ``c_w (c_w' - [w = w'])`` of each word pair, summed over the
+    sampled documents (documents drawn without replacement, seeded, until
+    ``max_pairs`` distinct word pairs).
+    """
+    X = check_count_matrix(counts, "counts", "word_pairs")
+    rng = as_generator(seed, "word_pairs")
+    first, second, weight, total = [], [], [], 0
+    for d in rng.permutation(X.shape[0]):
+        lo, hi = X.indptr[d], X.indptr[d + 1]
+        if hi - lo == 0:
+            continue
+        words, c = X.indices[lo:hi], X.data[lo:hi]
+        w = np.outer(c, c) - np.diag(c)
+        i, j = np.nonzero(w)
+        first.append(words[i]), second.append(words[j]), weight.append(w[i, j])
+        total += i.size
+        if total >= max_pairs:
+            break
+    if not first:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0)
+    return np.concatenate(first), np.concatenate(second), np.concatenate(weight).astype(np.float64)
+
+
+def pair_terms(pairs, beta: np.ndarray, weights: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per word pair, ``sum_i w_i beta_iw beta_iw'`` and ``(w . beta_w)(w . beta_w')`` for normalized weights ``w``."""
+    first, second, _ = pairs
+    words = np.ascontiguousarray(beta.T)
+    b1, b2 = words[first], words[second]
+    return (b1 * b2) @ weights, (b1 @ weights) * (b2 @ weights)
+
+
+def pair_log_likelihood(pairs, beta: np.ndarray, alpha: np.ndarray, terms=None) -> float:
+    """Mean log-probability of within-document word pairs under LDA (a pairwise composite likelihood).
+
+    Two tokens of one document are words ``(w, w')`` with probability
+    ``beta[:, w]^T E[theta theta^T] beta[:, w']``, where
+    ``E[theta theta^T] = (diag(alpha) + alpha alpha^T) / (a0 (a0+1))`` for
+    ``theta ~ Dirichlet(alpha)``; with ``alpha = a0 w`` this is
+    ``(P1 + a0 P2) / (a0 + 1)`` (:func:`pair_terms`). Closed form, no
+    latent variables to fit (Lindsay 1988, "Composite likelihood methods").
+    """
+    _, _, weight = pairs
+    a0 = float(alpha.sum())
+    p1, p2 = pair_terms(pairs, beta, alpha / a0) if terms is None else terms
+    p = (p1 + a0 * p2) / (a0 + 1.0)
+    return float(np.sum(weight * np.log(np.maximum(p, 1e-300))) / max(weight.sum(), 1.0))

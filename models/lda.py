@@ -37,6 +37,7 @@ from specinit.models._sparse_counts import HIGHEST, DenseTopicCounts, ModelData,
 from specinit.models._topics import fit_topics
 
 from specinit._validation import (
+    as_generator,
     bad_argument,
     check_count_matrix,
     check_int,
@@ -195,18 +196,46 @@ def spectral_from_moments(moments, k: int, alpha0: float, *, method: str = "tpm"
 def spectral(
     counts,
     k: int,
-    alpha0: float = 1.0,
+    alpha0: float | None = None,
     *,
     method: str = "tpm",
     weighting: str = "pooled",
     seed=0,
     vocabulary=None,
-    doc_topics: bool = True,
+    doc_topics="auto",
     floor: float = 1e-3,
     decompose_options: dict | None = None,
     backend: str | None = None,
+    alpha0_grid=None,
+    alpha_sum: float = 1.0,
 ) -> SpectralEstimate:
-    """Method-of-moments estimate of LDA.
+    """Method-of-moments estimate of LDA, with ``alpha0`` chosen from the data by default.
+
+    With ``alpha0=None`` (default) the Dirichlet concentration is chosen
+    from the data ([3]_): the moments depend on ``alpha0`` only through
+    low-rank terms in ``m1`` ([1]_ Lemma 3), so the passes over the data
+    are made once (``E2`` on a basis ``Q`` of its top eigenspace plus
+    ``m1``, and ``E3(Q, Q, Q)``), and for every ``alpha0`` of
+    ``alpha0_grid`` the whitening and the tensor decomposition are redone
+    on (k, k, k) arrays only. Each candidate whose ``M2(alpha0)`` is
+    positive definite on its top k eigenvectors is turned into valid
+    parameters (topics on the simplex; relative topic weights from the
+    tensor eigenvalues) and scored by the pairwise composite
+    log-likelihood of the word pairs co-occurring in (a seeded sample of)
+    the documents, ``log beta_w^T E[theta theta^T] beta_w'`` -- a
+    closed-form criterion with no latent variable to fit, which on real
+    text ranks the candidate topics as held-out perplexity does. The grid,
+    the scores and the choice are in ``diagnostics`` (``alpha0_grid``,
+    ``alpha0_criterion``, ``alpha0_feasible``, ``alpha0``). The returned
+    ``alpha`` keeps the tensor's relative topic weights with
+    ``sum(alpha) = alpha_sum`` (default 1, the usual ``1/k`` per topic):
+    the concentration is not identified by second moments, and on real
+    text the tensor's own ``sum(alpha_hat)`` is unreliable (reported as
+    ``alpha_sum_tensor``). If ``M2(alpha0)`` is
+    indefinite for every grid value, the single-topic limit
+    ``alpha0 -> 0`` is used with a warning; only when ``E2`` itself is
+    indefinite on its top k (k beyond what the data support) is an error
+    raised.
 
     Parameters
     ----------
@@ -215,16 +244,25 @@ def spectral(
         :class:`specinit.engine.moments.CountMoments`).
     k : int
         Number of topics, ``1 <= k < V``.
-    alpha0 : float, default 1.0
-        ``sum(alpha)``, the Dirichlet concentration (:math:`\\alpha_0` in [1]_).
+    alpha0 : float, optional
+        ``sum(alpha)``, the Dirichlet concentration (:math:`\\alpha_0` in
+        [1]_) used in the moment correction. ``None`` (default): chosen from
+        the data (see above). A given value is used as is (the classical
+        estimator; ``sum(alpha_hat)`` is then reported beside it).
     method : {"tpm", "svtd", "eca", "als"}
+        Tensor decomposition (:mod:`specinit.engine.decompose`).
     weighting : {"pooled", "per-document"}
+        Moment estimator (pooled all-word estimators by default).
     seed : int or numpy.random.Generator
+        Randomness of the whitening, the decomposition and the pair sample.
     vocabulary : sequence of str, optional
-    doc_topics : bool
+        Kept with the estimate.
+    doc_topics : bool or "auto"
         Also estimate per-document ``theta`` given ``beta`` and ``alpha``
-        (:func:`document_topics`, chunk by chunk for chunked or streamed
-        input: one more pass).
+        (:func:`document_topics`, chunk by chunk: one more pass). ``"auto"``
+        (default): only for corpora of at most 5,000 documents (where NUTS
+        on the full model, which needs ``theta``, is practical); on larger
+        corpora call :func:`document_topics` when needed.
     floor : float, default 1e-3
         Topic-word probabilities are floored at ``floor / V``.
     decompose_options : dict, optional
@@ -234,30 +272,86 @@ def spectral(
         Where the moment passes run (:class:`specinit.engine.moments.CountMoments`);
         ``None``: JAX when an accelerator is present. ``counts`` may also be a
         ``dask.array`` of row blocks (passes run on the Dask workers).
+    alpha0_grid : sequence of float, optional
+        Candidate ``alpha0`` values when ``alpha0=None`` (default: 9 values
+        geometrically spaced from 0.01 to k).
+    alpha_sum : float, default 1.0
+        ``sum(alpha)`` of the returned prior when ``alpha0=None`` (ignored
+        when ``alpha0`` is given: the tensor's ``alpha_hat`` is returned).
 
     Returns
     -------
     SpectralEstimate
         ``params``: ``"alpha"`` (k,), ``"beta"`` (k, V), and ``"theta"``
-        (N, k) when ``doc_topics``; ``diagnostics`` include the signed M2
-        eigenvalues, condition number, decomposition residual and eigengaps,
-        ``alpha_sum`` vs ``alpha0`` and documents dropped.
+        (N, k) when computed; ``diagnostics`` include the signed M2
+        eigenvalues (``m2_eigenvalues``, ``m2_eigengaps`` and
+        ``k_supported``, the number of leading positive eigenvalues: a guide
+        to choosing k), condition number, decomposition residual, eigengaps
+        and convergence, negative mass of each topic before projection,
+        ``alpha_sum`` vs ``alpha0``, the ``alpha0`` selection table and
+        documents dropped (fewer than 3 tokens).
 
     Raises
     ------
     ValueError
-        Bad counts, ``k`` out of range, ``alpha0 <= 0``, or an indefinite
-        second moment (with the likely cause).
+        Bad counts (negative, non-integer, NaN), ``k`` out of range (``k >=
+        V`` or more topics than usable documents), ``alpha0 <= 0``, or an
+        indefinite second moment (with the likely cause).
+    TypeError
+        Counts of a non-numeric type, or unknown ``decompose_options``.
+
+    Warns
+    -----
+    RuntimeWarning
+        Topics that needed repair (negative total mass, or more than 25% of
+        their mass negative before projection), a decomposition that did not
+        converge, or an ``alpha0`` grid that is entirely indefinite.
+
+    References
+    ----------
+    .. [3] Lindsay, "Composite likelihood methods", Contemporary
+       Mathematics 80, 1988 (the pairwise criterion); Wallach, Mimno,
+       McCallum, "Rethinking LDA: why priors matter", NIPS 2009 (the
+       concentration matters for held-out likelihood).
     """
-    moments = CountMoments(counts, alpha0=check_positive(alpha0, "alpha0", "lda.spectral"), weighting=weighting,
-                           backend=backend)
-    estimate = spectral_from_moments(moments, k, alpha0, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
-                                     decompose_options=decompose_options)
+    func = "lda.spectral"
+    if alpha0 is None:
+        from specinit.models._topics import default_alpha0_grid, fit_lda_grid, word_pairs
+
+        rng = as_generator(seed, func)
+        raw = CountMoments(counts, alpha0=None, weighting=weighting, backend=backend)
+        pairs = word_pairs(_first_rows(counts, func), seed=rng)
+        grid = default_alpha0_grid(check_int(k, "k", func, minimum=1)) if alpha0_grid is None else alpha0_grid
+        beta, alpha, report = fit_lda_grid(raw, k, grid, pairs, func=func, method=method, seed=rng, floor=floor,
+                                           decompose_options=decompose_options,
+                                           alpha_sum=check_positive(alpha_sum, "alpha_sum", func))
+        estimate = SpectralEstimate("lda", {"alpha": alpha, "beta": beta}, report, vocabulary, FACTS)
+        n_docs = raw.n_documents + raw.n_dropped
+    else:
+        moments = CountMoments(counts, alpha0=check_positive(alpha0, "alpha0", func), weighting=weighting,
+                               backend=backend)
+        estimate = spectral_from_moments(moments, k, alpha0, method=method, seed=seed, vocabulary=vocabulary,
+                                         floor=floor, decompose_options=decompose_options)
+        n_docs = moments.n_documents + moments.n_dropped
+    if doc_topics == "auto":
+        doc_topics = n_docs <= 5000
+    estimate.diagnostics["doc_topics"] = bool(doc_topics)
     if doc_topics:
         beta, alpha = estimate.params["beta"], estimate.params["alpha"]
         chunks = count_chunks(counts, "lda.spectral")()
         estimate.params["theta"] = np.vstack([document_topics(chunk, beta, alpha) for chunk in chunks])
     return estimate
+
+
+def _first_rows(counts, func: str):
+    """The documents the pair criterion samples from: the matrix itself, or its first chunk / row block."""
+    import scipy.sparse as sp
+
+    if sp.issparse(counts) or isinstance(counts, np.ndarray):
+        return check_count_matrix(counts, "counts", func)
+    if type(counts).__module__.startswith("dask"):
+        return check_count_matrix(counts.blocks[0].compute(), "counts", func)
+    return next(iter(count_chunks(counts, func)()))
 
 
 def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4) -> np.ndarray:

@@ -22,11 +22,20 @@ from specinit.corpus.quality import (
     top_words,
     umass_coherence,
 )
+from specinit.corpus.heldout import HeldoutResult, document_completion, fold_in, split_tokens
+from specinit.corpus.shipped import corpus_from_texts, load_man_pages, load_python_docs
 from specinit.corpus.text_files import ENGLISH_STOP_WORDS, from_text_files
 
 __all__ = [
     "ENGLISH_STOP_WORDS",
     "Corpus",
+    "HeldoutResult",
+    "corpus_from_texts",
+    "document_completion",
+    "fold_in",
+    "load_man_pages",
+    "load_python_docs",
+    "split_tokens",
     "from_matrix",
     "from_text_files",
     "load_ldac",
