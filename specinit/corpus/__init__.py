@@ -22,6 +22,7 @@ from specinit.corpus.quality import (
     top_words,
     umass_coherence,
 )
+from specinit.corpus.shards import read_ldac_blocks, read_npz_shards, read_uci_blocks, save_npz_shards
 from specinit.corpus.heldout import HeldoutResult, document_completion, fold_in, split_tokens
 from specinit.corpus.shipped import corpus_from_texts, load_man_pages, load_python_docs
 from specinit.corpus.text_files import ENGLISH_STOP_WORDS, from_text_files
@@ -41,9 +42,13 @@ __all__ = [
     "load_ldac",
     "load_reuters",
     "load_uci_bow",
+    "read_ldac_blocks",
+    "read_npz_shards",
+    "read_uci_blocks",
     "read_vocabulary",
     "relevance",
     "save_ldac",
+    "save_npz_shards",
     "save_uci_bow",
     "top_relevant_words",
     "top_words",
