@@ -38,7 +38,7 @@ import numpyro.distributions as dist
 import scipy.sparse as sp
 from jax.scipy.special import logsumexp
 
-from specinit._validation import bad_argument, check_choice, check_int, check_positive
+from specinit._validation import bad_argument, check_choice, check_int, check_positive, warn
 from specinit.engine.support import positive_weights, project_to_simplex
 from specinit.engine.views import (
     ViewMoments,
@@ -56,6 +56,7 @@ __all__ = [
     "check_views",
     "model",
     "population_moments",
+    "refine",
     "spectral",
     "spectral_from_moments",
     "stack_views",
@@ -114,8 +115,10 @@ def check_views(views, kinds=None, dims=None, func: str = "multiview.check_views
     for i, (a, kind) in enumerate(zip(arrays, kinds)):
         name = f"views[{i}]"
         if a.size and not np.all(np.isfinite(a)):
-            n_bad = int(a.size - np.count_nonzero(np.isfinite(a)))
-            raise bad_argument(name, func, "finite", f"{n_bad} NaN or infinite entries", describe=False)
+            rows_bad = np.flatnonzero(~np.isfinite(a.reshape(len(a), -1)).all(axis=1))
+            listed = ", ".join(str(r) for r in rows_bad[:5]) + (", ..." if rows_bad.size > 5 else "")
+            raise bad_argument(name, func, "finite", f"NaN or infinite entries in {rows_bad.size} row(s): row {listed}",
+                               describe=False)
         if kind == "categorical":
             if a.ndim != 1 or np.any(a != np.round(a)):
                 raise bad_argument(name, func, "a (N,) array of integer category codes", a)
@@ -296,7 +299,8 @@ def population_moments(params, kinds) -> MultiViewMoments:
 
 
 def spectral_from_moments(moments: MultiViewMoments, k: int, *, target: int = -1, method: str = "tpm", seed=0,
-                          floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
+                          floor: float = 1e-3, decompose_options: dict | None = None,
+                          approach: str = "auto") -> SpectralEstimate:
     """Weights and every view's parameters from :class:`MultiViewMoments` (data or population).
 
     Parameters
@@ -305,7 +309,7 @@ def spectral_from_moments(moments: MultiViewMoments, k: int, *, target: int = -1
         From :func:`population_moments`, or built from data by :func:`spectral`.
     k : int
         Number of classes.
-    target, method, seed, floor, decompose_options
+    target, method, seed, floor, decompose_options, approach
         As for :func:`spectral`.
 
     Returns
@@ -316,19 +320,29 @@ def spectral_from_moments(moments: MultiViewMoments, k: int, *, target: int = -1
     Raises
     ------
     specinit.engine.whitening.IndefiniteMomentError
-        If the symmetrized second moment is not positive definite on its top
-        k eigenvectors.
+        Only with ``approach="symmetric"``: the symmetrized second moment is
+        not positive definite on its top k eigenvectors.
     """
     func = "multiview.spectral"
     floor = check_positive(floor, "floor", func)
+    approach = check_choice(approach, "approach", func, ("auto", "symmetric", "jennrich"))
+    fallback = None
     try:
         fit = fit_multiview(moments.views, k, target=target, method=method, seed=seed,
+                            approach="symmetric" if approach == "auto" else approach,
                             decompose_options=decompose_options)
     except IndefiniteMomentError as exc:
-        raise exc.advise(func, "The views may not follow a k-class multi-view mixture: try a smaller k or "
-                               "another target view.") from None
+        if approach != "auto":
+            raise exc.advise(func, "The views may not follow a k-class multi-view mixture: try a smaller k, "
+                                   "another target view, or approach='jennrich'.") from None
+        fallback = f"jennrich (symmetrized second moment indefinite: {str(exc).split(' Likely')[0]})"
+        warn(f"{func}: the symmetrized second moment is indefinite for k = {k} (the views are not exactly a "
+             f"{k}-class multi-view mixture); fell back to approach='jennrich' (see diagnostics['fallback']). "
+             "Refine the estimate (multiview.refine) or try a smaller k.")
+        fit = fit_multiview(moments.views, k, target=target, approach="jennrich", seed=seed)
     params = {"weights": positive_weights(fit.weights)}
     diagnostics = dict(fit.diagnostics)
+    diagnostics["fallback"] = fallback
     gaussian = [v for v, kind in enumerate(moments.kinds) if kind == "gaussian"]
     variances = conditional_variances(moments.squares, fit, gaussian) if gaussian else {}
     for v, kind in enumerate(moments.kinds):
@@ -343,7 +357,7 @@ def spectral_from_moments(moments: MultiViewMoments, k: int, *, target: int = -1
 
 
 def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: str = "tpm", seed=0,
-             floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
+             floor: float = 1e-3, decompose_options: dict | None = None, approach: str = "auto") -> SpectralEstimate:
     """Method-of-moments estimate of a multi-view mixture.
 
     Parameters
@@ -368,6 +382,13 @@ def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: 
         Categorical rows are projected onto the simplex and floored at ``floor / V_v``.
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition; unknown keys raise.
+    approach : {"auto", "symmetric", "jennrich"}
+        ``"symmetric"``: whiten the symmetrized second moment (raises
+        :class:`specinit.engine.whitening.IndefiniteMomentError` when it is
+        indefinite, as on real data that are not an exact k-class mixture).
+        ``"jennrich"``: observable operators (no square root of a moment).
+        ``"auto"`` (default): ``"symmetric"``, falling back to ``"jennrich"``
+        with a RuntimeWarning; recorded in ``diagnostics["fallback"]``.
 
     Returns
     -------
@@ -385,8 +406,7 @@ def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: 
         Fewer than 3 views, different numbers of rows, NaN/inf, codes out of
         range, or ``k`` larger than a view's dimension.
     specinit.engine.whitening.IndefiniteMomentError
-        If the symmetrized second moment is not positive definite on its top
-        k eigenvectors.
+        Only with ``approach="symmetric"`` (see above).
     """
     func = "multiview.spectral"
     views, kinds, sizes = check_views(views, kinds, dims, func)
@@ -396,4 +416,116 @@ def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: 
     gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
     moments = MultiViewMoments(ViewMoments(fit_views), with_squares(fit_views, gaussian), kinds)
     return spectral_from_moments(moments, k, target=target, method=method, seed=seed, floor=floor,
-                                 decompose_options=decompose_options)
+                                 decompose_options=decompose_options, approach=approach)
+
+
+def refine(views, estimate, kinds=None, *, dims=None, method: str = "em", max_iter: int = 100, tol: float = 1e-3,
+           reg: float = 1e-6, floor: float = 1e-10):
+    """Spectral then refine: EM for the multi-view mixture started from an estimate.
+
+    E-step: ``log w_h + sum_v log p(x_v | h)`` normalized by log-sum-exp;
+    M-step: weighted class frequencies, categorical frequencies per view,
+    weighted means and per-coordinate variances of Gaussian views ([3]_).
+
+    Parameters
+    ----------
+    views : sequence of arrays
+        As for :func:`spectral`.
+    estimate : SpectralEstimate or dict
+        ``weights`` and every view's sites (``beta_<v>`` or ``loc_<v>``, ``scale_<v>``).
+    kinds : sequence of {"categorical", "gaussian"}, optional
+        As for :func:`spectral`.
+    dims : sequence of int, optional
+        As for :func:`spectral`.
+    method : {"em"}
+        Expectation-maximization (NumPy, float64).
+    max_iter : int
+        Largest number of EM iterations.
+    tol : float
+        Stop when the log-likelihood gain per observation is below ``tol``.
+    reg : float
+        Added to every Gaussian variance.
+    floor : float
+        Categorical probabilities are floored at ``floor`` (rows renormalized).
+
+    Returns
+    -------
+    specinit.models._em.RefineResult
+        ``.estimate`` (model ``"multiview"``, refined sites), ``.log_likelihood``
+        trace, ``.n_iter``, ``.converged``.
+
+    Raises
+    ------
+    ValueError
+        Bad views (as for :func:`spectral`), missing or mis-shaped sites.
+
+    Warns
+    -----
+    RuntimeWarning
+        EM did not converge in ``max_iter`` iterations.
+
+    References
+    ----------
+    .. [3] Dempster, Laird, Rubin, "Maximum likelihood from incomplete data via
+       the EM algorithm", JRSS B 39 (1977).
+    """
+    from specinit.models._em import RefineResult, check_em_options, em_loop, gaussian_log_density, responsibilities
+
+    func = "multiview.refine"
+    check_choice(method, "method", func, ("em",))
+    views, kinds, sizes = check_views(views, kinds, dims, func)
+    max_iter, tol = check_em_options(max_iter, tol, func)
+    reg, floor = check_positive(reg, "reg", func), check_positive(floor, "floor", func)
+    params = dict(getattr(estimate, "params", estimate))
+    names = ["weights"] + [n for v, kind in enumerate(kinds)
+                           for n in ([f"beta_{v}"] if kind == "categorical" else [f"loc_{v}", f"scale_{v}"])]
+    missing = [n for n in names if n not in params]
+    if missing:
+        raise bad_argument("estimate", func, f"the sites {names}", f"missing {missing}", describe=False)
+    k = np.asarray(params["weights"]).size
+    for v, (kind, size) in enumerate(zip(kinds, sizes)):
+        for n in ([f"beta_{v}"] if kind == "categorical" else [f"loc_{v}", f"scale_{v}"]):
+            if np.shape(params[n]) != (k, size):
+                raise bad_argument("estimate", func, f"{n!r} of shape ({k}, {size})",
+                                   f"shape {np.shape(params[n])}", describe=False)
+    one_hot = {v: sp.csr_matrix((np.ones(len(x)), (np.arange(len(x)), x)), shape=(len(x), size))
+               for v, (x, kind, size) in enumerate(zip(views, kinds, sizes)) if kind == "categorical"}
+
+    def normalize(rows):
+        rows = np.maximum(rows / np.maximum(rows.sum(axis=-1, keepdims=True), np.finfo(float).tiny), floor)
+        return rows / rows.sum(axis=-1, keepdims=True)
+
+    def estep(p):
+        logp = np.log(p["weights"])[None, :]
+        for v, kind in enumerate(kinds):
+            if kind == "categorical":
+                logp = logp + np.log(p[f"beta_{v}"]).T[views[v]]
+            else:
+                logp = logp + gaussian_log_density(views[v], p[f"loc_{v}"], p[f"scale_{v}"] ** 2)
+        return responsibilities(logp)
+
+    def mstep(resp):
+        nk = resp.sum(axis=0) + 10 * np.finfo(float).eps
+        out = {"weights": nk / nk.sum()}
+        for v, kind in enumerate(kinds):
+            if kind == "categorical":
+                out[f"beta_{v}"] = normalize(np.asarray(one_hot[v].T @ resp).T)
+            else:
+                x = views[v]
+                loc = resp.T @ x / nk[:, None]
+                var = np.maximum(resp.T @ (x * x) / nk[:, None] - loc**2, 0.0) + reg
+                out[f"loc_{v}"], out[f"scale_{v}"] = loc, np.sqrt(var)
+        return out
+
+    start = {n: np.asarray(params[n], dtype=np.float64) for n in names}
+    start["weights"] = positive_weights(start["weights"])
+    for v in one_hot:
+        start[f"beta_{v}"] = normalize(start[f"beta_{v}"])
+    refined, trace, n_iter, converged, decreases = em_loop(
+        estep, mstep, start, max_iter=max_iter, tol=tol, n_observations=len(views[0]), func=func)
+    refined["weights"] = positive_weights(refined["weights"])
+    facts = getattr(estimate, "facts", None) or _facts(kinds, -1)
+    diagnostics = {"spectral": dict(getattr(estimate, "diagnostics", {})),
+                   "refine": {"method": method, "n_iter": n_iter, "converged": converged, "log_likelihood": trace}}
+    return RefineResult(SpectralEstimate("multiview", refined, diagnostics, facts=facts), trace, n_iter, converged,
+                        method, {"n_observations": len(views[0]), "decreases": decreases})

@@ -133,3 +133,61 @@ def test_spectral_recovers_mixed_views_and_warm_start():
                            model_kwargs={"k": 3, "kinds": KINDS, "dims": (6, 8, 4)})
     assert init["loc_2"].shape == (2, 3, 4)
     assert all(np.all(np.isfinite(np.asarray(v))) for v in init.values())
+
+
+# fallback and refinement ----------------------------------------------------------------------------------------
+def inconsistent_views(n=2000, seed=0):
+    """Three 2-d views whose second coordinates have pairwise correlations -0.3, 0.3, 0.3: no k-class
+    multi-view mixture has them, and the symmetrized second moment has a negative eigenvalue (~ -0.3)."""
+    rng = np.random.default_rng(seed)
+    c1 = rng.multivariate_normal(np.zeros(3), np.full((3, 3), 0.5) + 0.5 * np.eye(3), size=n)
+    c2 = rng.multivariate_normal(np.zeros(3), [[1, -0.3, 0.3], [-0.3, 1, 0.3], [0.3, 0.3, 1]], size=n)
+    return [np.stack([c1[:, v], c2[:, v]], axis=1) + np.array([1.0, 0.5]) for v in range(3)]
+
+
+def test_indefinite_views_fall_back_by_default():
+    from specinit.engine.whitening import IndefiniteMomentError
+
+    views = inconsistent_views()
+    with pytest.raises(IndefiniteMomentError, match="approach='jennrich'"):
+        mv.spectral(views, 2, approach="symmetric")
+    with pytest.warns(RuntimeWarning) as record:  # the fallback, and the Jennrich path's misfit warnings
+        est = mv.spectral(views, 2)
+    assert any("fell back to approach='jennrich'" in str(w.message) for w in record)
+    assert est.diagnostics["fallback"].startswith("jennrich") and est.diagnostics["approach"] == "jennrich"
+    assert all(np.all(np.isfinite(v)) for v in est.params.values())
+    with pytest.warns(RuntimeWarning, match="did not converge"):
+        result = mv.refine(views, est, max_iter=3)
+    assert np.all(np.diff(result.log_likelihood) > 0)
+
+
+def test_refine_monotone_and_log_likelihood_matches_the_model():
+    rng = np.random.default_rng(9)
+    p = mixed_params(rng, 3)
+    views = sample_mixed(rng, p, 3000)
+    est = mv.spectral(views, 3, dims=(6, 8, 4), seed=0)
+    assert est.diagnostics["fallback"] is None
+    result = mv.refine(views, est, dims=(6, 8, 4), max_iter=500, tol=1e-8)
+    trace = result.log_likelihood
+    assert result.converged and result.diagnostics["decreases"] == 0
+    assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[:-1]))  # EM: monotone up to round-off
+    # the trace is the model's log-likelihood: the NumPyro program scores the refined parameters the same
+    # (float32 in JAX: relative 1e-5)
+    samples = {name: value[None] for name, value in result.params.items()}
+    ll = log_likelihood(mv.model, samples, views, k=3, kinds=KINDS, dims=(6, 8, 4))["views"][0]
+    np.testing.assert_allclose(float(np.sum(ll)), trace[-1], rtol=1e-5)
+    assert trace[-1] > trace[0]
+
+
+def test_refine_bad_input():
+    rng = np.random.default_rng(10)
+    p = mixed_params(rng, 3)
+    views = sample_mixed(rng, p, 50)
+    with pytest.raises(ValueError, match="same number of observations"):
+        mv.refine([views[0], views[1][:40], views[2]], p, dims=(6, 8, 4))
+    with pytest.raises(ValueError, match=r"'loc_2' of shape \(3, 4\)"):
+        mv.refine(views, {**p, "loc_2": p["loc_2"][:, :2]}, dims=(6, 8, 4))
+    bad = views[2].copy()
+    bad[4, 0] = np.nan
+    with pytest.raises(ValueError, match=r"NaN or infinite entries in 1 row\(s\): row 4"):
+        mv.refine([views[0], views[1], bad], p, dims=(6, 8, 4))
