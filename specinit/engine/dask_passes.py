@@ -28,7 +28,17 @@ __all__ = ["is_dask_array", "check_row_blocks", "reduce_blocks", "iter_blocks"]
 
 
 def is_dask_array(value) -> bool:
-    """True for a ``dask.array.Array`` (checked without importing Dask)."""
+    """True for a ``dask.array.Array`` (checked without importing Dask).
+
+    Parameters
+    ----------
+    value : object
+        Anything.
+
+    Returns
+    -------
+    bool
+    """
     return type(value).__module__.startswith("dask.array") and hasattr(value, "to_delayed")
 
 
@@ -115,7 +125,18 @@ def reduce_blocks(arrays, fn, *args):
 
 
 def iter_blocks(array):
-    """Yield the row blocks of a Dask array one at a time (computed; at most one in memory)."""
+    """Yield the row blocks of a Dask array one at a time (computed; at most one in memory).
+
+    Parameters
+    ----------
+    array : dask.array.Array
+        Row blocks.
+
+    Yields
+    ------
+    ndarray or scipy.sparse matrix
+        One computed block.
+    """
     for block in array.to_delayed().ravel():
         yield block.compute()
 

@@ -63,7 +63,13 @@ HIGHEST = jax.lax.Precision.HIGHEST
 
 
 def x64():
-    """Scoped float64 context (``jax.enable_x64(True)``; the global flag is untouched)."""
+    """Scoped float64 context (``jax.enable_x64(True)``; the global flag is untouched).
+
+    Returns
+    -------
+    context manager
+        Inside it, JAX creates and computes float64 arrays.
+    """
     if hasattr(jax, "enable_x64"):
         return jax.enable_x64(True)
     from jax.experimental import enable_x64  # older JAX
@@ -72,7 +78,12 @@ def x64():
 
 
 def accelerator_present() -> bool:
-    """True when JAX's default device is not a CPU (a GPU or TPU)."""
+    """True when JAX's default device is not a CPU (a GPU or TPU).
+
+    Returns
+    -------
+    bool
+    """
     try:
         return jax.devices()[0].platform != "cpu"
     except RuntimeError:  # pragma: no cover - no backend at all
@@ -80,7 +91,19 @@ def accelerator_present() -> bool:
 
 
 def bucket(n: int, minimum: int) -> int:
-    """Smallest power of two ``>= max(n, minimum)`` (the padded size of a block)."""
+    """Smallest power of two ``>= max(n, minimum)`` (the padded size of a block).
+
+    Parameters
+    ----------
+    n : int
+        Actual size.
+    minimum : int
+        Smallest bucket.
+
+    Returns
+    -------
+    int
+    """
     n = max(int(n), int(minimum), 1)
     return 1 << (n - 1).bit_length()
 
