@@ -1,0 +1,220 @@
+"""LDA with alpha0 chosen from the data: the reused passes, the criterion, the diagnostics, bad input."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from specinit.models import _topics, lda
+
+from specinit.engine.moments import CountMoments
+from specinit.engine.whitening import IndefiniteMomentError
+from tests.conftest import best_permutation, random_instance, sample_lda
+
+K, V = 3, 30
+
+
+@pytest.fixture(scope="module")
+def planted():
+    beta, _ = random_instance(K, V, 3, conc=0.2)
+    alpha = np.array([0.4, 0.3, 0.2])
+    X, _ = sample_lda(beta, alpha, 4000, 50, 7)
+    return beta, alpha, sp.csr_matrix(X)
+
+
+@pytest.fixture(scope="module")
+def default_fit(planted):
+    _, _, X = planted
+    return lda.spectral(X, K, seed=0)
+
+
+class ExactRaw:
+    """Exact uncorrected moments E2, E3 of an LDA model, with the CountMoments interface."""
+
+    def __init__(self, beta, alpha):
+        a0 = alpha.sum()
+        s2 = (np.diag(alpha) + np.outer(alpha, alpha)) / (a0 * (a0 + 1))
+        s3 = np.einsum("i,j,l->ijl", alpha, alpha, alpha)
+        eye = np.eye(len(alpha))
+        s3 += np.einsum("ij,i,l->ijl", eye, alpha, alpha) + np.einsum("il,i,j->ijl", eye, alpha, alpha)
+        s3 += np.einsum("jl,j,i->ijl", eye, alpha, alpha) + 2 * np.einsum("ijl,i->ijl", eye[:, :, None] * eye[None], alpha)
+        s3 /= a0 * (a0 + 1) * (a0 + 2)
+        self.e2 = beta.T @ s2 @ beta
+        self.e3 = np.einsum("ijl,ia,jb,lc->abc", s3, beta, beta, beta)
+        self.m1 = beta.T @ alpha / a0
+        self.n_features, self.n_documents, self.n_dropped = beta.shape[1], 10**6, 0
+
+    def m2_matmat(self, Q):
+        return self.e2 @ Q
+
+    def whitened_m3(self, W):
+        return np.einsum("abc,ai,bj,cl->ijl", self.e3, W, W, W)
+
+
+def test_grid_whitening_equals_the_direct_corrected_moments(planted):
+    """The alpha0 grid reuses one set of passes: M3(a0)(W, W, W) from E2(Q,Q), E3(Q,Q,Q), Q^T m1 equals the
+    direct corrected moment of CountMoments(alpha0=a0) at the same W (float64 round-off only: 1e-9 relative)."""
+    _, _, X = planted
+    sub = _topics.raw_subspace(CountMoments(X), K, seed=0)
+    for a0 in (0.05, 0.9, 4.0):
+        _, A, s, T = _topics._lda_whitened(sub, a0, K)
+        W = sub.Q @ A
+        direct = CountMoments(X, alpha0=a0)
+        np.testing.assert_allclose(W.T @ direct.m2_matmat(W), np.eye(K), atol=1e-8)
+        ref = direct.whitened_m3(W)
+        np.testing.assert_allclose(T, ref, atol=1e-9 * np.abs(ref).max())
+
+
+def test_moment_fit_is_zero_at_the_truth_and_the_grid_recovers_exact_parameters():
+    beta, _ = random_instance(K, 8, 0)
+    alpha = np.array([0.5, 0.3, 0.2])
+    raw = ExactRaw(beta, alpha)
+    sub = _topics.raw_subspace(raw, K, seed=0)
+    assert max(_topics.lda_moment_fit(sub, beta, alpha)) < 1e-12  # exact moments, exact parameters
+    assert min(_topics.lda_moment_fit(sub, beta, alpha * 3)) > 1e-2  # a wrong concentration misfits
+    # a grid holding the true alpha0: the fit there is exact
+    pairs = (np.array([0, 1]), np.array([1, 0]), np.array([1.0, 1.0]))
+    b, a, report = _topics.fit_lda_grid(raw, K, [1.0], pairs, func="t", method="tpm", seed=0, floor=1e-12,
+                                        decompose_options=None, alpha_sum=1.0)
+    perm = best_permutation(beta, b)
+    np.testing.assert_allclose(b[perm], beta, atol=1e-6)
+    np.testing.assert_allclose(report["alpha_sum_tensor"], 1.0, rtol=1e-6)  # self-consistent at the truth
+    np.testing.assert_allclose(a[perm], alpha, rtol=1e-6)
+
+
+def test_pair_log_likelihood_by_hand():
+    beta = np.array([[0.5, 0.5], [0.9, 0.1]])
+    alpha = np.array([1.0, 1.0])
+    # E[theta theta^T] for Dirichlet(1, 1): diag 1/3, off-diagonal 1/6
+    sigma = np.array([[1 / 3, 1 / 6], [1 / 6, 1 / 3]])
+    pairs = (np.array([0, 0, 1]), np.array([1, 0, 1]), np.array([2.0, 1.0, 1.0]))
+    p = [beta[:, w] @ sigma @ beta[:, v] for w, v in zip(*pairs[:2])]
+    expected = (2 * np.log(p[0]) + np.log(p[1]) + np.log(p[2])) / 4
+    assert _topics.pair_log_likelihood(pairs, beta, alpha) == pytest.approx(expected, rel=1e-12)
+
+
+def test_word_pairs_counts_ordered_token_pairs():
+    X = sp.csr_matrix(np.array([[2, 1, 0], [0, 0, 0], [0, 1, 1]]))
+    first, second, weight = _topics.word_pairs(X, seed=0)
+    table = {(int(a), int(b)): 0.0 for a, b in zip(first, second)}
+    for a, b, w in zip(first, second, weight):
+        table[int(a), int(b)] += w
+    # doc 0: (0,0): 2*1 = 2, (0,1) and (1,0): 2 each; doc 2: (1,2), (2,1): 1 each
+    assert table == {(0, 0): 2.0, (0, 1): 2.0, (1, 0): 2.0, (1, 2): 1.0, (2, 1): 1.0}
+
+
+def test_default_spectral_chooses_alpha0_and_recovers_topics(planted, default_fit):
+    beta, alpha, _ = planted
+    est, d = default_fit, default_fit.diagnostics
+    assert d["alpha0_selected"] and d["alpha0"] in d["alpha0_grid"]
+    assert d["alpha0_criterion"][list(d["alpha0_grid"]).index(d["alpha0"])] == np.nanmax(d["alpha0_criterion"])
+    assert len(d["alpha0_grid"]) == len(d["alpha0_criterion"]) == len(d["alpha0_feasible"])
+    perm = best_permutation(beta, est.params["beta"])
+    # 4,000 documents of 50 tokens: the per-topic L1 error of a spectral fit is ~0.1 at this size
+    assert np.abs(est.params["beta"][perm] - beta).sum(axis=1).max() < 0.3
+    assert est.params["alpha"].sum() == pytest.approx(1.0)  # alpha_sum default
+    # the tensor's relative weights order the topics as the truth does (0.4 > 0.3 > 0.2)
+    assert np.argmax(est.params["alpha"][perm]) == 0
+    assert d["k_supported"] >= K and d["m2_eigenvalues"][:K].min() > 0
+    assert np.all(np.isfinite(d["m2_eigengaps"]))
+
+
+def test_alpha_sum_and_grid_arguments(planted):
+    _, _, X = planted
+    est = lda.spectral(X, K, seed=0, alpha_sum=2.5, alpha0_grid=[0.5, 1.0])
+    assert est.params["alpha"].sum() == pytest.approx(2.5)
+    np.testing.assert_array_equal(est.diagnostics["alpha0_grid"], [0.5, 1.0])
+    with pytest.raises(ValueError, match="alpha_sum"):
+        lda.spectral(X, K, alpha_sum=0.0)
+    with pytest.raises(ValueError, match="alpha0_grid"):
+        lda.spectral(X, K, alpha0_grid=[-1.0])
+
+
+def test_same_seed_same_estimate(planted, default_fit):
+    _, _, X = planted
+    again = lda.spectral(X, K, seed=0)
+    np.testing.assert_array_equal(again.params["beta"], default_fit.params["beta"])
+
+
+def test_given_alpha0_keeps_the_classical_path(planted):
+    _, alpha, X = planted
+    est = lda.spectral(X, K, alpha0=alpha.sum(), seed=0)
+    assert est.diagnostics["alpha0"] == alpha.sum() and "alpha0_grid" not in est.diagnostics
+
+
+def test_doc_topics_auto_only_for_small_corpora(planted, default_fit):
+    _, _, X = planted
+    assert default_fit.params["theta"].shape == (X.shape[0], K) and default_fit.diagnostics["doc_topics"]
+    big = sp.vstack([X, X[:1001]]).tocsr()  # 5,001 documents
+    est = lda.spectral(big, K, seed=0, alpha0_grid=[1.0])
+    assert "theta" not in est.params and not est.diagnostics["doc_topics"]
+    forced = lda.spectral(X[:50], K, seed=0, alpha0_grid=[1.0], doc_topics=False)
+    assert "theta" not in forced.params
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_short_and_empty_documents_are_dropped_and_counted(planted):
+    _, _, X = planted
+    short = sp.csr_matrix(np.array([[0] * V, [1] + [0] * (V - 1), [1, 1] + [0] * (V - 2)]))
+    est = lda.spectral(sp.vstack([X, short]).tocsr(), K, seed=0, doc_topics=False)
+    assert est.diagnostics["n_dropped"] == 3 and est.diagnostics["n_documents"] == X.shape[0]
+
+
+def test_duplicate_rows_are_fine(planted):
+    _, _, X = planted
+    doubled = sp.vstack([X[:1500], X[:1500]]).tocsr()
+    est = lda.spectral(doubled, K, seed=0, doc_topics=False)
+    assert np.all(np.isfinite(est.params["beta"])) and est.diagnostics["n_documents"] == 3000
+
+
+def test_vocabulary_of_one_word():
+    X = np.full((10, 1), 5)
+    with pytest.raises(ValueError, match=r"'k' argument of lda.spectral must be smaller than the vocabulary size V=1"):
+        lda.spectral(X, 1)
+
+
+def test_non_integer_float_counts():
+    with pytest.raises(ValueError, match="integer-valued counts"):
+        lda.spectral(np.array([[1.5, 2.0, 3.0], [1.0, 1.0, 1.0]]), 1)
+    # integer-valued floats are counts
+    est = lda.spectral(np.array([[3.0, 2.0, 0.0, 1.0], [1.0, 4.0, 2.0, 0.0], [0.0, 1.0, 3.0, 2.0]]), 1,
+                       alpha0_grid=[1.0])
+    assert est.params["beta"].shape == (1, 4)
+
+
+def test_more_topics_than_documents():
+    X = np.array([[3, 2, 0, 1, 0], [1, 4, 2, 0, 1]])
+    with pytest.raises(ValueError, match=r"at most the number of usable documents \(2"):
+        lda.spectral(X, 3)
+
+
+def test_k_beyond_what_the_data_support_says_what_to_try():
+    """Documents drawn from ONE topic: E2 has rank 1 (plus noise), so k = 4 is not supported."""
+    rng = np.random.default_rng(0)
+    X = rng.multinomial(40, rng.dirichlet(np.ones(12)), size=300)
+    with pytest.raises(IndefiniteMomentError, match=r"data do not support k=4.*Try k <= \d"):
+        lda.spectral(X, 4)
+
+
+def test_noisy_topics_are_reported_not_handed_out_silently():
+    """Exact E2 and a third moment drowned in symmetric noise (as large as the moment itself): the recovered
+    topics have much negative mass; they are repaired (strictly inside the simplex) and the user is told."""
+    beta, _ = random_instance(K, 8, 0)
+    raw = ExactRaw(beta, np.array([0.5, 0.3, 0.2]))
+    noise = np.random.default_rng(0).standard_normal(raw.e3.shape)
+    noise = sum(noise.transpose(p) for p in [(0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)]) / 6
+    raw.e3 = raw.e3 + np.abs(raw.e3).max() * noise
+    pairs = (np.array([0, 1]), np.array([1, 0]), np.array([1.0, 1.0]))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        b, _, report = _topics.fit_lda_grid(raw, K, [1.0], pairs, func="lda.spectral", method="tpm", seed=0,
+                                            floor=1e-3, decompose_options=None)
+    messages = [str(w.message) for w in caught]
+    assert any(re.search(r"negative total mass.*mass negative.*try a smaller k", m) for m in messages), messages
+    # a non-converged decomposition is reported too (the noise tensor has no orthogonal structure)
+    assert any("did not converge" in m for m in messages) == (not report["decomposition_converged"].all())
+    assert report["sign_flips"] > 0 or report["negative_mass"].max() > 0.25
+    assert np.all(b > 0) and np.allclose(b.sum(axis=1), 1.0)
