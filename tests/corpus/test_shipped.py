@@ -1,0 +1,97 @@
+"""Offline real corpora: Python docstrings (tested on the real standard library) and manual pages (on a tiny
+roff tree made here, so no Debian package is needed)."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pytest
+
+from specinit.corpus import ENGLISH_STOP_WORDS, corpus_from_texts, load_man_pages, load_python_docs
+
+
+@pytest.fixture(scope="module")
+def stdlib_slice():
+    # json, email and logging of the standard library: real text, a few thousand paragraphs, parsed in < 1 s
+    return load_python_docs(("json", "email", "logging"), min_df=3)
+
+
+def test_python_docs_is_a_real_deterministic_corpus(stdlib_slice):
+    corpus = stdlib_slice
+    n, v = corpus.counts.shape
+    assert n > 300 and v > 300
+    assert np.asarray(corpus.counts.sum(axis=1)).min() >= 5  # min_tokens
+    assert list(corpus.vocabulary) == sorted(corpus.vocabulary)
+    assert not set(corpus.vocabulary) & ENGLISH_STOP_WORDS
+    assert "json" in corpus.vocabulary and "logger" in corpus.vocabulary
+    assert corpus.names[0].startswith("json/")
+    again = load_python_docs(("json", "email", "logging"), min_df=3)
+    assert again.vocabulary == corpus.vocabulary and (again.counts != corpus.counts).nnz == 0
+
+
+def test_python_docs_pruning_and_errors():
+    small = load_python_docs(("json",), min_df=2, max_words=50, max_documents=20)
+    assert small.counts.shape[0] == 20 and small.counts.shape[1] <= 50
+    with pytest.raises(ImportError, match="not installed"):
+        load_python_docs(("no_such_package_xyz",))
+    with pytest.raises(TypeError, match="'packages' argument"):
+        load_python_docs("json")
+
+
+def test_corpus_from_texts_counts_and_prunes():
+    texts = ["alpha beta beta gamma", "beta gamma delta the", "gamma alpha", "x"]
+    corpus = corpus_from_texts(texts, min_df=2, max_df=1.0, min_tokens=2)
+    assert corpus.vocabulary == ("alpha", "beta", "gamma")  # delta (df 1) and 'the' (stop word) gone
+    np.testing.assert_array_equal(corpus.counts.toarray(), [[1, 2, 1], [0, 1, 1], [1, 0, 1]])
+    assert corpus.names == ("doc0", "doc1", "doc2")
+    with pytest.raises(ValueError, match="no word occurs"):
+        corpus_from_texts(texts, min_df=10)
+
+
+ROFF = r""".\" a comment that must not be read
+.TH FROB 1
+.SH NAME
+frob \- frobnicate the widget
+.SH DESCRIPTION
+.B frob
+reads a \fBwidget\fR file and frobnicates the widget
+quickly.
+.PP
+Every widget has a \fIknob\fP; the knob is turned
+clockwise by the widget daemon.
+.SH OPTIONS
+.TP
+.BR \-k ", " \-\-knob
+turn the knob of the widget
+"""
+
+
+def write_tree(root):
+    (root / "man1").mkdir(parents=True)
+    (root / "man1" / "frob.1.gz").write_bytes(gzip.compress(ROFF.encode()))
+    (root / "man1" / "frobnicate.1").write_text(".so man1/frob.1\n")
+    (root / "man5").mkdir()
+    (root / "man5" / "widget.5").write_text(".TH WIDGET 5\n.SH DESCRIPTION\nA widget file holds one knob per line.\n")
+    (root / "de" / "man1").mkdir(parents=True)
+    (root / "de" / "man1" / "frob.1").write_text(".SH BESCHREIBUNG\nDas Widget wird frobniziert.\n")
+
+
+def test_man_pages_from_a_roff_tree(tmp_path):
+    write_tree(tmp_path)
+    corpus = load_man_pages(tmp_path, min_df=1, max_df=1.0, min_tokens=2)
+    text = {name: {w for w, c in zip(corpus.vocabulary, row) if c} for name, row in zip(corpus.names, corpus.counts.toarray())}
+    # paragraphs: NAME, DESCRIPTION (2 paragraphs), OPTIONS; .so links and other languages skipped
+    assert set(text) == {"1/frob.1#0", "1/frob.1#1", "1/frob.1#2", "1/frob.1#3", "5/widget.5#0"}
+    assert {"frob", "reads", "widget", "frobnicates", "quickly"} <= text["1/frob.1#1"]
+    assert "comment" not in corpus.vocabulary and "fbwidget" not in corpus.vocabulary and "th" not in corpus.vocabulary
+    assert "knob" in text["1/frob.1#3"] and "das" not in corpus.vocabulary
+    sections = load_man_pages(tmp_path, unit="section", min_df=1, max_df=1.0, min_tokens=2)
+    assert len(sections.names) == 4  # NAME, DESCRIPTION, OPTIONS of frob; DESCRIPTION of widget
+    only5 = load_man_pages(tmp_path, sections=("5",), min_df=1, max_df=1.0, min_tokens=2)
+    assert only5.names == ("5/widget.5#0",)
+
+
+def test_man_pages_missing_tree_names_what_to_install(tmp_path):
+    with pytest.raises(FileNotFoundError, match="apt-get install man-db manpages manpages-dev"):
+        load_man_pages(tmp_path / "nothing")
