@@ -213,10 +213,13 @@ class _DataMoments:
     iterations ``D = diag(C - L L^T)`` (``L`` the top ``k - 1`` factors of
     ``C - D``) for diagonal ones. ``m`` is ``E[a] = c e_{d+1}`` (common noise)
     or ``M1' = E[a ||V^T (x - E x)||^2] / (r - k + 1)`` (per-component
-    spherical variances, [1]_ Thm 3.3).
+    spherical variances, [1]_ Thm 3.3, with ``noise="isotropic"``; with
+    ``noise="factor"`` the moment step corrects the shared per-coordinate
+    noise for every covariance kind and ``M1'`` only yields the component
+    variances).
     """
 
-    def __init__(self, x: np.ndarray, k: int, covariance: str, func: str, backend=None):
+    def __init__(self, x: np.ndarray, k: int, covariance: str, func: str, backend=None, noise: str = "factor"):
         from specinit.engine import dask_passes
 
         n, d = x.shape
@@ -254,9 +257,12 @@ class _DataMoments:
             proj = xc @ eigvecs[:, bottom]
             self.m1 = self.a.T @ np.sum(proj**2, axis=1) / (n * m)
             self.m3_weights = np.ones(d)
-        elif covariance == "diag" and k > 1:
+        self.m1_variances = self.m1  # M1' of Thm 3.3 (spherical): the component variances are solved from it
+        if (covariance == "diag" or noise == "factor") and k > 1:
             self.noise = self._factor_noise(cov, k)
             self.m3_weights = self.noise
+            self.m1 = np.zeros(d + 1)
+            self.m1[d] = self.c
         self.eigenvalues = eigvals
         self.rank = rank
         self.n_constant = int(np.count_nonzero((ptp if self._lazy else np.ptp(x, axis=0)) == 0))
@@ -412,7 +418,7 @@ def spectral_from_moments(moments, k: int, *, common_scale: bool = True, covaria
     if covariance == "common":
         scale = np.sqrt(max(moments.sigma2, _SCALE_FLOOR**2))
     elif covariance == "spherical":
-        variances = np.linalg.lstsq(rows.T * weights, moments.m1, rcond=None)[0]
+        variances = np.linalg.lstsq(rows.T * weights, getattr(moments, "m1_variances", moments.m1), rcond=None)[0]
         diagnostics["component_variances_raw"] = variances
         scale = np.sqrt(np.maximum(variances, _SCALE_FLOOR**2))
     else:
@@ -423,7 +429,7 @@ def spectral_from_moments(moments, k: int, *, common_scale: bool = True, covaria
 
 def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = None, method: str = "tpm",
              seed=0, assign_steps: int = 0, decompose_options: dict | None = None,
-             backend: str | None = None) -> SpectralEstimate:
+             backend: str | None = None, noise: str = "factor") -> SpectralEstimate:
     """Method-of-moments estimate of a Gaussian mixture (spherical or diagonal covariances).
 
     The data are centred and a constant coordinate is appended (see the
@@ -462,6 +468,16 @@ def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = N
         counted in ``diagnostics["assign_steps"]`` and not by :func:`refine`.
         They move the components to what EM calls a cluster on data that
         are not an exact mixture. 0 (default): the pure moment estimate.
+    noise : {"factor", "isotropic"}
+        Noise correction of the moment step. ``"factor"`` (default): a
+        per-coordinate noise ``D`` shared by the components, from factor
+        iterations on the covariance; consistent for spherical mixtures
+        with a common variance and for diagonal ones with shared noise, and
+        much closer to real data (standardized features whose within-cluster
+        spread differs by feature). ``"isotropic"``: ``sigma_bar^2 I`` and,
+        for ``covariance="spherical"``, the ``M1'`` correction of [1]_
+        Thm 3.3 (consistent for spherical components with differing
+        variances). Always per-coordinate for ``"diag"``.
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition; unknown keys raise.
     backend : {"numpy", "jax"} or None
@@ -504,7 +520,8 @@ def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = N
     else:
         x, k = _check_data(x, k, func)
     assign_steps = check_int(assign_steps, "assign_steps", func, minimum=0)
-    moments = _DataMoments(x, k, covariance, func, backend)
+    noise = check_choice(noise, "noise", func, ("factor", "isotropic"))
+    moments = _DataMoments(x, k, covariance, func, backend, noise)
     estimate = spectral_from_moments(moments, k, covariance=covariance, method=method, seed=seed,
                                      decompose_options=decompose_options)
     diagnostics = estimate.diagnostics
