@@ -588,7 +588,7 @@ def conditional_density(estimate: SpectralEstimate, view: int, points) -> np.nda
     :func:`specinit.engine.kernels.density_coefficients`, clipped at 0
     pointwise and divided by the integral ``Z_i`` of the positive part
     (:func:`specinit.engine.kernels.positive_part_mass`: exact quadrature
-    for 1-D views, importance sampling with < 1 % error for 2-3 dimensions),
+    for 1-D views, importance sampling with about 1 % error for 2-3 dimensions),
     so each column is non-negative and integrates to one; ``h_i`` is a
     Silverman bandwidth per component (effective sample size).
 

@@ -771,14 +771,14 @@ def weighted_kde(points, support, weights, bandwidth, norm=None) -> np.ndarray:
     return out
 
 
-def positive_part_mass(support, weights, bandwidth, *, n_grid: int = 1024, n_samples: int = 20000, seed=0):
+def positive_part_mass(support, weights, bandwidth, *, n_grid: int = 1024, n_samples: int = 10000, seed=0):
     """``Z_i = integral of max(sum_n c_{i,n} N(y; x_n, diag(h_i^2)), 0) dy`` per component.
 
     One-dimensional views: trapezoidal rule on ``n_grid`` points spanning the
     support +- 8 bandwidths (second order at the kinks where the signed
     density crosses 0: relative error below 1e-4 in the tests). Higher dimensions: importance sampling from the mixture
     with weights ``|c_n| / sum |c|`` (``n_samples`` draws, fixed ``seed``;
-    relative error about ``sd(max(s, 0)/q) / sqrt(n_samples)``, below 1 %
+    relative error about ``sd(max(s, 0)/q) / sqrt(n_samples)``, about 1 %
     in our tests), exact in expectation.
 
     Parameters

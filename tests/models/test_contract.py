@@ -76,6 +76,20 @@ CASES = {
         {},
         {"k": _K, "x": np.zeros((4, 5))},
     ),
+    # Exact RFF embeddings of Gaussian-mixture components (closed form): weights and conditional embeddings are
+    # recovered to round-off; the density and its Gaussian-mixture projection need data, so only "weights" is
+    # a parameter of a population estimate (it is also the match site then).
+    "kernel_multiview": (
+        {"weights": _WEIGHTS},
+        lambda m: m.population_moments(
+            {"weights": _WEIGHTS, **{f"{site}_{v}": value for v in range(3) for site, value in (
+                ("mix", np.full((_K, 2), 0.5)),  # per view: two 2-D Gaussians at +-_LOC[:, v:v+2]
+                ("loc", np.stack([_LOC[:, v:v + 2], -_LOC[:, v:v + 2]], axis=1)),
+                ("scale", np.full((_K, 2, 2), 0.6)))}},
+            rank=32),
+        {},
+        {"k": _K, "m": 2, "views": [np.zeros((4, 2)) + np.arange(4)[:, None]] * 3},
+    ),
 }
 
 
