@@ -1,0 +1,170 @@
+"""LDA on real text, offline: lda.spectral against scikit-learn, gensim and tomotopy in one run.
+
+Corpora (nothing downloaded):
+* ``python``: paragraphs of the docstrings of the Python standard library (:func:`load_python_docs`);
+* ``man``: sections of the manual pages under /usr/share/man (:func:`load_man_pages`, Debian packages), a seeded
+  random subset of ``--man-docs`` documents.
+
+Protocol (the same for every method): ``--test-docs`` documents held out at random (seeded); each method fits
+on the rest; held-out document-completion perplexity (:func:`specinit.corpus.document_completion`: half of
+each held-out document's tokens fold theta in with 50 EM steps given the method's topics and Dirichlet prior,
+the other half is scored); UMass coherence of the top 10 words of each topic on the training counts (mean
+over topics); wall time of the fit alone (the conversion of the counts to gensim/tomotopy input is not timed).
+
+    python benchmarks/bench_lda_real.py                    # both corpora, k = 20
+    python benchmarks/bench_lda_real.py --corpus python --quick
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import machine, table, timed  # noqa: E402
+
+from specinit.corpus import document_completion, load_man_pages, load_python_docs, umass_coherence  # noqa: E402
+from specinit.models import lda  # noqa: E402
+
+
+def load(name: str, man_docs: int, seed: int):
+    if name == "python":
+        return load_python_docs(("stdlib",))
+    corpus = load_man_pages(unit="section")
+    rows = np.sort(np.random.default_rng(seed).permutation(corpus.counts.shape[0])[:man_docs])
+    X = corpus.counts[rows]
+    used = np.flatnonzero(np.asarray(X.sum(axis=0)).ravel() >= 5)
+    return X[:, used], [corpus.vocabulary[j] for j in used]
+
+
+def split(X, n_test: int, seed: int):
+    perm = np.random.default_rng(seed).permutation(X.shape[0])
+    return X[perm[n_test:]], X[perm[:n_test]]
+
+
+def as_token_lists(X, vocabulary):
+    X = sp.csr_matrix(X)
+    return [[vocabulary[j] for j, c in zip(X.indices[X.indptr[d]:X.indptr[d + 1]], X.data[X.indptr[d]:X.indptr[d + 1]])
+             for _ in range(int(c))] for d in range(X.shape[0])]
+
+
+def spectral(train, k, seed, **options):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        est, seconds = timed(lda.spectral, train, k, seed=seed, doc_topics=False, **options)
+    note = f"alpha0={est.diagnostics['alpha0']:.3g}"
+    if caught:
+        note += f"; {len(caught)} warning(s): " + "; ".join(str(w.message)[:90] for w in caught[:2])
+    return est.params["beta"], est.params["alpha"], seconds, note
+
+
+def sklearn_lda(train, k, seed, method):
+    from sklearn.decomposition import LatentDirichletAllocation
+
+    model = LatentDirichletAllocation(k, max_iter=10, learning_method=method, random_state=seed)
+    _, seconds = timed(model.fit, train)
+    beta = model.components_ / model.components_.sum(axis=1, keepdims=True)
+    return beta, np.full(k, model.doc_topic_prior_), seconds, "max_iter=10"
+
+
+def gensim_lda(train, k, seed, vocabulary):
+    from gensim.models import LdaModel
+
+    X = sp.csr_matrix(train)
+    bow = [list(zip(X.indices[X.indptr[d]:X.indptr[d + 1]].tolist(), X.data[X.indptr[d]:X.indptr[d + 1]].astype(int).tolist()))
+           for d in range(X.shape[0])]
+    id2word = dict(enumerate(vocabulary))
+    model, seconds = timed(LdaModel, bow, num_topics=k, id2word=id2word, passes=1, iterations=50, random_state=seed,
+                           chunksize=2000)
+    beta = model.get_topics()
+    beta = beta / beta.sum(axis=1, keepdims=True)
+    return beta, np.asarray(model.alpha, dtype=np.float64), seconds, "passes=1, iterations=50"
+
+
+def tomotopy_lda(train, k, seed, vocabulary, iterations):
+    import tomotopy as tp
+
+    model = tp.LDAModel(k=k, seed=seed)
+    for words in as_token_lists(train, vocabulary):
+        if words:
+            model.add_doc(words)
+
+    def fit():
+        model.train(iterations, workers=2)
+
+    _, seconds = timed(fit)
+    index = {w: i for i, w in enumerate(model.used_vocabs)}
+    order = np.array([index.get(w, -1) for w in vocabulary])
+    beta = np.full((k, len(vocabulary)), 1e-12)
+    for t in range(k):
+        dist = np.asarray(model.get_topic_word_dist(t), dtype=np.float64)
+        beta[t, order >= 0] = dist[order[order >= 0]]
+    beta /= beta.sum(axis=1, keepdims=True)
+    return beta, np.asarray(model.alpha, dtype=np.float64), seconds, f"{iterations} Gibbs sweeps, 2 threads"
+
+
+def run(name, args):
+    if name == "python":
+        corpus = load(name, args.man_docs, args.seed)
+        X, vocabulary = corpus.counts, list(corpus.vocabulary)
+    else:
+        X, vocabulary = load(name, args.man_docs, args.seed)
+    X = sp.csr_matrix(X, dtype=np.float64)
+    train, test = split(X, args.test_docs, args.seed)
+    k = args.k
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    print(f"\n## {name}: {train.shape[0]} training + {test.shape[0]} held-out documents, V = {X.shape[1]}, "
+          f"{lengths.mean():.1f} tokens per document, k = {k}\n", flush=True)
+    methods = [
+        ("lda.spectral (default: alpha0 chosen)", lambda: spectral(train, k, args.seed)),
+        ("lda.spectral, alpha0 = 0.1", lambda: spectral(train, k, args.seed, alpha0=0.1)),
+        ("scikit-learn LDA batch", lambda: sklearn_lda(train, k, args.seed, "batch")),
+        ("scikit-learn LDA online", lambda: sklearn_lda(train, k, args.seed, "online")),
+        ("gensim LdaModel", lambda: gensim_lda(train, k, args.seed, vocabulary)),
+        ("tomotopy LDAModel", lambda: tomotopy_lda(train, k, args.seed, vocabulary, args.tomotopy_iterations)),
+    ]
+    if args.quick:
+        methods = [m for m in methods if "online" not in m[0] and "gensim" not in m[0]]
+    rows, results = [], {}
+    for label, fit in methods:
+        try:
+            beta, alpha, seconds, note = fit()
+        except Exception as exc:  # a peer that is not installed or fails is reported, not fatal
+            rows.append([label, "-", "-", "-", f"failed: {type(exc).__name__}: {str(exc)[:80]}"])
+            continue
+        held = document_completion(test, beta, alpha, seed=args.seed)
+        coherence = float(np.mean(umass_coherence(beta, train, n=10)))
+        results[label] = (seconds, held.perplexity)
+        rows.append([label, f"{seconds:.2f}", f"{held.perplexity:.0f}", f"{coherence:.2f}", note])
+        print(f"  {label}: {seconds:.2f} s, perplexity {held.perplexity:.0f}, UMass {coherence:.2f}", flush=True)
+    print()
+    print(table(["method", "fit time (s)", "held-out perplexity", "UMass coherence (top 10)", "notes"], rows))
+    spec, batch = results.get("lda.spectral (default: alpha0 chosen)"), results.get("scikit-learn LDA batch")
+    if spec and batch:
+        print(f"\nspectral / sklearn batch: perplexity ratio {spec[1] / batch[1]:.3f} (target <= 1.25), "
+              f"speed-up {batch[0] / spec[0]:.1f}x (target >= 50x)")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", choices=["python", "man", "both"], default="both")
+    parser.add_argument("--k", type=int, default=20)
+    parser.add_argument("--test-docs", type=int, default=2000)
+    parser.add_argument("--man-docs", type=int, default=40000, help="documents drawn from the man-page sections")
+    parser.add_argument("--tomotopy-iterations", type=int, default=100)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="spectral, sklearn batch and tomotopy only")
+    args = parser.parse_args(argv)
+    print(f"# LDA on real text\n\nMachine: {machine()}; OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}; "
+          f"load average at start {os.getloadavg()[0]:.1f}")
+    for name in (["python", "man"] if args.corpus == "both" else [args.corpus]):
+        run(name, args)
+
+
+if __name__ == "__main__":
+    main()
