@@ -1,0 +1,273 @@
+"""Scale benchmarks (issue 10): the moment passes on all CPU cores, through JAX, and on Dask.
+
+Sections (each prints a markdown table; peers run in the same process on the same data):
+
+a. N = 200k, V = 20k, k = 50: the whole LDA fit (moments + whitening + TPM, no per-document theta)
+   against one bare SciPy ``X.T @ (X @ Q)`` of width k (target: fit <= 3x the bare pass), and every
+   pass per backend: SciPy single-threaded, SciPy threads over row chunks, fused Numba kernels
+   (1 and all threads), JAX on the CPU.
+b. N = 1M, V = 50k, k = 100: fit time and peak RSS of a process that loads the corpus and fits
+   (targets 60 s, 4 GB), in a child process; ``--large-n`` runs a smaller N (extrapolate linearly).
+c. Dask: LocalCluster with 1 and 2 worker processes (one thread each), the corpus persisted on the
+   workers in row blocks; pass and fit times as N grows, and the cost of the reduction alone (a
+   pass whose blocks return a zero (V, k) partial: scheduling, transfer and the tree of additions).
+   HMM (T symbols of one sequence) and GMM (N points) through the in-memory and Dask paths.
+d. GPU (``--gpu``, JAX on an accelerator): N = 1M and 10M fits after and including compilation,
+   topic error against the float64 CPU fit. Printed as "not run" without ``--gpu``.
+
+Run: ``python benchmarks/bench_scale.py [--sections abcd] [--quick] [--large-n N] [--gpu]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import scipy.sparse as sp
+from _common import machine, matched_l1, peak_rss_gb, table, timed
+
+from specinit.engine.moments import CountMoments
+from specinit.models import lda
+from specinit.synthetic import sample_lda
+
+
+def timed_cpu(func, *args, **kwargs):
+    """(result, wall seconds, CPU seconds of this process: all its threads)."""
+    wall, cpu = time.perf_counter(), time.process_time()
+    out = func(*args, **kwargs)
+    return out, time.perf_counter() - wall, time.process_time() - cpu
+
+
+def _corpus(n, vocab, k, seed=0):
+    corpus, seconds = timed(sample_lda, n, vocab, k, alpha=0.1, doc_length=90, seed=seed)
+    X = sp.csr_matrix(corpus.counts, dtype=np.float64)
+    return corpus, X, seconds
+
+
+def _bare_pass(X, width, seed=0):
+    Q = np.random.default_rng(seed).standard_normal((X.shape[1], width))
+    _, seconds = timed(lambda: X.T @ (X @ Q))
+    return seconds
+
+
+def _pass_times(X, k, backend, n_threads):
+    """(first pass incl. device transfer, m2 pass of width k + 10, whitened pass of width k): warm timings."""
+    rng = np.random.default_rng(1)
+    Q, W = rng.standard_normal((X.shape[1], k + 10)), rng.standard_normal((X.shape[1], k))
+    moments, first, _ = timed_cpu(CountMoments, X, alpha0=0.1 * k, backend=backend, n_threads=n_threads)
+    moments.m2_matmat(Q[:, :1] @ np.ones((1, k + 10))) if backend != "numpy" else None  # compile / warm up
+    _, m2, m2_cpu = timed_cpu(moments.m2_matmat, Q)
+    if backend != "numpy":
+        moments.whitened_stats(W * 0.5)
+    _, white, white_cpu = timed_cpu(moments.whitened_stats, W)
+    return first, m2, m2_cpu, white, white_cpu
+
+
+def section_a(n, vocab, k, quick):
+    corpus, X, t_sample = _corpus(n, vocab, k)
+    print(f"\n### a. N = {n:,}, V = {vocab:,}, k = {k}, nnz = {X.nnz / 1e6:.1f}M (sampled in {t_sample:.1f} s)\n")
+    bare = min(_bare_pass(X, k, seed) for seed in range(3))
+    rows = []
+    for backend in ("numpy", "numba", "jax"):
+        est, seconds, cpu = timed_cpu(lda.spectral, X, k, alpha0=0.1 * k, doc_topics=False, seed=0, backend=backend)
+        again = ""
+        if backend != "numpy":  # second fit on the same shapes: no compilation
+            _, again, cpu = timed_cpu(lda.spectral, X, k, alpha0=0.1 * k, doc_topics=False, seed=0, backend=backend)
+        err = matched_l1(corpus.beta, est.params["beta"])
+        best = min(seconds, again or seconds)
+        rows.append([f"lda.spectral backend={backend}", seconds, again, cpu, best / bare, err])
+    rows.append([f"one bare SciPy X.T @ (X @ Q), width {k}", bare, "", "", 1.0, ""])
+    print(table(["what", "wall (s)", "second call, wall (s)", "CPU of the last call (s)", "x bare pass (best wall)",
+                 "mean L1 topic error"], rows))
+    print("\nPer pass (warm; the first pass includes moving the corpus to the JAX device):\n")
+    prow = []
+    configs = [("SciPy, 1 thread", "numpy", 1), (f"SciPy, {os.cpu_count()} threads over row chunks", "numpy", None),
+               ("Numba fused kernel, 1 thread", "numba", 1), (f"Numba fused kernel, {os.cpu_count()} threads", "numba", None),
+               ("JAX on CPU (float64)", "jax", None)]
+    for name, backend, threads in configs:
+        prow.append([name, *_pass_times(X, k, backend, threads)])
+    print(table(["backend", "first pass, wall (s)", f"m2 pass, width {k + 10}: wall (s)", "CPU (s)",
+                 f"whitened pass, width {k}: wall (s)", "CPU (s)"], prow))
+
+
+_CHILD = r"""
+import json, resource, sys, time, numpy as np, scipy.sparse as sp
+from specinit.models import lda
+X = sp.load_npz(sys.argv[1]); k = int(sys.argv[2]); backend = sys.argv[3]
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+t = time.perf_counter()
+est = lda.spectral(X, k, alpha0=0.1 * k, doc_topics=False, seed=0, backend=backend)
+seconds = time.perf_counter() - t
+np.save(sys.argv[4], est.params["beta"])
+print(json.dumps({"fit": seconds, "rss_after_load": base, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+"""
+
+
+def section_b(n, vocab, k, backends=("numpy",)):
+    corpus, X, t_sample = _corpus(n, vocab, k, seed=1)
+    nnz = X.nnz
+    bare = _bare_pass(X, k)
+    tmp = tempfile.mkdtemp(prefix="bench_scale_")
+    path = os.path.join(tmp, "corpus.npz")
+    sp.save_npz(path, X, compressed=False)
+    del X
+    rows = []
+    for backend in backends:
+        beta_path = os.path.join(tmp, f"beta_{backend}.npy")
+        out = subprocess.run([sys.executable, "-c", _CHILD, path, str(k), backend, beta_path], capture_output=True,
+                             text=True, check=True)
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        err = matched_l1(corpus.beta, np.load(beta_path))
+        rows.append([backend, res["fit"], res["rss_after_load"], res["peak"], err])
+    print(f"\n### b. N = {n:,}, V = {vocab:,}, k = {k}, nnz = {nnz / 1e6:.1f}M (sampled in {t_sample:.0f} s); "
+          f"one bare SciPy pass of width {k}: {bare:.1f} s\n")
+    print(table(["backend", "fit (s)", "RSS after loading the corpus (GB)", "peak RSS of the fit process (GB)",
+                 "mean L1 topic error"], rows))
+
+
+def _zero_partial(block, V, k):
+    return np.zeros((V, k))
+
+
+def section_c(sizes, vocab, k, block_rows, hmm_t, gmm_n):
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from specinit.engine.dask_passes import reduce_blocks
+
+    print(f"\n### c. Dask, V = {vocab:,}, k = {k}, blocks of {block_rows:,} documents, corpus persisted on the workers\n")
+    rows = []
+    corpora = {n: _corpus(n, vocab, k, seed=2)[1] for n in sizes}
+    for n in sizes:
+        X = corpora[n]
+        Q = np.random.default_rng(0).standard_normal((vocab, k + 10))
+        _, mem_pass = timed(CountMoments(X, alpha0=0.1 * k).m2_matmat, Q)
+        _, mem_fit = timed(lda.spectral, X, k, alpha0=0.1 * k, doc_topics=False, seed=0)
+        rows.append([n, "in memory (2 threads)", mem_pass, mem_fit, ""])
+    for workers in (1, 2):
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+                Client(cluster) as client:
+            for n in sizes:
+                X = corpora[n]
+                blocks = [X[i : i + block_rows] for i in range(0, n, block_rows)]
+                counts = da.concatenate([da.from_array(b, chunks=b.shape, asarray=False) for b in blocks]).persist()
+                client.wait_for_workers(workers)
+                moments = CountMoments(counts, alpha0=0.1 * k)
+                Q = np.random.default_rng(0).standard_normal((vocab, k + 10))
+                moments.m2_matmat(Q)
+                _, dpass = timed(moments.m2_matmat, Q)
+                _, dfit = timed(lda.spectral, counts, k, alpha0=0.1 * k, doc_topics=False, seed=0)
+                _, red = timed(reduce_blocks, [counts], _zero_partial, vocab, k + 10)
+                rows.append([n, f"Dask, {workers} worker process(es), {len(blocks)} blocks", dpass, dfit, red])
+                del counts
+    print(table(["N", "where", f"m2 pass, width {k + 10} (s)", "lda fit (s)", "reduction alone (s)"], rows))
+    _section_c_hmm_gmm(hmm_t, gmm_n)
+
+
+def _markov_chain(trans, T, seed):
+    """States of a Markov chain started in state 0 (a compiled loop: the chain is sequential)."""
+    import numba
+
+    @numba.njit(cache=True)
+    def run(cum, u):
+        states = np.zeros(u.size, dtype=np.int64)
+        for t in range(1, u.size):
+            states[t] = min(np.searchsorted(cum[states[t - 1]], u[t]), cum.shape[0] - 1)
+        return states
+
+    return run(np.cumsum(trans, axis=1), np.random.default_rng(seed).random(T))
+
+
+def _section_c_hmm_gmm(hmm_t, gmm_n):
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from specinit.models import gmm, hmm
+
+    rng = np.random.default_rng(3)
+    k, V = 4, 30
+    T = rng.dirichlet(np.full(k, 1.0), size=k) + 3 * np.eye(k)
+    T /= T.sum(1, keepdims=True)
+    O = rng.dirichlet(np.full(V, 0.3), size=k)
+    states = _markov_chain(T, hmm_t, 4)
+    symbols = (np.cumsum(O, axis=1)[states] < rng.random(hmm_t)[:, None]).sum(axis=1)
+    d, kg = 10, 4
+    loc = 4 * rng.standard_normal((kg, d))
+    z = rng.choice(kg, size=gmm_n, p=[0.1, 0.2, 0.3, 0.4])
+    x = loc[z] + rng.standard_normal((gmm_n, d))
+    rows = []
+    ref_hmm, t_hmm = timed(hmm.spectral, symbols, k, V, seed=0)
+    rows.append([f"HMM, T = {hmm_t:,}", "in memory", t_hmm, ""])
+    ref_gmm, t_gmm = timed(gmm.spectral, x, kg, seed=0)
+    rows.append([f"GMM, N = {gmm_n:,}, d = {d}", "in memory", t_gmm, ""])
+    for workers in (1, 2):
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+                Client(cluster):
+            lazy_symbols = da.from_array(symbols, chunks=max(hmm_t // 8, 3)).persist()
+            est, t = timed(hmm.spectral, lazy_symbols, k, V, seed=0)
+            diff = np.abs(est.params["transition"] - ref_hmm.params["transition"]).max()
+            rows.append([f"HMM, T = {hmm_t:,}", f"Dask, {workers} worker(s), 8 blocks", t, f"{diff:.1e}"])
+            lazy_x = da.from_array(x, chunks=(max(gmm_n // 8, 2), -1)).persist()
+            est, t = timed(gmm.spectral, lazy_x, kg, seed=0)
+            diff = np.abs(est.params["loc"] - ref_gmm.params["loc"]).max()
+            rows.append([f"GMM, N = {gmm_n:,}, d = {d}", f"Dask, {workers} worker(s), 8 blocks", t, f"{diff:.1e}"])
+    print()
+    print(table(["model", "where", "fit (s)", "max difference to in memory"], rows))
+
+
+def section_d(run_gpu):
+    configs = [(1_000_000, 50_000, 100), (10_000_000, 50_000, 100)]
+    if not run_gpu:
+        print("\n### d. GPU\n")
+        print(table(["N", "V", "k", "fit after compilation (s)", "fit incl. compilation (s)", "topic error GPU / CPU"],
+                    [[f"{n:,}", f"{v:,}", k, "not run: no GPU in this session", "", ""] for n, v, k in configs]))
+        return
+    import jax
+
+    assert jax.devices()[0].platform != "cpu", "--gpu needs a JAX accelerator (pip install -e '.[gpu]')"
+    rows = []
+    for n, vocab, k in configs:
+        corpus, X, _ = _corpus(n, vocab, k, seed=4)
+        est, cold = timed(lda.spectral, X, k, alpha0=0.1 * k, doc_topics=False, seed=0, backend="jax")
+        est, warm = timed(lda.spectral, X, k, alpha0=0.1 * k, doc_topics=False, seed=0, backend="jax")
+        err_gpu = matched_l1(corpus.beta, est.params["beta"])
+        cpu = lda.spectral(X, k, alpha0=0.1 * k, doc_topics=False, seed=0, backend="numpy") if n <= 1_000_000 else None
+        err_cpu = matched_l1(corpus.beta, cpu.params["beta"]) if cpu is not None else float("nan")
+        rows.append([f"{n:,}", f"{vocab:,}", k, warm, cold, f"{err_gpu:.3f} / {err_cpu:.3f}"])
+    print(f"\n### d. GPU: {jax.devices()[0].device_kind}\n")
+    print(table(["N", "V", "k", "fit after compilation (s)", "fit incl. compilation (s)", "topic error GPU / CPU"], rows))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--sections", default="abcd")
+    parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    parser.add_argument("--large-n", type=int, default=1_000_000)
+    parser.add_argument("--gpu", action="store_true")
+    parser.add_argument("--seq-n", type=int, default=10_000_000, help="HMM length T and GMM points N in section c")
+    args = parser.parse_args()
+    print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.1f} (shared with other jobs); "
+          f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
+    q = args.quick
+    if "a" in args.sections:
+        section_a(*(20_000, 5_000, 20) if q else (200_000, 20_000, 50), q)
+    if "b" in args.sections:
+        section_b(*(50_000, 10_000, 20) if q else (args.large_n, 50_000, 100), backends=("numpy", "numba"))
+    if "c" in args.sections:
+        if q:
+            section_c([10_000, 20_000], 5_000, 20, 5_000, 100_000, 100_000)
+        else:
+            section_c([50_000, 100_000, 200_000], 20_000, 50, 25_000, args.seq_n, args.seq_n)
+    if "d" in args.sections:
+        section_d(args.gpu)
+    print(f"\npeak RSS of this process: {peak_rss_gb():.2f} GB")
+
+
+if __name__ == "__main__":
+    main()
