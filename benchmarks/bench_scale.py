@@ -251,6 +251,7 @@ def main():
     parser.add_argument("--large-n", type=int, default=1_000_000)
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--seq-n", type=int, default=10_000_000, help="HMM length T and GMM points N in section c")
+    parser.add_argument("--c-sizes", default="50000,100000,200000", help="corpus sizes N of section c")
     args = parser.parse_args()
     print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.1f} (shared with other jobs); "
           f"OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS', 'unset')}")
@@ -263,7 +264,8 @@ def main():
         if q:
             section_c([10_000, 20_000], 5_000, 20, 5_000, 100_000, 100_000)
         else:
-            section_c([50_000, 100_000, 200_000], 20_000, 50, 25_000, args.seq_n, args.seq_n)
+            sizes = [int(n) for n in args.c_sizes.split(",")]
+            section_c(sizes, 20_000, 50, max(sizes[0] // 2, 1), args.seq_n, args.seq_n)
     if "d" in args.sections:
         section_d(args.gpu)
     print(f"\npeak RSS of this process: {peak_rss_gb():.2f} GB")
