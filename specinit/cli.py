@@ -56,7 +56,8 @@ def _fit(args) -> int:
           f"M2 condition number {d['m2_condition_number']:.3g}; decomposition residual {d['decomposition_residual']:.3g}")
     weights = estimate.params["alpha" if args.model == "lda" else "weights"]
     if args.model == "lda":
-        print(f"sum(alpha_hat) = {d['alpha_sum']:.3g} (alpha0 = {d['alpha0']:.3g})")
+        chosen = " chosen from the data" if d.get("alpha0_selected") else ""
+        print(f"sum(alpha_hat) = {d['alpha_sum']:.3g} (alpha0 = {d['alpha0']:.3g}{chosen})")
     coherence = umass_coherence(estimate.params["beta"], corpus.counts, n=args.top)
     for i, words in enumerate(top_words(estimate.params["beta"], corpus.vocabulary, n=args.top)):
         print(f"topic {i:2d}  weight {weights[i]:.3f}  coherence {coherence[i]:7.1f}  {' '.join(words)}")
@@ -84,7 +85,8 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("model", choices=("lda", "single-topic"))
     fit.add_argument("data", help="LDA-C file, UCI docword file, .npz sparse matrix, directory of .txt files, or 'reuters'")
     fit.add_argument("--k", type=int, required=True, help="number of topics")
-    fit.add_argument("--alpha0", type=float, default=1.0, help="LDA: sum of the Dirichlet parameters")
+    fit.add_argument("--alpha0", type=float, default=None,
+                     help="LDA: sum of the Dirichlet parameters used in the moments (default: chosen from the data)")
     fit.add_argument("--method", default="tpm", choices=("tpm", "svtd", "eca", "als"))
     fit.add_argument("--format", default="auto", choices=_FORMATS)
     fit.add_argument("--vocab", default=None, help="vocabulary file, one word per line")
