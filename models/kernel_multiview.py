@@ -106,6 +106,11 @@ def check_views(views, func: str = "kernel_multiview.check_views"):
     ValueError
         Fewer than 3 views, different numbers of rows, NaN/inf, fewer than 2
         rows, or a constant column.
+
+    References
+    ----------
+    Song, Anandkumar, Dai, Xie, ICML 2014, Sec. 2 (multi-view model: l >= 3
+    views of the same observations).
     """
     if views is None or isinstance(views, np.ndarray) or not hasattr(views, "__len__"):
         raise bad_argument("views", func, "a list of per-view (N, d_v) arrays", views, kind=TypeError)
@@ -260,6 +265,10 @@ class KernelMoments:
     data : tuple of ndarray or None
         The raw views (N, d_v) when built from data (needed for the densities);
         None for population moments.
+
+    References
+    ----------
+    Song, Anandkumar, Dai, Xie, ICML 2014, eqs. 34-35.
     """
 
     features: tuple

@@ -163,6 +163,10 @@ def check_bandwidth(bandwidth, dim: int, name: str, func: str) -> np.ndarray:
     ------
     ValueError
         A value ``<= 0``, NaN or infinite, or the wrong length.
+
+    References
+    ----------
+    Song et al., ICML 2014, Sec. 3 (Gaussian RBF kernel embeddings).
     """
     value = np.asarray(bandwidth, dtype=np.float64) if not isinstance(bandwidth, (str, bytes)) else None
     if value is None or value.ndim > 1 or (value.ndim == 1 and value.size != dim):
@@ -191,6 +195,10 @@ def check_no_constant_columns(x, name: str, func: str) -> np.ndarray:
         Fewer than 2 rows, non-finite values, or a constant column (it
         carries no information about the class and a Gaussian kernel cannot
         scale it).
+
+    References
+    ----------
+    Song et al., ICML 2014, Sec. 3 (Gaussian RBF kernel embeddings).
     """
     x = _check_matrix(x, name, func)
     if x.shape[0] < 2:
@@ -307,6 +315,16 @@ class RandomFourierFeatures:
         Returns
         -------
         ndarray, shape (N, r)
+
+        Raises
+        ------
+        ValueError
+            Non-finite values or a number of columns other than ``dim``.
+
+        References
+        ----------
+        Rahimi, Recht, NIPS 2007 (random features); Williams, Seeger, NIPS 2001
+        (Nystrom); used as the low-rank factor of Song et al., ICML 2014, Alg. 1.
         """
         x = _check_matrix(x, "x", "RandomFourierFeatures.transform")
         if x.shape[1] != self.dim:
@@ -324,6 +342,16 @@ class RandomFourierFeatures:
         Returns
         -------
         ndarray, shape (..., r)
+
+        Raises
+        ------
+        ValueError
+            ``loc`` and ``scale`` whose last axis is not ``dim`` (shape mismatch).
+
+        References
+        ----------
+        Song et al., ICML 2014, eqs. 34-35 (population kernel embeddings); for
+        Gaussians under a Gaussian kernel the embedding is a Gaussian convolution.
         """
         loc, scale = np.asarray(loc, dtype=np.float64), np.asarray(scale, dtype=np.float64)
         proj = loc @ self.omega
@@ -416,6 +444,16 @@ class NystromFeatures:
         Returns
         -------
         ndarray, shape (N, r)
+
+        Raises
+        ------
+        ValueError
+            Non-finite values or a number of columns other than ``dim``.
+
+        References
+        ----------
+        Rahimi, Recht, NIPS 2007 (random features); Williams, Seeger, NIPS 2001
+        (Nystrom); used as the low-rank factor of Song et al., ICML 2014, Alg. 1.
         """
         x = _check_matrix(x, "x", "NystromFeatures.transform")
         if x.shape[1] != self.dim:
@@ -435,6 +473,16 @@ class NystromFeatures:
         Returns
         -------
         ndarray, shape (..., r)
+
+        Raises
+        ------
+        ValueError
+            ``loc`` and ``scale`` whose last axis is not ``dim`` (shape mismatch).
+
+        References
+        ----------
+        Song et al., ICML 2014, eqs. 34-35 (population kernel embeddings); for
+        Gaussians under a Gaussian kernel the embedding is a Gaussian convolution.
         """
         loc, scale = np.asarray(loc, dtype=np.float64), np.asarray(scale, dtype=np.float64)
         var = self.bandwidth**2 + scale**2  # (..., dim)
@@ -470,6 +518,11 @@ def kernel_features(x, *, features: str = "rff", rank: int = 128, bandwidth=None
     ------
     ValueError
         Constant columns, bandwidth <= 0, non-finite data.
+
+    References
+    ----------
+    Song et al., ICML 2014, Sec. 3 (low-rank kernel approximations) and Alg. 1;
+    Rahimi, Recht, NIPS 2007.
     """
     features = check_choice(features, "features", func, FEATURES)
     x = _check_matrix(x, name, func)
@@ -520,6 +573,10 @@ def kernel_svd(moments, k: int, views=None, func: str = "kernel_svd"):
         If one of the top-k eigenvalues is not positive (the data are not a
         k-class multi-view mixture in this kernel, or k exceeds the number of
         distinguishable components).
+
+    References
+    ----------
+    .. [1] Song, Anandkumar, Dai, Xie, ICML 2014, Alg. 1 (KernelSVD) and eq. 38.
     """
     views = list(range(moments.n_views)) if views is None else list(views)
     r = moments.dims[views[0]]
@@ -566,6 +623,15 @@ def whitened_third_embedding(moments, W, views=None) -> np.ndarray:
     Returns
     -------
     ndarray, shape (k, k, k)
+
+    Raises
+    ------
+    ValueError
+        ``W`` whose rows do not match the feature dimension (shape mismatch).
+
+    References
+    ----------
+    .. [1] Song, Anandkumar, Dai, Xie, ICML 2014, eq. 39.
     """
     views = list(range(moments.n_views)) if views is None else list(views)
     triples = list(combinations(views, 3))
@@ -586,6 +652,10 @@ class KernelMultiviewFit:
         Row ``i`` of ``embeddings[v]`` estimates ``E[phi_v(x_v) | h = i]``.
     diagnostics : dict
         Whitening and decomposition diagnostics.
+
+    References
+    ----------
+    Song, Anandkumar, Dai, Xie, ICML 2014, eq. 40 (conditional embeddings).
     """
 
     weights: np.ndarray
@@ -624,6 +694,10 @@ def fit_exchangeable_views(moments, k: int, *, method: str = "tpm", seed=0,
         ``k`` larger than the feature rank, views of different feature dimensions.
     IndefiniteMomentError
         If the second-order embedding is not positive on its top k eigenvectors.
+
+    References
+    ----------
+    .. [1] Song, Anandkumar, Dai, Xie, ICML 2014, Sec. 6: Alg. 1, eq. 39, Alg. 2, eq. 40.
     """
     func = "fit_exchangeable_views"
     options = check_options(method, decompose_options, func)
@@ -676,6 +750,11 @@ def density_coefficients(features, embeddings, weights, view: int) -> np.ndarray
     ----------
     Song et al., ICML 2014, eq. 40 (conditional embeddings as weighted sums of
     data features); Anandkumar et al., JMLR 2014, Sec. 3.3.
+
+    Raises
+    ------
+    numpy.linalg.LinAlgError
+        If an anchor's embeddings are linearly dependent (singular ``mu_t Q``).
     """
     weights = np.asarray(weights, dtype=np.float64)
     n_obs = features[0].shape[0]
@@ -717,6 +796,11 @@ def silverman_bandwidth(points, weights) -> np.ndarray:
     ----------
     Silverman, "Density Estimation for Statistics and Data Analysis", 1986,
     eqs. 3.30-3.31 and 4.14.
+
+    Raises
+    ------
+    ValueError
+        ``weights`` whose rows do not match the points (shape mismatch).
     """
     points = np.asarray(points, dtype=np.float64)
     weights = np.asarray(weights, dtype=np.float64)
@@ -753,6 +837,16 @@ def weighted_kde(points, support, weights, bandwidth, norm=None) -> np.ndarray:
     Returns
     -------
     ndarray, shape (n_points, k)
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match (points and support columns, weights and support rows).
+
+    References
+    ----------
+    Song et al., ICML 2014, eq. 40 (embeddings as weighted sums of data features);
+    Silverman 1986, Ch. 4 (kernel density estimation).
     """
     points = np.asarray(points, dtype=np.float64)
     support = np.asarray(support, dtype=np.float64)
@@ -796,6 +890,16 @@ def positive_part_mass(support, weights, bandwidth, *, n_grid: int = 1024, n_sam
     Returns
     -------
     ndarray, shape (k,)
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match, or (d > 1) a component whose coefficients are all 0.
+
+    References
+    ----------
+    Song et al., ICML 2014, eq. 40; Robert, Casella, "Monte Carlo Statistical
+    Methods", Ch. 3 (importance sampling).
     """
     support = np.asarray(support, dtype=np.float64)
     weights = np.asarray(weights, dtype=np.float64)
@@ -851,6 +955,16 @@ def fit_weighted_gmm(support, weights, bandwidth, m: int, *, n_iter: int = 100, 
     mix : ndarray, shape (m,)
     loc : ndarray, shape (m, d)
     scale : ndarray, shape (m, d)
+
+    Raises
+    ------
+    ValueError
+        ``weights`` with no positive entry, or shapes that do not match.
+
+    References
+    ----------
+    .. [1] Song, Anandkumar, Dai, Xie, ICML 2014, Sec. 7 (projection to a parametric family);
+       Dempster, Laird, Rubin, JRSS B 1977 (EM).
     """
     rng = as_generator(seed, "fit_weighted_gmm")
     support = np.asarray(support, dtype=np.float64)
