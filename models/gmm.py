@@ -258,7 +258,8 @@ class _DataMoments:
             self.m1 = self.a.T @ np.sum(proj**2, axis=1) / (n * m)
             self.m3_weights = np.ones(d)
         self.m1_variances = self.m1  # M1' of Thm 3.3 (spherical): the component variances are solved from it
-        if (covariance == "diag" or noise == "factor") and k > 1:
+        self.noise_kind = "factor" if (covariance == "diag" or noise == "factor") and k > 1 else "isotropic"
+        if self.noise_kind == "factor":
             self.noise = self._factor_noise(cov, k)
             self.m3_weights = self.noise
             self.m1 = np.zeros(d + 1)
@@ -420,6 +421,10 @@ def spectral_from_moments(moments, k: int, *, common_scale: bool = True, covaria
     elif covariance == "spherical":
         variances = np.linalg.lstsq(rows.T * weights, getattr(moments, "m1_variances", moments.m1), rcond=None)[0]
         diagnostics["component_variances_raw"] = variances
+        if augmented and getattr(moments, "noise_kind", "isotropic") == "factor":
+            # the moment step assumed a noise shared by the components: start every component at its mean
+            # (the Thm 3.3 solve stays in the diagnostics; refine / assign_steps separate the variances)
+            variances = np.full(k, float(np.mean(moments.noise)))
         scale = np.sqrt(np.maximum(variances, _SCALE_FLOOR**2))
     else:
         noise = moments.noise if augmented else np.full(d, moments.sigma2)
