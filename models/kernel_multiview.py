@@ -54,13 +54,13 @@ from specinit.engine.kernels import (
     RandomFourierFeatures,
     check_bandwidth,
     check_no_constant_columns,
+    cv_bandwidth,
     density_coefficients,
     fit_exchangeable_views,
     fit_weighted_gmm,
     kernel_features,
     median_bandwidth,
     positive_part_mass,
-    silverman_bandwidth,
     weighted_kde,
 )
 from specinit.engine.support import positive_weights
@@ -450,7 +450,7 @@ def spectral_from_moments(moments: KernelMoments, k: int, *, m: int = 2, target:
             coef = coef[:, subset] * (n_obs / subset.size)
             positive = np.clip(coef, 0.0, None)
             positive /= np.maximum(positive.sum(axis=1, keepdims=True), 1e-300)
-            band = silverman_bandwidth(support, positive)
+            band = cv_bandwidth(support, positive)
             norm = positive_part_mass(support, coef, band, seed=rng)
             diagnostics[f"density_support_{v}"] = support
             diagnostics[f"density_weights_{v}"] = coef
@@ -598,8 +598,9 @@ def conditional_density(estimate: SpectralEstimate, view: int, points) -> np.nda
     pointwise and divided by the integral ``Z_i`` of the positive part
     (:func:`specinit.engine.kernels.positive_part_mass`: exact quadrature
     for 1-D views, importance sampling with about 1 % error for 2-3 dimensions),
-    so each column is non-negative and integrates to one; ``h_i`` is a
-    Silverman bandwidth per component (effective sample size).
+    so each column is non-negative and integrates to one; ``h_i`` is chosen
+    per component by weighted likelihood cross-validation among fractions of
+    Silverman's rule (:func:`specinit.engine.kernels.cv_bandwidth`).
 
     Parameters
     ----------

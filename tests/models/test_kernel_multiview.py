@@ -73,9 +73,9 @@ def test_planted_non_gaussian_errors_shrink_with_n(fits):
     (w_small, l1_small), (w_large, l1_large) = errors(fits[1000][1]), errors(fits[10000][1])
     # Weights: sampling error ~ sqrt(w(1-w)/N) plus the kernel-step error; measured 0.077 -> 0.014 (seed 1).
     assert w_large < 0.04 and w_large < w_small
-    # Mean L1 of the densities (max 2): measured 0.29 -> 0.18; the floor comes from the Silverman bandwidth on
-    # the bimodal components and the 4000-point support, so we ask for a clear decrease and a bound.
-    assert l1_large < 0.25 and l1_large < l1_small - 0.05
+    # Mean L1 of the densities (max 2): measured 0.20 -> 0.11 (kernel density over a 4000-point support with a
+    # cross-validated bandwidth); we ask for a clear decrease and a bound with some margin.
+    assert l1_large < 0.18 and l1_large < l1_small - 0.05
 
 
 def test_densities_are_non_negative_and_integrate_to_one(fits):
@@ -114,7 +114,7 @@ def _mixed_dims(n, seed):
 
 def test_views_of_different_dimensions():
     views, h = _mixed_dims(8000, seed=2)
-    est = km.spectral(views, 2, seed=0, max_support=2000)
+    est = km.spectral(views, 2, seed=0, max_support=1500)
     perm = best_permutation(np.array([[0.65], [0.35]]), est.params["weights"][:, None])
     # sampling + kernel-step error at N = 8000: measured 0.01; bound 0.05
     np.testing.assert_allclose(est.params["weights"][perm], [0.65, 0.35], atol=0.05)
@@ -135,7 +135,7 @@ def test_exchangeable_views_and_nystrom_features():
     comps = [[stats.gamma(2.0, loc=-1.0), stats.laplace(3.0, 0.5)]] * 3
     views, _ = sample_planted(6000, seed=3, components=comps, weights=np.array([0.6, 0.4]))
     for options in ({"exchangeable": True}, {"features": "nystrom", "rank": 40}):
-        est = km.spectral(views, 2, seed=0, **options)
+        est = km.spectral(views, 2, seed=0, max_support=1500, **options)
         truth = np.stack([c.pdf(GRID) for c in comps[0]])
         dens = km.conditional_density(est, 1, GRID).T
         perm = best_permutation(truth, dens)
