@@ -219,6 +219,9 @@ def default_alpha0_grid(k: int) -> np.ndarray:
     return np.geomspace(0.01, max(float(k), 0.02), 9)
 
 
+#: Pair log-likelihoods (nats per pair) closer than this to the best are treated as ties (0.2% in likelihood).
+PAIR_TIE = 2e-3
+
 #: Candidate values of sum(alpha) given the topics (the Dirichlet concentration used for theta).
 ALPHA_SCALES = np.geomspace(1e-2, 1e2, 9)
 
@@ -233,8 +236,11 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
     Each candidate -- topics ``beta`` and relative weights ``w`` from the
     tensor eigenvalues -- is scored by the pairwise composite log-likelihood
     of within-document word pairs (:func:`pair_log_likelihood`, closed form),
-    maximized over the concentration ``sum(alpha)`` in :data:`ALPHA_SCALES`;
-    the best candidate is returned with ``alpha = alpha_sum * w``. (Second
+    maximized over the concentration ``sum(alpha)`` in :data:`ALPHA_SCALES`.
+    Candidates within :data:`PAIR_TIE` of the best are ties, broken by the
+    moment misfit (:func:`lda_moment_fit`, pair plus triple, zero at the true
+    ``alpha0`` with exact moments). The chosen ``alpha0`` is decomposed again
+    with the full settings and returned with ``alpha = alpha_sum * w``. (Second
     moments do not identify the concentration -- every candidate reproduces
     ``E2`` -- so the pair-optimal ``sum(alpha)`` is only reported.) All
     values are reported.
@@ -281,17 +287,21 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
         terms = pair_terms(pairs, fit["beta"], weights)
         scores = [pair_log_likelihood(pairs, fit["beta"], weights * scale, terms) for scale in ALPHA_SCALES]
         best_scale = int(np.argmax(scores))
-        fit["alpha_tensor"] = fit["alpha"]
-        fit["alpha"] = weights * alpha_sum
+        fit["third_misfit"] = float(sum(lda_moment_fit(sub, fit["beta"], fit["alpha"])))
         fits[a0] = fit
-        rows.append((a0, True, scores[best_scale], float(fit["alpha_tensor"].sum()), float(ALPHA_SCALES[best_scale])))
+        rows.append((a0, True, scores[best_scale], float(fit["alpha"].sum()), float(ALPHA_SCALES[best_scale])))
     if not fits:
         raise IndefiniteMomentError(
             f"The pair moment E2 itself is not positive definite on its top {k} eigenvectors (signed "
             f"eigenvalues {np.array2string(ritz[: k + 1], precision=3)}): the data do not support k={k} "
             f"topics. Try k <= {_supported_k(ritz)} or more documents.").advise(func, "")
     scores = {r[0]: r[2] for r in rows if r[1]}
-    best = max(scores, key=scores.get)
+    top = max(scores, key=scores.get)
+    # Candidates the pair likelihood does not separate from the best (within PAIR_TIE nats per pair; on data
+    # drawn from LDA every candidate reproduces E2 and the pair likelihood is flat): among them, the best fit of
+    # the pair and triple moments, as the third order identifies alpha0 under the model.
+    tied = [a for a in scores if scores[top] - scores[a] <= PAIR_TIE]
+    best = min(tied, key=lambda a: fits[a]["third_misfit"])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _, fit = _lda_at(sub, best, k, method=method, rng=rng, floor=floor, decompose_options=decompose_options)
@@ -312,6 +322,8 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
         "alpha0_criterion_name": "pair composite log-likelihood per token pair (higher is better)",
         "alpha0_grid": np.array([r[0] for r in rows]),
         "alpha0_criterion": np.array([r[2] for r in rows]),
+        "alpha0_moment_misfit": np.array([fits[r[0]]["third_misfit"] if r[1] else np.nan for r in rows]),
+        "alpha0_tied": np.array([r[0] in tied for r in rows]),
         "alpha0_feasible": np.array([r[1] for r in rows]),
         "alpha0_tensor_alpha_sum": np.array([r[3] for r in rows]),
         "alpha0_pair_optimal_alpha_sum": np.array([r[4] for r in rows]),
