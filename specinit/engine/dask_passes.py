@@ -93,6 +93,22 @@ def _tree_sum(parts):
     return parts[0]
 
 
+def _share(arg: np.ndarray):
+    """A moment-sized argument sent once: broadcast to the workers of a distributed client, else a graph key."""
+    import dask
+
+    if arg.nbytes > 2**20:
+        try:
+            from distributed import get_client
+
+            client = get_client()
+        except (ImportError, ValueError):
+            client = None
+        if client is not None:
+            return client.scatter(arg, broadcast=True)
+    return dask.delayed(arg)
+
+
 def reduce_blocks(arrays, fn, *args):
     """``sum_blocks fn(block_1, ..., block_m, *args)`` over aligned row blocks, computed on the cluster.
 
@@ -118,7 +134,7 @@ def reduce_blocks(arrays, fn, *args):
             raise ValueError(
                 f"The views must have the same row chunks (got {rows} and {other.chunks[0]}); rechunk them alike, "
                 f"e.g. y = y.rechunk({{0: x.chunks[0]}}).")
-    shared = [dask.delayed(arg) if isinstance(arg, np.ndarray) else arg for arg in args]
+    shared = [_share(arg) if isinstance(arg, np.ndarray) else arg for arg in args]
     per_array = [a.to_delayed().ravel() for a in arrays]
     parts = [dask.delayed(fn)(*blocks, *shared) for blocks in zip(*per_array)]
     return dask.compute(_tree_sum(parts))[0]
