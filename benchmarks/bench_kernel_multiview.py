@@ -5,7 +5,7 @@ Laplace and bimodal (1-2 dimensions per view, k = 2-5, N = 10^3-10^5). For
 each, in the same run:
 
 * ``kernel_multiview.spectral`` (random Fourier features of rank 128,
-  median-heuristic bandwidth, no tuning);
+  median pairwise distance as bandwidth, no tuning);
 * the parametric Gaussian multi-view estimator ``multiview.spectral`` with
   ``kinds="gaussian"`` (diagonal Gaussian per component and view; needs
   ``d_v >= k``, otherwise "n/a");

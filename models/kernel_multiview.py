@@ -483,7 +483,7 @@ def spectral(views, k: int, *, bandwidth=None, rank: int = 128, features: str = 
         Number of classes, at most ``rank``; the ``k`` embedded conditional
         distributions of each view must be linearly independent.
     bandwidth : float, or sequence with one entry (float or (d_v,) vector) per view, optional
-        Gaussian kernel length scale(s); default: the median heuristic per
+        Gaussian kernel length scale(s); default: half the median distance per
         view on standardized columns (:func:`specinit.engine.kernels.median_bandwidth`;
         pooled over the views when ``exchangeable``).
     rank : int

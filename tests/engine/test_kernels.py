@@ -68,8 +68,9 @@ def test_median_bandwidth_follows_column_scales_and_rejects_constant_columns():
     b = median_bandwidth(x, seed=0)
     b_scaled = median_bandwidth(x * np.array([1.0, 10.0]), seed=0)
     np.testing.assert_allclose(b_scaled, b * np.array([1.0, 10.0]), rtol=1e-10)
-    # standard normal pairs in 2-D: median distance sqrt(2 * 2 ln 2) ~ 1.67
-    assert 1.4 < b[0] < 1.9
+    # standard normal pairs in 2-D: median distance sqrt(2 * 2 ln 2) ~ 1.67, halved by default
+    assert 0.7 < b[0] < 0.95
+    np.testing.assert_allclose(median_bandwidth(x, factor=1.0, seed=0), 2 * b)
     with pytest.raises(ValueError, match="constant columns \\[1\\]"):
         median_bandwidth(np.column_stack([x[:, 0], np.full(500, 3.0)]))
 
