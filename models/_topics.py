@@ -424,3 +424,106 @@ def pair_log_likelihood(pairs, beta: np.ndarray, alpha: np.ndarray, terms=None) 
     p1, p2 = pair_terms(pairs, beta, alpha / a0) if terms is None else terms
     p = (p1 + a0 * p2) / (a0 + 1.0)
     return float(np.sum(weight * np.log(np.maximum(p, 1e-300))) / max(weight.sum(), 1.0))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Anchor words (Arora et al. 2013): topics from the co-occurrence moment alone
+# ---------------------------------------------------------------------------------------------------------------
+
+def _simplex_projection(Y: np.ndarray) -> np.ndarray:
+    """Euclidean projection of each row onto the probability simplex (Duchi et al. 2008), vectorized."""
+    n, k = Y.shape
+    U = -np.sort(-Y, axis=1)
+    css = np.cumsum(U, axis=1) - 1.0
+    idx = np.arange(1, k + 1)
+    rho = np.count_nonzero(U - css / idx > 0, axis=1)
+    theta = css[np.arange(n), rho - 1] / rho
+    return np.maximum(Y - theta[:, None], 0.0)
+
+
+def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: float = 1.0, n_project: int = 200,
+               n_candidates: int | None = None, n_iter: int = 300):
+    """Anchor-word recovery (RecoverL2) from the pair moment ``E2``, matrix-free.
+
+    ([1]_ Alg. 2 FastAnchorWords, Alg. 3 RecoverL2): the rows of the
+    row-normalized co-occurrence matrix ``Qbar_w = E2[w, :] / sum(E2[w, :])``
+    are convex combinations of the k anchor rows. Anchors are found by a
+    greedy farthest-point search (Gram-Schmidt) on a random projection of
+    the rows (``n_project`` columns: one pass); the convex weights ``C_w``
+    minimize ``||Qbar_w - C_w Qbar_S||^2`` over the simplex, which needs only
+    the exact inner products ``Qbar Qbar_S^T`` (two passes:
+    ``E2 e_S`` and ``E2 (E2 e_S)``), solved for all words at once by
+    accelerated projected gradient. Then ``A_wk ~ C_wk p(w)`` and each topic
+    is a column of ``A`` normalized. No third moment, no ``alpha0``.
+
+    Returns ``(beta, alpha, report)`` with ``alpha = alpha_sum * p(topic)``.
+
+    References
+    ----------
+    .. [1] Arora, Ge, Halpern, Mimno, Moitra, Sontag, Wu, Zhu. "A practical
+       algorithm for topic modeling with provable guarantees", ICML 2013.
+    """
+    d = raw.n_features
+    k = check_int(k, "k", func, minimum=1)
+    if k >= d:
+        raise bad_argument("k", func, f"smaller than the vocabulary size V={d}", k)
+    rng = as_generator(seed, func)
+    m = min(d, n_project)
+    P = rng.standard_normal((d, m)) / np.sqrt(m)
+    Z = raw.m2_matmat(np.column_stack([P, np.ones(d)]))
+    rowsum = Z[:, -1]
+    counts = raw.m1 * raw.stats.m1_norm if getattr(raw, "weighting", "pooled") == "pooled" else raw.m1 * raw.n_documents
+    valid = rowsum > 0
+    # Anchor candidates: the most frequent words (rare words have noisy co-occurrence rows and make poor
+    # anchors; [1]_ Sec. 5 keeps words above a document-frequency cut-off).
+    n_candidates = 8 * k if n_candidates is None else n_candidates
+    order = np.argsort(-np.where(valid, counts, -np.inf), kind="stable")
+    candidates = np.sort(order[: min(max(n_candidates, k), int(valid.sum()))])
+    if candidates.size < k:
+        raise ValueError(f"{func}: only {candidates.size} words have a positive co-occurrence row; k={k} anchors "
+                         "cannot be found. Try a smaller k or more documents.")
+    R = Z[candidates, :-1] / rowsum[candidates, None]
+    first = int(np.argmax(np.einsum("ij,ij->i", R, R)))
+    anchors = [first]
+    X = R - R[first]
+    for _ in range(k - 1):
+        norms = np.einsum("ij,ij->i", X, X)
+        nxt = int(np.argmax(norms))
+        anchors.append(nxt)
+        b = X[nxt] / np.sqrt(norms[nxt])
+        X = X - np.outer(X @ b, b)
+    S = candidates[anchors]
+    E_S = np.zeros((d, k))
+    E_S[S, np.arange(k)] = 1.0
+    C1 = raw.m2_matmat(E_S)  # E2[:, S]
+    C2 = raw.m2_matmat(C1)  # (E2 E2)[:, S]
+    scale = np.where(valid, rowsum, 1.0)
+    H = C2 / scale[:, None] / rowsum[S][None, :]  # Qbar_w . Qbar_s
+    G = H[S]
+    G = 0.5 * (G + G.T)
+    L = 2.0 * max(np.linalg.eigvalsh(G)[-1], 1e-300)
+    C = np.full((d, k), 1.0 / k)
+    Y, t = C.copy(), 1.0
+    for _ in range(n_iter):  # FISTA on all words at once
+        new = _simplex_projection(Y - (2.0 * (Y @ G - H)) / L)
+        t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
+        Y = new + (t - 1.0) / t_new * (new - C)
+        C, t = new, t_new
+    C[~valid] = 1.0 / k
+    p_word = np.where(valid, rowsum, 0.0)
+    p_word = p_word / p_word.sum() if p_word.sum() > 0 else np.full(d, 1.0 / d)
+    A = C * p_word[:, None]
+    topic_mass = A.sum(axis=0)
+    beta, _ = project_to_simplex((A / np.maximum(topic_mass, 1e-300)).T, floor)
+    weights = topic_mass / topic_mass.sum()
+    residual = np.sum(C * (C @ G), axis=1) - 2 * np.sum(C * H, axis=1)
+    report = {
+        "method": "anchor",
+        "anchors": S,
+        "anchor_recovery_objective": float(np.mean(residual[valid]) + 0.0),
+        "n_words_without_pairs": int(np.count_nonzero(~valid)),
+        "alpha_sum": float(alpha_sum),
+        "n_documents": raw.n_documents,
+        "n_dropped": raw.n_dropped,
+    }
+    return beta, alpha_sum * weights, report
