@@ -116,10 +116,16 @@ def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, commo
 class MixtureMoments(FactoredMoments):
     """Exact corrected moments of a spherical mixture, with its variance terms.
 
-    ``components``, ``omega``, ``kappa`` are ``loc``, ``weights``, ``weights``
-    (``M2 = sum w mu mu^T``, ``M3 = sum w mu^(x)3``); ``sigma2`` is
-    ``sigma_bar^2 = sum_i w_i sigma_i^2`` and ``m1`` is
-    ``M1' = sum_i w_i sigma_i^2 mu_i``, from which the scales are recovered.
+    Parameters
+    ----------
+    components : ndarray, shape (k, d)
+        The means ``loc`` (``M2 = sum w mu mu^T``, ``M3 = sum w mu^(x)3``).
+    omega, kappa : ndarray, shape (k,)
+        The weights (both).
+    sigma2 : float
+        ``sigma_bar^2 = sum_i w_i sigma_i^2``.
+    m1 : ndarray, shape (d,)
+        ``M1' = sum_i w_i sigma_i^2 mu_i``, from which the scales are recovered.
     """
 
     sigma2: float = 0.0
@@ -645,6 +651,19 @@ def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, decompose_o
     the conditional means of the squared coordinates ``E[x_j^2 | h]``
     estimated against another group, minus ``loc^2``
     (:func:`specinit.engine.views.conditional_variances`).
+
+    Parameters
+    ----------
+    x : array, shape (N, d)
+        Observations, ``d >= 3 k``.
+    k : int
+        Number of components.
+    method : {"tpm", "svtd", "eca", "als"}
+        Tensor decomposition.
+    seed : int or numpy.random.Generator
+        Randomness of the partition, the range finders and the decomposition.
+    decompose_options : dict, optional
+        Keyword arguments of the tensor decomposition; unknown keys raise.
 
     Returns
     -------

@@ -77,6 +77,8 @@ def check_views(views, kinds=None, dims=None, func: str = "multiview.check_views
         Default: 1-D integer views are categorical, 2-D views Gaussian.
     dims : sequence of int, optional
         ``V_v`` (categorical, default ``max code + 1``) or ``d_v``.
+    func : str
+        The public function named in error messages.
 
     Returns
     -------
@@ -139,7 +141,18 @@ def check_views(views, kinds=None, dims=None, func: str = "multiview.check_views
 
 
 def stack_views(views):
-    """All views as one (N, D) float array: one column per categorical view, d_v per Gaussian view."""
+    """All views as one (N, D) float array: one column per categorical view, d_v per Gaussian view.
+
+    Parameters
+    ----------
+    views : sequence of arrays
+        Validated views (:func:`check_views`).
+
+    Returns
+    -------
+    ndarray, shape (N, D)
+        The observed value of the model's ``views`` site.
+    """
     return np.concatenate([np.asarray(v, dtype=np.float64).reshape(len(v), -1) for v in views], axis=1)
 
 
