@@ -145,7 +145,27 @@ def model(
 
 
 def population_moments(beta, alpha) -> FactoredMoments:
-    """Exact Dirichlet-corrected ``M2``, ``M3`` of LDA ([1]_ Lemma 3)."""
+    """Exact Dirichlet-corrected ``M2``, ``M3`` of LDA ([1]_ Lemma 3).
+
+    Parameters
+    ----------
+    beta : array-like, shape (k, V)
+        Topics, rows on the simplex.
+    alpha : array-like, shape (k,)
+        Dirichlet parameters (positive); ``alpha0 = sum(alpha)``.
+
+    Returns
+    -------
+    FactoredMoments
+        ``M2 = sum_i alpha_i / ((a0+1) a0) b_i b_i^T`` and
+        ``M3 = sum_i 2 alpha_i / ((a0+2)(a0+1) a0) b_i^(x)3``, for
+        :func:`spectral_from_moments` with ``alpha0 = sum(alpha)``.
+
+    Raises
+    ------
+    ValueError
+        If ``beta`` is not 2-D or ``alpha`` not positive with one entry per topic.
+    """
     beta = np.asarray(beta, dtype=np.float64)
     alpha = np.asarray(alpha, dtype=np.float64)
     a0 = alpha.sum()
@@ -390,12 +410,36 @@ def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4)
     ``theta_d <- (alpha + theta_d * (c_d / (theta_d @ beta)) @ beta.T) / (n_d + a0)``
     (EM for each document's posterior mean under a fixed ``beta``), vectorized
     over documents with one sparse product per step. Documents with no
-    words get ``alpha / alpha0``.
+    words get ``alpha / alpha0``. (The held-out evaluation uses the same
+    update with a fixed number of steps: :func:`specinit.corpus.fold_in`.)
+
+    Parameters
+    ----------
+    counts : array-like or scipy.sparse matrix, shape (N, V)
+        Word counts of the documents.
+    beta : array-like, shape (k, V)
+        Topics, rows on the simplex.
+    alpha : array-like, shape (k,)
+        Dirichlet parameters of the topic proportions.
+    n_iter : int, default 30
+        Maximum fixed-point steps.
+    tol : float, default 1e-4
+        Stop when no entry of ``theta`` moves more than this.
 
     Returns
     -------
     theta : ndarray, shape (N, k)
         Rows strictly inside the simplex.
+
+    Raises
+    ------
+    ValueError
+        Bad counts, or counts whose number of columns is not the topics' V.
+
+    References
+    ----------
+    .. [1] Blei, Ng, Jordan, "Latent Dirichlet allocation", JMLR 2003, Sec. 5.3
+       (per-document inference with fixed topics).
     """
     func = "lda.document_topics"
     X = check_count_matrix(counts, "counts", func)

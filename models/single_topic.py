@@ -124,7 +124,25 @@ class _MixtureOfMultinomials(dist.Distribution):
 
 
 def population_moments(beta, weights) -> FactoredMoments:
-    """Exact ``M2``, ``M3`` of the single-topic model (``omega = kappa = weights``)."""
+    """Exact ``M2``, ``M3`` of the single-topic model (``omega = kappa = weights``).
+
+    Parameters
+    ----------
+    beta : array-like, shape (k, V)
+        Topics, rows on the simplex.
+    weights : array-like, shape (k,)
+        Topic probabilities (positive).
+
+    Returns
+    -------
+    FactoredMoments
+        ``M2 = sum_i w_i b_i b_i^T`` and ``M3 = sum_i w_i b_i^(x)3`` ([1]_ Thm 3.1).
+
+    Raises
+    ------
+    ValueError
+        If ``beta`` is not 2-D or ``weights`` not positive with one entry per topic.
+    """
     beta = np.asarray(beta, dtype=np.float64)
     weights = np.asarray(weights, dtype=np.float64)
     return FactoredMoments(beta, weights, weights)
@@ -217,10 +235,24 @@ def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", 
 def responsibilities(counts, estimate: SpectralEstimate) -> tuple[np.ndarray, np.ndarray]:
     """Posterior topic probabilities of each document and the MAP topics ([2]_ Remark 1).
 
+    Parameters
+    ----------
+    counts : array-like or scipy.sparse matrix, shape (N, V)
+        Word counts of the documents.
+    estimate : SpectralEstimate
+        A single-topic estimate (``params["beta"]``, ``params["weights"]``).
+
     Returns
     -------
     resp : ndarray, shape (N, k)
+        ``p(z_d = i | c_d)``, rows summing to one.
     labels : ndarray, shape (N,)
+        The most probable topic of each document.
+
+    Raises
+    ------
+    ValueError
+        Bad counts, or counts whose number of columns is not the estimate's V.
     """
     X = check_count_matrix(counts, "counts", "single_topic.responsibilities")
     beta, weights = estimate.params["beta"], estimate.params["weights"]
