@@ -154,11 +154,13 @@ print("adjusted Rand index vs digit labels: spectral", round(adjusted_rand_score
       "| GaussianMixture", round(adjusted_rand_score(labels, gm_labels), 3))
 
 fig, axes = plt.subplots(1, 3, figsize=(11, 3.4))
-g = np.linspace(-12, 12, 121)
+lo, hi = digit_views[0].min() - 3, digit_views[0].max() + 3
+g = np.linspace(lo, hi, 121)
 pts = np.stack(np.meshgrid(g, g, indexing="ij"), -1).reshape(-1, 2)
 dens0 = km.conditional_density(digit_est, 0, pts)
 for i in range(3):
     axes[i].contourf(g, g, dens0[:, i].reshape(g.size, g.size).T, levels=12)
+    axes[i].plot(*digit_views[0][spectral_labels == i].T, "w.", ms=2, alpha=0.5)
     axes[i].set_title(f"rows 0-2, component {i} (weight {digit_est.params['weights'][i]:.2f})", fontsize=9)
 fig.tight_layout()
 fig.savefig("kernel_multiview_digits.png", dpi=90)
