@@ -287,6 +287,7 @@ class TopicSVIResult:
 
 
 _CACHE: dict = {}
+_AUTO_PROGRESS_S = 15.0
 
 
 def _compiled(model, make_guide, guide_items: tuple, lr, decay_steps, kwargs_items: tuple):
@@ -325,9 +326,14 @@ def run_svi(func: str, model, make_guide, shapes: dict, counts, k: int, *, init,
     snapshot_every = None if snapshot_every is None else check_int(snapshot_every, "snapshot_every", func, minimum=1)
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise bad_argument("seed", func, "a non-negative integer", seed, kind=TypeError if not isinstance(seed, (int, np.integer)) else ValueError)
-    if not isinstance(progress, (bool, int)) or isinstance(progress, int) and not isinstance(progress, bool) and progress < 0:
-        raise bad_argument("progress", func, "a bool or a non-negative number of steps between progress lines", progress)
+    if progress is not None and (not isinstance(progress, (bool, int, np.integer)) or progress < 0):
+        raise bad_argument("progress", func, "None, a bool or a non-negative number of steps between progress lines",
+                           progress)
     every = (max(num_steps // 20, 1) if progress is True else int(progress)) if progress else 0
+    # progress=None: a line every _AUTO_PROGRESS_S seconds, only once a run has lasted that long (silent in short runs).
+    auto = progress is None
+    last_print = 0.0
+    last_step = 0
 
     rng = np.random.default_rng(seed)
     start_values = initial_unconstrained(init, shapes(vocab), rng, func)
@@ -361,6 +367,12 @@ def run_svi(func: str, model, make_guide, shapes: dict, counts, k: int, *, init,
         done = t + 1
         if snapshot_every and (done % snapshot_every == 0 or done == num_steps):
             snapshots.append((done, constrained(svi.get_params(state))))
+        if auto and time.perf_counter() - start - last_print >= _AUTO_PROGRESS_S:
+            last_print = time.perf_counter() - start
+            recent = np.asarray(jnp.stack(losses[last_step:]), dtype=np.float64)
+            last_step = done
+            log(f"{func}: step {done}/{num_steps}, mean loss since the last line {np.mean(recent):.6g} "
+                f"({last_print:.0f} s)")
         if every and (done % every == 0 or done == num_steps):
             recent = np.asarray(jnp.stack(losses[-every:]), dtype=np.float64)
             log(f"{func}: step {done}/{num_steps}, mean loss of the last {recent.size} steps "

@@ -265,7 +265,7 @@ def responsibilities(counts, estimate: SpectralEstimate) -> tuple[np.ndarray, np
     return resp, resp.argmax(axis=1)
 
 
-def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 256, seed: int = 0, progress=False,
+def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 256, seed: int = 0, progress=None,
         lr: float = 0.05, decay_steps: float = 200.0, eta: float = 0.1, snapshot_every: int | None = None):
     """Minibatch SVI of the sparse single-topic model (point masses for ``weights`` and ``beta``).
 
@@ -292,9 +292,10 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
         Documents per minibatch, at most N.
     seed : int
         Seeds the starting values, the minibatches and SVI.
-    progress : bool or int
-        Print a progress line 20 times per run (``True``) or every
-        ``progress`` steps.
+    progress : None, bool or int
+        ``None`` (default): a line with the recent mean loss every 15 s,
+        only in runs that last that long; ``True``: 20 lines per run;
+        an int: a line every ``progress`` steps; ``False``/0: silent.
     lr : float
         Adam step size at step 0, decaying like ``lr / sqrt(1 + t / decay_steps)``.
     decay_steps : float
