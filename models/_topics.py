@@ -291,10 +291,12 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
         fits[a0] = fit
         rows.append((a0, True, scores[best_scale], float(fit["alpha"].sum()), float(ALPHA_SCALES[best_scale])))
     if not fits:
+        ks = _supported_k(ritz)
         raise IndefiniteMomentError(
-            f"The pair moment E2 itself is not positive definite on its top {k} eigenvectors (signed "
-            f"eigenvalues {np.array2string(ritz[: k + 1], precision=3)}): the data do not support k={k} "
-            f"topics. Try k <= {_supported_k(ritz)} or more documents.").advise(func, "")
+            f"The pair moment E2 itself is not positive definite on its top {k} eigenvectors (only the first "
+            f"{ks} eigenvalues by magnitude are positive; signed eigenvalues {max(ks - 1, 0) + 1} to {ks + 2}: "
+            f"{np.array2string(ritz[max(ks - 1, 0): ks + 2], precision=3)}): the data do not support k={k} "
+            f"topics. Try k <= {ks} or more documents.").advise(func, "")
     scores = {r[0]: r[2] for r in rows if r[1]}
     top = max(scores, key=scores.get)
     # Candidates the pair likelihood does not separate from the best (within PAIR_TIE nats per pair; on data
