@@ -69,31 +69,49 @@ def _pass_times(X, k, backend, n_threads):
     return first, m2, m2_cpu, white, white_cpu
 
 
+class _Table:
+    """A markdown table printed row by row (long runs on a busy machine show partial results)."""
+
+    def __init__(self, headers):
+        self.n = len(headers)
+        print(table(headers, []), flush=True)
+
+    def row(self, values):
+        print(table([""] * self.n, [values]).splitlines()[-1], flush=True)
+
+
 def section_a(n, vocab, k, quick):
     corpus, X, t_sample = _corpus(n, vocab, k)
     print(f"\n### a. N = {n:,}, V = {vocab:,}, k = {k}, nnz = {X.nnz / 1e6:.1f}M (sampled in {t_sample:.1f} s)\n")
-    bare = min(_bare_pass(X, k, seed) for seed in range(3))
-    rows = []
-    for backend in ("numpy", "numba", "jax"):
-        est, seconds, cpu = timed_cpu(lda.spectral, X, k, alpha0=0.1 * k, doc_topics=False, seed=0, backend=backend)
-        again = ""
-        if backend != "numpy":  # second fit on the same shapes: no compilation
-            _, again, cpu = timed_cpu(lda.spectral, X, k, alpha0=0.1 * k, doc_topics=False, seed=0, backend=backend)
-        err = matched_l1(corpus.beta, est.params["beta"])
-        best = min(seconds, again or seconds)
-        rows.append([f"lda.spectral backend={backend}", seconds, again, cpu, best / bare, err])
-    rows.append([f"one bare SciPy X.T @ (X @ Q), width {k}", bare, "", "", 1.0, ""])
-    print(table(["what", "wall (s)", "second call, wall (s)", "CPU of the last call (s)", "x bare pass (best wall)",
-                 "mean L1 topic error"], rows))
-    print("\nPer pass (warm; the first pass includes moving the corpus to the JAX device):\n")
-    prow = []
+    Q = np.random.default_rng(0).standard_normal((X.shape[1], k))
+    bare = [timed_cpu(lambda: X.T @ (X @ Q))[1:] for _ in range(3)]
+    bare_wall, bare_cpu = min(b[0] for b in bare), min(b[1] for b in bare)
+    print(f"One bare SciPy X.T @ (X @ Q), width {k}: {bare_wall:.2f} s wall, {bare_cpu:.2f} s CPU (best of 3)\n",
+          flush=True)
+    print("Per pass (warm; the first pass includes moving the corpus to the JAX device):\n")
+    out = _Table(["backend", "first pass, wall (s)", f"m2 pass, width {k + 10}: wall (s)", "CPU (s)",
+                  f"whitened pass, width {k}: wall (s)", "CPU (s)"])
     configs = [("SciPy, 1 thread", "numpy", 1), (f"SciPy, {os.cpu_count()} threads over row chunks", "numpy", None),
                ("Numba fused kernel, 1 thread", "numba", 1), (f"Numba fused kernel, {os.cpu_count()} threads", "numba", None),
                ("JAX on CPU (float64)", "jax", None)]
     for name, backend, threads in configs:
-        prow.append([name, *_pass_times(X, k, backend, threads)])
-    print(table(["backend", "first pass, wall (s)", f"m2 pass, width {k + 10}: wall (s)", "CPU (s)",
-                 f"whitened pass, width {k}: wall (s)", "CPU (s)"], prow))
+        out.row([name, *_pass_times(X, k, backend, threads)])
+    print("\nWhole fit (moments + adaptive randomized whitening + TPM; no per-document theta):\n")
+    out = _Table(["what", "wall (s)", "CPU (s)", "m2 passes", "x bare pass (wall)", "x bare pass (CPU)",
+                  "mean L1 topic error"])
+    for backend in ("numpy", "numba", "jax"):
+        moments = CountMoments(X, alpha0=0.1 * k, backend=backend)  # first pass timed in the table above
+        calls = {"n": 0}
+        original = moments.m2_matmat
+
+        def counted(Q, original=original, calls=calls):
+            calls["n"] += 1
+            return original(Q)
+
+        moments.m2_matmat = counted
+        est, seconds, cpu = timed_cpu(lda.spectral_from_moments, moments, k, 0.1 * k, seed=0)
+        err = matched_l1(corpus.beta, est.params["beta"])
+        out.row([f"lda fit, backend={backend}", seconds, cpu, calls["n"], seconds / bare_wall, cpu / bare_cpu, err])
 
 
 _CHILD = r"""
@@ -142,14 +160,14 @@ def section_c(sizes, vocab, k, block_rows, hmm_t, gmm_n):
     from specinit.engine.dask_passes import reduce_blocks
 
     print(f"\n### c. Dask, V = {vocab:,}, k = {k}, blocks of {block_rows:,} documents, corpus persisted on the workers\n")
-    rows = []
+    rows = _Table(["N", "where", f"m2 pass, width {k + 10} (s)", "lda fit (s)", "reduction alone (s)"])
     corpora = {n: _corpus(n, vocab, k, seed=2)[1] for n in sizes}
     for n in sizes:
         X = corpora[n]
         Q = np.random.default_rng(0).standard_normal((vocab, k + 10))
         _, mem_pass = timed(CountMoments(X, alpha0=0.1 * k).m2_matmat, Q)
         _, mem_fit = timed(lda.spectral, X, k, alpha0=0.1 * k, doc_topics=False, seed=0)
-        rows.append([n, "in memory (2 threads)", mem_pass, mem_fit, ""])
+        rows.row([n, "in memory (2 threads)", mem_pass, mem_fit, ""])
     for workers in (1, 2):
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
                 Client(cluster) as client:
@@ -164,9 +182,8 @@ def section_c(sizes, vocab, k, block_rows, hmm_t, gmm_n):
                 _, dpass = timed(moments.m2_matmat, Q)
                 _, dfit = timed(lda.spectral, counts, k, alpha0=0.1 * k, doc_topics=False, seed=0)
                 _, red = timed(reduce_blocks, [counts], _zero_partial, vocab, k + 10)
-                rows.append([n, f"Dask, {workers} worker process(es), {len(blocks)} blocks", dpass, dfit, red])
+                rows.row([n, f"Dask, {workers} worker process(es), {len(blocks)} blocks", dpass, dfit, red])
                 del counts
-    print(table(["N", "where", f"m2 pass, width {k + 10} (s)", "lda fit (s)", "reduction alone (s)"], rows))
     _section_c_hmm_gmm(hmm_t, gmm_n)
 
 
@@ -201,24 +218,23 @@ def _section_c_hmm_gmm(hmm_t, gmm_n):
     loc = 4 * rng.standard_normal((kg, d))
     z = rng.choice(kg, size=gmm_n, p=[0.1, 0.2, 0.3, 0.4])
     x = loc[z] + rng.standard_normal((gmm_n, d))
-    rows = []
+    print()
+    rows = _Table(["model", "where", "fit (s)", "max difference to in memory"])
     ref_hmm, t_hmm = timed(hmm.spectral, symbols, k, V, seed=0)
-    rows.append([f"HMM, T = {hmm_t:,}", "in memory", t_hmm, ""])
+    rows.row([f"HMM, T = {hmm_t:,}", "in memory", t_hmm, ""])
     ref_gmm, t_gmm = timed(gmm.spectral, x, kg, seed=0)
-    rows.append([f"GMM, N = {gmm_n:,}, d = {d}", "in memory", t_gmm, ""])
+    rows.row([f"GMM, N = {gmm_n:,}, d = {d}", "in memory", t_gmm, ""])
     for workers in (1, 2):
         with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
                 Client(cluster):
             lazy_symbols = da.from_array(symbols, chunks=max(hmm_t // 8, 3)).persist()
             est, t = timed(hmm.spectral, lazy_symbols, k, V, seed=0)
             diff = np.abs(est.params["transition"] - ref_hmm.params["transition"]).max()
-            rows.append([f"HMM, T = {hmm_t:,}", f"Dask, {workers} worker(s), 8 blocks", t, f"{diff:.1e}"])
+            rows.row([f"HMM, T = {hmm_t:,}", f"Dask, {workers} worker(s), 8 blocks", t, f"{diff:.1e}"])
             lazy_x = da.from_array(x, chunks=(max(gmm_n // 8, 2), -1)).persist()
             est, t = timed(gmm.spectral, lazy_x, kg, seed=0)
             diff = np.abs(est.params["loc"] - ref_gmm.params["loc"]).max()
-            rows.append([f"GMM, N = {gmm_n:,}, d = {d}", f"Dask, {workers} worker(s), 8 blocks", t, f"{diff:.1e}"])
-    print()
-    print(table(["model", "where", "fit (s)", "max difference to in memory"], rows))
+            rows.row([f"GMM, N = {gmm_n:,}, d = {d}", f"Dask, {workers} worker(s), 8 blocks", t, f"{diff:.1e}"])
 
 
 def section_d(run_gpu):
