@@ -920,12 +920,16 @@ def weighted_kde(points, support, weights, bandwidth, norm=None) -> np.ndarray:
     bandwidth = np.asarray(bandwidth, dtype=np.float64)
     out = np.empty((points.shape[0], weights.shape[0]))
     step = max(1, _CHUNK_BYTES // (8 * max(1, support.shape[0])))
-    for i in range(weights.shape[0]):
-        h = bandwidth[i]
+    # components with the same bandwidth share one kernel matrix
+    _, first, groups = np.unique(bandwidth, axis=0, return_index=True, return_inverse=True)
+    groups = np.asarray(groups).reshape(-1)
+    for g, i0 in enumerate(first):
+        members = np.flatnonzero(groups == g)
+        h = bandwidth[i0]
         scale = np.prod(np.sqrt(2 * np.pi) * h)
         for start in range(0, points.shape[0], step):
             K = _gauss_kernel(points[start:start + step], support, h)
-            out[start:start + step, i] = K @ weights[i] / scale
+            out[start:start + step, members] = (K @ weights[members].T) / scale
     if norm is not None:
         out = np.maximum(out, 0.0) / np.asarray(norm, dtype=np.float64)
     return out
@@ -985,9 +989,9 @@ def positive_part_mass(support, weights, bandwidth, *, n_grid: int = 1024, n_sam
         q_weights = a / a.sum()
         centres = support[rng.choice(support.shape[0], n_samples, p=q_weights)]
         y = centres + rng.standard_normal((n_samples, d)) * bandwidth[i]
-        signed = weighted_kde(y, support, weights[i:i + 1], bandwidth[i:i + 1])[:, 0]
-        q = weighted_kde(y, support, q_weights[None, :], bandwidth[i:i + 1])[:, 0]
-        out[i] = float(np.mean(np.maximum(signed, 0.0) / q))
+        # one kernel pass for the signed density and the proposal density (same bandwidth)
+        both = weighted_kde(y, support, np.vstack([weights[i], q_weights]), np.vstack([bandwidth[i], bandwidth[i]]))
+        out[i] = float(np.mean(np.maximum(both[:, 0], 0.0) / both[:, 1]))
     return out
 
 
