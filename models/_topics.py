@@ -42,6 +42,7 @@ def fit_topics(moments, k: int, *, func: str, method: str, seed, advice: str = "
     n_docs = getattr(moments, "n_documents", None)
     if n_docs is not None and n_docs < k:
         raise bad_argument("k", func, f"at most the number of usable documents ({n_docs} with >= 3 tokens)", k)
+    decompose_options = check_options(method, decompose_options, func)  # errors name the public function
     try:
         fit = fit_exchangeable(moments, k, method=method, seed=seed, decompose_options=decompose_options)
     except IndefiniteMomentError as exc:
