@@ -40,13 +40,32 @@ FACTS = ModelFacts(
 
 def model(sequences=None, *, k: int, lengths=None, concentration: float = 1.0,
                    loc_scale: float = 10.0, scale_scale: float = 5.0):
-    """NumPyro HMM with scalar Gaussian emissions (sites ``loc``, ``scale`` per state).
+    """NumPyro HMM with scalar Gaussian emissions, hidden states summed out.
 
-    Parameters are those of :func:`model` (``sequences`` real-valued);
-    ``loc ~ Normal(0, loc_scale)`` and ``scale ~ HalfNormal(scale_scale)`` per
-    state. Sites: ``init`` (k,); ``transition`` (k, k), ``loc`` (k,),
+    Parameters
+    ----------
+    sequences : float array, shape (N, T) or (T,), optional
+        Observations, padded past each sequence's length
+        (:func:`specinit.models.hmm.pad_sequences`). ``None`` generates
+        sequences of lengths ``lengths`` (``numpyro.infer.Predictive``).
+    k : int
+        Number of hidden states.
+    lengths : int array, shape (N,), optional
+        True lengths; default: every row is full length.
+    concentration : float
+        Symmetric Dirichlet concentration of ``init`` and of every row of
+        ``transition``.
+    loc_scale : float
+        ``loc ~ Normal(0, loc_scale)`` per state.
+    scale_scale : float
+        ``scale ~ HalfNormal(scale_scale)`` per state.
+
+    Notes
+    -----
+    NumPyro sites: ``init`` (k,); ``transition`` (k, k), ``loc`` (k,) and
     ``scale`` (k,) in plate ``states``; observed ``observations`` in plate
-    ``sequences`` with a :class:`GaussianHMM` likelihood.
+    ``sequences`` with a :class:`GaussianHMM` likelihood (one log-density per
+    sequence).
     """
     sequences, lengths, n_steps = _plate_shape(sequences, lengths, "gaussian_hmm.model")
     init = numpyro.sample("init", dist.Dirichlet(jnp.full(k, concentration)))
