@@ -119,17 +119,82 @@ def _finish(T, weights, vectors, method, extra) -> Decomposition:
     return Decomposition(weights=weights, vectors=vectors, diagnostics=diagnostics)
 
 
-def _power_iterate(T, U, n_iter, tol):
-    """Run ``u <- T(I,u,u)/||.||`` on all columns until each moves less than ``tol``."""
+def _power_iterate(T, U, n_iter, tol, contract_fn=None):
+    """Run ``u <- T(I, u, ..., u)/||.||`` on all columns until each moves less than ``tol`` (up to sign).
+
+    ``contract_fn(T, U)`` is the contraction of the tensor's order
+    (:func:`contract` for order 3). The move is measured up to sign, since a
+    negative eigenvalue of an even-order tensor flips the iterate each step
+    (for order 3 with positive eigenvalues the iterate never flips).
+    """
+    contract_fn = contract if contract_fn is None else contract_fn
     for it in range(1, n_iter + 1):
-        V = contract(T, U)
+        V = contract_fn(T, U)
         norms = np.linalg.norm(V, axis=0)
         V = V / np.where(norms > 0, norms, 1.0)
-        step = np.max(np.linalg.norm(V - U, axis=0))
+        step = np.max(np.minimum(np.linalg.norm(V - U, axis=0), np.linalg.norm(V + U, axis=0)))
         U = V
         if step < tol:
             return U, it, True
     return U, n_iter, False
+
+
+def deflated_power_method(T, k, n_restarts, n_iter, tol, rng, contract_fn, outer_fn, select=np.argmax):
+    """Robust tensor power method with restarts and deflation, for a tensor of any order.
+
+    For each of ``k`` components: ``n_restarts`` random unit vectors are
+    iterated together, the restart chosen by ``select`` on the values
+    ``T(u, ..., u)`` is polished, its eigenvalue recorded and
+    ``lambda u^(x)order`` (``outer_fn(u)``) deflated.
+
+    Parameters
+    ----------
+    T : ndarray
+        Symmetric tensor (validated by the caller).
+    k, n_restarts, n_iter : int
+        Components, random starts per component, iterations per phase.
+    tol : float
+        Convergence tolerance on the move of the iterates.
+    rng : numpy.random.Generator
+        Randomness of the starts.
+    contract_fn : callable
+        ``contract_fn(T, U)``: ``T(I, u, ..., u)`` for every column of ``U``.
+    outer_fn : callable
+        ``outer_fn(u)``: the rank-one tensor ``u^(x)order``.
+    select : callable
+        Picks the restart from the values (``np.argmax``; the largest
+        magnitude for even orders).
+
+    Returns
+    -------
+    weights : ndarray, shape (k,)
+    vectors : ndarray, shape (n, k)
+    converged : ndarray of bool, shape (k,)
+    n_iter : ndarray of int, shape (k,)
+        Iterations used per component.
+
+    References
+    ----------
+    .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, "Tensor decompositions for
+       learning latent variable models", JMLR 2014, Alg. 1.
+    """
+    n = T.shape[0]
+    residual = T.copy()
+    weights, vectors, converged, iters = [], [], [], []
+    for _ in range(k):
+        U = rng.standard_normal((n, n_restarts))
+        U /= np.linalg.norm(U, axis=0)
+        U, it1, _ = _power_iterate(residual, U, n_iter, tol, contract_fn)
+        values = np.einsum("im,im->m", U, contract_fn(residual, U))
+        u, it2, ok = _power_iterate(residual, U[:, [int(select(values))]], n_iter, tol, contract_fn)
+        u = u[:, 0]
+        lam = float(u @ contract_fn(residual, u[:, None])[:, 0])
+        residual = residual - lam * outer_fn(u)
+        weights.append(lam)
+        vectors.append(u)
+        converged.append(ok)
+        iters.append(it1 + it2)
+    return np.array(weights), np.stack(vectors, axis=1), np.array(converged), np.array(iters)
 
 
 def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, tol: float = 1e-10, seed=0) -> Decomposition:
@@ -179,29 +244,13 @@ def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, t
     n_iter = check_int(n_iter, "n_iter", func, minimum=1)
     tol = check_positive(tol, "tol", func)
     rng = as_generator(seed, func)
-    n = T.shape[0]
-    residual = T.copy()
-    weights, vectors, converged, iters = [], [], [], []
-    for _ in range(k):
-        U = rng.standard_normal((n, n_restarts))
-        U /= np.linalg.norm(U, axis=0)
-        U, it1, _ = _power_iterate(residual, U, n_iter, tol)
-        values = np.einsum("im,im->m", U, contract(residual, U))
-        best = int(np.argmax(values))
-        u, it2, ok = _power_iterate(residual, U[:, [best]], n_iter, tol)
-        u = u[:, 0]
-        lam = float(u @ contract(residual, u[:, None])[:, 0])
-        residual = residual - lam * np.einsum("a,b,c->abc", u, u, u)
-        weights.append(lam)
-        vectors.append(u)
-        converged.append(ok)
-        iters.append(it1 + it2)
-    weights, vectors = np.array(weights), np.stack(vectors, axis=1)
-    if not all(converged):
+    weights, vectors, converged, iters = deflated_power_method(
+        T, k, n_restarts, n_iter, tol, rng, contract, lambda u: np.einsum("a,b,c->abc", u, u, u))
+    if not converged.all():
         warn(
-            f"tensor_power_method: {k - sum(converged)} of {k} components did not converge in "
+            f"tensor_power_method: {k - converged.sum()} of {k} components did not converge in "
             f"n_iter={n_iter} iterations; increase n_iter or n_restarts, or try method='svtd'.")
-    return _finish(T, weights, vectors, "tpm", {"converged": np.array(converged), "n_iter": np.array(iters)})
+    return _finish(T, weights, vectors, "tpm", {"converged": converged, "n_iter": iters})
 
 
 def _slice_decomposition(T, theta, k, method, extra):

@@ -33,7 +33,7 @@ import inspect
 import numpy as np
 
 from specinit._validation import as_generator, bad_argument, check_choice, check_int, check_positive, warn
-from specinit.engine.decompose import Decomposition, _relative_gaps
+from specinit.engine.decompose import Decomposition, _relative_gaps, deflated_power_method
 
 __all__ = ["METHODS4", "check_options4", "contract4", "decompose4", "eca4", "reconstruct4", "tensor_power_method4"]
 
@@ -107,20 +107,6 @@ def _finish4(T, weights, vectors, method, extra) -> Decomposition:
     return Decomposition(weights=weights, vectors=vectors, diagnostics=diagnostics)
 
 
-def _power_iterate4(T, U, n_iter, tol):
-    """``u <- T(I,u,u,u)/||.||`` on all columns until each moves less than ``tol`` (up to sign)."""
-    for it in range(1, n_iter + 1):
-        V = contract4(T, U)
-        norms = np.linalg.norm(V, axis=0)
-        V = V / np.where(norms > 0, norms, 1.0)
-        # a negative eigenvalue flips the iterate each step: measure the move up to sign
-        step = np.max(np.minimum(np.linalg.norm(V - U, axis=0), np.linalg.norm(V + U, axis=0)))
-        U = V
-        if step < tol:
-            return U, it, True
-    return U, n_iter, False
-
-
 def tensor_power_method4(T, k=None, *, n_restarts: int = 10, n_iter: int = 200, tol: float = 1e-10,
                          seed=0) -> Decomposition:
     """Tensor power method for symmetric fourth-order tensors, with restarts and deflation.
@@ -184,28 +170,13 @@ def tensor_power_method4(T, k=None, *, n_restarts: int = 10, n_iter: int = 200, 
     n_iter = check_int(n_iter, "n_iter", func, minimum=1)
     tol = check_positive(tol, "tol", func)
     rng = as_generator(seed, func)
-    n = T.shape[0]
-    residual = T.copy()
-    weights, vectors, converged, iters = [], [], [], []
-    for _ in range(k):
-        U = rng.standard_normal((n, n_restarts))
-        U /= np.linalg.norm(U, axis=0)
-        U, it1, _ = _power_iterate4(residual, U, n_iter, tol)
-        values = np.einsum("im,im->m", U, contract4(residual, U))
-        best = int(np.argmax(np.abs(values)))
-        u, it2, ok = _power_iterate4(residual, U[:, [best]], n_iter, tol)
-        u = u[:, 0]
-        lam = float(u @ contract4(residual, u[:, None])[:, 0])
-        residual = residual - lam * np.einsum("a,b,c,d->abcd", u, u, u, u)
-        weights.append(lam)
-        vectors.append(u)
-        converged.append(ok)
-        iters.append(it1 + it2)
-    if not all(converged):
-        warn(f"tensor_power_method4: {k - sum(converged)} of {k} components did not converge in n_iter={n_iter} "
+    weights, vectors, converged, iters = deflated_power_method(
+        T, k, n_restarts, n_iter, tol, rng, contract4, lambda u: np.einsum("a,b,c,d->abcd", u, u, u, u),
+        select=lambda values: np.argmax(np.abs(values)))
+    if not converged.all():
+        warn(f"tensor_power_method4: {k - converged.sum()} of {k} components did not converge in n_iter={n_iter} "
              "iterations (nearly tied eigenvalues); increase n_iter or n_restarts, or try method='eca'.")
-    return _finish4(T, np.array(weights), np.stack(vectors, axis=1), "tpm",
-                    {"converged": np.array(converged), "n_iter": np.array(iters)})
+    return _finish4(T, weights, vectors, "tpm", {"converged": converged, "n_iter": iters})
 
 
 def eca4(T, k=None, *, seed=0) -> Decomposition:
