@@ -1,4 +1,4 @@
-"""Tests for specinit.engine.views (general multi-view estimator) and models.multiview."""
+"""Tests of specinit.models.multiview: the NumPyro mixture, the spectral estimate, fallback and refine."""
 
 from __future__ import annotations
 
@@ -15,21 +15,6 @@ from specinit.engine.views import (
     multiview_population,
 )
 from tests.conftest import best_permutation
-
-
-def random_params(rng, k, dims):
-    weights = rng.dirichlet(np.full(k, 5.0))
-    return weights, [rng.normal(size=(k, d)) for d in dims]
-
-
-def sample_gaussian_views(rng, weights, means, n, noise=1.0):
-    h = rng.choice(len(weights), size=n, p=weights)
-    return [m[h] + noise * rng.standard_normal((n, m.shape[1])) for m in means]
-
-
-def max_error(fit, weights, means):
-    r, c = best_permutation(means[0], fit.means[0], "l2"), slice(None)
-    return max(np.abs(fit.weights[r] - weights[c]).max(), *(np.abs(m[r] - t[c]).max() for m, t in zip(fit.means, means)))
 
 
 # bad input --------------------------------------------------------------------------------------
