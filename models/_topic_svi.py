@@ -51,9 +51,21 @@ from jax.scipy.special import digamma
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import ExpTransform, Transform
 from numpyro.infer import SVI, Trace_ELBO
+from specinit.models._sparse_counts import (
+    HIGHEST,
+    DocumentCounts,
+    ModelData,
+    _bucket,
+    from_csr,
+)
 
-from specinit._validation import bad_argument, check_choice, check_count_matrix, check_int, check_positive
-from specinit.models._sparse_counts import HIGHEST, DocumentCounts, ModelData, _bucket, from_csr
+from specinit._validation import (
+    bad_argument,
+    check_choice,
+    check_count_matrix,
+    check_int,
+    check_positive,
+)
 
 __all__ = ["TopicSVIResult", "ALRSoftmaxTransform", "lda_guide", "single_topic_guide", "run_svi", "initial_unconstrained"]
 

@@ -13,7 +13,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specinit._validation import as_generator, bad_argument, check_count_matrix, check_int, warn
+from specinit._validation import (
+    as_generator,
+    bad_argument,
+    check_count_matrix,
+    check_int,
+    warn,
+)
 from specinit.engine.decompose import check_options, decompose
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex

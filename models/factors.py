@@ -66,16 +66,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from numpyro.distributions import constraints
-from scipy.optimize import brentq
-from scipy.special import gammaln
+from specinit.models._factor_families import (
+    UnitExponentialPower,
+    excess_kurtosis_of_power,
+    power_of_excess_kurtosis,
+)
 
-from specinit._validation import as_generator, bad_argument, check_choice, check_int, check_positive, warn
+from specinit._validation import (
+    as_generator,
+    bad_argument,
+    check_choice,
+    check_int,
+    check_positive,
+    warn,
+)
+from specinit.align import amari_index
 from specinit.engine.cumulants import whitened_fourth_cumulant, whitened_third_cumulant
 from specinit.engine.decompose import METHODS, check_options, decompose
 from specinit.engine.decompose4 import METHODS4, check_options4, decompose4
@@ -118,94 +127,7 @@ FACTS_KURTOSIS = ModelFacts(
 _FACTS = {"skew": FACTS, "kurtosis": FACTS_KURTOSIS}
 
 _SHAPE_RANGE = (1e-2, 1e6)       # Gamma shape: skewness between 2e-3 and 20
-_POWER_RANGE = (0.1, 100.0)      # exponential-power shape: excess kurtosis from ~-1.19 to ~4e4
 
-
-# --- the exponential-power family ---------------------------------------------------------------------------------
-
-def excess_kurtosis_of_power(power):
-    """Excess kurtosis of the exponential-power (generalized normal) distribution with shape ``power``.
-
-    Parameters
-    ----------
-    power : float or array
-        Shape ``beta > 0`` (1: Laplace, 2: Gaussian, large: nearly uniform).
-
-    Returns
-    -------
-    ndarray
-        ``Gamma(5/beta) Gamma(1/beta) / Gamma(3/beta)^2 - 3`` (decreasing in
-        ``beta``, from infinity to -1.2).
-    """
-    b = np.asarray(power, dtype=np.float64)
-    return np.exp(gammaln(5 / b) + gammaln(1 / b) - 2 * gammaln(3 / b)) - 3.0
-
-
-def power_of_excess_kurtosis(kurtosis):
-    """Inverse of :func:`excess_kurtosis_of_power`, clipped to the shapes ``[0.1, 100]``.
-
-    Parameters
-    ----------
-    kurtosis : float or array
-        Excess kurtosis; values at or below the family's lower limit (-1.2,
-        the uniform distribution) map to the largest shape 100.
-
-    Returns
-    -------
-    ndarray
-        The shape ``beta`` with that excess kurtosis (root of a monotone
-        function, found to 1e-14 relative accuracy in ``log beta``).
-    """
-    values = np.atleast_1d(np.asarray(kurtosis, dtype=np.float64))
-    lo, hi = np.log(_POWER_RANGE[0]), np.log(_POWER_RANGE[1])
-    k_lo, k_hi = excess_kurtosis_of_power(_POWER_RANGE[0]), excess_kurtosis_of_power(_POWER_RANGE[1])
-    out = np.empty_like(values)
-    for i, kappa in enumerate(values):
-        if kappa >= k_lo:
-            out[i] = _POWER_RANGE[0]
-        elif kappa <= k_hi:
-            out[i] = _POWER_RANGE[1]
-        else:
-            out[i] = np.exp(brentq(lambda t: excess_kurtosis_of_power(np.exp(t)) - kappa, lo, hi, xtol=1e-14, rtol=1e-14))
-    return out.reshape(np.shape(kurtosis))
-
-
-class _UnitExponentialPower(dist.Distribution):
-    """Zero-mean, unit-variance exponential-power distribution with shape ``power``."""
-
-    arg_constraints = {"power": constraints.positive}
-    support = constraints.real
-    reparametrized_params = ["power"]
-
-    def __init__(self, power, *, validate_args=None):
-        self.power = power
-        super().__init__(batch_shape=jnp.shape(power), validate_args=validate_args)
-
-    def _scale(self):
-        return jnp.exp(0.5 * (jax.scipy.special.gammaln(1 / self.power) - jax.scipy.special.gammaln(3 / self.power)))
-
-    def sample(self, key, sample_shape=()):
-        shape = sample_shape + self.batch_shape
-        k_gamma, k_sign = jax.random.split(key)
-        g = jax.random.gamma(k_gamma, jnp.broadcast_to(1 / self.power, shape))
-        sign = jax.random.rademacher(k_sign, shape, dtype=g.dtype)
-        return sign * self._scale() * g ** (1 / self.power)
-
-    def log_prob(self, value):
-        scale = self._scale()
-        return (jnp.log(self.power) - jnp.log(2.0) - jnp.log(scale) - jax.scipy.special.gammaln(1 / self.power)
-                - (jnp.abs(value) / scale) ** self.power)
-
-    @property
-    def mean(self):
-        return jnp.zeros(self.batch_shape)
-
-    @property
-    def variance(self):
-        return jnp.ones(self.batch_shape)
-
-
-# --- the NumPyro program --------------------------------------------------------------------------------------------
 
 def model(x=None, *, k: int, dim: int | None = None, n: int | None = None, cumulant: str = "skew",
           prior_scale: float = 10.0):
@@ -255,7 +177,7 @@ def model(x=None, *, k: int, dim: int | None = None, n: int | None = None, cumul
         prior = dist.Gamma(shape, rate).to_event(1)
     else:
         power = numpyro.sample("power", dist.LogNormal(jnp.log(2.0), 1.0).expand([k]).to_event(1))
-        prior = _UnitExponentialPower(power).to_event(1)
+        prior = UnitExponentialPower(power).to_event(1)
     noise = numpyro.sample("noise", dist.HalfNormal(prior_scale))
     with numpyro.plate("data", n_obs):
         factors = numpyro.sample("factors", prior)
@@ -663,47 +585,3 @@ def spectral(x, k: int, cumulant: str = "skew", *, noise: str = "isotropic", met
     if scores:
         estimate.params["factors"] = factor_scores(estimate, x)
     return estimate
-
-
-def amari_index(true_loadings, estimated_loadings) -> float:
-    """Amari index between two mixing matrices: 0 when equal up to scale, sign and permutation.
-
-    With ``P = pinv(B) A`` for mixing matrices ``A`` (true) and ``B``
-    (estimated), both (d, k) (the transposes of ``loadings``),
-
-    ``(1 / (2 k (k - 1))) [sum_i (sum_j |P_ij| / max_j |P_ij| - 1) + sum_j (sum_i |P_ij| / max_i |P_ij| - 1)]``,
-
-    a number in [0, 1].
-
-    Parameters
-    ----------
-    true_loadings, estimated_loadings : array, shape (k, d)
-        Loadings (rows are mixing-matrix columns).
-
-    Returns
-    -------
-    float
-        The Amari index (0 for k = 1).
-
-    Raises
-    ------
-    ValueError
-        If the shapes differ.
-
-    References
-    ----------
-    .. [1] Amari, Cichocki, Yang, "A new learning algorithm for blind signal
-       separation", NIPS 1996.
-    """
-    A = np.asarray(true_loadings, dtype=np.float64).T
-    B = np.asarray(estimated_loadings, dtype=np.float64).T
-    if A.shape != B.shape or A.ndim != 2:
-        raise bad_argument("estimated_loadings", "factors.amari_index", f"of the true loadings' shape {A.shape[::-1]}",
-                           B.T)
-    k = A.shape[1]
-    if k == 1:
-        return 0.0
-    P = np.abs(np.linalg.pinv(B) @ A)
-    rows = (P.sum(axis=1) / P.max(axis=1) - 1).sum()
-    cols = (P.sum(axis=0) / P.max(axis=0) - 1).sum()
-    return float((rows + cols) / (2 * k * (k - 1)))

@@ -326,7 +326,13 @@ def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "
     ----------
     Rabiner (1989), [2]_ eqs. 40a-c (re-estimation) and 91-93 (scaling).
     """
-    from specinit.models._em import RefineResult, SequenceBatch, check_em_options, em_loop, hmm_forward_backward
+    from specinit.models._em import (
+        RefineResult,
+        SequenceBatch,
+        check_em_options,
+        em_loop,
+        hmm_forward_backward,
+    )
 
     func = "hmm.refine"
     check_choice(method, "method", func, ("em",))

@@ -46,23 +46,30 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from jax.scipy.special import logsumexp
+from specinit.models._kernel_mixture import KernelMixture, check_views, stack_views
 
-from specinit._validation import as_generator, bad_argument, check_choice, check_int, check_positive
-from specinit.engine.kernels import (
-    FEATURES,
-    RandomFourierFeatures,
-    check_bandwidth,
-    check_no_constant_columns,
+from specinit._validation import (
+    as_generator,
+    bad_argument,
+    check_choice,
+    check_int,
+    check_positive,
+)
+from specinit.engine.kernel_densities import (
     cv_bandwidth,
     density_coefficients,
-    fit_exchangeable_views,
     fit_weighted_gmm,
-    kernel_features,
-    median_bandwidth,
     positive_part_mass,
     weighted_kde,
 )
+from specinit.engine.kernel_features import (
+    FEATURES,
+    RandomFourierFeatures,
+    check_bandwidth,
+    kernel_features,
+    median_bandwidth,
+)
+from specinit.engine.kernels import fit_exchangeable_views
 from specinit.engine.support import positive_weights
 from specinit.engine.views import ViewMoments, fit_multiview, multiview_population
 from specinit.engine.whitening import IndefiniteMomentError
@@ -82,88 +89,6 @@ __all__ = [
 _EM_POINTS = 1000  # support points (a random subset; the support is in random order) used by the projection EM
 _ADVICE = ("The views may not follow a k-class multi-view mixture in this kernel: try a smaller k, a larger "
            "rank, another bandwidth, or exchangeable=False.")
-
-
-def check_views(views, func: str = "kernel_multiview.check_views"):
-    """Validate real-valued views: at least 3, same number of rows, finite, no constant column.
-
-    Parameters
-    ----------
-    views : sequence of arrays
-        Each (N,) or (N, d_v); 1-D views become (N, 1).
-    func : str
-        Function named in error messages.
-
-    Returns
-    -------
-    list of ndarray
-        float64 arrays of shape (N, d_v).
-
-    Raises
-    ------
-    TypeError
-        ``views`` not a list, or a non-numeric view.
-    ValueError
-        Fewer than 3 views, different numbers of rows, NaN/inf, fewer than 2
-        rows, or a constant column.
-
-    References
-    ----------
-    Song, Anandkumar, Dai, Xie, ICML 2014, Sec. 2 (multi-view model: l >= 3
-    views of the same observations).
-    """
-    if views is None or isinstance(views, np.ndarray) or not hasattr(views, "__len__"):
-        raise bad_argument("views", func, "a list of per-view (N, d_v) arrays", views, kind=TypeError)
-    views = list(views)
-    if len(views) < 3:
-        raise bad_argument("views", func, "a list of at least 3 views", f"{len(views)} views", describe=False)
-    arrays = []
-    for i, v in enumerate(views):
-        a = np.asarray(v)
-        if a.dtype == object or a.dtype.kind not in "biuf":
-            raise bad_argument(f"views[{i}]", func, "a numeric array", a, kind=TypeError)
-        a = a.astype(np.float64)
-        if a.ndim == 1:
-            a = a[:, None]
-        if a.ndim != 2 or a.shape[1] == 0:
-            raise bad_argument(f"views[{i}]", func, "an (N,) or (N, d) array", a)
-        arrays.append(a)
-    rows = [a.shape[0] for a in arrays]
-    if len(set(rows)) != 1:
-        raise bad_argument("views", func, "views with the same number of observations (rows)", f"row counts {rows}",
-                           describe=False)
-    for i, a in enumerate(arrays):
-        if not np.all(np.isfinite(a)):
-            n_bad = int(a.size - np.count_nonzero(np.isfinite(a)))
-            raise bad_argument(f"views[{i}]", func, "finite", f"{n_bad} NaN or infinite entries", describe=False)
-        check_no_constant_columns(a, f"views[{i}]", func)
-    return arrays
-
-
-def _stack(views):
-    return np.concatenate([np.asarray(v, dtype=np.float64).reshape(len(v), -1) for v in views], axis=1)
-
-
-class _KernelMixture(dist.Distribution):
-    """``sum_h w_h prod_v sum_j mix_{v,h,j} N(x_v; loc_{v,h,j}, diag(scale_{v,h,j}^2))`` on stacked views."""
-
-    support = dist.constraints.real_vector
-
-    def __init__(self, weights, params, n_obs):
-        self.weights, self.params = weights, params
-        width = sum(p[1].shape[-1] for p in params)
-        super().__init__(batch_shape=(n_obs,), event_shape=(width,))
-
-    def log_prob(self, value):
-        logp = jnp.log(self.weights)
-        start = 0
-        for mix, loc, scale in self.params:
-            d = loc.shape[-1]
-            x = value[..., None, None, start:start + d]
-            inner = jnp.log(mix) + dist.Normal(loc, scale).log_prob(x).sum(-1)
-            logp = logp + logsumexp(inner, axis=-1)
-            start += d
-        return logsumexp(logp, axis=-1)
 
 
 def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, prior_scale: float = 10.0):
@@ -231,7 +156,7 @@ def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, pr
                 c = numpyro.sample(f"c_{v}", dist.Categorical(mix[h]))
                 numpyro.sample(f"x_{v}", dist.Normal(loc[h, c], scale[h, c]).to_event(1))
         else:
-            numpyro.sample("views", _KernelMixture(weights, params, n_obs), obs=jnp.asarray(_stack(views)))
+            numpyro.sample("views", KernelMixture(weights, params, n_obs), obs=jnp.asarray(stack_views(views)))
 
 
 def _facts(n_views: int, projected: bool, target: int) -> ModelFacts:
@@ -255,8 +180,8 @@ class KernelMoments:
     Attributes
     ----------
     features : tuple
-        One feature map per view (:class:`specinit.engine.kernels.RandomFourierFeatures`
-        or :class:`~specinit.engine.kernels.NystromFeatures`; the same object
+        One feature map per view (:class:`specinit.engine.kernel_features.RandomFourierFeatures`
+        or :class:`~specinit.engine.kernel_features.NystromFeatures`; the same object
         for every view when ``exchangeable``).
     moments : ViewMoments or MultiViewPopulation
         Cross moments of the feature views ``phi_v(x_v)``.
@@ -484,7 +409,7 @@ def spectral(views, k: int, *, bandwidth=None, rank: int = 128, features: str = 
         distributions of each view must be linearly independent.
     bandwidth : float, or sequence with one entry (float or (d_v,) vector) per view, optional
         Gaussian kernel length scale(s); default: half the median distance per
-        view on standardized columns (:func:`specinit.engine.kernels.median_bandwidth`;
+        view on standardized columns (:func:`specinit.engine.kernel_features.median_bandwidth`;
         pooled over the views when ``exchangeable``).
     rank : int
         Feature rank ``r``: memory ``O(N r)`` per view.
@@ -594,13 +519,13 @@ def conditional_density(estimate: SpectralEstimate, view: int, points) -> np.nda
 
     ``p_{v,i}(y) = max(sum_n c_{i,n} N(y; x_{v,n}, diag(h_i^2)), 0) / Z_i``
     with the (signed, unbiased) per-observation coefficients of
-    :func:`specinit.engine.kernels.density_coefficients`, clipped at 0
+    :func:`specinit.engine.kernel_densities.density_coefficients`, clipped at 0
     pointwise and divided by the integral ``Z_i`` of the positive part
-    (:func:`specinit.engine.kernels.positive_part_mass`: exact quadrature
+    (:func:`specinit.engine.kernel_densities.positive_part_mass`: exact quadrature
     for 1-D views, importance sampling with about 1 % error for 2-3 dimensions),
     so each column is non-negative and integrates to one; ``h_i`` is chosen
     per component by weighted likelihood cross-validation among fractions of
-    Silverman's rule (:func:`specinit.engine.kernels.cv_bandwidth`).
+    Silverman's rule (:func:`specinit.engine.kernel_densities.cv_bandwidth`).
 
     Parameters
     ----------

@@ -35,7 +35,12 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from specinit.models._sparse_counts import HIGHEST, DenseTopicCounts, ModelData, lda_loglik
+from specinit.models._sparse_counts import (
+    HIGHEST,
+    DenseTopicCounts,
+    ModelData,
+    lda_loglik,
+)
 from specinit.models._topics import fit_topics
 
 from specinit._validation import (
@@ -46,7 +51,8 @@ from specinit._validation import (
     check_positive,
     warn,
 )
-from specinit.engine.moments import CountMoments, count_chunks
+from specinit.engine.chunks import count_chunks
+from specinit.engine.moments import CountMoments
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, SpectralEstimate
 
@@ -369,7 +375,11 @@ def spectral(
         estimate = SpectralEstimate("lda", {"alpha": alpha, "beta": beta}, report, vocabulary, FACTS)
         n_docs = raw.n_documents + raw.n_dropped
     elif alpha0 is None:
-        from specinit.models._topics import default_alpha0_grid, fit_lda_grid, word_pairs
+        from specinit.models._topics import (
+            default_alpha0_grid,
+            fit_lda_grid,
+            word_pairs,
+        )
 
         rng = as_generator(seed, func)
         raw = CountMoments(counts, alpha0=None, weighting=weighting, backend=backend)

@@ -27,7 +27,12 @@ from jax.scipy.special import gammaln, logsumexp
 from specinit.models._sparse_counts import HIGHEST, ModelData, mixture_loglik
 from specinit.models._topics import fit_topics
 
-from specinit._validation import bad_argument, check_count_matrix, check_int, check_positive
+from specinit._validation import (
+    bad_argument,
+    check_count_matrix,
+    check_int,
+    check_positive,
+)
 from specinit.engine.moments import CountMoments
 from specinit.engine.population import FactoredMoments
 from specinit.engine.support import positive_weights

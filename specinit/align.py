@@ -23,6 +23,7 @@ __all__ = [
     "draw_permutations",
     "align_draws",
     "topic_error",
+    "amari_index",
 ]
 
 _METRICS = ("l1", "l2")
@@ -260,3 +261,47 @@ def topic_error(reference_beta, estimated_beta) -> float:
         raise bad_argument("estimated_beta", "topic_error", f"of the reference's shape {ref.shape}", est)
     perm = match_components(ref, est, metric="l1")
     return float(np.abs(ref - est[perm]).sum(axis=1).mean())
+
+
+def amari_index(true_loadings, estimated_loadings) -> float:
+    """Amari index between two mixing matrices: 0 when equal up to scale, sign and permutation.
+
+    With ``P = pinv(B) A`` for mixing matrices ``A`` (true) and ``B``
+    (estimated), both (d, k) (the transposes of ``loadings``),
+
+    ``(1 / (2 k (k - 1))) [sum_i (sum_j |P_ij| / max_j |P_ij| - 1) + sum_j (sum_i |P_ij| / max_i |P_ij| - 1)]``,
+
+    a number in [0, 1].
+
+    Parameters
+    ----------
+    true_loadings, estimated_loadings : array, shape (k, d)
+        Loadings (rows are mixing-matrix columns).
+
+    Returns
+    -------
+    float
+        The Amari index (0 for k = 1).
+
+    Raises
+    ------
+    ValueError
+        If the shapes differ.
+
+    References
+    ----------
+    .. [1] Amari, Cichocki, Yang, "A new learning algorithm for blind signal
+       separation", NIPS 1996.
+    """
+    A = np.asarray(true_loadings, dtype=np.float64).T
+    B = np.asarray(estimated_loadings, dtype=np.float64).T
+    if A.shape != B.shape or A.ndim != 2:
+        raise bad_argument("estimated_loadings", "amari_index", f"of the true loadings' shape {A.shape[::-1]}",
+                           B.T)
+    k = A.shape[1]
+    if k == 1:
+        return 0.0
+    P = np.abs(np.linalg.pinv(B) @ A)
+    rows = (P.sum(axis=1) / P.max(axis=1) - 1).sum()
+    cols = (P.sum(axis=0) / P.max(axis=0) - 1).sum()
+    return float((rows + cols) / (2 * k * (k - 1)))

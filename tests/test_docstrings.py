@@ -17,11 +17,11 @@ import pkgutil
 import textwrap
 
 import pytest
+import specinit.models
 from numpydoc.docscrape import ClassDoc, FunctionDoc
 
 import specinit.corpus
 import specinit.engine
-import specinit.models
 
 
 def _public_modules() -> list[str]:

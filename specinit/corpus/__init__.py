@@ -16,14 +16,24 @@ from specinit.corpus.formats import (
     save_uci_bow,
     write_vocabulary,
 )
+from specinit.corpus.heldout import (
+    HeldoutResult,
+    document_completion,
+    fold_in,
+    split_tokens,
+)
 from specinit.corpus.quality import (
     relevance,
     top_relevant_words,
     top_words,
     umass_coherence,
 )
-from specinit.corpus.shards import read_ldac_blocks, read_npz_shards, read_uci_blocks, save_npz_shards
-from specinit.corpus.heldout import HeldoutResult, document_completion, fold_in, split_tokens
+from specinit.corpus.shards import (
+    read_ldac_blocks,
+    read_npz_shards,
+    read_uci_blocks,
+    save_npz_shards,
+)
 from specinit.corpus.shipped import corpus_from_texts, load_man_pages, load_python_docs
 from specinit.corpus.text_files import ENGLISH_STOP_WORDS, from_text_files
 

@@ -24,7 +24,12 @@ from dataclasses import dataclass
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import as_generator, bad_argument, check_count_matrix, check_int
+from specinit._validation import (
+    as_generator,
+    bad_argument,
+    check_count_matrix,
+    check_int,
+)
 
 __all__ = ["HeldoutResult", "split_tokens", "fold_in", "document_completion"]
 

@@ -32,8 +32,19 @@ import inspect
 
 import numpy as np
 
-from specinit._validation import as_generator, bad_argument, check_choice, check_int, check_positive, warn
-from specinit.engine.decompose import Decomposition, _relative_gaps, deflated_power_method
+from specinit._validation import (
+    as_generator,
+    bad_argument,
+    check_choice,
+    check_int,
+    check_positive,
+    warn,
+)
+from specinit.engine.decompose import (
+    Decomposition,
+    _relative_gaps,
+    deflated_power_method,
+)
 
 __all__ = ["METHODS4", "check_options4", "contract4", "decompose4", "eca4", "reconstruct4", "tensor_power_method4"]
 

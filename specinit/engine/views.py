@@ -68,10 +68,10 @@ from specinit._validation import (
     bad_argument,
     check_choice,
     check_int,
-    warn,
 )
 from specinit.engine.decompose import check_options
 from specinit.engine.exchangeable import fit_exchangeable
+from specinit.engine.jennrich import jennrich_projected_means
 
 _BLOCK_BYTES = 64 * 2**20  # bound on the (rows x ka*kb) intermediate of projected_triples
 
@@ -140,8 +140,8 @@ class ViewMoments:
     """
 
     def __init__(self, views, backend: str | None = None):
+        from specinit.engine.chunks import resolve_backend
         from specinit.engine.dask_passes import check_row_blocks, is_dask_array
-        from specinit.engine.moments import resolve_backend
 
         func = "ViewMoments"
         if isinstance(views, np.ndarray) or sp.issparse(views) or is_dask_array(views) or not hasattr(views, "__len__"):
@@ -373,9 +373,6 @@ def conditional_means(moments, view: int, anchor: int, anchor_means, weights) ->
 
 
 _APPROACHES = ("symmetric", "jennrich")
-_JENNRICH_CANDIDATES = 8  # random directions tried for the eigenvector matrix R
-_JENNRICH_WARN_IMAGINARY = 0.05
-_JENNRICH_WARN_CONDITION = 1e3
 
 
 def _symmetric_projected_means(k, pairs, triples, rng, method, oversample, n_power_iter, options):
@@ -393,59 +390,6 @@ def _symmetric_projected_means(k, pairs, triples, rng, method, oversample, n_pow
                            n_power_iter=n_power_iter, decompose_options=options)
     lam = fit.eigenvalues
     return 1.0 / lam**2, fit.components * lam[:, None], dict(fit.diagnostics)
-
-
-def _jennrich_projected_means(k, pairs, triples, rng):
-    """Simultaneous diagonalization of the observable operators ([3]_ Alg. B; (weights, rows ``U_t^T mu_{t,i}``)).
-
-    ``B_j = (U_a^T Triples_{a,b,t}(U_t e_j) U_b) P_ab^{-1} = R diag(m_{.,j}) R^{-1}`` where the columns of ``R``
-    are the projected view-``a`` means (up to scale) and ``m_i = U_t^T mu_{t,i}``. ``R`` is the eigenvector
-    matrix of the best-separated (real parts) of a few random combinations ``sum_j eta_j B_j``; the diagonals of
-    ``R^{-1} B_j R`` give the ``m_i`` coordinate by coordinate. The scale-free weights are the diagonal of
-    ``M^{-1} (P_tb P_ab^{-1} P_at) M^{-T}`` (``M`` with columns ``m_i``), which equals ``diag(w)`` under the
-    model whether or not the symmetrized moment is positive semi-definite.
-    """
-    P_ab, P_ta, P_tb = pairs["ab"], pairs["ta"], pairs["tb"]
-    operators = np.stack([np.linalg.solve(P_ab.T, triples[:, :, j].T).T for j in range(k)])  # (k, k, k)
-    best = None
-    for _ in range(_JENNRICH_CANDIDATES):
-        eta = rng.standard_normal(k)
-        eta /= np.linalg.norm(eta)
-        values, R = np.linalg.eig(np.tensordot(eta, operators, axes=1))
-        # Gaps between REAL parts: a complex-conjugate pair (possible off the model) scores zero.
-        gaps = np.abs(values.real[:, None] - values.real[None, :]) + np.diag(np.full(k, np.inf))
-        scale = max(np.abs(values).max(), np.finfo(float).tiny)
-        separation = float(gaps.min() / scale) if k > 1 else 1.0
-        if best is None or separation > best[0]:
-            best = (separation, R)
-    separation, R = best
-    diagonal = np.stack([np.diag(np.linalg.solve(R, B @ R)) for B in operators], axis=1)  # (k states, k coords)
-    reference = max(np.abs(diagonal.real).max(), np.finfo(float).tiny)
-    imaginary = float(np.abs(diagonal.imag).max() / reference)
-    condition = float(np.linalg.cond(R))
-    projected_means = diagonal.real
-    m2 = P_tb @ np.linalg.solve(P_ab, P_ta.T)  # = M diag(w) M^T under the model (not symmetrized)
-    inv_means = np.linalg.pinv(projected_means.T)  # singular only off the model (warned below)
-    weight_matrix = inv_means @ m2 @ inv_means.T
-    weights = np.diag(weight_matrix).copy()
-    off = weight_matrix - np.diag(weights)
-    diagnostics = {
-        "jennrich_imaginary_ratio": imaginary,
-        "jennrich_condition_number": condition,
-        "jennrich_eigen_separation": separation,
-        "jennrich_weights_offdiagonal": float(np.abs(off).max() / max(np.abs(weights).max(), np.finfo(float).tiny)),
-    }
-    if imaginary > _JENNRICH_WARN_IMAGINARY or condition > _JENNRICH_WARN_CONDITION:
-        warn(
-            f"fit_multiview(approach='jennrich'): the observable operators are far from simultaneously "
-            f"diagonalizable (largest imaginary part {imaginary:.3g} of the real parts, condition number of the "
-            f"eigenvector matrix {condition:.3g}); the data may not follow a {k}-class multi-view model. Try a "
-            f"smaller k, another target view, more data, or another seed.")
-    if np.any(weights <= 0):
-        warn(
-            f"fit_multiview(approach='jennrich'): non-positive class weights {np.round(weights, 4).tolist()}; the "
-            f"data may not follow a {k}-class multi-view model. Try a smaller k or another target view.")
-    return weights, projected_means, diagnostics
 
 
 def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", approach: str = "symmetric", seed=0,
@@ -538,7 +482,7 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
         weights, projected_means, approach_diagnostics = _symmetric_projected_means(
             k, pairs, triples, rng, method, oversample, n_power_iter, options)
     else:
-        weights, projected_means, approach_diagnostics = _jennrich_projected_means(k, pairs, triples, rng)
+        weights, projected_means, approach_diagnostics = jennrich_projected_means(k, pairs, triples, rng)
     target_means = projected_means @ U_t.T
     means = [target_means if v == t else conditional_means(moments, v, t, target_means, weights) for v in range(n_views)]
     diagnostics = {

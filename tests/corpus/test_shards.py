@@ -8,7 +8,12 @@ import pytest
 import scipy.sparse as sp
 
 from specinit.corpus import from_matrix, save_ldac, save_uci_bow
-from specinit.corpus.shards import read_ldac_blocks, read_npz_shards, read_uci_blocks, save_npz_shards
+from specinit.corpus.shards import (
+    read_ldac_blocks,
+    read_npz_shards,
+    read_uci_blocks,
+    save_npz_shards,
+)
 from specinit.engine.moments import CountMoments
 from tests.conftest import random_instance, sample_lda
 

@@ -8,7 +8,12 @@ import gzip
 import numpy as np
 import pytest
 
-from specinit.corpus import ENGLISH_STOP_WORDS, corpus_from_texts, load_man_pages, load_python_docs
+from specinit.corpus import (
+    ENGLISH_STOP_WORDS,
+    corpus_from_texts,
+    load_man_pages,
+    load_python_docs,
+)
 
 
 @pytest.fixture(scope="module")

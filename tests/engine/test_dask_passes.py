@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from distributed import Client, LocalCluster
+from specinit.models import lda, single_topic
 
 from specinit.engine.moments import CountMoments
 from specinit.engine.views import ViewMoments, fit_multiview
-from specinit.models import lda, single_topic
 from tests.conftest import random_instance, sample_lda
 
 # In-memory and Dask paths add the same float64 partial sums in a different order (threads / tree):

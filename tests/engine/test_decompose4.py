@@ -7,8 +7,19 @@ import warnings
 import numpy as np
 import pytest
 
-from specinit.engine.cumulants import pair_product_tensor, whitened_fourth_cumulant, whitened_third_cumulant
-from specinit.engine.decompose4 import check_options4, contract4, decompose4, eca4, reconstruct4, tensor_power_method4
+from specinit.engine.cumulants import (
+    pair_product_tensor,
+    whitened_fourth_cumulant,
+    whitened_third_cumulant,
+)
+from specinit.engine.decompose4 import (
+    check_options4,
+    contract4,
+    decompose4,
+    eca4,
+    reconstruct4,
+    tensor_power_method4,
+)
 from tests.conftest import best_permutation
 
 

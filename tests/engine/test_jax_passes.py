@@ -7,11 +7,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from specinit.models import lda, single_topic
 
 from specinit.engine import jax_passes
-from specinit.engine.moments import CountMoments, resolve_backend
+from specinit.engine.chunks import resolve_backend
+from specinit.engine.moments import CountMoments
 from specinit.engine.views import ViewMoments, fit_multiview
-from specinit.models import lda, single_topic
 from tests.conftest import random_instance, sample_lda
 
 # Both backends accumulate the same float64 sums in different orders: the results agree to a few

@@ -5,19 +5,23 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from specinit.engine.kernels import (
-    NystromFeatures,
-    RandomFourierFeatures,
-    check_bandwidth,
+from specinit.engine.kernel_densities import (
     cv_bandwidth,
-    fit_exchangeable_views,
     fit_weighted_gmm,
-    kernel_features,
-    kernel_svd,
-    median_bandwidth,
     positive_part_mass,
     silverman_bandwidth,
     weighted_kde,
+)
+from specinit.engine.kernel_features import (
+    NystromFeatures,
+    RandomFourierFeatures,
+    check_bandwidth,
+    kernel_features,
+    median_bandwidth,
+)
+from specinit.engine.kernels import (
+    fit_exchangeable_views,
+    kernel_svd,
     whitened_third_embedding,
 )
 from specinit.engine.views import multiview_population

@@ -7,8 +7,13 @@ import itertools
 import numpy as np
 import pytest
 from scipy.stats import norm
-
-from specinit.models._em import SequenceBatch, em_loop, gaussian_log_density, hmm_forward_backward, responsibilities
+from specinit.models._em import (
+    SequenceBatch,
+    em_loop,
+    gaussian_log_density,
+    hmm_forward_backward,
+    responsibilities,
+)
 
 
 def test_gaussian_log_density_and_responsibilities():

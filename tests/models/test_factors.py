@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 from scipy.integrate import quad
 from scipy.special import gammaln
-
 from specinit.models import factors
+from specinit.models._factor_families import UnitExponentialPower
+
 from specinit.warmstart import latent_sites
 from tests.conftest import best_permutation
 
@@ -191,7 +192,7 @@ def test_exponential_power_family():
     kappa = np.array([-1.1, -0.5, 0.0, 0.7, 3.0, 20.0])
     np.testing.assert_allclose(factors.excess_kurtosis_of_power(factors.power_of_excess_kurtosis(kappa)), kappa, atol=1e-10)
     assert factors.power_of_excess_kurtosis(-1.5) == 100.0  # below the family's limit (uniform): clipped
-    dist = factors._UnitExponentialPower(jax.numpy.array(0.8))
+    dist = UnitExponentialPower(jax.numpy.array(0.8))
     density = lambda t: float(np.exp(dist.log_prob(t)))  # noqa: E731
     # a proper unit-variance density (quadrature to 1e-6)
     assert abs(2 * quad(density, 0, np.inf)[0] - 1) < 1e-6  # symmetric, with a cusp at 0

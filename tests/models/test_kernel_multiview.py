@@ -8,9 +8,9 @@ import pytest
 from numpyro.infer import Predictive
 from numpyro.infer.util import log_likelihood, potential_energy
 from scipy import stats
+from specinit.models import kernel_multiview as km
 
 from specinit.engine.whitening import IndefiniteMomentError
-from specinit.models import kernel_multiview as km
 from tests.conftest import best_permutation
 
 WEIGHTS = np.array([0.5, 0.3, 0.2])

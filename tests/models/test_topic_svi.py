@@ -14,7 +14,6 @@ import numpy as np
 import numpyro
 import pytest
 import scipy.sparse as sp
-
 from numpyro.infer import Predictive, log_likelihood
 from numpyro.infer.util import log_density
 from specinit.models import lda, single_topic
