@@ -438,7 +438,7 @@ def cp_als(T, k=None, *, init: str = "svd", n_iter: int = 500, tol: float = 1e-1
 _BY_METHOD = {"tpm": tensor_power_method, "svtd": svtd, "eca": eca, "als": cp_als}
 
 
-def check_options(method: str, options, func: str) -> dict:
+def check_options(method: str, options, func: str, methods: dict | None = None) -> dict:
     """Check ``options`` against the keyword arguments of ``method``'s decomposition.
 
     Parameters
@@ -449,6 +449,9 @@ def check_options(method: str, options, func: str) -> dict:
         Keyword arguments for it (``None``: none).
     func : str
         The public function the options were given to (named in errors).
+    methods : dict of str -> callable, optional
+        The decompositions by name (default: the order-3 ones of this module;
+        :mod:`specinit.engine.decompose4` passes its own).
 
     Returns
     -------
@@ -457,16 +460,19 @@ def check_options(method: str, options, func: str) -> dict:
 
     Raises
     ------
+    ValueError
+        Unknown ``method``.
     TypeError
         If ``options`` is not a dict, or names a keyword the decomposition
         does not take (the error lists the ones it does take).
     """
-    method = check_choice(method, "method", func, METHODS)
+    methods = _BY_METHOD if methods is None else methods
+    method = check_choice(method, "method", func, tuple(methods))
     if options is None:
         return {}
     if not isinstance(options, dict):
         raise bad_argument("decompose_options", func, "a dict of keyword arguments or None", options, kind=TypeError)
-    accepted = [name for name, param in inspect.signature(_BY_METHOD[method]).parameters.items()
+    accepted = [name for name, param in inspect.signature(methods[method]).parameters.items()
                 if param.kind is inspect.Parameter.KEYWORD_ONLY and name != "seed"]
     unknown = sorted(set(options) - set(accepted))
     if unknown:

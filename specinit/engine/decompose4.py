@@ -28,14 +28,12 @@ References
 
 from __future__ import annotations
 
-import inspect
 
 import numpy as np
 
 from specinit._validation import (
     as_generator,
     bad_argument,
-    check_choice,
     check_int,
     check_positive,
     warn,
@@ -43,6 +41,7 @@ from specinit._validation import (
 from specinit.engine.decompose import (
     Decomposition,
     _relative_gaps,
+    check_options,
     deflated_power_method,
 )
 
@@ -274,18 +273,7 @@ def check_options4(method: str, options, func: str) -> dict:
         If ``options`` is not a dict or names a keyword the decomposition does
         not take (the error lists the ones it does take).
     """
-    method = check_choice(method, "method", func, METHODS4)
-    if options is None:
-        return {}
-    if not isinstance(options, dict):
-        raise bad_argument("decompose_options", func, "a dict of keyword arguments or None", options, kind=TypeError)
-    accepted = [name for name, param in inspect.signature(_BY_METHOD4[method]).parameters.items()
-                if param.kind is inspect.Parameter.KEYWORD_ONLY and name != "seed"]
-    unknown = sorted(set(options) - set(accepted))
-    if unknown:
-        raise bad_argument("decompose_options", func, f"keywords of method={method!r} ({', '.join(accepted) or 'none'})",
-                           unknown, kind=TypeError)
-    return dict(options)
+    return check_options(method, options, func, _BY_METHOD4)
 
 
 def decompose4(T, k=None, method: str = "tpm", *, seed=0, options=None) -> Decomposition:
