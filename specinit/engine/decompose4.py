@@ -28,7 +28,6 @@ References
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from specinit._validation import (
