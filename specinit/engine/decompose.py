@@ -68,10 +68,12 @@ class Decomposition:
     diagnostics: dict
 
 
-def _check_tensor(T, k, func) -> tuple[np.ndarray, int]:
+def _check_tensor(T, k, func, order: int = 3) -> tuple[np.ndarray, int]:
+    """``T`` as a float64 array of shape (n,) * order, and ``k`` (default n) checked against n."""
     T = np.asarray(T, dtype=np.float64)
-    if T.ndim != 3 or len(set(T.shape)) != 1:
-        raise bad_argument("T", func, "a cubic (n, n, n) array", T)
+    if T.ndim != order or len(set(T.shape)) != 1:
+        shape = "a cubic (n, n, n) array" if order == 3 else f"a ({', '.join(['n'] * order)}) array"
+        raise bad_argument("T", func, shape, T)
     if not np.all(np.isfinite(T)):
         raise bad_argument("T", func, "finite", "an array with NaN or infinite entries", describe=False)
     n = T.shape[0]

@@ -32,13 +32,13 @@ import numpy as np
 
 from specinit._validation import (
     as_generator,
-    bad_argument,
     check_int,
     check_positive,
     warn,
 )
 from specinit.engine.decompose import (
     Decomposition,
+    _check_tensor,
     _relative_gaps,
     check_options,
     deflated_power_method,
@@ -47,19 +47,6 @@ from specinit.engine.decompose import (
 __all__ = ["METHODS4", "check_options4", "contract4", "decompose4", "eca4", "reconstruct4", "tensor_power_method4"]
 
 METHODS4 = ("tpm", "eca")
-
-
-def _check_tensor4(T, k, func) -> tuple[np.ndarray, int]:
-    T = np.asarray(T, dtype=np.float64)
-    if T.ndim != 4 or len(set(T.shape)) != 1:
-        raise bad_argument("T", func, "a (n, n, n, n) array", T)
-    if not np.all(np.isfinite(T)):
-        raise bad_argument("T", func, "finite", "an array with NaN or infinite entries", describe=False)
-    n = T.shape[0]
-    k = n if k is None else check_int(k, "k", func, minimum=1)
-    if k > n:
-        raise bad_argument("k", func, f"at most the tensor size {n}", k)
-    return T, k
 
 
 def contract4(T, U) -> np.ndarray:
@@ -174,7 +161,7 @@ def tensor_power_method4(T, k=None, *, n_restarts: int = 10, n_iter: int = 200, 
     .. [2] Anandkumar et al., "A spectral algorithm for LDA", Sec. 3.1, Lemma 2.
     """
     func = "tensor_power_method4"
-    T, k = _check_tensor4(T, k, func)
+    T, k = _check_tensor(T, k, func, order=4)
     n_restarts = check_int(n_restarts, "n_restarts", func, minimum=1)
     n_iter = check_int(n_iter, "n_iter", func, minimum=1)
     tol = check_positive(tol, "tol", func)
@@ -228,7 +215,7 @@ def eca4(T, k=None, *, seed=0) -> Decomposition:
     .. [1] Anandkumar et al., "Two SVDs suffice", Alg. 2.
     """
     func = "eca4"
-    T, k = _check_tensor4(T, k, func)
+    T, k = _check_tensor(T, k, func, order=4)
     rng = as_generator(seed, func)
     theta = rng.standard_normal(T.shape[0])
     theta /= np.linalg.norm(theta)
