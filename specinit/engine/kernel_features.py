@@ -187,6 +187,14 @@ def median_bandwidth(x, *, factor: float = 0.5, max_points: int = _MEDIAN_POINTS
     return factor * std * med
 
 
+def _check_columns(x, dim: int, func: str) -> np.ndarray:
+    """``x`` as a finite (N, dim) float64 array (the input check of every feature map's ``transform``)."""
+    x = _check_matrix(x, "x", func)
+    if x.shape[1] != dim:
+        raise bad_argument("x", func, f"an array with {dim} columns", x)
+    return x
+
+
 class RandomFourierFeatures:
     """Random Fourier features of the Gaussian RBF kernel (rank ``r``, even).
 
@@ -249,10 +257,7 @@ class RandomFourierFeatures:
         Rahimi, Recht, NIPS 2007 (random features); Williams, Seeger, NIPS 2001
         (Nystrom); used as the low-rank factor of Song et al., ICML 2014, Alg. 1.
         """
-        x = _check_matrix(x, "x", "RandomFourierFeatures.transform")
-        if x.shape[1] != self.dim:
-            raise bad_argument("x", "RandomFourierFeatures.transform", f"an array with {self.dim} columns", x)
-        proj = x @ self.omega
+        proj = _check_columns(x, self.dim, "RandomFourierFeatures.transform") @ self.omega
         return np.concatenate([np.cos(proj), np.sin(proj)], axis=1) / np.sqrt(self.rank // 2)
 
     def gaussian_embedding(self, loc, scale) -> np.ndarray:
@@ -378,9 +383,7 @@ class NystromFeatures:
         Rahimi, Recht, NIPS 2007 (random features); Williams, Seeger, NIPS 2001
         (Nystrom); used as the low-rank factor of Song et al., ICML 2014, Alg. 1.
         """
-        x = _check_matrix(x, "x", "NystromFeatures.transform")
-        if x.shape[1] != self.dim:
-            raise bad_argument("x", "NystromFeatures.transform", f"an array with {self.dim} columns", x)
+        x = _check_columns(x, self.dim, "NystromFeatures.transform")
         return _gauss_kernel(x, self.landmarks, self.bandwidth) @ self.projection
 
     def gaussian_embedding(self, loc, scale) -> np.ndarray:
