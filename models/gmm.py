@@ -43,6 +43,13 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from specinit.models._em import (
+    RefineResult,
+    check_em_options,
+    em_loop,
+    gaussian_log_density,
+    responsibilities,
+)
 from specinit.models._gmm_moments import DataMoments
 
 from specinit._validation import (
@@ -205,7 +212,6 @@ def _check_data(x, k, func, min_dim_factor=1):
 
 def _em_variances(x, loc, weights, var, covariance):
     """One EM step from (loc, weights, var): (weights, loc, variances (k, d)) and responsibilities."""
-    from specinit.models._em import gaussian_log_density, responsibilities
 
     resp, _ = responsibilities(np.log(weights) + gaussian_log_density(x, loc, var))
     return _m_step(x, resp, covariance) + (resp,)
@@ -469,13 +475,6 @@ def refine(x, estimate, *, covariance: str | None = None, method: str = "em", ma
     .. [2] Dempster, Laird, Rubin, "Maximum likelihood from incomplete data via
        the EM algorithm", JRSS B 39 (1977).
     """
-    from specinit.models._em import (
-        RefineResult,
-        check_em_options,
-        em_loop,
-        gaussian_log_density,
-        responsibilities,
-    )
 
     func = "gmm.refine"
     check_choice(method, "method", func, ("em",))

@@ -50,6 +50,13 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from specinit.models._em import (
+    RefineResult,
+    SequenceBatch,
+    check_em_options,
+    em_loop,
+    hmm_forward_backward,
+)
 from specinit.models._hmm_forward import (
     CategoricalHMM,
     _as_sequence_list,
@@ -326,13 +333,6 @@ def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "
     ----------
     Rabiner (1989), [2]_ eqs. 40a-c (re-estimation) and 91-93 (scaling).
     """
-    from specinit.models._em import (
-        RefineResult,
-        SequenceBatch,
-        check_em_options,
-        em_loop,
-        hmm_forward_backward,
-    )
 
     func = "hmm.refine"
     check_choice(method, "method", func, ("em",))

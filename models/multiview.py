@@ -37,6 +37,13 @@ import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
 from jax.scipy.special import logsumexp
+from specinit.models._em import (
+    RefineResult,
+    check_em_options,
+    em_loop,
+    gaussian_log_density,
+    responsibilities,
+)
 
 from specinit._validation import (
     bad_argument,
@@ -488,13 +495,6 @@ def refine(views, estimate, kinds=None, *, dims=None, method: str = "em", max_it
     .. [3] Dempster, Laird, Rubin, "Maximum likelihood from incomplete data via
        the EM algorithm", JRSS B 39 (1977).
     """
-    from specinit.models._em import (
-        RefineResult,
-        check_em_options,
-        em_loop,
-        gaussian_log_density,
-        responsibilities,
-    )
 
     func = "multiview.refine"
     check_choice(method, "method", func, ("em",))
