@@ -23,7 +23,7 @@ from specinit._validation import (
 from specinit.engine.decompose import check_options, decompose
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex
-from specinit.engine.whitening import IndefiniteMomentError
+from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 
 __all__ = ["fit_topics", "fit_lda_grid", "raw_subspace", "lda_moment_fit", "default_alpha0_grid"]
 
@@ -99,7 +99,9 @@ class RawSubspace:
     q : ndarray, shape (r,)
         ``Q^T m1``.
     ritz_residual : float
-        Relative residual of the top-k Ritz pairs of ``E2`` on ``Q``.
+        Relative residual of the top-k Ritz pairs of ``E2`` on the Krylov space.
+    passes : int
+        Products with ``E2`` (passes over the data) spent on the space.
     """
 
     Q: np.ndarray
@@ -107,51 +109,38 @@ class RawSubspace:
     e3: np.ndarray
     q: np.ndarray
     ritz_residual: float
+    passes: int
 
 
-def raw_subspace(raw, k: int, *, oversample: int = 10, n_power_iter: int = 2, seed=0) -> RawSubspace:
-    """Randomized range finder on ``E2`` (plus ``m1``), then one whitened pass on the basis.
+def raw_subspace(raw, k: int, *, oversample: int = 10, n_iter: int = 1, max_iter: int = 12, tol: float = 1e-2,
+                 seed=0) -> RawSubspace:
+    """Block Krylov eigenspace of ``E2`` (with ``m1`` in it), then one whitened pass on a basis of it.
 
     ``raw`` is a :class:`~specinit.engine.moments.CountMoments` with
     ``alpha0=None`` (its ``m2_matmat`` is ``E2 @ Q``, its ``whitened_m3`` is
-    ``E3(Q, Q, Q)``). Passes over the data: ``n_power_iter + 2`` products
-    with ``E2`` and one whitened pass (Halko, Martinsson, Tropp 2011,
-    Alg. 4.4).
+    ``E3(Q, Q, Q)``). The start block holds ``m1`` and ``k + oversample - 1``
+    random columns, so ``m1`` lies in the Krylov space exactly; the
+    returned basis spans the top ``k + oversample - 1`` Ritz vectors of
+    ``E2`` and ``m1``, and ``E2`` on it comes from the Krylov passes (no
+    extra pass). Passes over the data: between ``n_iter + 1`` and
+    ``max_iter + 1`` products with ``E2`` (until the top-k Ritz residual is
+    below ``tol``; :func:`specinit.engine.whitening.krylov_eigenspace`) and
+    one whitened pass.
     """
     rng = as_generator(seed, "raw_subspace")
     d = raw.n_features
     r = min(d - 1, k + oversample)
     m1 = raw.m1
-    Q = _orthonormal(rng.standard_normal((d, r)))
-    for _ in range(n_power_iter + 1):
-        Q = _orthonormal(raw.m2_matmat(Q))
-    # Augment by m1 so that the rank-one alpha0 terms live inside span(Q).
-    rest = m1 - Q @ (Q.T @ m1)
-    Q = np.column_stack([Q, rest / np.linalg.norm(rest)]) if np.linalg.norm(rest) > 1e-12 * np.linalg.norm(m1) else Q
-    EQ = raw.m2_matmat(Q)
+    start = np.column_stack([m1, rng.standard_normal((d, r - 1))])
+    space = krylov_eigenspace(raw.m2_matmat, start, k, min_passes=n_iter + 1, max_passes=max_iter + 1, tol=tol)
+    # Coordinates (in the Krylov basis) of the top r - 1 Ritz vectors and of m1, made orthonormal.
+    coords = np.column_stack([space.vectors[:, : r - 1], space.basis.T @ m1])
+    coords = np.linalg.qr(coords)[0]
+    Q, EQ = space.basis @ coords, space.image @ coords
     e2 = Q.T @ EQ
-    e2 = 0.5 * (e2 + e2.T)
-    vals, vecs = np.linalg.eigh(e2)
-    top = np.argsort(-np.abs(vals))[:k]
-    resid = np.linalg.norm(EQ @ vecs[:, top] - (Q @ vecs[:, top]) * vals[top], axis=0) / np.maximum(np.abs(vals[top]), 1e-300)
     e3 = raw.whitened_m3(Q)
-    return RawSubspace(Q=Q, e2=e2, e3=e3, q=Q.T @ m1, ritz_residual=float(resid.max()))
-
-
-def _orthonormal(Y: np.ndarray) -> np.ndarray:
-    """Orthonormal basis of the columns of a tall (d, r) matrix: Cholesky QR, twice (CholeskyQR2).
-
-    Two thin GEMMs and an r x r Cholesky per sweep instead of a Householder
-    QR of the tall matrix; falls back to Householder if ``Y`` is rank deficient.
-    """
-    Q = Y
-    try:
-        for _ in range(2):
-            L = np.linalg.cholesky(Q.T @ Q)
-            Q = np.linalg.solve(L, Q.T).T
-    except np.linalg.LinAlgError:
-        return np.linalg.qr(Y)[0]
-    return Q
+    return RawSubspace(Q=Q, e2=0.5 * (e2 + e2.T), e3=e3, q=Q.T @ m1, ritz_residual=space.residual,
+                       passes=space.passes)
 
 
 def _sym3(m):
@@ -344,6 +333,7 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
         "m2_eigenvalues": ritz,
         "m2_condition_number": float(s[0] / s[-1]),
         "m2_ritz_residual": sub.ritz_residual,
+        "m2_passes": sub.passes,
         "m2_spectral_gap": float(s[-1] / abs(ritz[k])) if ritz.size > k and ritz[k] != 0 else np.inf,
         "m2_eigengaps": np.abs(ritz[:-1]) / np.maximum(np.abs(ritz[1:]), 1e-300),
         "k_supported": _supported_k(ritz),

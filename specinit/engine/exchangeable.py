@@ -55,6 +55,7 @@ class ExchangeableFit:
             "m2_eigenvalues": w["signed_eigenvalues"],
             "m2_condition_number": w["condition_number"],
             "m2_ritz_residual": w["ritz_residual"],
+            "m2_passes": w["power_iterations"] + 1,
             "m2_spectral_gap": w["spectral_gap"],
             "tensor_eigenvalues": self.eigenvalues,
             **{f"decomposition_{key}": value for key, value in d.items()},
@@ -75,7 +76,7 @@ def fit_exchangeable(
     method: str = "tpm",
     seed=0,
     oversample: int = 10,
-    n_power_iter: int = 2,
+    n_power_iter: int = 1,
     max_slice_directions: int = 200,
     decompose_options: dict | None = None,
 ) -> ExchangeableFit:
