@@ -41,6 +41,7 @@ from specinit.models._sparse_counts import (
     ModelData,
     lda_loglik,
 )
+from specinit.models._topic_svi import document_topics
 from specinit.models._topics import fit_topics
 
 from specinit._validation import (
@@ -56,7 +57,7 @@ from specinit.engine.moments import CountMoments
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, SpectralEstimate
 
-__all__ = ["model", "spectral", "spectral_from_moments", "population_moments", "document_topics", "svi"]
+__all__ = ["model", "spectral", "spectral_from_moments", "population_moments", "document_topics", "svi", "refine"]
 
 _ADVICE = "For LDA, alpha0 may be misspecified: try another alpha0 (smaller for sparse topic mixtures)."
 
@@ -417,67 +418,6 @@ def _first_rows(counts, func: str):
     return next(iter(count_chunks(counts, func)()))
 
 
-def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4) -> np.ndarray:
-    """Per-document topic proportions given topics and the Dirichlet prior.
-
-    Fixed-point iteration of the expected topic counts,
-    ``theta_d <- (alpha + theta_d * (c_d / (theta_d @ beta)) @ beta.T) / (n_d + a0)``
-    (EM for each document's posterior mean under a fixed ``beta``), vectorized
-    over documents with one sparse product per step. Documents with no
-    words get ``alpha / alpha0``. (The held-out evaluation uses the same
-    update with a fixed number of steps: :func:`specinit.corpus.fold_in`.)
-
-    Parameters
-    ----------
-    counts : array-like or scipy.sparse matrix, shape (N, V)
-        Word counts of the documents.
-    beta : array-like, shape (k, V)
-        Topics, rows on the simplex.
-    alpha : array-like, shape (k,)
-        Dirichlet parameters of the topic proportions.
-    n_iter : int, default 30
-        Maximum fixed-point steps.
-    tol : float, default 1e-4
-        Stop when no entry of ``theta`` moves more than this.
-
-    Returns
-    -------
-    theta : ndarray, shape (N, k)
-        Rows strictly inside the simplex.
-
-    Raises
-    ------
-    ValueError
-        Bad counts, or counts whose number of columns is not the topics' V.
-
-    References
-    ----------
-    .. [1] Blei, Ng, Jordan, "Latent Dirichlet allocation", JMLR 2003, Sec. 5.3
-       (per-document inference with fixed topics).
-    """
-    func = "lda.document_topics"
-    X = check_count_matrix(counts, "counts", func)
-    beta = np.asarray(beta, dtype=np.float64)
-    alpha = np.asarray(alpha, dtype=np.float64)
-    if X.shape[1] != beta.shape[1]:
-        raise bad_argument("counts", func, f"{beta.shape[1]} columns (the topics' V)", X)
-    n_iter = check_int(n_iter, "n_iter", func, minimum=1)
-    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-    cols = X.indices
-    lengths = np.asarray(X.sum(axis=1)).ravel()
-    theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1))
-    for _ in range(n_iter):
-        probs = np.einsum("nk,kn->n", theta[rows], beta[:, cols])
-        ratio = X.copy()
-        ratio.data = X.data / probs
-        new = (alpha + theta * np.asarray(ratio @ beta.T)) / (lengths[:, None] + alpha.sum())
-        done = np.max(np.abs(new - theta)) < tol
-        theta = new
-        if done:
-            break
-    return theta / theta.sum(axis=1, keepdims=True)
-
-
 def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 256, seed: int = 0, progress=None,
         lr: float = 0.05, decay_steps: float = 200.0, local_steps: int = 20, local: str = "dirichlet", eta: float = 0.1,
         alpha_prior: tuple = (1.0, 1.0), snapshot_every: int | None = None):
@@ -560,3 +500,78 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
                    num_steps=num_steps, batch_size=batch_size, seed=seed, progress=progress, lr=lr, decay_steps=decay_steps,
                    snapshot_every=snapshot_every, model_kwargs=kwargs,
                    guide_options={"local_steps": local_steps, "local": local})
+
+
+def refine(counts, estimate, *, num_steps: int = 500, batch_size: int | None = None, seed: int = 0, lr: float = 0.05,
+           tol: float = 1e-4, progress=False):
+    """Spectral then refine: variational EM from an estimate, ready to warm-start NUTS.
+
+    Runs :func:`svi` from ``estimate`` on the whole corpus (full-batch steps
+    when N <= ``batch_size``): each step is the closed-form per-document
+    E-step given the topics and an Adam step on ``beta`` and ``alpha``. The
+    spectral topics place the run in one labelling; the refinement moves rare
+    words to their topics, which NUTS chains cannot do within a short
+    warm-up (started from the raw spectral values, one chain out of four may
+    keep a rare word in another topic for the whole run: split-R-hat above
+    1.1). The per-document ``theta`` of the result is the fixed-topic
+    posterior mean (:func:`document_topics`), so every latent site of
+    :func:`model` has a starting value.
+
+    Parameters
+    ----------
+    counts : array-like or scipy.sparse matrix, shape (N, V)
+        Word counts (the data NUTS will run on).
+    estimate : SpectralEstimate or dict
+        Starting ``beta`` (k, V) and ``alpha`` (k,) (e.g. :func:`spectral`).
+    num_steps : int
+        SVI steps.
+    batch_size : int, optional
+        Documents per step; default ``min(N, 2048)``.
+    seed : int
+        Seeds the minibatches and SVI.
+    lr : float
+        Adam step size (see :func:`svi`).
+    tol : float
+        ``converged`` when the mean loss of the last tenth of the steps is
+        within ``tol`` (relative) of the tenth before it.
+    progress : None, bool or int
+        As for :func:`svi`.
+
+    Returns
+    -------
+    specinit.models._em.RefineResult
+        ``.estimate`` (model ``"lda"``: ``beta``, ``alpha``, ``theta``; the
+        diagnostics keep the input's under ``"spectral"``), ``.log_likelihood``
+        (the ELBO after each step, ``num_steps`` values; a lower bound of the
+        log marginal likelihood), ``.n_iter``, ``.converged``, ``.method``
+        ``"svi"``.
+
+    Raises
+    ------
+    ValueError
+        Bad counts, or an ``estimate`` without positive ``beta`` (k, V) and
+        ``alpha`` (k,) matching the counts.
+    """
+    from specinit.models._em import RefineResult
+
+    func = "lda.refine"
+    params = getattr(estimate, "params", estimate)
+    if not isinstance(params, dict) or "beta" not in params or "alpha" not in params:
+        raise bad_argument("estimate", func, "a SpectralEstimate or dict with 'beta' (k, V) and 'alpha' (k,)",
+                           type(params).__name__, kind=TypeError, describe=False)
+    X = check_count_matrix(counts, "counts", func)
+    k = int(np.shape(params["alpha"])[0])
+    batch_size = min(X.shape[0], 2048) if batch_size is None else batch_size
+    fit = svi(X, k, init=params, num_steps=num_steps, batch_size=batch_size, seed=seed, lr=lr, progress=progress)
+    beta, alpha = fit.params["beta"], fit.params["alpha"]
+    elbo = -np.asarray(fit.losses, dtype=np.float64)
+    tenth = max(elbo.size // 10, 1)
+    last, before = elbo[-tenth:].mean(), elbo[-2 * tenth : -tenth].mean() if elbo.size >= 2 * tenth else -np.inf
+    converged = bool(abs(last - before) <= check_positive(tol, "tol", func) * abs(last))
+    diagnostics = {"spectral": dict(getattr(estimate, "diagnostics", {})),
+                   "refine": {"method": "svi", "num_steps": int(num_steps), "batch_size": int(batch_size),
+                              "seconds": fit.seconds, "final_elbo": float(last), "converged": converged}}
+    refined = SpectralEstimate("lda", {"beta": beta, "alpha": alpha, "theta": document_topics(X, beta, alpha)},
+                               diagnostics, getattr(estimate, "vocabulary", None), FACTS)
+    return RefineResult(estimate=refined, log_likelihood=elbo, n_iter=int(num_steps), converged=converged, method="svi",
+                        diagnostics={"n_observations": float(X.sum())})

@@ -160,6 +160,34 @@ def test_svi_recovers_topics(runs, corpus):
         assert np.abs(result.params["beta"][perm] - corpus.beta).sum(1).mean() < 0.3
 
 
+def test_refine_moves_the_spectral_topics_toward_the_truth(corpus):
+    """lda.refine (full-batch variational EM from the spectral estimate): the ELBO rises, the topics get closer
+    to the truth than the spectral ones, and the result holds every latent site of lda.model (NUTS-ready)."""
+    from tests.conftest import best_permutation
+
+    from specinit.warmstart import init_params
+
+    est = lda.spectral(corpus.counts, K, alpha0=0.6, doc_topics=False, seed=0)
+    result = lda.refine(corpus.counts, est, num_steps=200)
+    assert result.method == "svi" and result.log_likelihood.shape == (200,)
+    assert result.log_likelihood[-20:].mean() > result.log_likelihood[:5].mean()
+    refined = result.estimate
+
+    def error(beta):
+        return np.abs(beta[best_permutation(corpus.beta, beta)] - corpus.beta).sum(1).mean()
+
+    assert error(refined.params["beta"]) < error(est.params["beta"])
+    assert refined.params["theta"].shape == (400, K) and refined.diagnostics["spectral"] == est.diagnostics
+    start = init_params(refined, lda.model, 2, jax.random.PRNGKey(0), jitter=0.05, model_args=(corpus.counts,),
+                        model_kwargs={"k": K})
+    assert set(start) == {"alpha", "beta", "theta"} and start["theta"].shape[0] == 2
+
+
+def test_refine_bad_estimate(corpus):
+    with pytest.raises(TypeError, match="'estimate' argument of lda.refine"):
+        lda.refine(corpus.counts, {"beta": np.ones((K, 60)) / 60})
+
+
 def test_float32_large_vocabulary_is_finite():
     """V = 50,000 in float32 with validation on: finite losses, no simplex validation error."""
     rng = np.random.default_rng(0)
