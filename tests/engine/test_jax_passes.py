@@ -113,7 +113,8 @@ def test_integer_jax_counts_are_exact_and_overflow_is_refused():
 
 def test_out_of_memory_block_is_halved_then_refused(corpus, monkeypatch):
     ref = CountMoments(corpus, backend="numpy")
-    dev = CountMoments(corpus, backend="jax")
+    dev = CountMoments(corpus, backend="jax", n_threads=1)  # one chunk, whatever the core count
+    assert max(b.nnz for b in dev._device.blocks) > 2000  # precondition: a block the small device refuses
     original = jax_passes._m2_pass
     calls = {"refused": 0}
 
