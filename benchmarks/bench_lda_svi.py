@@ -1,22 +1,31 @@
 """Refinement benchmark (issue 9, rows 2 and 3): spectral + ``lda.svi`` vs scikit-learn online LDA; NUTS R-hat.
 
-1. Real corpus: paragraphs of the Python standard library's docstrings
-   (:func:`specinit.corpus.shipped.load_python_docs`, offline, shipped with
-   Python), 2,000 documents held out at random. Held-out document-completion
+1. Real corpora (``--corpus python,man``): paragraphs of the Python standard
+   library's docstrings (:func:`specinit.corpus.shipped.load_python_docs`,
+   offline, shipped with Python), or sections of the Debian manual pages with
+   a vocabulary of up to 60,000 words (``man``; V >= 50,000 with the
+   ``manpages``/``manpages-dev`` packages installed); 2,000 documents held
+   out at random. Held-out document-completion
    perplexity (:func:`specinit.corpus.heldout.document_completion`: theta
    folded in on half of each held-out document's tokens, the other half
    scored; the same fold-in and split for every method) and wall time of:
    the spectral fit; ``lda.svi`` started from it (warm) and from NumPyro's
    default start (cold); scikit-learn's ``LatentDirichletAllocation``
-   (online, max_iter=10). Warm vs cold: steps the warm run needs to reach the
+   (online, max_iter=10); tomotopy's collapsed Gibbs ``LDAModel`` (100
+   sweeps, 2 threads; the "moonshot": spectral + ``lda.svi`` within 5% of its
+   perplexity in no more than its time). Warm vs cold: steps the warm run needs to reach the
    cold run's final held-out perplexity (perplexity measured every
    ``num_steps / 20`` steps; evaluation time is not counted in the runs).
 2. NUTS, 4 chains x (500 warm-up + 500 draws), LDA N = V = 300, k = 5
-   (the README's setting), warm (spectral ``init_params``) vs default init:
-   max split-R-hat over ``beta`` and ``alpha`` and wall times, with sparse
-   counts.
+   (the README's setting), one run per start: the raw spectral estimate,
+   the spectral estimate refined by ``lda.refine`` (with and without
+   jitter), NumPyro's default init. Max split-R-hat over ``beta`` and
+   ``alpha`` (NumPyro's, no relabelling), wall times, tree sizes and the
+   spread of the chains' mean potential energies (a chain in another mode
+   shows up there), with sparse counts.
 
-Run: ``python benchmarks/bench_lda_svi.py [--quick] [--skip-nuts] [--steps S] [--k K]``.
+Run: ``python benchmarks/bench_lda_svi.py [--quick] [--skip-nuts] [--skip-real] [--steps S] [--k K]
+[--nuts-inits spectral,refined,...] [--chain-method parallel]``.
 """
 
 from __future__ import annotations
@@ -30,7 +39,7 @@ from _common import machine, table
 from specinit.models import lda
 
 from specinit.corpus.heldout import document_completion
-from specinit.corpus.shipped import load_python_docs
+from specinit.corpus.shipped import load_man_pages, load_python_docs
 
 
 def split_rows(X, n_test: int, seed: int = 0):
@@ -43,13 +52,24 @@ def perplexity(test, beta, alpha) -> float:
     return document_completion(test, beta, alpha, seed=0).perplexity
 
 
-def bench_real(k: int, num_steps: int, batch_size: int, quick: bool, seed: int = 0):
+def load_real(name: str, quick: bool, man_docs: int, seed: int):
+    """(counts, vocabulary, description) of a corpus shipped on this machine."""
+    if name == "python":
+        corpus = load_python_docs(max_documents=3_000 if quick else None)
+        return corpus.counts.tocsr(), list(corpus.vocabulary), "Python stdlib docstring paragraphs"
+    # Man-page sections with a large vocabulary (every word in >= 2 sections, up to 60,000 words).
+    corpus = load_man_pages(unit="section", min_df=2, max_words=60_000, max_documents=5_000 if quick else man_docs)
+    return corpus.counts.tocsr(), list(corpus.vocabulary), "Debian manual-page sections (large vocabulary)"
+
+
+def bench_real(k: int, num_steps: int, batch_size: int, quick: bool, corpus_name: str = "python",
+               man_docs: int = 40_000, tomotopy_iterations: int = 100, seed: int = 0):
+    from bench_lda_real import tomotopy_lda
     from sklearn.decomposition import LatentDirichletAllocation
 
-    corpus = load_python_docs(max_documents=3_000 if quick else None)
-    X = corpus.counts.tocsr()
+    X, vocabulary, description = load_real(corpus_name, quick, man_docs, seed)
     train, test = split_rows(X, 300 if quick else 2_000, seed)
-    print(f"corpus: Python stdlib docstring paragraphs, N = {X.shape[0]:,} ({train.shape[0]:,} train, "
+    print(f"corpus: {description}, N = {X.shape[0]:,} ({train.shape[0]:,} train, "
           f"{test.shape[0]:,} held out), V = {X.shape[1]:,}, {int(X.sum()):,} tokens; k = {k}\n")
     rows, curves = [], {}
 
@@ -87,6 +107,9 @@ def bench_real(k: int, num_steps: int, batch_size: int, quick: bool, seed: int =
     beta = model.components_ / model.components_.sum(axis=1, keepdims=True)
     p_sk = perplexity(test, beta, np.full(k, model.doc_topic_prior_))
     rows.append(["scikit-learn LDA online, max_iter=10", "-", t_sk, p_sk])
+    beta, alpha, t_tp, note = tomotopy_lda(train, k, seed, vocabulary, tomotopy_iterations)
+    p_tp = perplexity(test, beta, alpha)
+    rows.append([f"tomotopy LDAModel ({note})", "-", t_tp, p_tp])
     print(table(["method", "SVI steps", "time (s)", "held-out perplexity"], rows))
 
     target = curves["cold"][-1][1]
@@ -100,32 +123,64 @@ def bench_real(k: int, num_steps: int, batch_size: int, quick: bool, seed: int =
               f"{t_spec + times['warm'] * beat / num_steps:.1f} s including the spectral fit (scikit-learn: {t_sk:.1f} s)")
     else:
         print(f"the warm run does not reach scikit-learn online's perplexity {p_sk:.1f} within {num_steps} steps")
+    close = next((step for step, p in curves["warm"] if p <= 1.05 * p_tp), None)
+    print(f"moonshot (spectral + lda.svi within 5% of tomotopy's {tomotopy_iterations}-sweep perplexity {p_tp:.1f} in no more "
+          f"than its {t_tp:.1f} s): " + (f"reached at step {close}, about "
+          f"{t_spec + times['warm'] * close / num_steps:.1f} s including the spectral fit" if close is not None
+          else f"not reached within {num_steps} steps (best warm perplexity {min(p for _, p in curves['warm']):.1f})"))
     print(table(["step", "warm perplexity", "cold perplexity"],
                 [[s, w, c] for (s, w), (_, c) in zip(curves["warm"], curves["cold"])]))
 
 
-def bench_nuts(num_warmup: int, num_samples: int, n: int, seed: int = 0):
-    from specinit.compare import compare_nuts
+NUTS_INITS = {
+    "spectral": "spectral (init_params, jitter 0.05)",
+    "refined": "spectral + lda.refine (400 steps; jitter 0.05)",
+    "refined-nojitter": "spectral + lda.refine (400 steps; jitter 0)",
+    "default": "NumPyro default (init_to_uniform)",
+}
+
+
+def bench_nuts(num_warmup: int, num_samples: int, n: int, inits, chain_method: str = "sequential", seed: int = 0):
+    """One warm-start NUTS run per init of ``inits`` (keys of NUTS_INITS) on the README's LDA setting."""
+    import jax
+    from numpyro.diagnostics import split_gelman_rubin
+    from numpyro.infer import MCMC, NUTS
+
     from specinit.synthetic import sample_lda
+    from specinit.warmstart import init_params
 
     k = 5
     corpus = sample_lda(n, n, k, alpha=0.3, doc_length=100, beta_concentration=0.1, seed=seed)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        est = lda.spectral(corpus.counts, k, alpha0=0.3 * k, seed=seed)
-        result = compare_nuts(lda.model, est, model_args=(corpus.counts,), model_kwargs={"k": k}, num_chains=4,
-                              num_warmup=num_warmup, num_samples=num_samples, seed=seed)
-    from specinit import posterior
-
-    s = result.summary()
-    # ArviZ's rank-normalized split R-hat (Vehtari et al. 2021) beside NumPyro's classic one; no relabelling.
-    rank = [posterior.max_rhat(posterior.to_inference_data(run, est, align=False, log_likelihood=False), ["alpha", "beta"])
-            for run in (result.warm, result.cold)]
-    rows = [["spectral (init_params, jitter 0.05)", s["warm_time_s"], s["warm_max_rhat"], rank[0], s["warm_mean_num_steps"]],
-            ["NumPyro default (init_to_uniform)", s["cold_time_s"], s["cold_max_rhat"], rank[1], s["cold_mean_num_steps"]]]
-    print(table(["init", "wall time (s)", "max split-R-hat (NumPyro) over beta, alpha",
-                 "max rank-normalized split-R-hat (ArviZ)", "mean tree size"], rows))
-    return result
+    rows = []
+    for name in inits:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            start = time.perf_counter()
+            est = lda.spectral(corpus.counts, k, alpha0=0.3 * k, seed=seed)
+            if name.startswith("refined"):
+                est = lda.refine(corpus.counts, est, num_steps=400, seed=seed).estimate
+            t_init = time.perf_counter() - start
+            jitter = 0.0 if name.endswith("nojitter") else 0.05
+            start_values = None if name == "default" else init_params(
+                est, lda.model, 4, jax.random.PRNGKey(seed), jitter=jitter, model_args=(corpus.counts,),
+                model_kwargs={"k": k})
+            mcmc = MCMC(NUTS(lda.model), num_warmup=num_warmup, num_samples=num_samples, num_chains=4,
+                        chain_method=chain_method, progress_bar=False)
+            start = time.perf_counter()
+            mcmc.run(jax.random.PRNGKey(seed + 1), corpus.counts, init_params=start_values,
+                     extra_fields=("num_steps", "potential_energy"), k=k)
+            draws = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+            t_nuts = time.perf_counter() - start
+        rhat = {site: np.asarray(split_gelman_rubin(np.asarray(draws[site], dtype=np.float64))) for site in ("beta", "alpha")}
+        extra = mcmc.get_extra_fields(group_by_chain=True)
+        energy = np.asarray(extra["potential_energy"]).mean(axis=1)
+        rows.append([NUTS_INITS[name], f"{t_init:.1f}" if name != "default" else "-", t_nuts,
+                     max(float(r.max()) for r in rhat.values()), int((rhat["beta"] > 1.1).sum()),
+                     float(np.asarray(extra["num_steps"]).mean()), f"{np.ptp(energy):.0f}"])
+        print(table(["init", "init time (s)", "NUTS wall time (s)", "max split-R-hat over beta, alpha",
+                     "beta entries with R-hat > 1.1", "mean tree size",
+                     "spread of the chains' mean potential energy"], rows[-1:]), flush=True)
+    return rows
 
 
 def main():
@@ -136,16 +191,21 @@ def main():
     parser.add_argument("--steps", type=int, default=None)
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--k", type=int, default=20)
+    parser.add_argument("--corpus", default="python", help="comma-separated: python, man (V >= 50,000)")
+    parser.add_argument("--man-docs", type=int, default=40_000)
+    parser.add_argument("--nuts-inits", default=",".join(NUTS_INITS), help="comma-separated keys of NUTS_INITS")
+    parser.add_argument("--chain-method", default="sequential", choices=["sequential", "parallel", "vectorized"])
     args = parser.parse_args()
     print(f"machine: {machine()}\n")
     if not args.skip_real:
         steps = args.steps or (100 if args.quick else 2000)
         print(f"1. spectral + lda.svi vs scikit-learn online LDA ({steps} SVI steps of {args.batch_size} documents)")
-        bench_real(args.k, steps, args.batch_size, args.quick)
+        for name in args.corpus.split(","):
+            bench_real(args.k, steps, args.batch_size, args.quick, name, args.man_docs)
     if not args.skip_nuts:
         n, warm, samp = (60, 100, 100) if args.quick else (300, 500, 500)
         print(f"\n2. NUTS, 4 chains x ({warm} warm-up + {samp} draws), LDA N = V = {n}, k = 5, sparse counts")
-        bench_nuts(warm, samp, n)
+        bench_nuts(warm, samp, n, args.nuts_inits.split(","), args.chain_method)
 
 
 if __name__ == "__main__":
