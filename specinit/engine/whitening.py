@@ -217,6 +217,7 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
         basis[:, m : m + added], image[:, m : m + added] = block, Y
         m += added
     basis, image = basis[:, :m], image[:, :m]
+    ritz, vecs, _ = _ritz_pairs(B, G, k)  # of the final space (a thick restart may have rotated it)
     residual = _exact_residual(basis, image, ritz, vecs, k)
     return RitzSubspace(basis=basis, image=image, ritz=ritz, vectors=vecs, residual=residual, passes=passes)
 

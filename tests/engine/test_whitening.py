@@ -207,3 +207,14 @@ def test_factored_moments_validation():
         FactoredMoments(np.ones(3), np.ones(3), np.ones(3))
     with pytest.raises(ValueError, match="'components'"):
         FactoredMoments(np.array([[np.nan, 1.0]]), np.ones(1), np.ones(1))
+
+
+def test_krylov_forced_passes_on_a_space_already_full():
+    """The start block spans the whole space and more passes are asked for: a thick restart rotates the basis,
+    no block can be added, and the Ritz pairs reported are those of the rotated space (exact)."""
+    m2 = spectrum_matrix([4.0, 3.0, 2.0, 1.0], d=4, seed=3)
+    space = krylov_eigenspace(lambda Q: m2 @ Q, np.random.default_rng(0).standard_normal((4, 4)), 2, min_passes=3)
+    assert space.residual < 1e-12
+    np.testing.assert_allclose(space.ritz[:2], [4.0, 3.0], rtol=1e-12)
+    top = space.basis @ space.vectors[:, :2]
+    np.testing.assert_allclose(m2 @ top, top * [4.0, 3.0], atol=1e-12)
