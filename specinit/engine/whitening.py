@@ -286,6 +286,9 @@ def whiten(
             f"(try a smaller k), too little data, or a misspecified model."
         )
     U = space.basis @ space.vectors[:, :k]
+    # Eigenvectors are defined up to sign: make each column's largest entry positive, so that backends whose
+    # sums differ only by round-off hand the decomposition the same whitened tensor.
+    U = U * np.where(U[np.argmax(np.abs(U), axis=0), np.arange(k)] < 0, -1.0, 1.0)
     gap = float(s[-1] / abs(ritz[k])) if ritz.size > k and ritz[k] != 0 else np.inf
     diagnostics = {
         "signed_eigenvalues": ritz,

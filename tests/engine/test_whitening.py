@@ -54,6 +54,7 @@ def test_whitens_factored_moments(seed, k):
     assert wh.W.shape == (fm.n_features, k) and wh.U.shape == (fm.n_features, k)
     np.testing.assert_allclose(wh.W.T @ m2 @ wh.W, np.eye(k), atol=1e-8)
     np.testing.assert_allclose(wh.U.T @ wh.U, np.eye(k), atol=1e-10)
+    assert np.all(wh.U[np.argmax(np.abs(wh.U), axis=0), np.arange(k)] > 0)  # sign convention: largest entry > 0
     # eigenvalues: the top-k of the dense M2, descending, positive (relative 1e-10: exact range, round-off only)
     exact = np.sort(np.linalg.eigvalsh(m2))[::-1][:k]
     np.testing.assert_allclose(wh.eigenvalues, exact, rtol=1e-10)
