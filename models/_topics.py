@@ -119,13 +119,14 @@ def raw_subspace(raw, k: int, *, oversample: int = 10, n_iter: int = 1, max_iter
     ``raw`` is a :class:`~specinit.engine.moments.CountMoments` with
     ``alpha0=None`` (its ``m2_matmat`` is ``E2 @ Q``, its ``whitened_m3`` is
     ``E3(Q, Q, Q)``). The start block holds ``m1`` and ``k + oversample - 1``
-    random columns, so ``m1`` lies in the Krylov space exactly; the
-    returned basis spans the top ``k + oversample - 1`` Ritz vectors of
-    ``E2`` and ``m1``, and ``E2`` on it comes from the Krylov passes (no
-    extra pass). Passes over the data: between ``n_iter + 1`` and
-    ``max_iter + 1`` products with ``E2`` (until the top-k Ritz residual is
-    below ``tol``; :func:`specinit.engine.whitening.krylov_eigenspace`) and
-    one whitened pass.
+    random columns, so ``m1`` lies in the Krylov space; the returned basis
+    spans the top ``k + oversample - 1`` Ritz vectors of ``E2`` and ``m1``,
+    and ``E2`` on it comes from the Krylov passes (one more pass of width
+    one only if a thick restart dropped ``m1``'s direction). Passes over the
+    data: between ``n_iter + 1`` and ``max_iter + 1`` products with ``E2``
+    (until the top-k Ritz residual is below ``tol``;
+    :func:`specinit.engine.whitening.krylov_eigenspace`) and one whitened
+    pass.
     """
     rng = as_generator(seed, "raw_subspace")
     d = raw.n_features
@@ -133,14 +134,26 @@ def raw_subspace(raw, k: int, *, oversample: int = 10, n_iter: int = 1, max_iter
     m1 = raw.m1
     start = np.column_stack([m1, rng.standard_normal((d, r - 1))])
     space = krylov_eigenspace(raw.m2_matmat, start, k, min_passes=n_iter + 1, max_passes=max_iter + 1, tol=tol)
-    # Coordinates (in the Krylov basis) of the top r - 1 Ritz vectors and of m1, made orthonormal.
-    coords = np.column_stack([space.vectors[:, : r - 1], space.basis.T @ m1])
-    coords = np.linalg.qr(coords)[0]
-    Q, EQ = space.basis @ coords, space.image @ coords
+    passes = space.passes
+    # The top r - 1 Ritz vectors, augmented by the direction of m1 outside them (so that the rank-one alpha0
+    # terms live inside span(Q)); E2 on that direction comes from the Krylov passes while m1 is in the space (it
+    # started there), from one more pass if a thick restart dropped it.
+    top = space.vectors[:, : r - 1]
+    Q, EQ = space.basis @ top, space.image @ top
+    rest = m1 - Q @ (Q.T @ m1)
+    if np.linalg.norm(rest) > 1e-12 * np.linalg.norm(m1):
+        u = rest - Q @ (Q.T @ rest)
+        u /= np.linalg.norm(u)
+        coords = space.basis.T @ u
+        if np.linalg.norm(u - space.basis @ coords) <= 1e-10:
+            Eu = space.image @ coords
+        else:
+            Eu = raw.m2_matmat(u[:, None])[:, 0]
+            passes += 1
+        Q, EQ = np.column_stack([Q, u]), np.column_stack([EQ, Eu])
     e2 = Q.T @ EQ
     e3 = raw.whitened_m3(Q)
-    return RawSubspace(Q=Q, e2=0.5 * (e2 + e2.T), e3=e3, q=Q.T @ m1, ritz_residual=space.residual,
-                       passes=space.passes)
+    return RawSubspace(Q=Q, e2=0.5 * (e2 + e2.T), e3=e3, q=Q.T @ m1, ritz_residual=space.residual, passes=passes)
 
 
 def _sym3(m):
