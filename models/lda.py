@@ -548,9 +548,12 @@ def refine(counts, estimate, *, num_steps: int = 500, batch_size: int | None = N
 
     Raises
     ------
+    TypeError
+        An ``estimate`` that is neither a SpectralEstimate nor a dict with
+        ``beta`` and ``alpha``.
     ValueError
-        Bad counts, or an ``estimate`` without positive ``beta`` (k, V) and
-        ``alpha`` (k,) matching the counts.
+        Bad counts, or ``beta`` (k, V) and ``alpha`` (k,) that are not positive
+        or do not match the counts.
     """
     from specinit.models._em import RefineResult
 
