@@ -157,7 +157,7 @@ def section_c(sizes, vocab, k, block_rows, hmm_t, gmm_n):
     import dask.array as da
     from distributed import Client, LocalCluster
 
-    from specinit.engine.dask_passes import reduce_blocks
+    from specinit.engine.backends.dask import reduce_blocks
 
     print(f"\n### c. Dask, V = {vocab:,}, k = {k}, blocks of {block_rows:,} documents, corpus persisted on the workers\n")
     rows = _Table(["N", "where", f"m2 pass, width {k + 10} (s)", "lda fit (s)", "reduction alone (s)"])

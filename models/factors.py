@@ -70,61 +70,34 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from specinit.models._factor_families import (
-    UnitExponentialPower,
-    excess_kurtosis_of_power,
-    power_of_excess_kurtosis,
-)
 
-from specinit._validation import (
-    as_generator,
-    bad_argument,
-    check_choice,
-    check_int,
-    check_positive,
-    warn,
-)
+from specinit._validation import Options, bad_argument, check_choice, check_positive, current_entry, public, warn
 from specinit.align import amari_index
-from specinit.engine.cumulants import whitened_fourth_cumulant, whitened_third_cumulant
-from specinit.engine.decompose import METHODS, check_options, decompose
-from specinit.engine.decompose4 import METHODS4, check_options4, decompose4
-from specinit.engine.whitening import IndefiniteMomentError
-from specinit.estimate import ModelFacts, SpectralEstimate
+from specinit.distributions.continuous import UnitExponentialPower, excess_kurtosis_of_power, power_of_excess_kurtosis
+from specinit.engine.cumulants import CorrectedCovariance, whitened_fourth_cumulant, whitened_third_cumulant
+from specinit.engine.sources import ViewSource
+from specinit.estimate import ModelFacts, Site, SpectralEstimate
+from specinit.family import Family
 
 __all__ = [
     "FACTS",
     "FACTS_KURTOSIS",
+    "FAMILY",
     "FactorMoments",
+    "Factors",
     "amari_index",
     "excess_kurtosis_of_power",
     "factor_scores",
+    "log_likelihood",
     "model",
     "population_moments",
     "power_of_excess_kurtosis",
+    "refine",
     "spectral",
     "spectral_from_moments",
 ]
 
 CUMULANTS = ("skew", "kurtosis")
-
-_DIMS = {"loc": ("dim",), "loadings": ("factor", "dim"), "factors": ("data", "factor"), "x": ("data", "dim")}
-_EVENT = {"loc": ("dim",), "loadings": ("factor", "dim"), "factors": ("factor",), "x": ("dim",)}
-
-#: Facts of the skewed-factor model (sites ``loc``, ``loadings``, ``shape``, ``noise``, ``factors``).
-FACTS = ModelFacts(
-    component_axes={"loadings": 0, "shape": 0, "factors": 1},
-    match_site="loadings",
-    dims={**_DIMS, "shape": ("factor",)},
-    event_dims={**_EVENT, "shape": ("factor",)},
-)
-#: Facts of the kurtotic-factor model (``power`` in place of ``shape``).
-FACTS_KURTOSIS = ModelFacts(
-    component_axes={"loadings": 0, "power": 0, "factors": 1},
-    match_site="loadings",
-    dims={**_DIMS, "power": ("factor",)},
-    event_dims={**_EVENT, "power": ("factor",)},
-)
-_FACTS = {"skew": FACTS, "kurtosis": FACTS_KURTOSIS}
 
 _SHAPE_RANGE = (1e-2, 1e6)       # Gamma shape: skewness between 2e-3 and 20
 
@@ -227,6 +200,8 @@ class FactorMoments:
         """``Cov(x) = O O^T + noise^2 I`` (d, d)."""
         return self.loadings.T @ self.loadings + self.noise_variance * np.eye(self.n_features)
 
+    unit = 1.0
+
     def whitened_cumulant(self, W) -> np.ndarray:
         """``sum_i c_i (W^T o_i)^(x)3`` (skew) or ``^(x)4`` (kurtosis)."""
         V = self.loadings @ W
@@ -236,34 +211,37 @@ class FactorMoments:
 
 
 class _DataMoments:
-    """Sample mean, covariance and whitened cumulants of (N, d) data."""
+    """Mean, covariance and whitened cumulants of (N, d) data, standardized by ``unit`` (scale-free arithmetic)."""
 
     def __init__(self, x: np.ndarray, cumulant: str):
-        self.x = x
         self.cumulant = cumulant
         self.n_samples = x.shape[0]
         self.mean = x.mean(axis=0)
+        centred = x - self.mean
+        self.unit = float(np.max(np.std(centred, axis=0)))
+        self.z = centred / self.unit
 
     @property
     def n_features(self) -> int:
-        return self.x.shape[1]
+        return self.z.shape[1]
 
     def covariance(self) -> np.ndarray:
-        centred = self.x - self.mean
-        return centred.T @ centred / self.n_samples
+        return self.z.T @ self.z / self.n_samples
 
     def whitened_cumulant(self, W) -> np.ndarray:
-        y = (self.x - self.mean) @ W
+        y = self.z @ W
         return whitened_third_cumulant(y) if self.cumulant == "skew" else whitened_fourth_cumulant(y)
 
 
+@public
 def population_moments(loadings, *, cumulant: str = "skew", shape=None, power=None, noise=0.0, loc=None) -> FactorMoments:
     """Exact moments of the independent-factor model from its parameters.
 
     Parameters
     ----------
-    loadings : array, shape (k, d)
-        Rows are the columns of ``O`` (linearly independent, so ``k <= d``).
+    loadings : array, shape (k, d), or dict / SpectralEstimate
+        Rows are the columns of ``O`` (linearly independent, so ``k <= d``);
+        or all sites by name (``shape`` or ``power`` tells the cumulant).
     cumulant : {"skew", "kurtosis"}
         The model family.
     shape : array, shape (k,), optional
@@ -287,6 +265,11 @@ def population_moments(loadings, *, cumulant: str = "skew", shape=None, power=No
         ``shape``/``power``, negative ``noise``.
     """
     func = "factors.population_moments"
+    params = getattr(loadings, "params", loadings)
+    if isinstance(params, dict):
+        cumulant = "skew" if "shape" in params else "kurtosis"
+        loadings, shape, power = params["loadings"], params.get("shape"), params.get("power")
+        noise, loc = float(params.get("noise", noise)), params.get("loc", loc)
     cumulant = check_choice(cumulant, "cumulant", func, CUMULANTS)
     loadings = np.asarray(loadings, dtype=np.float64)
     if loadings.ndim != 2 or not np.all(np.isfinite(loadings)) or loadings.shape[0] > loadings.shape[1]:
@@ -305,8 +288,6 @@ def population_moments(loadings, *, cumulant: str = "skew", shape=None, power=No
     return FactorMoments(loadings, cumulants, float(noise) ** 2, loc, cumulant)
 
 
-# --- estimation ------------------------------------------------------------------------------------------------------
-
 def _standard_error(cumulant: str, n_samples) -> float:
     """Sampling sd of a Gaussian's skewness (sqrt(6/N)) or excess kurtosis (sqrt(24/N)); 0 for population moments."""
     if n_samples is None:
@@ -314,6 +295,148 @@ def _standard_error(cumulant: str, n_samples) -> float:
     return float(np.sqrt((6.0 if cumulant == "skew" else 24.0) / n_samples))
 
 
+class Factors(Family):
+    """Independent-factor models: noise-corrected covariance, whitened third or fourth cumulants."""
+
+    name = "factors"
+    match_site = "loadings"
+    options = {"cumulant": Options(CUMULANTS), "noise": Options(("isotropic", "none")),
+               "scores": lambda name, value: bool(value)}
+    optional_sites = frozenset({"factors"})
+    refine_methods = ("map",)
+    advice = "Fewer than k factors stand out of the isotropic noise: try a smaller k."
+
+    def site_table(self, params=None, **options):
+        skew = "power" not in (params or {}) and options.get("cumulant", "skew") == "skew"
+        extra = "shape" if skew else "power"
+        sites = {
+            "loc": Site("real", (), ("dim",), ("dim",)),
+            "loadings": Site("real", (0,), ("factor", "dim"), ("factor", "dim")),
+            extra: Site("positive", (0,), ("factor",), ("factor",)),
+            "noise": Site("positive"),
+            "factors": Site("positive" if skew else "real", (1,), ("data", "factor"), ("factor",)),
+            "x": Site("observed", (), ("data", "dim"), ("dim",)),
+        }
+        return sites, "loadings"
+
+    def moments(self, x, *, k, backend, cumulant="skew", noise="isotropic", scores=True):
+        x = _check_data(x)
+        spread = x.max(axis=0) - x.min(axis=0)
+        constant = np.flatnonzero(spread <= 1e-12 * max(float(np.max(np.abs(x))), 1e-300))
+        if constant.size:
+            raise bad_argument("x", None, "free of constant columns (they carry no factor and bias the noise "
+                               "estimate; drop them)", f"constant columns {constant[:10].tolist()}", describe=False)
+        if backend not in (None, "numpy"):
+            raise bad_argument("backend", None, "None or 'numpy' (the cumulant passes run in memory)", backend)
+        return _DataMoments(x, cumulant)
+
+    def population_moments(self, params, **options) -> FactorMoments:
+        return population_moments(params)
+
+    def max_components(self, moments) -> tuple[int, str]:
+        return moments.n_features, f"at most the dimension d = {moments.n_features} (a factor model has at most d " \
+                                   "independent factors identifiable by its covariance)"
+
+    def tensor_order(self, cumulant="skew", **options) -> int:
+        return 3 if cumulant == "skew" else 4
+
+    def fit_input(self, moments, k, noise="isotropic", **options) -> CorrectedCovariance:
+        return CorrectedCovariance(moments.covariance(), moments.whitened_cumulant, k, noise)
+
+    def recover(self, moments, k, *, cumulant="skew", **options):
+        if moments.cumulant != cumulant:
+            raise bad_argument("cumulant", None, f"the moments' cumulant ({moments.cumulant!r})", cumulant)
+        return super().recover(moments, k, cumulant=cumulant, **options)
+
+    def unwhiten(self, fit, moments, k, floor, cumulant="skew", noise="isotropic", **options):
+        corrected = self.fit_input(moments, k, noise)
+        values, loadings = fit.eigenvalues, fit.components * moments.unit
+        se = _standard_error(cumulant, moments.n_samples)
+        top = float(np.max(np.abs(values)))
+        what = "skewness" if cumulant == "skew" else "excess kurtosis"
+        if moments.n_samples is None:
+            gaussian_like = np.abs(values) <= 1e-8 * max(top, 1.0)
+            if gaussian_like.any():
+                raise ValueError(
+                    f"{current_entry()}: {int(gaussian_like.sum())} of the {k} factors have zero {what}: Gaussian "
+                    "factors are not identifiable (any rotation of them fits the moments). Use the other cumulant, "
+                    "or a smaller k.")
+        else:
+            # se is the sampling sd of a Gaussian's skewness (kurtosis) along one direction; the largest of a
+            # whitened noise tensor's k eigenvalues is ~sqrt(k) times larger, hence the threshold 2 sqrt(k) se
+            threshold = 2.0 * np.sqrt(k) * se
+            gaussian_like = np.abs(values) < threshold
+            if gaussian_like.any():
+                warn(f"{current_entry()}: {int(gaussian_like.sum())} of the {k} factors have {what} "
+                     f"({np.array2string(values[gaussian_like], precision=3)}) within the sampling noise "
+                     f"2 sqrt(k) se = {threshold:.2g} (N={moments.n_samples}) of a Gaussian's 0: such factors are not "
+                     f"identifiable and their loadings are arbitrary. Try "
+                     f"cumulant={'kurtosis' if cumulant == 'skew' else 'skew'!r}, a smaller k, or more data.")
+        if cumulant == "skew":
+            # the decomposition returns positive eigenvalues: o_i carries the sign that makes the skewness positive
+            params = {"shape": np.clip(4.0 / np.maximum(values, 1e-300) ** 2, *_SHAPE_RANGE)}
+            stats = {"skewness": values}
+        else:
+            biggest = np.argmax(np.abs(loadings), axis=1)
+            loadings = loadings * np.where(loadings[np.arange(k), biggest] < 0, -1.0, 1.0)[:, None]
+            params = {"power": power_of_excess_kurtosis(values)}
+            stats = {"excess_kurtosis": values}
+        eigvals = corrected.eigenvalues * moments.unit**2
+        noise_variance = corrected.noise_variance * moments.unit**2
+        noise_sd = max(np.sqrt(noise_variance), floor * np.sqrt(max(float(eigvals.mean()), np.finfo(float).tiny)))
+        diagnostics = {"cumulant": cumulant, **stats, "noise_variance": noise_variance,
+                       "covariance_eigenvalues": eigvals, "cumulant_standard_error": se,
+                       "gaussian_like": gaussian_like}
+        params = {"loc": np.asarray(moments.mean, dtype=np.float64), "loadings": loadings, **params,
+                  "noise": np.asarray(noise_sd)}
+        return params, diagnostics
+
+    def complete(self, params, x, moments, *, rng, scores=True, **options):
+        if not scores:
+            return params, {}
+        return {**params, "factors": _scores(params, _check_data(x), 0.05)}, {}
+
+    def model_inputs(self, x, estimate, **options):
+        """``(model, args, kwargs)`` of the NumPyro program for ``x`` (the ``map`` refinement)."""
+        x = _check_data(x)
+        if x.shape[1] != estimate.params["loadings"].shape[1]:
+            raise bad_argument("x", None, f"d = {estimate.params['loadings'].shape[1]} columns (the estimate's)", x)
+        return model, (x,), {"k": estimate.k, "cumulant": "skew" if "shape" in estimate.params else "kurtosis"}
+
+    def refine_map(self, x, estimate, **options):
+        """The posterior mode from ``estimate``, its factor scores filled in when absent."""
+        from specinit.refine import map_estimate
+
+        if "factors" not in estimate.params:
+            estimate = self.estimate(estimate.k, {**estimate.params,
+                                                  "factors": _scores(estimate.params, _check_data(x), 0.05)},
+                                     estimate.diagnostics)
+        return map_estimate(self, x, estimate, **options)
+
+    def n_observations(self, x) -> int:
+        return int(np.shape(x)[0])
+
+    def log_likelihood(self, x, estimate) -> np.ndarray:
+        from specinit.refine import check_estimate
+
+        estimate = check_estimate(self, estimate)
+        p = estimate.params
+        x = _check_data(x)
+        g = p["factors"] if "factors" in p and len(p["factors"]) == len(x) else _scores(p, x, 0.05)
+        h = g - np.sqrt(p["shape"]) if "shape" in p else g
+        resid = (x - p["loc"] - h @ p["loadings"]) / float(p["noise"])
+        return -0.5 * np.sum(resid**2, axis=1) - x.shape[1] * (np.log(float(p["noise"])) + 0.5 * np.log(2 * np.pi))
+
+
+FAMILY = Factors()
+
+#: Facts of the skewed-factor model (sites ``loc``, ``loadings``, ``shape``, ``noise``, ``factors``).
+FACTS = ModelFacts.from_sites(*FAMILY.site_table({"shape": None}))
+#: Facts of the kurtotic-factor model (``power`` in place of ``shape``).
+FACTS_KURTOSIS = ModelFacts.from_sites(*FAMILY.site_table({"power": None}))
+
+
+@public
 def spectral_from_moments(moments, k: int, *, noise: str = "isotropic", method: str = "tpm", seed=0,
                           decompose_options: dict | None = None, floor: float = 1e-3) -> SpectralEstimate:
     """Loadings, factor shapes, noise and mean from the moments of an independent-factor model.
@@ -373,92 +496,22 @@ def spectral_from_moments(moments, k: int, *, noise: str = "isotropic", method: 
     .. [1] Anandkumar et al., "A Spectral Algorithm for LDA", Sec. 3.1, Lemmas 1-2, Alg. 1.
     .. [2] Anandkumar et al., "Two SVDs Suffice", Algs. 1-2.
     """
-    func = "factors.spectral"
-    cumulant = check_choice(moments.cumulant, "moments.cumulant", func, CUMULANTS)
-    noise = check_choice(noise, "noise", func, ("isotropic", "none"))
-    d = moments.n_features
-    k = check_int(k, "k", func, minimum=1)
-    if k > d:
-        raise bad_argument("k", func, f"at most the dimension d = {d} (a factor model has at most d independent "
-                           "factors identifiable by its covariance)", k)
-    floor = check_positive(floor, "floor", func)
-    if cumulant == "skew":
-        method = check_choice(method, "method", func, METHODS)
-        options = check_options(method, decompose_options, func)
-    else:
-        method = check_choice(method, "method", func, METHODS4)
-        options = check_options4(method, decompose_options, func)
-    rng = as_generator(seed, func)
-
-    cov = moments.covariance()
-    eigvals, eigvecs = np.linalg.eigh(0.5 * (cov + cov.T))
-    eigvals, eigvecs = eigvals[::-1], eigvecs[:, ::-1]
-    noise_variance = float(max(eigvals[k:].mean(), 0.0)) if (noise == "isotropic" and d > k) else 0.0
-    s = eigvals[:k] - noise_variance
-    scale = max(float(eigvals[0]), np.finfo(float).tiny)
-    if np.any(s <= 1e-10 * scale):
-        raise IndefiniteMomentError(
-            f"The noise-corrected covariance has {int(np.sum(s <= 1e-10 * scale))} of its top {k} eigenvalues at or "
-            f"below the noise level {noise_variance:.3g} (covariance eigenvalues "
-            f"{np.array2string(eigvals[: k + 1], precision=3)})."
-        ).advise(func, "Fewer than k factors stand out of the isotropic noise: try a smaller k.")
-    U = eigvecs[:, :k]
-    W, unwhiten = U / np.sqrt(s), U * np.sqrt(s)
-    T = moments.whitened_cumulant(W)
-    if cumulant == "skew":
-        dec = decompose(T, k, method, seed=rng, **options)
-    else:
-        dec = decompose4(T, k, method, seed=rng, options=options)
-    values, loadings = dec.weights, (unwhiten @ dec.vectors).T
-
-    se = _standard_error(cumulant, moments.n_samples)
-    top = float(np.max(np.abs(values)))
-    if moments.n_samples is None:
-        gaussian_like = np.abs(values) <= 1e-8 * max(top, 1.0)
-        if gaussian_like.any():
-            raise ValueError(
-                f"{func}: {int(gaussian_like.sum())} of the {k} factors have zero "
-                f"{'skewness' if cumulant == 'skew' else 'excess kurtosis'}: Gaussian factors are not identifiable "
-                "(any rotation of them fits the moments). Use the other cumulant, or a smaller k.")
-    else:
-        # se is the sampling sd of a Gaussian's skewness (kurtosis) along one direction; the largest of a
-        # whitened noise tensor's k eigenvalues is ~sqrt(k) times larger, hence the threshold 2 sqrt(k) se
-        threshold = 2.0 * np.sqrt(k) * se
-        gaussian_like = np.abs(values) < threshold
-        if gaussian_like.any():
-            what = "skewness" if cumulant == "skew" else "excess kurtosis"
-            warn(f"factors.spectral: {int(gaussian_like.sum())} of the {k} factors have {what} "
-                 f"({np.array2string(values[gaussian_like], precision=3)}) within the sampling noise "
-                 f"2 sqrt(k) se = {threshold:.2g} (N={moments.n_samples}) of a Gaussian's 0: such factors are not identifiable and their "
-                 f"loadings are arbitrary. Try cumulant={'kurtosis' if cumulant == 'skew' else 'skew'!r}, a smaller k, "
-                 "or more data.")
-
-    if cumulant == "skew":
-        # the decomposition returns positive eigenvalues: o_i carries the sign that makes the skewness positive
-        params = {"shape": np.clip(4.0 / np.maximum(values, 1e-300) ** 2, *_SHAPE_RANGE)}
-        stats = {"skewness": values}
-    else:
-        biggest = np.argmax(np.abs(loadings), axis=1)
-        loadings = loadings * np.where(loadings[np.arange(k), biggest] < 0, -1.0, 1.0)[:, None]
-        params = {"power": power_of_excess_kurtosis(values)}
-        stats = {"excess_kurtosis": values}
-    noise_sd = max(np.sqrt(noise_variance), floor * np.sqrt(max(float(eigvals.mean()), np.finfo(float).tiny)))
-    diagnostics = {
-        "cumulant": cumulant,
-        **stats,
-        "noise_variance": noise_variance,
-        "covariance_eigenvalues": eigvals,
-        "m2_condition_number": float(s[0] / s[-1]),
-        "cumulant_standard_error": se,
-        "gaussian_like": gaussian_like,
-        "tensor_eigenvalues": values,
-        **{f"decomposition_{key}": value for key, value in dec.diagnostics.items()},
-    }
-    params = {"loc": np.asarray(moments.mean, dtype=np.float64), "loadings": loadings, **params,
-              "noise": np.asarray(noise_sd)}
-    return SpectralEstimate("factors", params, diagnostics, facts=_FACTS[cumulant])
+    return FAMILY.spectral_from_moments(moments, k, method=method, seed=seed, floor=floor,
+                                        decompose_options=decompose_options, noise=noise,
+                                        cumulant=moments.cumulant)
 
 
+def _scores(params, x, margin) -> np.ndarray:
+    loadings, loc, noise = params["loadings"], params["loc"], params["noise"]
+    gram = loadings @ loadings.T + float(noise) ** 2 * np.eye(loadings.shape[0])
+    h = np.linalg.solve(gram, loadings @ (x - loc).T).T
+    if "shape" in params:
+        root = np.sqrt(params["shape"])
+        return np.maximum(h + root, margin * root)
+    return h
+
+
+@public
 def factor_scores(estimate, x, *, margin: float = 0.05) -> np.ndarray:
     """Initial values of the site ``factors``: the linear posterior mean ``E[h | x]``.
 
@@ -486,38 +539,34 @@ def factor_scores(estimate, x, *, margin: float = 0.05) -> np.ndarray:
         If ``x`` does not match the estimate's dimension or is not finite.
     """
     func = "factors.factor_scores"
-    x = _check_data(x, func)
-    loadings, loc, noise = (estimate.params[name] for name in ("loadings", "loc", "noise"))
+    x = _check_data(x)
+    loadings = estimate.params["loadings"]
     if x.shape[1] != loadings.shape[1]:
         raise bad_argument("x", func, f"an array with d = {loadings.shape[1]} columns (the estimate's)", x)
-    margin = check_positive(margin, "margin", func)
-    gram = loadings @ loadings.T + float(noise) ** 2 * np.eye(loadings.shape[0])
-    h = np.linalg.solve(gram, loadings @ (x - loc).T).T
-    if "shape" in estimate.params:
-        root = np.sqrt(estimate.params["shape"])
-        return np.maximum(h + root, margin * root)
-    return h
+    return _scores(estimate.params, x, check_positive(margin, "margin", func))
 
 
-def _check_data(x, func) -> np.ndarray:
+def _check_data(x) -> np.ndarray:
     if x is None or isinstance(x, (str, bytes)):
-        raise bad_argument("x", func, "an (N, d) numeric array", x, kind=TypeError)
+        raise bad_argument("x", None, "an (N, d) numeric array", x, kind=TypeError)
     x = np.asarray(x)
     if x.dtype == object or x.dtype.kind not in "biuf":
-        raise bad_argument("x", func, "an (N, d) numeric array", x, kind=TypeError)
+        raise bad_argument("x", None, "an (N, d) numeric array", x, kind=TypeError)
     if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 1:
-        raise bad_argument("x", func, "a two-dimensional (N, d) array with N >= 2", x)
+        raise bad_argument("x", None, "a two-dimensional (N, d) array with N >= 2", x)
     x = x.astype(np.float64, copy=False)
     finite = np.all(np.isfinite(x), axis=1)
     if not finite.all():
         rows = np.flatnonzero(~finite)
-        raise bad_argument("x", func, "finite (drop or impute rows with NaN or infinite entries)",
+        raise bad_argument("x", None, "finite (drop or impute rows with NaN or infinite entries)",
                            f"{rows.size} such rows (first: {rows[:5].tolist()})", describe=False)
     return x
 
 
+@public
 def spectral(x, k: int, cumulant: str = "skew", *, noise: str = "isotropic", method: str = "tpm", seed=0,
-             decompose_options: dict | None = None, scores: bool = True, floor: float = 1e-3) -> SpectralEstimate:
+             decompose_options: dict | None = None, scores: bool = True, floor: float = 1e-3,
+             backend=None) -> SpectralEstimate:
     """Method-of-moments estimate of an independent-factor model from data.
 
     Parameters
@@ -543,6 +592,8 @@ def spectral(x, k: int, cumulant: str = "skew", *, noise: str = "isotropic", met
         that the estimate covers every latent site of :func:`model`.
     floor : float
         Relative floor of the site ``noise`` (see :func:`spectral_from_moments`).
+    backend : None or "numpy"
+        The cumulant passes run in NumPy (in memory).
 
     Returns
     -------
@@ -568,20 +619,62 @@ def spectral(x, k: int, cumulant: str = "skew", *, noise: str = "isotropic", met
     .. [1] Anandkumar et al., "A Spectral Algorithm for LDA", Sec. 3.1, Lemmas 1-2, Alg. 1.
     .. [2] Anandkumar et al., "Two SVDs Suffice", Algs. 1-2.
     """
-    func = "factors.spectral"
-    x = _check_data(x, func)
-    cumulant = check_choice(cumulant, "cumulant", func, CUMULANTS)
-    k = check_int(k, "k", func, minimum=1)
-    if k > x.shape[1]:
-        raise bad_argument("k", func, f"at most the number of columns d = {x.shape[1]} of x", k)
-    spread = x.max(axis=0) - x.min(axis=0)
-    constant = np.flatnonzero(spread <= 1e-12 * max(float(np.max(np.abs(x))), 1e-300))
-    if constant.size:
-        raise bad_argument("x", func, "free of constant columns (they carry no factor and bias the noise estimate; "
-                           "drop them)", f"constant columns {constant[:10].tolist()}", describe=False)
-    moments = _DataMoments(x, cumulant)
-    estimate = spectral_from_moments(moments, k, noise=noise, method=method, seed=seed,
-                                     decompose_options=decompose_options, floor=floor)
-    if scores:
-        estimate.params["factors"] = factor_scores(estimate, x)
-    return estimate
+    return FAMILY.spectral(x, k, method=method, seed=seed, floor=floor, decompose_options=decompose_options,
+                           backend=backend, cumulant=cumulant, noise=noise, scores=scores)
+
+
+@public
+def refine(x, estimate, *, method: str = "map", num_steps: int = 500, lr: float = 0.01, seed: int = 0):
+    """Spectral then refine: the posterior mode of :func:`model` (``AutoDelta``, Adam) from an estimate.
+
+    The factors are continuous latents with no closed-form posterior (Gamma
+    or exponential-power factors), so there is no closed-form EM; the
+    refinement maximizes the log joint of every site, factor scores included
+    (:func:`factor_scores` fills them in when the estimate has none).
+
+    Parameters
+    ----------
+    x : array, shape (N, d)
+        The observations.
+    estimate : SpectralEstimate or dict
+        Starting ``loc``, ``loadings``, ``shape`` or ``power``, ``noise``
+        (and optionally ``factors``).
+    method : {"map"}
+    num_steps : int
+        Adam steps (full batch).
+    lr : float
+        Adam step size.
+    seed : int
+
+    Returns
+    -------
+    specinit.refine.RefineResult
+        ``.log_likelihood`` is the log joint after every step.
+
+    Raises
+    ------
+    ValueError
+        Bad ``x``, or an estimate of another model, with missing sites or
+        values outside their supports.
+    """
+    return FAMILY.refine(x, estimate, method=method, num_steps=num_steps, lr=lr, seed=seed)
+
+
+@public
+def log_likelihood(x, estimate) -> np.ndarray:
+    """Log-likelihood of every row given the estimate's factor scores (``log p(x_n | h_n)``).
+
+    The factors' marginal has no closed form; the density is the NumPyro
+    program's ``x`` site given ``factors`` (from the estimate, or
+    :func:`factor_scores` when it has none for these rows).
+
+    Parameters
+    ----------
+    x : array, shape (N, d)
+    estimate : SpectralEstimate or dict
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    return FAMILY.log_likelihood(x, estimate)

@@ -13,29 +13,131 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from scipy.stats import norm
-from specinit.models._hmm_forward import GaussianHMM, _as_sequence_list, _plate_shape
-from specinit.models._hmm_moments import (
-    HMMMoments,
-    chain_population,
-    fit_chain,
-    stationary,
-    triple_moments,
-)
 
-from specinit._validation import bad_argument, check_int, check_positive
+from specinit._validation import Interval, bad_argument, public
+from specinit.distributions.hmm import GaussianHMM, plate_shape
+from specinit.engine.sequences import ChainViews, SequenceBatch, as_sequences, chain_population, forward_backward, \
+    stationary, triple_views
 from specinit.engine.views import ViewMoments, conditional_means, multiview_population
-from specinit.estimate import ModelFacts, SpectralEstimate
+from specinit.estimate import ModelFacts, Site, SpectralEstimate
+from specinit.models.hmm import HMM
 
-__all__ = ["GaussianHMM", "GaussianHMMMoments", "model", "population_moments", "spectral", "spectral_from_moments"]
+__all__ = ["FACTS", "FAMILY", "GaussianHMM", "GaussianHMMMoments", "GaussianHMMFamily", "log_likelihood", "model",
+           "population_moments", "refine", "spectral", "spectral_from_moments"]
 
-#: Component axes, matching site and ArviZ dims of this model's sites.
-FACTS = ModelFacts(
-    component_axes={"init": 0, "transition": (0, 1), "loc": 0, "scale": 0},
-    match_site="loc",
-    dims={"init": ("states",), "transition": ("states", "next_state"), "loc": ("states",), "scale": ("states",),
-          "observations": ("sequences", "time")},
-    event_dims={"init": ("states",), "transition": ("next_state",), "observations": ("time",)},
-)
+
+@dataclass(frozen=True)
+class GaussianHMMMoments:
+    """What :func:`spectral_from_moments` needs for a Gaussian HMM.
+
+    Attributes
+    ----------
+    chain : ChainViews
+        Moments of the sliding triples of quantile-bin indices.
+    extended : ViewMoments or MultiViewPopulation
+        The three bin views and a fourth view ``(x_t, x_t^2)`` of the middle
+        observation, for the state means and variances.
+    n_bins : int
+        Number of bins.
+    variance : float
+        Overall variance of the observations (scale of the variance floor).
+    """
+
+    chain: ChainViews
+    extended: object
+    n_bins: int
+    variance: float
+
+    @property
+    def views(self):
+        """The bin views of the triples (what the multi-view fit decomposes)."""
+        return self.chain.views
+
+
+class GaussianHMMFamily(HMM):
+    """HMM with scalar Gaussian emissions: the categorical chain on quantile bins, then exact state moments."""
+
+    name = "gaussian_hmm"
+    sites = {
+        "init": Site("simplex", (0,), ("states",), ("states",)),
+        "transition": Site("simplex", (0, 1), ("states", "next_state"), ("next_state",)),
+        "loc": Site("real", (0,), ("states",)),
+        "scale": Site("positive", (0,), ("states",)),
+        "observations": Site("observed", (), ("sequences", "time"), ("time",)),
+    }
+    match_site = "loc"
+    options = {"n_bins": Interval(int, 1, none=True)}
+    advice = "The binned observations may not follow a k-state HMM: try a smaller k, or approach='jennrich'."
+
+    def fit_input(self, moments: GaussianHMMMoments, k, **options):
+        return moments.chain.views
+
+    def moments(self, sequences, *, k, backend, n_bins=None) -> GaussianHMMMoments:
+        n_bins = Interval(int, k).check("n_bins", max(3 * k, 10) if n_bins is None else n_bins)
+        seqs = as_sequences(sequences, categorical=False)
+        pooled = np.concatenate(seqs)
+        edges = np.quantile(pooled, np.linspace(0.0, 1.0, n_bins + 1)[1:-1])
+        chain = triple_views([np.searchsorted(edges, s, side="right") for s in seqs], n_bins)
+        middle = np.concatenate([s[1:-1] for s in seqs if s.size >= 3])
+        extended = ViewMoments([*chain.views, np.column_stack([middle, middle**2])], backend=backend)
+        chain = ChainViews(ViewMoments(chain.views, backend=backend), chain.first_mean, chain.counts)
+        return GaussianHMMMoments(chain, extended, n_bins, float(pooled.var()))
+
+    def population_moments(self, params, n_bins: int = 10) -> GaussianHMMMoments:
+        init, T, loc, scale = (np.asarray(params[n], dtype=np.float64) for n in ("init", "transition", "loc", "scale"))
+        if scale.shape != loc.shape or np.any(scale <= 0) or not np.all(np.isfinite(scale)):
+            raise bad_argument("scale", None, f"finite and > 0, of shape {loc.shape}", scale)
+        n_bins = Interval(int, loc.size).check("n_bins", n_bins)
+        w = stationary(T)
+        grid = np.linspace((loc - 8 * scale).min(), (loc + 8 * scale).max(), 20001)
+        mixture_cdf = norm.cdf((grid[:, None] - loc) / scale) @ w
+        edges = np.interp(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], mixture_cdf, grid)
+        cdf = norm.cdf((np.concatenate([[-np.inf], edges, [np.inf]])[None, :] - loc[:, None]) / scale[:, None])
+        chain = chain_population(init, T, np.diff(cdf, axis=1))
+        extended = multiview_population([*chain.views.means, np.column_stack([loc, loc**2 + scale**2])], w)
+        variance = float(w @ (loc**2 + scale**2) - (w @ loc) ** 2)
+        return GaussianHMMMoments(chain, extended, n_bins, variance)
+
+    def max_components(self, moments: GaussianHMMMoments) -> tuple[int, str]:
+        return moments.n_bins, f"at most the number of quantile bins n_bins = {moments.n_bins}"
+
+    def unwhiten(self, fit, moments: GaussianHMMMoments, k, floor, **options):
+        params, report = super().unwhiten(fit, moments.chain, k, floor)
+        # x_t and x_t^2 are views of the middle state, conditionally independent of the NEXT bin (view 2).
+        first, second = conditional_means(moments.extended, 3, 2, fit.means[2], fit.weights).T
+        variance = second - first**2
+        minimum = floor * moments.variance
+        report.update(n_bins=moments.n_bins, n_scales_floored=int(np.sum(variance < minimum)))
+        del params["emission"]
+        params.update(loc=first, scale=np.sqrt(np.maximum(variance, minimum)))
+        return params, report
+
+    # EM ------------------------------------------------------------------------------------------------------
+    def refine_data(self, sequences, estimate: SpectralEstimate, **options):
+        seqs = as_sequences(sequences, categorical=False)
+        batch = SequenceBatch(seqs)
+        batch.variance = float(np.var(batch.values))
+        return batch
+
+    def e_step(self, params, batch: SequenceBatch):
+        likelihood = norm.pdf(batch.values[:, None], params["loc"], params["scale"])
+        init_counts, trans_counts, gamma, ll = forward_backward(batch, params["init"], params["transition"],
+                                                                np.maximum(likelihood, np.finfo(float).tiny))
+        return (init_counts, trans_counts, gamma), ll
+
+    def m_step(self, batch, stats, params, reg: float = 1e-6, **options):
+        init, transition, gamma = stats
+        weight = gamma.sum(axis=0) + 10 * np.finfo(float).eps
+        loc = gamma.T @ batch.values / weight
+        variance = gamma.T @ (batch.values**2) / weight - loc**2
+        return {"init": init, "transition": transition, "loc": loc,
+                "scale": np.sqrt(np.maximum(variance, 0.0) + reg * batch.variance)}
+
+
+FAMILY = GaussianHMMFamily()
+
+#: Component axes, matching site and ArviZ dims of this family's sites (a view of ``FAMILY.sites``).
+FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
 def model(sequences=None, *, k: int, lengths=None, concentration: float = 1.0,
@@ -67,7 +169,7 @@ def model(sequences=None, *, k: int, lengths=None, concentration: float = 1.0,
     ``sequences`` with a :class:`GaussianHMM` likelihood (one log-density per
     sequence).
     """
-    sequences, lengths, n_steps = _plate_shape(sequences, lengths, "gaussian_hmm.model")
+    sequences, lengths, n_steps = plate_shape(sequences, lengths, "gaussian_hmm.model")
     init = numpyro.sample("init", dist.Dirichlet(jnp.full(k, concentration)))
     with numpyro.plate("states", k):
         transition = numpyro.sample("transition", dist.Dirichlet(jnp.full(k, concentration)))
@@ -77,30 +179,8 @@ def model(sequences=None, *, k: int, lengths=None, concentration: float = 1.0,
         numpyro.sample("observations", GaussianHMM(init, transition, loc, scale, n_steps, lengths), obs=sequences)
 
 
-@dataclass(frozen=True)
-class GaussianHMMMoments:
-    """What :func:`spectral_from_moments` needs for a Gaussian HMM.
-
-    Attributes
-    ----------
-    chain : HMMMoments
-        Moments of the sliding triples of quantile-bin indices.
-    extended : ViewMoments or MultiViewPopulation
-        The three bin views and a fourth view ``(x_t, x_t^2)`` of the middle
-        observation, for the state means and variances.
-    n_bins : int
-        Number of bins.
-    variance : float
-        Overall variance of the observations (scale of the variance floor).
-    """
-
-    chain: HMMMoments
-    extended: object
-    n_bins: int
-    variance: float
-
-
-def population_moments(init, transition, loc, scale, *, n_bins: int = 10) -> GaussianHMMMoments:
+@public
+def population_moments(init, transition=None, loc=None, scale=None, *, n_bins: int = 10) -> GaussianHMMMoments:
     """Exact moments of a Gaussian HMM with a stationary middle state, binned at ``n_bins`` quantiles.
 
     Bin edges are the quantiles of the stationary mixture of the emissions,
@@ -109,8 +189,8 @@ def population_moments(init, transition, loc, scale, *, n_bins: int = 10) -> Gau
 
     Parameters
     ----------
-    init : array, shape (k,)
-        Law of the first state.
+    init : array, shape (k,), or dict / SpectralEstimate
+        Law of the first state, or all four sites by name.
     transition : array, shape (k, k)
         Row-stochastic transition matrix.
     loc, scale : arrays, shape (k,)
@@ -128,25 +208,15 @@ def population_moments(init, transition, loc, scale, *, n_bins: int = 10) -> Gau
     ValueError
         Non-positive ``scale`` or ``n_bins < k``.
     """
-    func = "gaussian_hmm.population_moments"
-    init, T, loc, scale = (np.asarray(a, dtype=np.float64) for a in (init, transition, loc, scale))
-    if scale.shape != loc.shape or np.any(scale <= 0) or not np.all(np.isfinite(scale)):
-        raise bad_argument("scale", func, f"finite and > 0, of shape {loc.shape}", scale)
-    n_bins = check_int(n_bins, "n_bins", func, minimum=loc.size)
-    w = stationary(T)
-    grid = np.linspace((loc - 8 * scale).min(), (loc + 8 * scale).max(), 20001)
-    mixture_cdf = norm.cdf((grid[:, None] - loc) / scale) @ w
-    edges = np.interp(np.linspace(0.0, 1.0, n_bins + 1)[1:-1], mixture_cdf, grid)
-    cdf = norm.cdf((np.concatenate([[-np.inf], edges, [np.inf]])[None, :] - loc[:, None]) / scale[:, None])
-    emission = np.diff(cdf, axis=1)
-    chain = chain_population(init, T, emission)
-    extended = multiview_population([*chain.views.means, np.column_stack([loc, loc**2 + scale**2])], w)
-    variance = float(w @ (loc**2 + scale**2) - (w @ loc) ** 2)
-    return GaussianHMMMoments(chain, extended, n_bins, variance)
+    params = getattr(init, "params", init)
+    if not isinstance(params, dict):
+        params = {"init": init, "transition": transition, "loc": loc, "scale": scale}
+    return FAMILY.population_moments(params, n_bins=n_bins)
 
 
-def spectral_from_moments(moments: GaussianHMMMoments, k: int, *, method: str = "tpm", seed=0, floor: float = 1e-3,
-                          decompose_options: dict | None = None) -> SpectralEstimate:
+@public
+def spectral_from_moments(moments: GaussianHMMMoments, k: int, *, method: str = "tpm", approach: str = "auto", seed=0,
+                          floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
     """Recover ``init``, ``transition``, ``loc``, ``scale`` from :class:`GaussianHMMMoments`.
 
     Parameters
@@ -155,7 +225,7 @@ def spectral_from_moments(moments: GaussianHMMMoments, k: int, *, method: str = 
         From :func:`population_moments` or built from data by :func:`spectral`.
     k : int
         Number of hidden states.
-    method, seed, floor, decompose_options
+    method, approach, seed, floor, decompose_options
         As for :func:`spectral`.
 
     Returns
@@ -166,22 +236,16 @@ def spectral_from_moments(moments: GaussianHMMMoments, k: int, *, method: str = 
     Raises
     ------
     specinit.engine.whitening.IndefiniteMomentError
-        If the symmetrized second moment of the bin triples is not positive
-        definite on its top k eigenvectors.
+        Only with ``approach="symmetric"``: the symmetrized second moment of
+        the bin triples is not positive definite on its top k eigenvectors.
     """
-    func = "gaussian_hmm.spectral"
-    floor = check_positive(floor, "floor", func)
-    init, transition, _, fit, diagnostics = fit_chain(moments.chain, k, func, method, seed, floor, decompose_options)
-    first, second = conditional_means(moments.extended, 3, 2, fit.means[2], fit.weights).T
-    variance = second - first**2
-    minimum = floor * moments.variance
-    diagnostics.update(n_bins=moments.n_bins, n_scales_floored=int(np.sum(variance < minimum)))
-    params = {"init": init, "transition": transition, "loc": first, "scale": np.sqrt(np.maximum(variance, minimum))}
-    return SpectralEstimate("gaussian_hmm", params, diagnostics, facts=FACTS)
+    return FAMILY.spectral_from_moments(moments, k, method=method, approach=approach, seed=seed, floor=floor,
+                                        decompose_options=decompose_options)
 
 
-def spectral(sequences, k: int, *, n_bins: int | None = None, method: str = "tpm", seed=0, floor: float = 1e-3,
-             decompose_options: dict | None = None) -> SpectralEstimate:
+@public
+def spectral(sequences, k: int, *, n_bins: int | None = None, method: str = "tpm", approach: str = "auto", seed=0,
+             floor: float = 1e-3, decompose_options: dict | None = None, backend=None) -> SpectralEstimate:
     """Method-of-moments estimate of an HMM with scalar Gaussian emissions.
 
     The observations are discretized into ``n_bins`` quantile bins; the bin
@@ -207,9 +271,15 @@ def spectral(sequences, k: int, *, n_bins: int | None = None, method: str = "tpm
         Randomness of the range finders and the decomposition.
     floor : float
         Probabilities are floored at ``floor / d``; variances at ``floor``
-        times the overall variance.
+        times the overall variance (so the result does not depend on the
+        data's unit).
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition; unknown keys raise.
+    approach : {"auto", "symmetric", "jennrich"}
+        As for :func:`specinit.models.hmm.spectral` (``"auto"``: the Jennrich
+        fallback on an indefinite symmetrized moment).
+    backend : {"numpy", "jax"} or None
+        Where the passes over the triples run (:mod:`specinit.engine.backends`).
 
     Returns
     -------
@@ -229,14 +299,76 @@ def spectral(sequences, k: int, *, n_bins: int | None = None, method: str = "tpm
     .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky. "Tensor decompositions for
        learning latent variable models", JMLR 15 (2014), Prop. 3.4, Sec. 3.3.
     """
-    func = "gaussian_hmm.spectral"
-    k = check_int(k, "k", func, minimum=1)
-    n_bins = check_int(max(3 * k, 10) if n_bins is None else n_bins, "n_bins", func, minimum=k)
-    seqs = _as_sequence_list(sequences, func, categorical=False)
-    pooled = np.concatenate(seqs)
-    edges = np.quantile(pooled, np.linspace(0.0, 1.0, n_bins + 1)[1:-1])
-    chain = triple_moments([np.searchsorted(edges, s, side="right") for s in seqs], n_bins, func)
-    middle = np.concatenate([s[1:-1] for s in seqs if s.size >= 3])
-    extended = ViewMoments([*chain.views.views, np.column_stack([middle, middle**2])])
-    moments = GaussianHMMMoments(chain, extended, n_bins, float(pooled.var()))
-    return spectral_from_moments(moments, k, method=method, seed=seed, floor=floor, decompose_options=decompose_options)
+    return FAMILY.spectral(sequences, k, n_bins=n_bins, method=method, approach=approach, seed=seed, floor=floor,
+                           decompose_options=decompose_options, backend=backend)
+
+
+@public
+def refine(sequences, estimate, *, method: str = "em", max_iter: int = 100, tol: float = 1e-7, floor: float = 1e-10,
+           reg: float = 1e-6):
+    """Spectral then refine: Baum-Welch EM for the Gaussian HMM started from an estimate.
+
+    The E-step is the scaled forward-backward recursion over all sequences
+    at once (:func:`specinit.engine.sequences.forward_backward`) with normal
+    emission densities; the M-step re-estimates ``init``, ``transition``
+    (expected counts) and each state's ``loc`` and ``scale`` (posterior-
+    weighted mean and standard deviation), [1]_ eqs. 40a-c and 53-54.
+
+    Parameters
+    ----------
+    sequences : 1-D float array, 2-D array or list/tuple of 1-D arrays
+        Real observations.
+    estimate : SpectralEstimate or dict
+        Starting ``init``, ``transition``, ``loc``, ``scale`` (checked).
+    method : {"em"}
+        Baum-Welch.
+    max_iter : int
+        Largest number of EM iterations.
+    tol : float
+        Stop when the log-likelihood gain per observation is below ``tol``.
+    floor : float
+        Probabilities are floored at ``floor / d`` after every M-step.
+    reg : float
+        Added to every state variance, relative to the variance of the data
+        (so the result does not depend on the data's unit).
+
+    Returns
+    -------
+    specinit.refine.RefineResult
+        ``.estimate`` (model ``"gaussian_hmm"``), ``.log_likelihood`` trace,
+        ``.n_iter``, ``.converged``.
+
+    Raises
+    ------
+    TypeError
+        ``sequences`` or ``estimate`` of the wrong type.
+    ValueError
+        Non-finite observations, an estimate of another model or outside the supports.
+
+    Warns
+    -----
+    RuntimeWarning
+        EM did not converge in ``max_iter`` iterations.
+
+    References
+    ----------
+    .. [1] Rabiner (1989), eqs. 40a-c, 53-54 (continuous densities).
+    """
+    return FAMILY.refine(sequences, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor, reg=reg)
+
+
+@public
+def log_likelihood(sequences, estimate) -> np.ndarray:
+    """Log-likelihood of every sequence under ``estimate`` (forward algorithm, float64).
+
+    Parameters
+    ----------
+    sequences : 1-D float array, 2-D array or list/tuple of 1-D arrays
+    estimate : SpectralEstimate or dict
+        ``init``, ``transition``, ``loc``, ``scale``.
+
+    Returns
+    -------
+    ndarray, shape (n_sequences,)
+    """
+    return FAMILY.log_likelihood(sequences, estimate)

@@ -43,40 +43,219 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from specinit.models._em import (
-    RefineResult,
-    check_em_options,
-    em_loop,
-    gaussian_log_density,
-    responsibilities,
-)
-from specinit.models._gmm_moments import DataMoments
 
-from specinit._validation import (
-    as_generator,
-    bad_argument,
-    check_choice,
-    check_int,
-    check_positive,
-)
-from specinit.engine.exchangeable import fit_exchangeable
+from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, public
+from specinit.distributions.mixtures import gaussian_components
 from specinit.engine.population import FactoredMoments
-from specinit.engine.support import positive_weights
+from specinit.engine.rows import RowMoments
+from specinit.engine.sources import ViewSource, is_dask_array
+from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
-from specinit.engine.whitening import IndefiniteMomentError
-from specinit.estimate import ModelFacts, SpectralEstimate
+from specinit.estimate import ModelFacts, Site, SpectralEstimate
+from specinit.family import Family
+from specinit.refine import mixture_e_step
 
-__all__ = ["MixtureMoments", "model", "population_moments", "spectral", "spectral_from_moments", "spectral_axis_aligned", "refine"]
+__all__ = ["FACTS", "FAMILY", "GaussianMixture", "MixtureMoments", "log_likelihood", "model", "population_moments", "predict",
+           "refine", "spectral", "spectral_axis_aligned", "spectral_from_moments"]
 
-#: Component axes, matching site and ArviZ dims of this model's sites.
-FACTS = ModelFacts(
-    component_axes={"loc": 0, "weights": 0, "scale": 0},
-    match_site="loc",
-    dims={"weights": ("components",), "loc": ("components", "dim"), "x": ("data", "dim")},
-    event_dims={"weights": ("components",), "loc": ("components", "dim"), "x": ("dim",)},
-)
+COVARIANCES = ("common", "spherical", "diag")
 
-_SCALE_FLOOR = 1e-6
+
+def _resolve_covariance(common_scale, covariance):
+    """``covariance`` when given, else ``"common"`` / ``"spherical"`` from ``common_scale``."""
+    if covariance is None:
+        return "common" if common_scale else "spherical"
+    return Options(COVARIANCES).check("covariance", covariance)
+
+
+@dataclass(frozen=True)
+class MixtureMoments(FactoredMoments):
+    """Exact corrected moments of a spherical mixture, with its variance terms.
+
+    Parameters
+    ----------
+    components : ndarray, shape (k, d)
+        The means ``loc`` (``M2 = sum w mu mu^T``, ``M3 = sum w mu^(x)3``).
+    omega, kappa : ndarray, shape (k,)
+        The weights (both).
+    sigma2 : float
+        ``sigma_bar^2 = sum_i w_i sigma_i^2``.
+    m1 : ndarray, shape (d,)
+        ``M1' = sum_i w_i sigma_i^2 mu_i``, from which the scales are recovered.
+    """
+
+    sigma2: float = 0.0
+    m1: np.ndarray | None = None
+
+
+def _check_rows(x, min_columns: int = 1, columns: str = "k") -> np.ndarray:
+    """``x`` as a finite float64 (N, d) array with N >= 2 and at least ``min_columns`` columns (named ``columns``)."""
+    if x is None or isinstance(x, (str, bytes)):
+        raise bad_argument("x", None, "an (N, d) numeric array", x, kind=TypeError)
+    source = ViewSource([x], "x", minimum=1)
+    x = source.views[0]
+    if x.shape[0] < 2:
+        raise bad_argument("x", None, "an (N, d) array with N >= 2 rows", x)
+    if x.shape[1] < min_columns:
+        raise bad_argument("x", None, f"an array with d >= {columns} columns ({columns} = {min_columns})", x)
+    return np.asarray(x.toarray() if hasattr(x, "toarray") else x)
+
+
+@dataclass(frozen=True)
+class RowData:
+    """Rows as EM reads them, with the covariance kind and the data's mean column variance (the unit of ``reg``)."""
+
+    x: np.ndarray
+    covariance: str
+    variance: float
+
+
+class GaussianMixture(Family):
+    """Gaussian mixtures with common, spherical or diagonal covariances ([1]_ Thm 3.2/3.3)."""
+
+    name = "gmm"
+    match_site = "loc"
+    options = {"covariance": Options(COVARIANCES), "noise": Options(("factor", "isotropic")),
+               "assign_steps": Interval(int, 0)}
+    advice = "The component means must be linearly independent (k <= d); try a smaller k."
+
+    def site_table(self, params=None, **options):
+        scale = np.asarray((params or {}).get("scale", 1.0))
+        scale_dims = {0: (), 1: ("components",), 2: ("components", "dim")}[min(scale.ndim, 2)]
+        sites = {
+            "weights": Site("simplex", (0,), ("components",), ("components",)),
+            "loc": Site("real", (0,), ("components", "dim"), ("components", "dim")),
+            "scale": Site("positive", (0,) if scale.ndim else (), scale_dims, scale_dims),
+            "x": Site("observed", (), ("data", "dim"), ("dim",)),
+        }
+        return sites, "loc"
+
+    def moments(self, x, *, k, backend, covariance="common", noise="factor", assign_steps=0):
+        if not is_dask_array(x):
+            x = _check_rows(x, k)
+        elif assign_steps:
+            raise bad_argument("assign_steps", None, "0 with a Dask array (EM steps need the data in memory)",
+                               assign_steps)
+        return RowMoments(x, k, covariance, noise, backend)
+
+    def population_moments(self, params, **options) -> "MixtureMoments":
+        loc = np.asarray(params["loc"], dtype=np.float64)
+        weights = np.asarray(params["weights"], dtype=np.float64)
+        scale = np.asarray(params["scale"], dtype=np.float64)
+        if scale.shape not in ((), weights.shape) or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
+            raise bad_argument("scale", None, f"finite and > 0, a scalar or of shape {weights.shape}", scale)
+        variances = np.broadcast_to(scale**2, weights.shape)
+        return MixtureMoments(loc, weights, weights, sigma2=float(weights @ variances), m1=(weights * variances) @ loc)
+
+    def max_components(self, moments) -> tuple[int, str]:
+        if isinstance(moments, RowMoments):
+            return moments.rank, f"at most the rank of the covariance of x ({moments.rank})"
+        return moments.n_features, f"at most the dimension d = {moments.n_features}"
+
+    def unwhiten(self, fit, moments, k, floor, covariance="common", **options):
+        lam = fit.eigenvalues
+        weights, rows = 1.0 / lam**2, fit.components * lam[:, None]
+        rowdata = isinstance(moments, RowMoments)
+        unit = moments.unit if rowdata else 1.0
+        diagnostics = {"sigma2_bar": float(moments.sigma2) * unit**2, "covariance": covariance}
+        if rowdata:
+            # the appended coordinate of every mean is +c: it fixes the sign left by the odd-order decomposition
+            flips = rows[:, -1] < 0
+            rows = rows * np.where(flips, -1.0, 1.0)[:, None]
+            diagnostics["sign_flips"] = int(flips.sum())
+            diagnostics["constant_coordinate_ratio"] = rows[:, -1] / moments.c
+            loc, unit = moments.shift + moments.unit * rows[:, :-1], moments.unit
+            total = float(np.mean(moments.eigenvalues))
+        else:
+            loc, unit, total = rows, 1.0, float(moments.sigma2)
+        d = loc.shape[1]
+        minimum = floor**2 * max(total, np.finfo(float).tiny)
+        if covariance == "common":
+            variances = np.asarray(moments.sigma2)
+        elif covariance == "spherical":
+            variances = np.linalg.lstsq(rows.T * weights, moments.m1_variances if rowdata else moments.m1,
+                                        rcond=None)[0]
+            diagnostics["component_variances_raw"] = variances * unit**2
+            if rowdata and moments.noise_kind == "factor":
+                # the moment step assumed a noise shared by the components: start every component at its mean
+                # (the Thm 3.3 solve stays in the diagnostics; refine / assign_steps separate the variances)
+                variances = np.full(k, float(np.mean(moments.noise)))
+        else:
+            noise = moments.noise if rowdata else np.full(d, moments.sigma2)
+            variances = np.broadcast_to(noise, (k, d))
+        diagnostics["n_scales_floored"] = int(np.count_nonzero(variances < minimum))
+        scale = unit * np.sqrt(np.maximum(variances, minimum))
+        if rowdata:
+            diagnostics.update(covariance_eigenvalues=moments.eigenvalues * unit**2, covariance_rank=moments.rank,
+                               constant_columns=moments.n_constant, factor_iterations=moments.factor_iterations)
+        return {"weights": weights, "loc": loc, "scale": scale}, diagnostics
+
+    def complete(self, params, x, moments, *, rng, covariance="common", assign_steps=0, **options):
+        if not assign_steps:
+            return params, {"assign_steps": 0}
+        data = RowData(np.asarray(x, dtype=np.float64), covariance, float(np.mean(np.var(x, axis=0))))
+        sites = self.site_table(params)[0]
+        for _ in range(assign_steps):
+            resp, _ = mixture_e_step(self, params, data)
+            params, _ = project(self.m_step(data, resp, params), sites, 1e-10)
+        return params, {"assign_steps": int(assign_steps)}
+
+    # EM ------------------------------------------------------------------------------------------------------
+    def refine_data(self, x, estimate: SpectralEstimate, covariance=None, **options) -> RowData:
+        loc = estimate.params["loc"]
+        x = _check_rows(x)
+        if loc.shape != (estimate.k, x.shape[1]):
+            raise bad_argument("estimate", None, f"'loc' of shape ({estimate.k}, {x.shape[1]}) matching x",
+                               f"shape {loc.shape}", describe=False)
+        scale = estimate.params["scale"]
+        kind = {0: "common", 1: "spherical"}.get(scale.ndim, "diag") if covariance is None else covariance
+        return RowData(x, kind, max(float(np.mean(np.var(x, axis=0))), np.finfo(float).tiny))
+
+    def n_observations(self, data: RowData) -> int:
+        return int(data.x.shape[0])
+
+    def component_log_prob(self, params, data: RowData):
+        scale = jnp.asarray(params["scale"])
+        scale = scale[:, None] if scale.ndim == 1 else scale
+        return gaussian_components(jnp.asarray(data.x), jnp.asarray(params["loc"]), scale)
+
+    def m_step(self, data: RowData, resp, params, reg: float = 1e-6, **options):
+        x = data.x
+        nk = resp.sum(axis=0) + 10 * np.finfo(float).eps
+        loc = (resp.T @ x) / nk[:, None]
+        var = np.maximum((resp.T @ (x * x)) / nk[:, None] - loc**2, 0.0)
+        if data.covariance == "spherical":
+            var = var.mean(axis=1)
+        elif data.covariance == "common":
+            var = np.asarray(float((nk @ var.mean(axis=1)) / nk.sum()))
+        return {"weights": nk, "loc": loc, "scale": np.sqrt(var + reg * data.variance)}
+
+    def refine(self, data, estimate, *, method=None, covariance=None, **options):
+        from specinit.refine import check_estimate
+
+        estimate = check_estimate(self, estimate)
+        kind = self.refine_data(data, estimate, covariance).covariance
+        estimate = self.estimate(estimate.k, {**estimate.params, "scale": _scale_for(estimate.params["scale"], kind,
+                                                                                     estimate.params["loc"].shape)},
+                                 estimate.diagnostics, vocabulary=estimate.vocabulary)
+        return super().refine(data, estimate, method=method, covariance=kind, **options)
+
+
+def _scale_for(scale, covariance: str, shape: tuple) -> np.ndarray:
+    """A ``scale`` start of the shape ``covariance`` needs (root mean variances when it has more entries)."""
+    scale = np.asarray(scale, dtype=np.float64)
+    var = np.broadcast_to((scale[:, None] if scale.ndim == 1 else scale) ** 2, shape)
+    if covariance == "common":
+        return np.sqrt(np.mean(var))
+    if covariance == "spherical":
+        return np.sqrt(var.mean(axis=1))
+    return np.sqrt(var)
+
+
+FAMILY = GaussianMixture()
+
+#: Component axes, matching site and ArviZ dims of this family's sites (a view of ``FAMILY.sites``).
+FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
 def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, common_scale: bool = True,
@@ -112,7 +291,7 @@ def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, commo
         n_obs, d = jnp.shape(x)
     weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
     loc = numpyro.sample("loc", dist.Normal(0.0, 10.0).expand([k, d]).to_event(2))
-    covariance = _resolve_covariance(common_scale, covariance, "gmm.model")
+    covariance = _resolve_covariance(common_scale, covariance)
     if covariance == "common":
         scale = numpyro.sample("scale", dist.HalfNormal(10.0))
         scale = jnp.broadcast_to(scale, (k, 1))
@@ -125,33 +304,15 @@ def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, commo
         numpyro.sample("x", dist.MixtureSameFamily(dist.Categorical(weights), components), obs=x)
 
 
-@dataclass(frozen=True)
-class MixtureMoments(FactoredMoments):
-    """Exact corrected moments of a spherical mixture, with its variance terms.
-
-    Parameters
-    ----------
-    components : ndarray, shape (k, d)
-        The means ``loc`` (``M2 = sum w mu mu^T``, ``M3 = sum w mu^(x)3``).
-    omega, kappa : ndarray, shape (k,)
-        The weights (both).
-    sigma2 : float
-        ``sigma_bar^2 = sum_i w_i sigma_i^2``.
-    m1 : ndarray, shape (d,)
-        ``M1' = sum_i w_i sigma_i^2 mu_i``, from which the scales are recovered.
-    """
-
-    sigma2: float = 0.0
-    m1: np.ndarray | None = None
-
-
-def population_moments(loc, weights, scale) -> MixtureMoments:
+@public
+def population_moments(loc, weights=None, scale=None) -> MixtureMoments:
     """Exact corrected moments of the mixture ([1]_ Thm 3.2/3.3).
 
     Parameters
     ----------
-    loc : array, shape (k, d)
-        Component means (linearly independent for identifiability).
+    loc : array, shape (k, d), or dict / SpectralEstimate
+        Component means (linearly independent for identifiability), or all
+        three sites by name.
     weights : array, shape (k,)
         Mixing weights, positive.
     scale : float or array of shape (k,)
@@ -168,94 +329,23 @@ def population_moments(loc, weights, scale) -> MixtureMoments:
         Non-positive or non-finite ``scale`` or ``weights``, or shapes that
         do not match ``loc``.
     """
-    func = "gmm.population_moments"
-    loc = np.asarray(loc, dtype=np.float64)
-    weights = np.asarray(weights, dtype=np.float64)
-    scale = np.asarray(scale, dtype=np.float64)
-    if scale.shape not in ((), weights.shape) or not np.all(np.isfinite(scale)) or np.any(scale <= 0):
-        raise bad_argument("scale", func, f"finite and > 0, a scalar or of shape {weights.shape}", scale)
-    variances = np.broadcast_to(scale**2, weights.shape)
-    return MixtureMoments(loc, weights, weights, sigma2=float(weights @ variances), m1=(weights * variances) @ loc)
+    params = getattr(loc, "params", loc)
+    if not isinstance(params, dict):
+        params = {"loc": loc, "weights": weights, "scale": scale}
+    return FAMILY.population_moments(params)
 
 
-_COVARIANCES = ("common", "spherical", "diag")
-
-
-def _resolve_covariance(common_scale, covariance, func):
-    """``covariance`` when given, else ``"common"`` / ``"spherical"`` from ``common_scale``."""
-    if covariance is None:
-        return "common" if common_scale else "spherical"
-    return check_choice(covariance, "covariance", func, _COVARIANCES)
-
-
-def _check_data(x, k, func, min_dim_factor=1):
-    if x is None or isinstance(x, (str, bytes)):
-        raise bad_argument("x", func, "an (N, d) numeric array", x, kind=TypeError)
-    x = np.asarray(x)
-    if x.dtype == object or x.dtype.kind not in "biuf":
-        raise bad_argument("x", func, "an (N, d) numeric array", x, kind=TypeError)
-    if x.ndim != 2 or x.shape[0] < 2:
-        raise bad_argument("x", func, "a two-dimensional (N, d) array with N >= 2", x)
-    x = x.astype(np.float64, copy=False)
-    finite = np.isfinite(x)
-    if not np.all(finite):
-        rows = np.flatnonzero(~finite.all(axis=1))
-        listed = ", ".join(str(r) for r in rows[:5]) + (", ..." if rows.size > 5 else "")
-        raise bad_argument("x", func, "finite (no NaN or infinite values)",
-                           f"NaN or infinite values in {rows.size} row(s): row {listed}", describe=False)
-    k = check_int(k, "k", func, minimum=1)
-    if x.shape[1] < min_dim_factor * k:
-        need = "d >= k" if min_dim_factor == 1 else f"d >= {min_dim_factor} k"
-        raise bad_argument("x", func, f"an array with {need} columns (k = {k})", x)
-    return x, k
-
-
-def _em_variances(x, loc, weights, var, covariance):
-    """One EM step from (loc, weights, var): (weights, loc, variances (k, d)) and responsibilities."""
-
-    resp, _ = responsibilities(np.log(weights) + gaussian_log_density(x, loc, var))
-    return _m_step(x, resp, covariance) + (resp,)
-
-
-def _m_step(x, resp, covariance, reg=1e-6):
-    """Maximum-likelihood weights, means and (k, d) variances given responsibilities (``reg`` added)."""
-    nk = resp.sum(axis=0) + 10 * np.finfo(float).eps
-    loc = (resp.T @ x) / nk[:, None]
-    second = (resp.T @ (x * x)) / nk[:, None]
-    var = np.maximum(second - loc**2, 0.0)
-    if covariance == "spherical":
-        var = np.repeat(var.mean(axis=1, keepdims=True), x.shape[1], axis=1)
-    elif covariance == "common":
-        var = np.full_like(var, float((nk @ var.mean(axis=1)) / nk.sum()))
-    return nk / nk.sum(), loc, var + reg
-
-
-def _scale_param(var, covariance):
-    """The model's ``scale`` site from (k, d) variances."""
-    if covariance == "common":
-        return np.sqrt(max(float(var[0, 0]), _SCALE_FLOOR**2))
-    if covariance == "spherical":
-        return np.sqrt(np.maximum(var[:, 0], _SCALE_FLOOR**2))
-    return np.sqrt(np.maximum(var, _SCALE_FLOOR**2))
-
-
-def _variances(scale, k, d):
-    """(k, d) variances from a scalar, (k,) or (k, d) ``scale``."""
-    scale = np.asarray(scale, dtype=np.float64)
-    if scale.ndim == 1:
-        scale = scale[:, None]
-    return np.broadcast_to(scale**2, (k, d)).copy()
-
-
+@public
 def spectral_from_moments(moments, k: int, *, common_scale: bool = True, covariance: str | None = None,
-                          method: str = "tpm", seed=0, decompose_options: dict | None = None) -> SpectralEstimate:
+                          method: str = "tpm", seed=0, decompose_options: dict | None = None,
+                          floor: float = 1e-3) -> SpectralEstimate:
     """Weights, locations and scales from corrected moments ([1]_ Thm 3.2/3.3).
 
     Parameters
     ----------
     moments : MixtureMoments or the moments of data
-        Anything with ``m2_matmat``, ``whitened_m3``, ``sigma2`` and ``m1``
-        (:func:`population_moments`, or the data moments built by :func:`spectral`).
+        :func:`population_moments`, or the data moments built by
+        :func:`spectral` (:class:`specinit.engine.rows.RowMoments`).
     k : int
         Number of components.
     common_scale : bool
@@ -267,6 +357,9 @@ def spectral_from_moments(moments, k: int, *, common_scale: bool = True, covaria
     seed : int or numpy.random.Generator
         As for :func:`spectral`.
     decompose_options : dict, optional
+        As for :func:`spectral`.
+
+    floor : float
         As for :func:`spectral`.
 
     Returns
@@ -281,46 +374,15 @@ def spectral_from_moments(moments, k: int, *, common_scale: bool = True, covaria
         If the corrected second moment is not positive definite on its top k
         eigenvectors (population moments with linearly dependent means).
     """
-    func = "gmm.spectral"
-    covariance = _resolve_covariance(common_scale, covariance, func)
-    try:
-        fit = fit_exchangeable(moments, k, method=method, seed=seed, decompose_options=decompose_options)
-    except IndefiniteMomentError as exc:
-        raise exc.advise(func, "The component means must be linearly independent (k <= d); try a smaller k.") from None
-    lam = fit.eigenvalues
-    weights, rows = positive_weights(1.0 / lam**2), fit.components * lam[:, None]
-    diagnostics = {"sigma2_bar": float(moments.sigma2), "covariance": covariance, **fit.diagnostics}
-    augmented = isinstance(moments, DataMoments)
-    if augmented:
-        # the appended coordinate of every mean is +c: it fixes the sign left by the odd-order decomposition
-        flips = rows[:, -1] < 0
-        rows = rows * np.where(flips, -1.0, 1.0)[:, None]
-        diagnostics["sign_flips"] = int(flips.sum())
-        ratio = rows[:, -1] / moments.c
-        diagnostics["constant_coordinate_ratio"] = ratio
-        loc = rows[:, :-1] + moments.mean
-    else:
-        loc = rows
-    d = loc.shape[1]
-    if covariance == "common":
-        scale = np.sqrt(max(moments.sigma2, _SCALE_FLOOR**2))
-    elif covariance == "spherical":
-        variances = np.linalg.lstsq(rows.T * weights, getattr(moments, "m1_variances", moments.m1), rcond=None)[0]
-        diagnostics["component_variances_raw"] = variances
-        if augmented and getattr(moments, "noise_kind", "isotropic") == "factor":
-            # the moment step assumed a noise shared by the components: start every component at its mean
-            # (the Thm 3.3 solve stays in the diagnostics; refine / assign_steps separate the variances)
-            variances = np.full(k, float(np.mean(moments.noise)))
-        scale = np.sqrt(np.maximum(variances, _SCALE_FLOOR**2))
-    else:
-        noise = moments.noise if augmented else np.full(d, moments.sigma2)
-        scale = np.sqrt(np.maximum(np.broadcast_to(noise, (k, d)), _SCALE_FLOOR**2))
-    return SpectralEstimate("gmm", {"weights": weights, "loc": loc, "scale": scale}, diagnostics, facts=FACTS)
+    return FAMILY.spectral_from_moments(moments, k, method=method, seed=seed, floor=floor,
+                                        decompose_options=decompose_options,
+                                        covariance=_resolve_covariance(common_scale, covariance))
 
 
+@public
 def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = None, method: str = "tpm",
              seed=0, assign_steps: int = 0, decompose_options: dict | None = None,
-             backend: str | None = None, noise: str = "factor") -> SpectralEstimate:
+             backend=None, noise: str = "factor", floor: float = 1e-3) -> SpectralEstimate:
     """Method-of-moments estimate of a Gaussian mixture (spherical or diagonal covariances).
 
     The data are centred and a constant coordinate is appended (see the
@@ -371,10 +433,15 @@ def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = N
         variances). Always per-coordinate for ``"diag"``.
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition; unknown keys raise.
-    backend : {"numpy", "jax"} or None
-        Where the moment passes run (``None``: JAX when an accelerator is
-        present). ``x`` may also be a ``dask.array`` of dense row blocks: the
-        passes then run where the blocks live (``assign_steps`` must be 0).
+    backend : {"numpy", "jax", "dask"} or None
+        Where the moment passes run (:mod:`specinit.engine.backends`;
+        ``None``: Dask for a ``dask.array`` of dense row blocks, whose passes
+        run where the blocks live (``assign_steps`` must be 0), JAX when an
+        accelerator is present, NumPy otherwise).
+    floor : float
+        Scales are floored at ``floor`` times the data's root mean variance
+        and weights at ``floor / k`` (relative floors: the estimate does not
+        depend on the data's unit).
 
     Returns
     -------
@@ -396,41 +463,14 @@ def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = N
     ----------
     .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, JMLR 2014, Thm 3.2, Thm 3.3.
     """
-    func = "gmm.spectral"
-    covariance = _resolve_covariance(common_scale, covariance, func)
-    from specinit.engine.dask_passes import check_row_blocks, is_dask_array
-
-    if is_dask_array(x):
-        x, k = check_row_blocks(x, "x", func), check_int(k, "k", func, minimum=1)
-        if x.shape[1] < k or x.shape[0] < 2:
-            raise bad_argument("x", func, f"an (N, d) array with N >= 2 and d >= k = {k}", f"shape {x.shape}",
-                               describe=False)
-        if assign_steps:
-            raise bad_argument("assign_steps", func, "0 with a Dask array (EM steps need the data in memory)",
-                               assign_steps)
-    else:
-        x, k = _check_data(x, k, func)
-    assign_steps = check_int(assign_steps, "assign_steps", func, minimum=0)
-    noise = check_choice(noise, "noise", func, ("factor", "isotropic"))
-    moments = DataMoments(x, k, covariance, func, backend, noise)
-    estimate = spectral_from_moments(moments, k, covariance=covariance, method=method, seed=seed,
-                                     decompose_options=decompose_options)
-    diagnostics = estimate.diagnostics
-    diagnostics.update(covariance_eigenvalues=moments.eigenvalues, covariance_rank=moments.rank,
-                       constant_columns=moments.n_constant, factor_iterations=moments.factor_iterations,
-                       assign_steps=assign_steps)
-    if assign_steps:
-        weights, loc = estimate.params["weights"], estimate.params["loc"]
-        var = _variances(estimate.params["scale"], k, x.shape[1])
-        for _ in range(assign_steps):
-            weights, loc, var, _ = _em_variances(x, loc, weights, var, covariance)
-        estimate = SpectralEstimate("gmm", {"weights": positive_weights(weights), "loc": loc,
-                                            "scale": _scale_param(var, covariance)}, diagnostics, facts=FACTS)
-    return estimate
+    return FAMILY.spectral(x, k, method=method, seed=seed, floor=floor, decompose_options=decompose_options,
+                           backend=backend, covariance=_resolve_covariance(common_scale, covariance), noise=noise,
+                           assign_steps=assign_steps)
 
 
+@public
 def refine(x, estimate, *, covariance: str | None = None, method: str = "em", max_iter: int = 100,
-           tol: float = 1e-3, reg: float = 1e-6):
+           tol: float = 1e-3, reg: float = 1e-6, floor: float = 1e-10):
     """Spectral then refine: EM for the Gaussian mixture started from an estimate.
 
     Parameters
@@ -450,11 +490,15 @@ def refine(x, estimate, *, covariance: str | None = None, method: str = "em", ma
         Stop when the log-likelihood gain per observation is below ``tol``
         (scikit-learn's ``GaussianMixture`` convention and default).
     reg : float
-        Added to every variance (scikit-learn's ``reg_covar``).
+        Added to every variance, relative to the data's mean column variance
+        (scikit-learn's ``reg_covar`` in units of the data's scale, so the
+        result does not depend on the data's unit).
+    floor : float
+        Weights are floored at ``floor / k`` after every M-step.
 
     Returns
     -------
-    specinit.models._em.RefineResult
+    specinit.refine.RefineResult
         ``.estimate`` (a :class:`SpectralEstimate` of model ``"gmm"`` with the
         refined sites, for warm starts), ``.log_likelihood`` trace (total),
         ``.n_iter``, ``.converged``, ``.mean_log_likelihood``.
@@ -462,8 +506,9 @@ def refine(x, estimate, *, covariance: str | None = None, method: str = "em", ma
     Raises
     ------
     ValueError
-        Bad ``x`` (as for :func:`spectral`), parameters that do not match
-        ``x``, non-positive ``tol`` or ``reg``.
+        Bad ``x`` (as for :func:`spectral`), an estimate of another model,
+        parameters that do not match ``x`` or lie outside their supports,
+        non-positive ``tol`` or ``reg``.
 
     Warns
     -----
@@ -476,50 +521,47 @@ def refine(x, estimate, *, covariance: str | None = None, method: str = "em", ma
        the EM algorithm", JRSS B 39 (1977).
     """
 
-    func = "gmm.refine"
-    check_choice(method, "method", func, ("em",))
-    params = dict(getattr(estimate, "params", estimate))
-    missing = {"weights", "loc", "scale"} - set(params)
-    if missing:
-        raise bad_argument("estimate", func, "a SpectralEstimate or dict with 'weights', 'loc' and 'scale'",
-                           f"missing {sorted(missing)}", describe=False)
-    loc = np.asarray(params["loc"], dtype=np.float64)
-    k = loc.shape[0]
-    x, k = _check_data(x, k, func)
-    if loc.shape != (k, x.shape[1]):
-        raise bad_argument("estimate", func, f"'loc' of shape ({k}, {x.shape[1]}) matching x", loc, describe=False)
-    scale = np.asarray(params["scale"], dtype=np.float64)
-    if covariance is None:
-        covariance = {0: "common", 1: "spherical"}.get(scale.ndim, "diag")
-    covariance = check_choice(covariance, "covariance", func, _COVARIANCES)
-    max_iter, tol = check_em_options(max_iter, tol, func)
-    reg = check_positive(reg, "reg", func)
-    if covariance == "spherical" and scale.ndim == 2:
-        scale = np.sqrt((scale**2).mean(axis=1))
-    elif covariance == "common" and scale.ndim:
-        scale = np.sqrt(np.mean(_variances(scale, k, x.shape[1])))
-    start = (positive_weights(np.asarray(params["weights"], dtype=np.float64)), loc, _variances(scale, k, x.shape[1]))
-
-    def estep(p):
-        weights, mu, var = p
-        return responsibilities(np.log(weights) + gaussian_log_density(x, mu, var))
-
-    def mstep(resp):
-        return _m_step(x, resp, covariance, reg)
-
-    (weights, loc, var), trace, n_iter, converged, decreases = em_loop(
-        estep, mstep, start, max_iter=max_iter, tol=tol, n_observations=x.shape[0], func=func)
-    spectral_diagnostics = dict(getattr(estimate, "diagnostics", {}))
-    diagnostics = {"spectral": spectral_diagnostics,
-                   "refine": {"method": method, "n_iter": n_iter, "converged": converged, "covariance": covariance,
-                              "log_likelihood": trace}}
-    refined = SpectralEstimate("gmm", {"weights": positive_weights(weights), "loc": loc,
-                                       "scale": _scale_param(var, covariance)}, diagnostics, facts=FACTS)
-    return RefineResult(refined, trace, n_iter, converged, method,
-                        {"n_observations": x.shape[0], "decreases": decreases})
+    return FAMILY.refine(x, estimate, method=method, covariance=covariance, max_iter=max_iter, tol=tol, reg=reg,
+                         floor=floor)
 
 
-def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, decompose_options: dict | None = None) -> SpectralEstimate:
+@public
+def predict(x, estimate) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior component probabilities of every row and the most probable component.
+
+    Parameters
+    ----------
+    x : array, shape (N, d)
+    estimate : SpectralEstimate or dict
+        ``weights``, ``loc``, ``scale``.
+
+    Returns
+    -------
+    resp : ndarray, shape (N, k)
+    labels : ndarray, shape (N,)
+    """
+    return FAMILY.predict(x, estimate)
+
+
+@public
+def log_likelihood(x, estimate) -> np.ndarray:
+    """Log-likelihood of every row, its component summed out.
+
+    Parameters
+    ----------
+    x : array, shape (N, d)
+    estimate : SpectralEstimate or dict
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    return FAMILY.log_likelihood(x, estimate)
+
+
+@public
+def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, decompose_options: dict | None = None,
+                          floor: float = 1e-3) -> SpectralEstimate:
     """Mixture of axis-aligned Gaussians via a random 3-way partition of coordinates.
 
     The coordinates are randomly permuted and split into three groups of
@@ -544,6 +586,9 @@ def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, decompose_o
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition; unknown keys raise.
 
+    floor : float
+        Scales are floored at ``floor`` times the data's root mean variance.
+
     Returns
     -------
     SpectralEstimate
@@ -558,13 +603,12 @@ def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, decompose_o
     ValueError
         ``d < 3 k``, NaN or infinite values.
     """
-    func = "gmm.spectral_axis_aligned"
-    x, k = _check_data(x, k, func, min_dim_factor=3)
-    rng = as_generator(seed, func)
+    k = check_arguments({"k": Interval(int, 1)}, {"k": k})["k"]
+    x = _check_rows(x, 3 * k, "3 k")
+    rng = as_generator(seed)
     groups = np.array_split(rng.permutation(x.shape[1]), 3)
     views = [x[:, g] for g in groups]
     fit = fit_multiview(views, k, method=method, seed=rng, decompose_options=decompose_options)
-    weights = positive_weights(fit.weights)
     loc = np.empty((k, x.shape[1]))
     variances = np.empty((k, x.shape[1]))
     partition = np.empty(x.shape[1], dtype=np.int64)
@@ -573,6 +617,8 @@ def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, decompose_o
         loc[:, g] = fit.means[j]
         variances[:, g] = conditional[j]
         partition[g] = j
-    scale = np.sqrt(np.maximum(variances.mean(axis=1), _SCALE_FLOOR**2))
-    diagnostics = {"partition": partition, "coordinate_variances": variances, **fit.diagnostics}
-    return SpectralEstimate("gmm", {"weights": weights, "loc": loc, "scale": scale}, diagnostics, facts=FACTS)
+    minimum = floor**2 * max(float(np.mean(np.var(x, axis=0))), np.finfo(float).tiny)
+    scale = np.sqrt(np.maximum(variances.mean(axis=1), minimum))
+    params, repairs = project({"weights": fit.weights, "loc": loc, "scale": scale}, FAMILY.site_table()[0], floor)
+    diagnostics = {"partition": partition, "coordinate_variances": variances, **fit.diagnostics, **repairs}
+    return FAMILY.estimate(k, params, diagnostics)

@@ -50,37 +50,37 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from specinit.models._em import (
-    RefineResult,
-    SequenceBatch,
-    check_em_options,
-    em_loop,
-    hmm_forward_backward,
-)
-from specinit.models._hmm_forward import (
+
+from specinit._validation import Interval, bad_argument, public
+from specinit.distributions.hmm import (
     CategoricalHMM,
-    _as_sequence_list,
-    _check_symbols,
-    _plate_shape,
     pad_sequences,
+    plate_shape,
     posterior_marginals,
+    sequence_distribution,
     viterbi,
 )
-from specinit.models._hmm_moments import (
-    HMMMoments,
+from specinit.engine.sequences import (
+    ChainViews,
+    SequenceBatch,
+    as_sequences,
     chain_population,
-    fit_chain,
-    triple_moments,
+    check_symbols,
+    forward_backward,
+    one_hot,
+    triple_views,
 )
-
-from specinit._validation import bad_argument, check_choice, check_int, check_positive
-from specinit.engine.support import project_to_simplex
+from specinit.engine.sources import is_dask_array
 from specinit.engine.views import ViewMoments
-from specinit.estimate import ModelFacts, SpectralEstimate
+from specinit.estimate import ModelFacts, Site, SpectralEstimate
+from specinit.family import Family
 
 __all__ = [
+    "FACTS",
+    "FAMILY",
+    "HMM",
     "CategoricalHMM",
-    "HMMMoments",
+    "log_likelihood",
     "model",
     "pad_sequences",
     "population_moments",
@@ -91,14 +91,106 @@ __all__ = [
     "viterbi",
 ]
 
-#: Component axes, matching site and ArviZ dims of this model's sites.
-FACTS = ModelFacts(
-    component_axes={"emission": 0, "init": 0, "transition": (0, 1)},
-    match_site="emission",
-    dims={"init": ("states",), "transition": ("states", "next_state"), "emission": ("states", "symbol"),
-          "observations": ("sequences", "time")},
-    event_dims={"init": ("states",), "transition": ("next_state",), "emission": ("symbol",), "observations": ("time",)},
-)
+
+def solve_rows(emission: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, float]:
+    """Least-squares ``X`` with ``X @ emission ~= targets`` (k unknowns per row), and the relative residual.
+
+    Parameters
+    ----------
+    emission : ndarray, shape (k, V)
+    targets : ndarray, shape (m, V) or (V,)
+
+    Returns
+    -------
+    (ndarray (m, k), float)
+    """
+    solution = np.linalg.lstsq(emission.T, np.atleast_2d(targets).T, rcond=None)[0].T
+    residual = np.linalg.norm(solution @ emission - targets) / max(np.linalg.norm(targets), np.finfo(float).tiny)
+    return solution, float(residual)
+
+
+class HMM(Family):
+    """Categorical hidden Markov model: sliding triples as a multi-view model around the middle state."""
+
+    name = "hmm"
+    sites = {
+        "init": Site("simplex", (0,), ("states",), ("states",)),
+        "transition": Site("simplex", (0, 1), ("states", "next_state"), ("next_state",)),
+        "emission": Site("simplex", (0,), ("states", "symbol"), ("symbol",)),
+        "observations": Site("observed", (), ("sequences", "time"), ("time",)),
+    }
+    match_site = "emission"
+    fit_kind = "multiview"
+    options = {"n_symbols": Interval(int, 1)}
+    advice = "The symbol triples may not follow a k-state HMM: try a smaller k, or approach='jennrich'."
+
+    def target(self, **options) -> int:
+        return 1
+
+    def fit_input(self, moments: ChainViews, k, **options):
+        return moments.views
+
+    def sequences(self, sequences, n_symbols: int):
+        """Validated symbol sequences (a Dask 1-D array passes through), checked against ``n_symbols``."""
+        if is_dask_array(sequences):
+            return sequences
+        seqs = as_sequences(sequences, categorical=True)
+        check_symbols(seqs, n_symbols)
+        return seqs
+
+    def moments(self, sequences, *, k, backend, n_symbols: int) -> ChainViews:
+        chain = triple_views(self.sequences(sequences, n_symbols), n_symbols)
+        return ChainViews(ViewMoments(chain.views, backend=backend), chain.first_mean, chain.counts)
+
+    def population_moments(self, params, **options) -> ChainViews:
+        return chain_population(params["init"], params["transition"], params["emission"])
+
+    def max_components(self, moments: ChainViews) -> tuple[int, str]:
+        return min(moments.views.dims), f"at most the number of symbols n_symbols = {min(moments.views.dims)}"
+
+    def unwhiten(self, fit, moments: ChainViews, k, floor, **options):
+        emission = fit.means[1]
+        transition, trans_residual = solve_rows(emission, fit.means[2])
+        init, init_residual = solve_rows(emission, moments.first_mean)
+        report = {**moments.counts, "middle_state_weights": fit.weights, "transition_residual": trans_residual,
+                  "init_residual": init_residual}
+        return {"init": init[0], "transition": transition, "emission": emission}, report
+
+    # EM (Baum-Welch) -----------------------------------------------------------------------------------------
+    def refine_data(self, sequences, estimate: SpectralEstimate, n_symbols: int | None = None):
+        V = estimate.params["emission"].shape[1]
+        if n_symbols is not None and Interval(int, 1).check("n_symbols", n_symbols) != V:
+            raise bad_argument("n_symbols", None, f"the number of emission columns ({V})", n_symbols)
+        batch = SequenceBatch(self.sequences(as_sequences(sequences, categorical=True), V))
+        batch.one_hot = one_hot(batch.values, V)
+        return batch
+
+    def n_observations(self, batch: SequenceBatch) -> int:
+        return batch.n_observations
+
+    def e_step(self, params, batch: SequenceBatch):
+        init_counts, trans_counts, gamma, ll = forward_backward(batch, params["init"], params["transition"],
+                                                                params["emission"].T[batch.values])
+        return (init_counts, trans_counts, np.asarray(batch.one_hot.T @ gamma).T), ll
+
+    def m_step(self, batch, stats, params, **options):
+        init, transition, emission = stats
+        return {"init": init, "transition": transition, "emission": emission}
+
+    def log_likelihood(self, sequences, estimate) -> np.ndarray:
+        from specinit.engine.backends.jax import x64
+        from specinit.refine import check_estimate
+
+        estimate = check_estimate(self, estimate)
+        with x64():
+            hmm, padded, _, _ = sequence_distribution(sequences, estimate.params)
+            return np.asarray(hmm.log_prob(jnp.asarray(padded)), dtype=np.float64)
+
+
+FAMILY = HMM()
+
+#: Component axes, matching site and ArviZ dims of this family's sites (a view of ``FAMILY.sites``).
+FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
 def model(sequences=None, *, k: int, n_symbols: int | None = None, lengths=None, concentration: float = 1.0):
@@ -130,7 +222,7 @@ def model(sequences=None, *, k: int, n_symbols: int | None = None, lengths=None,
     per sequence).
     """
     func = "hmm.model"
-    sequences, lengths, n_steps = _plate_shape(sequences, lengths, func)
+    sequences, lengths, n_steps = plate_shape(sequences, lengths, func)
     if n_symbols is None:
         if sequences is None:
             raise bad_argument("n_symbols", func, "given when sequences is None, to generate data", n_symbols)
@@ -143,7 +235,8 @@ def model(sequences=None, *, k: int, n_symbols: int | None = None, lengths=None,
         numpyro.sample("observations", CategoricalHMM(init, transition, emission, n_steps, lengths), obs=sequences)
 
 
-def population_moments(init, transition, emission) -> HMMMoments:
+@public
+def population_moments(init, transition=None, emission=None) -> ChainViews:
     """Exact moments of an HMM whose middle state ``h_2`` is stationary ([1]_ Prop. 3.4).
 
     The sliding triples of long sequences see a middle state distributed as
@@ -154,8 +247,8 @@ def population_moments(init, transition, emission) -> HMMMoments:
 
     Parameters
     ----------
-    init : array, shape (k,)
-        Law of the first state.
+    init : array, shape (k,), or dict / SpectralEstimate
+        Law of the first state, or all three sites by name.
     transition : array, shape (k, k)
         Row-stochastic transition matrix (row = from-state).
     emission : array, shape (k, V)
@@ -163,19 +256,23 @@ def population_moments(init, transition, emission) -> HMMMoments:
 
     Returns
     -------
-    HMMMoments
+    specinit.engine.sequences.ChainViews
         For :func:`spectral_from_moments` (exact recovery checks).
     """
-    return chain_population(init, transition, emission)
+    params = getattr(init, "params", init)
+    if not isinstance(params, dict):
+        params = {"init": init, "transition": transition, "emission": emission}
+    return FAMILY.population_moments(params)
 
 
-def spectral_from_moments(moments: HMMMoments, k: int, *, method: str = "tpm", approach: str = "auto", seed=0,
+@public
+def spectral_from_moments(moments: ChainViews, k: int, *, method: str = "tpm", approach: str = "auto", seed=0,
                           floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
-    """Recover ``init``, ``transition``, ``emission`` from :class:`HMMMoments` (data or population).
+    """Recover ``init``, ``transition``, ``emission`` from :class:`~specinit.engine.sequences.ChainViews`.
 
     Parameters
     ----------
-    moments : HMMMoments
+    moments : ChainViews
         From :func:`population_moments` or the sliding triples of data.
     k : int
         Number of hidden states.
@@ -193,18 +290,13 @@ def spectral_from_moments(moments: HMMMoments, k: int, *, method: str = "tpm", a
         Only with ``approach="symmetric"``, if the symmetrized second moment is
         not positive definite on its top k eigenvectors.
     """
-    func = "hmm.spectral"
-    floor = check_positive(floor, "floor", func)
-    init, transition, raw_emission, _, diagnostics = fit_chain(moments, k, func, method, seed, floor,
-                                                               decompose_options, approach)
-    emission, report = project_to_simplex(raw_emission, floor)
-    diagnostics["emission_negative_mass"] = report["negative_mass"]
-    return SpectralEstimate("hmm", {"init": init, "transition": transition, "emission": emission}, diagnostics,
-                            facts=FACTS)
+    return FAMILY.spectral_from_moments(moments, k, method=method, approach=approach, seed=seed, floor=floor,
+                                        decompose_options=decompose_options)
 
 
+@public
 def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach: str = "auto", seed=0,
-             floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
+             floor: float = 1e-3, decompose_options: dict | None = None, backend=None) -> SpectralEstimate:
     """Method-of-moments estimate of a categorical HMM ([1]_ Prop. 3.4).
 
     Parameters
@@ -215,7 +307,7 @@ def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach
         ``init`` (counted in ``diagnostics["n_short_sequences"]``). One long
         sequence may also be a 1-D ``dask.array``: the triples' one-hot views
         are built block by block where the symbols live
-        (:func:`specinit.engine.dask_passes.sliding_one_hot_views`).
+        (:func:`specinit.engine.sequences.triple_views`).
     k : int
         Number of hidden states, ``1 <= k <= n_symbols``.
     n_symbols : int
@@ -242,6 +334,10 @@ def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition (``approach="symmetric"``
         only); unknown keys raise.
+    backend : {"numpy", "jax", "dask"} or None
+        Where the passes over the triples run (:mod:`specinit.engine.backends`;
+        ``None``: Dask for a Dask sequence, JAX when an accelerator is present,
+        NumPy otherwise).
 
     Returns
     -------
@@ -250,7 +346,8 @@ def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach
         (row = from-state; the transpose of [1]_'s ``T``), ``"emission"``
         (k, V). ``diagnostics``: sequence/triple counts, the law of the middle
         state, least-squares residuals of the transition and init solves,
-        negative mass clipped per row, and the multi-view diagnostics.
+        negative mass clipped per row (``negative_mass_<site>``), and the
+        multi-view diagnostics.
 
     Raises
     ------
@@ -267,36 +364,28 @@ def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach
     state, so this is no bias. ``init`` is estimated from first symbols only:
     with few sequences it is noisy.
     """
-    func = "hmm.spectral"
-    n_symbols = check_int(n_symbols, "n_symbols", func, minimum=1)
-    k = check_int(k, "k", func, minimum=1, maximum=n_symbols)
-    from specinit.engine.dask_passes import is_dask_array, sliding_one_hot_views
-
-    if is_dask_array(sequences):
-        views, first, n_triples = sliding_one_hot_views(sequences, n_symbols, func)
-        moments = HMMMoments(ViewMoments(views), first, {"n_sequences": 1, "n_triples": n_triples, "n_short_sequences": 0})
-        return spectral_from_moments(moments, k, method=method, approach=approach, seed=seed, floor=floor,
-                                     decompose_options=decompose_options)
-    seqs = _as_sequence_list(sequences, func, categorical=True)
-    _check_symbols(seqs, n_symbols, func)
-    return spectral_from_moments(triple_moments(seqs, n_symbols, func), k, method=method, approach=approach,
-                                 seed=seed, floor=floor, decompose_options=decompose_options)
+    return FAMILY.spectral(sequences, k, n_symbols=n_symbols, method=method, approach=approach, seed=seed,
+                           floor=floor, decompose_options=decompose_options, backend=backend)
 
 
+@public
 def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "em", max_iter: int = 100,
            tol: float = 1e-7, floor: float = 1e-10):
     """Spectral then refine: Baum-Welch EM for the categorical HMM started from an estimate.
 
     The E-step is the scaled forward-backward recursion over all sequences
-    at once (NumPy, float64; :func:`specinit.models._em.hmm_forward_backward`),
-    the M-step the re-estimation formulas of [2]_ (eqs. 40a-c).
+    at once (NumPy, float64; :func:`specinit.engine.sequences.forward_backward`,
+    equal to the log-likelihood of :class:`CategoricalHMM` to round-off), the
+    M-step the re-estimation formulas of [2]_ (eqs. 40a-c), every iterate
+    projected strictly inside the simplex (:mod:`specinit.refine`).
 
     Parameters
     ----------
     sequences : 1-D int array, 2-D int array or list/tuple of 1-D int arrays
         As for :func:`spectral` (every sequence of length >= 1 is used).
     estimate : SpectralEstimate or dict
-        Starting ``init`` (k,), ``transition`` (k, k) and ``emission`` (k, V).
+        Starting ``init`` (k,), ``transition`` (k, k) and ``emission`` (k, V),
+        strictly inside their simplices (checked, never repaired silently).
     n_symbols : int, optional
         V; default ``emission.shape[1]``.
     method : {"em"}
@@ -306,12 +395,12 @@ def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "
     tol : float
         Stop when the log-likelihood gain per symbol is below ``tol``.
     floor : float
-        Probabilities are floored at ``floor`` and rows renormalized after
+        Probabilities are floored at ``floor / d`` and rows renormalized after
         every M-step (strictly inside the simplex, as NumPyro needs).
 
     Returns
     -------
-    specinit.models._em.RefineResult
+    specinit.refine.RefineResult
         ``.estimate`` (model ``"hmm"``, the refined sites, for warm starts),
         ``.log_likelihood`` trace (total over all sequences), ``.n_iter``,
         ``.converged``; ``diagnostics["n_observations"]`` is the number of symbols.
@@ -319,9 +408,10 @@ def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "
     Raises
     ------
     TypeError
-        ``sequences`` of the wrong type, ``estimate`` without the HMM sites.
+        ``sequences`` of the wrong type, an ``estimate`` that is not an estimate or dict.
     ValueError
-        Symbols outside ``0..n_symbols-1``, parameters of inconsistent shapes,
+        Symbols outside ``0..n_symbols-1``, an estimate of another model, a
+        missing site, values outside the simplex or of inconsistent shapes,
         non-positive ``tol`` / ``floor``.
 
     Warns
@@ -334,43 +424,25 @@ def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "
     Rabiner (1989), [2]_ eqs. 40a-c (re-estimation) and 91-93 (scaling).
     """
 
-    func = "hmm.refine"
-    check_choice(method, "method", func, ("em",))
-    params = getattr(estimate, "params", estimate)
-    if not isinstance(params, dict) or not {"init", "transition", "emission"} <= set(params):
-        raise bad_argument("estimate", func, "a SpectralEstimate or dict with 'init', 'transition' and 'emission'",
-                           estimate, kind=TypeError)
-    init, transition, emission = (np.asarray(params[n], dtype=np.float64) for n in ("init", "transition", "emission"))
-    k = init.size
-    if transition.shape != (k, k) or emission.ndim != 2 or emission.shape[0] != k:
-        raise bad_argument("estimate", func, "init (k,), transition (k, k) and emission (k, V)",
-                           f"shapes {init.shape}, {transition.shape}, {emission.shape}", describe=False)
-    n_symbols = emission.shape[1] if n_symbols is None else check_int(n_symbols, "n_symbols", func, minimum=1)
-    if n_symbols != emission.shape[1]:
-        raise bad_argument("n_symbols", func, f"the number of emission columns ({emission.shape[1]})", n_symbols)
-    max_iter, tol = check_em_options(max_iter, tol, func)
-    floor = check_positive(floor, "floor", func)
-    seqs = _as_sequence_list(sequences, func, categorical=True)
-    _check_symbols(seqs, n_symbols, func)
-    batch = SequenceBatch(seqs, n_symbols)
+    return FAMILY.refine(sequences, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor,
+                         n_symbols=n_symbols)
 
-    def normalize(rows):
-        rows = np.maximum(rows / np.maximum(rows.sum(axis=-1, keepdims=True), np.finfo(float).tiny), floor)
-        return rows / rows.sum(axis=-1, keepdims=True)
 
-    def estep(p):
-        *counts, ll = hmm_forward_backward(batch, *p)
-        return counts, ll
+@public
+def log_likelihood(sequences, estimate) -> np.ndarray:
+    """Log-likelihood of every sequence under ``estimate`` (forward algorithm, float64).
 
-    def mstep(counts):
-        return tuple(normalize(c) for c in counts)
+    Parameters
+    ----------
+    sequences : 1-D int array, 2-D int array or list/tuple of 1-D int arrays
+        As for :func:`spectral`.
+    estimate : SpectralEstimate or dict
+        ``init``, ``transition``, ``emission``.
 
-    start = (normalize(init), normalize(transition), normalize(emission))
-    (init, transition, emission), trace, n_iter, converged, decreases = em_loop(
-        estep, mstep, start, max_iter=max_iter, tol=tol, n_observations=batch.n_observations, func=func)
-    diagnostics = {"spectral": dict(getattr(estimate, "diagnostics", {})),
-                   "refine": {"method": method, "n_iter": n_iter, "converged": converged, "log_likelihood": trace}}
-    refined = SpectralEstimate("hmm", {"init": init, "transition": transition, "emission": emission}, diagnostics,
-                               facts=FACTS)
-    return RefineResult(refined, trace, n_iter, converged, method,
-                        {"n_observations": batch.n_observations, "decreases": decreases})
+    Returns
+    -------
+    ndarray, shape (n_sequences,)
+        ``log p(x_{1:T})`` of each sequence, hidden states summed out (the
+        log-density of the NumPyro program's ``observations`` site).
+    """
+    return FAMILY.log_likelihood(sequences, estimate)

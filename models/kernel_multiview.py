@@ -41,20 +41,17 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from specinit.models._kernel_mixture import KernelMixture, check_views, stack_views
+from scipy.special import logsumexp
 
-from specinit._validation import (
-    as_generator,
-    bad_argument,
-    check_choice,
-    check_int,
-    check_positive,
-)
+from specinit._validation import Interval, Options, as_generator, bad_argument, check_int, check_positive, current_entry, \
+    public, warn
+from specinit.distributions.mixtures import MixtureLikelihood, gaussian_mixture_components, stack_views
 from specinit.engine.kernel_densities import (
     cv_bandwidth,
     density_coefficients,
@@ -66,29 +63,298 @@ from specinit.engine.kernel_features import (
     FEATURES,
     RandomFourierFeatures,
     check_bandwidth,
+    check_no_constant_columns,
     kernel_features,
     median_bandwidth,
 )
-from specinit.engine.kernels import fit_exchangeable_views
-from specinit.engine.support import positive_weights
-from specinit.engine.views import ViewMoments, fit_multiview, multiview_population
-from specinit.engine.whitening import IndefiniteMomentError
-from specinit.estimate import ModelFacts, SpectralEstimate
+from specinit.engine.kernels import ExchangeableViews
+from specinit.engine.views import ViewMoments, multiview_population
+from specinit.estimate import Site, SpectralEstimate
+from specinit.family import Family
 
 __all__ = [
+    "FAMILY",
     "KernelMoments",
+    "KernelMultiview",
     "check_views",
     "conditional_density",
+    "log_likelihood",
     "model",
     "population_moments",
+    "predict",
     "projected_density",
+    "refine",
     "spectral",
     "spectral_from_moments",
 ]
 
 _EM_POINTS = 1000  # support points (a random subset; the support is in random order) used by the projection EM
-_ADVICE = ("The views may not follow a k-class multi-view mixture in this kernel: try a smaller k, a larger "
-           "rank, another bandwidth, or exchangeable=False.")
+
+
+@public
+def check_views(views):
+    """Validate real-valued views: at least 3, same number of rows, finite, no constant column.
+
+    Parameters
+    ----------
+    views : sequence of arrays
+        Each (N,) or (N, d_v); 1-D views become (N, 1).
+
+    Returns
+    -------
+    list of ndarray
+        float64 arrays of shape (N, d_v).
+
+    Raises
+    ------
+    TypeError
+        ``views`` not a list, or a non-numeric view.
+    ValueError
+        Fewer than 3 views, different numbers of rows, NaN/inf, fewer than 2
+        rows, or a constant column.
+
+    References
+    ----------
+    Song, Anandkumar, Dai, Xie, ICML 2014, Sec. 2 (multi-view model: l >= 3
+    views of the same observations).
+    """
+    if views is None or isinstance(views, np.ndarray) or not hasattr(views, "__len__"):
+        raise bad_argument("views", None, "a list of per-view (N, d_v) arrays", views, kind=TypeError)
+    arrays = [np.asarray(v) for v in views]
+    arrays = [a[:, None] if a.ndim == 1 and a.dtype != object else a for a in arrays]
+    from specinit.engine.sources import ViewSource
+
+    checked = ViewSource(arrays).views
+    for i, a in enumerate(checked):
+        check_no_constant_columns(a, f"views[{i}]", None)
+    return checked
+
+
+def kernel_components(spec, value):
+    """``log p(x | h)`` of stacked views under per-view Gaussian mixtures, shape (N, k) (the one likelihood).
+
+    Parameters
+    ----------
+    spec : dict
+        ``"params"``: per view ``(mix, loc, scale)``; ``"dims"``: the view dimensions.
+    value : array, shape (N, D)
+        Stacked views.
+
+    Returns
+    -------
+    array, shape (N, k)
+    """
+    total, start = 0.0, 0
+    for (mix, loc, scale), d in zip(spec["params"], spec["dims"]):
+        total = total + gaussian_mixture_components(value[..., start:start + d], mix, loc, scale)
+        start += d
+    return total
+
+
+def _n_views(params) -> int:
+    v = 0
+    while f"loc_{v}" in params:
+        v += 1
+    return v
+
+
+@dataclass(frozen=True)
+class KernelMoments:
+    """What :func:`spectral_from_moments` needs: moments of the feature views and, from data, the views.
+
+    Attributes
+    ----------
+    features : tuple
+        One feature map per view (:class:`specinit.engine.kernel_features.RandomFourierFeatures`
+        or :class:`~specinit.engine.kernel_features.NystromFeatures`; the same object
+        for every view when ``exchangeable``).
+    moments : ViewMoments or MultiViewPopulation
+        Cross moments of the feature views ``phi_v(x_v)``.
+    exchangeable : bool
+        Whether the views share one feature map and the symmetric estimator is used.
+    data : tuple of ndarray or None
+        The raw views (N, d_v) when built from data (needed for the densities);
+        None for population moments.
+
+    References
+    ----------
+    Song, Anandkumar, Dai, Xie, ICML 2014, eqs. 34-35.
+    """
+
+    features: tuple
+    moments: object
+    exchangeable: bool
+    data: tuple | None = None
+
+
+def _mixture_embedding(feature_map, mix, loc, scale):
+    """``sum_j mix_{h,j} E_{N(loc_{h,j}, scale_{h,j}^2)}[phi]`` for every component h -> (k, r)."""
+    return np.einsum("hj,hjr->hr", mix, feature_map.gaussian_embedding(loc, scale))
+
+
+@dataclass(frozen=True)
+class KernelData:
+    """Views as EM reads them: each view, the stacked values, the views' column variances."""
+
+    views: list
+    stacked: np.ndarray
+    variances: list
+
+
+class KernelMultiview(Family):
+    """Nonparametric multi-view mixtures by kernel embeddings, projected onto per-view Gaussian mixtures."""
+
+    name = "kernel_multiview"
+    fit_kind = "multiview"
+    options = {"bandwidth": lambda name, value: value, "rank": Interval(int, 2), "features": Options(FEATURES),
+               "exchangeable": lambda name, value: bool(value), "m": Interval(int, 1),
+               "target": Interval(int), "max_support": Interval(int, 1)}
+    advice = ("The views may not follow a k-class multi-view mixture in this kernel: try a smaller k, a larger "
+              "rank, another bandwidth, or exchangeable=False.")
+
+    def site_table(self, params=None, target: int = -1, **options):
+        n_views = _n_views(params or {})
+        sites = {"weights": Site("simplex", (0,), ("components",), ("components",))}
+        for v in range(n_views):
+            sites[f"mix_{v}"] = Site("simplex", (0,), ("components", f"gaussian_{v}"),
+                                     ("components", f"gaussian_{v}"))
+            dims = ("components", f"gaussian_{v}", f"dim_{v}")
+            sites[f"loc_{v}"] = Site("real", (0,), dims, dims)
+            sites[f"scale_{v}"] = Site("positive", (0,), dims, dims)
+        return sites, f"loc_{target % n_views}" if n_views else "weights"
+
+    def target(self, target: int = -1, **options) -> int:
+        return target
+
+    def moments(self, views, *, k, backend, bandwidth=None, rank=128, features="rff", exchangeable=False, seed=0,
+                **options) -> KernelMoments:
+        views = check_views(views)
+        n_views = len(views)
+        rng = as_generator(seed)
+        if bandwidth is not None and np.ndim(bandwidth) == 0:
+            bandwidth = [bandwidth] * n_views
+        if bandwidth is not None and len(bandwidth) != n_views:
+            raise bad_argument("bandwidth", None, f"a number or one entry per view ({n_views})", bandwidth)
+        bands = None if bandwidth is None else [check_bandwidth(b, views[v].shape[1], f"bandwidth[{v}]", None)
+                                                for v, b in enumerate(bandwidth)]
+        if exchangeable:
+            dims = [v.shape[1] for v in views]
+            if len(set(dims)) != 1:
+                raise bad_argument("exchangeable", None, "False for views of different dimensions", f"dims {dims}",
+                                   describe=False)
+            pooled = np.concatenate(views, axis=0)
+            band = median_bandwidth(pooled, seed=rng, name="views", func=None) if bands is None else np.mean(bands, 0)
+            shared = kernel_features(pooled, features=features, rank=rank, bandwidth=band, seed=rng, name="views",
+                                     func=None)
+            maps = (shared,) * n_views
+        else:
+            maps = tuple(kernel_features(x, features=features, rank=rank, bandwidth=None if bands is None else bands[v],
+                                         seed=rng, name=f"views[{v}]", func=None) for v, x in enumerate(views))
+        feature_views = [fm.transform(x) for fm, x in zip(maps, views)]
+        return KernelMoments(maps, ViewMoments(feature_views, backend=backend), bool(exchangeable), tuple(views))
+
+    def population_moments(self, params, **options) -> KernelMoments:
+        return population_moments(params, **options)
+
+    def max_components(self, moments: KernelMoments) -> tuple[int, str]:
+        rank = min(moments.moments.dims)
+        return rank, f"<= the kernel feature rank ({rank}); increase rank"
+
+    def kind_of(self, exchangeable=False, **options) -> str:
+        return "exchangeable" if exchangeable else "multiview"
+
+    def fit_input(self, moments: KernelMoments, k, exchangeable=False, **options):
+        return ExchangeableViews(moments.moments) if exchangeable else moments.moments
+
+    def unwhiten(self, fit, moments: KernelMoments, k, floor, rng=None, m=2, max_support=4000, exchangeable=False,
+                 **options):
+        if exchangeable:
+            lam = fit.eigenvalues
+            if np.any(lam <= 0):
+                warn(f"{current_entry()}: {int(np.sum(lam <= 0))} tensor eigenvalue(s) are not positive; the weights "
+                     "are unreliable. Try a smaller k or more data.")
+            lam = np.where(lam > 0, lam, np.finfo(float).eps)
+            weights, embeddings = 1.0 / lam**2, [lam[:, None] * fit.components] * moments.moments.n_views
+        else:
+            weights, embeddings = fit.weights, fit.means
+        rank = min(moments.moments.dims)
+        diagnostics = {"raw_weights": np.asarray(weights, dtype=np.float64), "exchangeable": bool(exchangeable),
+                       "feature_kind": moments.features[0].kind, "feature_rank": int(rank)}
+        for v, fm in enumerate(moments.features):
+            diagnostics[f"state/bandwidth_{v}"] = fm.bandwidth
+            diagnostics[f"state/embedding_{v}"] = np.asarray(embeddings[v])
+        params = {"weights": np.maximum(np.asarray(weights, dtype=np.float64), floor / k)}
+        params["weights"] = params["weights"] / params["weights"].sum()
+        if moments.data is None:
+            return params, diagnostics
+        rng = as_generator(0 if rng is None else rng)
+        state = {}
+        features = moments.moments.views
+        n_obs = features[0].shape[0]
+        subset = rng.permutation(n_obs)[:max_support]  # random order: the EM uses the first _EM_POINTS
+        for v, x in enumerate(moments.data):
+            coef = density_coefficients(features, embeddings, weights, v)
+            total = np.abs(coef).sum(axis=1)
+            diagnostics[f"negative_mass_{v}"] = np.where(coef < 0, -coef, 0.0).sum(axis=1) / np.maximum(total, 1e-300)
+            support = x[subset]
+            coef = coef[:, subset] * (n_obs / subset.size)
+            positive = np.clip(coef, 0.0, None)
+            positive /= np.maximum(positive.sum(axis=1, keepdims=True), 1e-300)
+            band = cv_bandwidth(support, positive)
+            norm = positive_part_mass(support, coef, band, seed=rng)
+            state[f"density_support_{v}"] = support
+            state[f"density_weights_{v}"] = coef
+            state[f"density_bandwidth_{v}"] = band
+            state[f"density_norm_{v}"] = norm
+            # importance weights (clipped density / mixture density) of at most _EM_POINTS support points
+            em = support[: _EM_POINTS]
+            dens = weighted_kde(em, support, coef, band, norm)
+            resp = dens / np.maximum(dens @ params["weights"], 1e-300)[:, None]
+            fits = [fit_weighted_gmm(em, resp[:, i] / max(resp[:, i].sum(), 1e-300), band[i], m, seed=rng)
+                    for i in range(k)]
+            params[f"mix_{v}"] = np.stack([f[0] for f in fits])
+            params[f"loc_{v}"] = np.stack([f[1] for f in fits])
+            params[f"scale_{v}"] = np.stack([f[2] for f in fits])
+        diagnostics.update({f"state/{key}": value for key, value in state.items()})
+        return params, diagnostics
+
+    # EM ------------------------------------------------------------------------------------------------------
+    def refine_data(self, views, estimate: SpectralEstimate, **options) -> KernelData:
+        views = check_views(views)
+        k = estimate.k
+        for v, x in enumerate(views):
+            loc = estimate.params.get(f"loc_{v}")
+            if loc is None or loc.ndim != 3 or loc.shape[0] != k or loc.shape[2] != x.shape[1]:
+                raise bad_argument("estimate", None, f"'loc_{v}' of shape ({k}, m, {x.shape[1]})",
+                                   f"{None if loc is None else loc.shape}", describe=False)
+        return KernelData(views, stack_views(views), [np.maximum(np.var(x, axis=0), np.finfo(float).tiny)
+                                                      for x in views])
+
+    def n_observations(self, data: KernelData) -> int:
+        return int(data.stacked.shape[0])
+
+    def component_log_prob(self, params, data: KernelData):
+        spec = {"params": [tuple(jnp.asarray(params[f"{s}_{v}"]) for s in ("mix", "loc", "scale"))
+                           for v in range(len(data.views))], "dims": [x.shape[1] for x in data.views]}
+        return kernel_components(spec, jnp.asarray(data.stacked))
+
+    def m_step(self, data: KernelData, resp, params, reg: float = 1e-6, **options):
+        out = {"weights": resp.sum(axis=0)}
+        for v, x in enumerate(data.views):
+            mix, loc, scale = (params[f"{s}_{v}"] for s in ("mix", "loc", "scale"))
+            z = (x[:, None, None, :] - loc) / scale
+            inner = np.log(mix) - np.sum(0.5 * z**2 + np.log(scale), axis=-1)  # (N, k, m), constants drop out
+            inner = np.exp(inner - logsumexp(inner, axis=-1, keepdims=True)) * resp[:, :, None]
+            mass = inner.sum(axis=0) + 10 * np.finfo(float).eps  # (k, m)
+            new_loc = np.einsum("nhj,nd->hjd", inner, x) / mass[..., None]
+            second = np.einsum("nhj,nd->hjd", inner, x * x) / mass[..., None]
+            out[f"mix_{v}"] = mass
+            out[f"loc_{v}"] = new_loc
+            out[f"scale_{v}"] = np.sqrt(np.maximum(second - new_loc**2, 0.0) + reg * data.variances[v])
+        return out
+
+
+FAMILY = KernelMultiview()
 
 
 def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, prior_scale: float = 10.0):
@@ -140,7 +406,7 @@ def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, pr
             raise bad_argument("dims", func, "one dimension per view, with n, when views is None", dims)
         n_obs, sizes = check_int(n, "n", func, minimum=1), tuple(check_int(s, "dims", func, minimum=1) for s in dims)
     else:
-        views = check_views(views, func)
+        views = check_views(views)
         n_obs, sizes = views[0].shape[0], tuple(v.shape[1] for v in views)
     weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
     params = []
@@ -156,57 +422,12 @@ def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, pr
                 c = numpyro.sample(f"c_{v}", dist.Categorical(mix[h]))
                 numpyro.sample(f"x_{v}", dist.Normal(loc[h, c], scale[h, c]).to_event(1))
         else:
-            numpyro.sample("views", KernelMixture(weights, params, n_obs), obs=jnp.asarray(stack_views(views)))
+            components = partial(kernel_components, {"params": params, "dims": sizes})
+            numpyro.sample("views", MixtureLikelihood(weights, components, n_obs, (sum(sizes),)),
+                           obs=jnp.asarray(stack_views(views)))
 
 
-def _facts(n_views: int, projected: bool, target: int) -> ModelFacts:
-    """Component axes, matching site and ArviZ dims (matched on ``loc_<target>`` when projected)."""
-    axes, dims = {"weights": 0}, {"weights": ("components",)}
-    if projected:
-        for v in range(n_views):
-            axes[f"mix_{v}"] = 0
-            dims[f"mix_{v}"] = ("components", f"gaussian_{v}")
-            for name in (f"loc_{v}", f"scale_{v}"):
-                axes[name] = 0
-                dims[name] = ("components", f"gaussian_{v}", f"dim_{v}")
-    match = f"loc_{target % n_views}" if projected else "weights"
-    return ModelFacts(component_axes=axes, match_site=match, dims=dims, event_dims=dict(dims))
-
-
-@dataclass(frozen=True)
-class KernelMoments:
-    """What :func:`spectral_from_moments` needs: moments of the feature views and, from data, the views.
-
-    Attributes
-    ----------
-    features : tuple
-        One feature map per view (:class:`specinit.engine.kernel_features.RandomFourierFeatures`
-        or :class:`~specinit.engine.kernel_features.NystromFeatures`; the same object
-        for every view when ``exchangeable``).
-    moments : ViewMoments or MultiViewPopulation
-        Cross moments of the feature views ``phi_v(x_v)``.
-    exchangeable : bool
-        Whether the views share one feature map and the symmetric estimator is used.
-    data : tuple of ndarray or None
-        The raw views (N, d_v) when built from data (needed for the densities);
-        None for population moments.
-
-    References
-    ----------
-    Song, Anandkumar, Dai, Xie, ICML 2014, eqs. 34-35.
-    """
-
-    features: tuple
-    moments: object
-    exchangeable: bool
-    data: tuple | None = None
-
-
-def _mixture_embedding(feature_map, mix, loc, scale):
-    """``sum_j mix_{h,j} E_{N(loc_{h,j}, scale_{h,j}^2)}[phi]`` for every component h -> (k, r)."""
-    return np.einsum("hj,hjr->hr", mix, feature_map.gaussian_embedding(loc, scale))
-
-
+@public
 def population_moments(params, *, features=None, bandwidth=None, rank: int = 128, exchangeable: bool = False,
                        seed=0) -> KernelMoments:
     """Exact kernel-embedding moments of a mixture whose component densities are Gaussian mixtures.
@@ -251,7 +472,7 @@ def population_moments(params, *, features=None, bandwidth=None, rank: int = 128
     ----------
     Song, Anandkumar, Dai, Xie, ICML 2014, eqs. 34-35 (population embeddings).
     """
-    func = "kernel_multiview.population_moments"
+    func = None
     params = dict(getattr(params, "params", params))
     if "weights" not in params:
         raise bad_argument("params", func, "a dict with the site 'weights'", sorted(params))
@@ -303,8 +524,10 @@ def population_moments(params, *, features=None, bandwidth=None, rank: int = 128
     return KernelMoments(features, multiview_population(embeddings, weights), exchangeable, None)
 
 
+@public
 def spectral_from_moments(moments: KernelMoments, k: int, *, m: int = 2, target: int = -1, method: str = "tpm",
-                          max_support: int = 4000, seed=0, decompose_options: dict | None = None) -> SpectralEstimate:
+                          max_support: int = 4000, seed=0, decompose_options: dict | None = None,
+                          approach: str = "auto") -> SpectralEstimate:
     """Weights, conditional embeddings and (from data) densities and their Gaussian-mixture projection.
 
     Parameters
@@ -313,7 +536,7 @@ def spectral_from_moments(moments: KernelMoments, k: int, *, m: int = 2, target:
         From :func:`population_moments` or built from data by :func:`spectral`.
     k : int
         Number of classes, at most the feature rank.
-    m, target, method, max_support, seed, decompose_options
+    m, target, method, max_support, seed, decompose_options, approach
         As for :func:`spectral`.
 
     Returns
@@ -321,7 +544,7 @@ def spectral_from_moments(moments: KernelMoments, k: int, *, m: int = 2, target:
     SpectralEstimate
         As for :func:`spectral`. From population moments (no data) only
         ``weights`` is a parameter; the exact conditional embeddings are in
-        ``diagnostics["embedding_<v>"]`` (and the facts match on ``weights``).
+        ``state["embedding_<v>"]`` (and labels match on ``weights``).
 
     Raises
     ------
@@ -334,69 +557,15 @@ def spectral_from_moments(moments: KernelMoments, k: int, *, m: int = 2, target:
     ----------
     Song, Anandkumar, Dai, Xie, ICML 2014, Alg. 1, eq. 39, Alg. 2, eq. 40, Sec. 7.
     """
-    func = "kernel_multiview.spectral"
-    rank = min(moments.moments.dims)
-    k = check_int(k, "k", func, minimum=1)
-    if k > rank:
-        raise bad_argument("k", func, f"<= the kernel feature rank ({rank}); increase rank", k)
-    m = check_int(m, "m", func, minimum=1)
-    max_support = check_int(max_support, "max_support", func, minimum=k)
-    rng = as_generator(seed, func)
-    n_views = moments.moments.n_views
-    target = check_int(target, "target", func, minimum=-n_views, maximum=n_views - 1) % n_views
-    try:
-        if moments.exchangeable:
-            fit = fit_exchangeable_views(moments.moments, k, method=method, seed=rng,
-                                         decompose_options=decompose_options)
-            weights, embeddings, diagnostics = fit.weights, fit.embeddings, dict(fit.diagnostics)
-        else:
-            fit = fit_multiview(moments.moments, k, target=target, method=method, seed=rng,
-                                decompose_options=decompose_options)
-            weights, embeddings, diagnostics = fit.weights, fit.means, dict(fit.diagnostics)
-    except IndefiniteMomentError as exc:
-        raise exc.advise(func, _ADVICE) from None
-    diagnostics["raw_weights"] = np.asarray(weights, dtype=np.float64)
-    diagnostics["exchangeable"] = bool(moments.exchangeable)
-    diagnostics["feature_kind"] = moments.features[0].kind
-    diagnostics["feature_rank"] = int(rank)
-    for v, fm in enumerate(moments.features):
-        diagnostics[f"bandwidth_{v}"] = fm.bandwidth
-        diagnostics[f"embedding_{v}"] = np.asarray(embeddings[v])
-    params = {"weights": positive_weights(np.asarray(weights, dtype=np.float64))}
-    if moments.data is not None:
-        features = moments.moments.views
-        n_obs = features[0].shape[0]
-        subset = rng.permutation(n_obs)[:max_support]  # random order: the EM uses the first _EM_POINTS
-        for v, x in enumerate(moments.data):
-            coef = density_coefficients(features, embeddings, weights, v)
-            total = np.abs(coef).sum(axis=1)
-            diagnostics[f"negative_mass_{v}"] = np.where(coef < 0, -coef, 0.0).sum(axis=1) / np.maximum(total, 1e-300)
-            support = x[subset]
-            coef = coef[:, subset] * (n_obs / subset.size)
-            positive = np.clip(coef, 0.0, None)
-            positive /= np.maximum(positive.sum(axis=1, keepdims=True), 1e-300)
-            band = cv_bandwidth(support, positive)
-            norm = positive_part_mass(support, coef, band, seed=rng)
-            diagnostics[f"density_support_{v}"] = support
-            diagnostics[f"density_weights_{v}"] = coef
-            diagnostics[f"density_bandwidth_{v}"] = band
-            diagnostics[f"density_norm_{v}"] = norm
-            # importance weights (clipped density / mixture density) of at most _EM_POINTS support points
-            em = support[: _EM_POINTS]
-            dens = weighted_kde(em, support, coef, band, norm)
-            resp = dens / np.maximum(dens @ params["weights"], 1e-300)[:, None]
-            fits = [fit_weighted_gmm(em, resp[:, i] / max(resp[:, i].sum(), 1e-300), band[i], m, seed=rng)
-                    for i in range(k)]
-            params[f"mix_{v}"] = np.stack([f[0] for f in fits])
-            params[f"loc_{v}"] = np.stack([f[1] for f in fits])
-            params[f"scale_{v}"] = np.stack([f[2] for f in fits])
-    return SpectralEstimate("kernel_multiview", params, diagnostics,
-                            facts=_facts(n_views, moments.data is not None, target))
+    return FAMILY.spectral_from_moments(moments, k, method=method, approach=approach, seed=seed,
+                                        decompose_options=decompose_options, m=m, target=target,
+                                        max_support=max_support, exchangeable=moments.exchangeable)
 
 
+@public
 def spectral(views, k: int, *, bandwidth=None, rank: int = 128, features: str = "rff", exchangeable: bool = False,
              m: int = 2, target: int = -1, method: str = "tpm", max_support: int = 4000, seed=0,
-             decompose_options: dict | None = None) -> SpectralEstimate:
+             decompose_options: dict | None = None, approach: str = "auto", backend=None) -> SpectralEstimate:
     """Nonparametric spectral estimate of a multi-view mixture (seed 004's kernel algorithm, low rank).
 
     Parameters
@@ -435,6 +604,10 @@ def spectral(views, k: int, *, bandwidth=None, rank: int = 128, features: str = 
         Random features, range finders, decomposition, support subset.
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition; unknown keys raise.
+    approach : {"auto", "symmetric", "jennrich"}
+        ``exchangeable=False`` only: as for :func:`specinit.models.multiview.spectral`.
+    backend : {"numpy", "jax"} or None
+        Where the passes over the feature views run (:mod:`specinit.engine.backends`).
 
     Returns
     -------
@@ -442,12 +615,14 @@ def spectral(views, k: int, *, bandwidth=None, rank: int = 128, features: str = 
         ``"kernel_multiview"`` with params ``weights`` (k,) and, per view
         ``v``, the Gaussian-mixture projection ``mix_<v>`` (k, m), ``loc_<v>``
         and ``scale_<v>`` (k, m, d_v) (the sites of :func:`model`).
-        ``diagnostics``: ``embedding_<v>`` (k, r) conditional embeddings,
-        ``bandwidth_<v>``, ``density_support_<v>``, ``density_weights_<v>``
-        (k, n_support) and ``density_bandwidth_<v>`` (k, d_v) for
-        :func:`conditional_density`, ``negative_mass_<v>`` (per component,
-        the fraction of coefficient mass clipped at 0), ``raw_weights``
-        (before flooring), and the whitening/decomposition diagnostics.
+        ``state`` (fitted arrays, saved with the estimate):
+        ``embedding_<v>`` (k, r) conditional embeddings, ``bandwidth_<v>``,
+        ``density_support_<v>``, ``density_weights_<v>`` (k, n_support),
+        ``density_bandwidth_<v>`` (k, d_v) and ``density_norm_<v>`` for
+        :func:`conditional_density`. ``diagnostics``: ``negative_mass_<v>``
+        (per component, the fraction of coefficient mass clipped at 0),
+        ``raw_weights`` (before flooring), and the whitening/decomposition
+        diagnostics.
 
     Raises
     ------
@@ -466,46 +641,100 @@ def spectral(views, k: int, *, bandwidth=None, rank: int = 128, features: str = 
     Variable Models", ICML 2014: Alg. 1 (KernelSVD), eq. 39, Alg. 2, eq. 40,
     Sec. 7 (projection to a parametric family).
     """
-    func = "kernel_multiview.spectral"
-    views = check_views(views, func)
-    n_views = len(views)
-    features = check_choice(features, "features", func, FEATURES)
-    rank = check_int(rank, "rank", func, minimum=2)
-    k = check_int(k, "k", func, minimum=1)
-    if k > rank:
-        raise bad_argument("k", func, f"<= the kernel feature rank ({rank}); increase rank", k)
-    rng = as_generator(seed, func)
-    if bandwidth is not None and np.ndim(bandwidth) == 0:
-        bandwidth = [bandwidth] * n_views
-    if bandwidth is not None and len(bandwidth) != n_views:
-        raise bad_argument("bandwidth", func, f"a number or one entry per view ({n_views})", bandwidth)
-    bands = None if bandwidth is None else [check_bandwidth(b, views[v].shape[1], f"bandwidth[{v}]", func)
-                                            for v, b in enumerate(bandwidth)]
-    if exchangeable:
-        dims = [v.shape[1] for v in views]
-        if len(set(dims)) != 1:
-            raise bad_argument("exchangeable", func, "False for views of different dimensions", f"dims {dims}",
-                               describe=False)
-        pooled = np.concatenate(views, axis=0)
-        band = median_bandwidth(pooled, seed=rng, name="views", func=func) if bands is None else np.mean(bands, axis=0)
-        shared = kernel_features(pooled, features=features, rank=rank, bandwidth=band, seed=rng, name="views",
-                                 func=func)
-        maps = (shared,) * n_views
-    else:
-        maps = tuple(kernel_features(x, features=features, rank=rank, bandwidth=None if bands is None else bands[v],
-                                     seed=rng, name=f"views[{v}]", func=func) for v, x in enumerate(views))
-    feature_views = [fm.transform(x) for fm, x in zip(maps, views)]
-    moments = KernelMoments(maps, ViewMoments(feature_views), bool(exchangeable), tuple(views))
-    return spectral_from_moments(moments, k, m=m, target=target, method=method, max_support=max_support, seed=rng,
-                                 decompose_options=decompose_options)
+    rng = as_generator(seed)
+    moments = FAMILY.moments(views, k=k, backend=backend, bandwidth=bandwidth, rank=rank, features=features,
+                             exchangeable=exchangeable, seed=rng)
+    return FAMILY.spectral_from_moments(moments, k, method=method, approach=approach, seed=rng,
+                                        decompose_options=decompose_options, m=m, target=target,
+                                        max_support=max_support, exchangeable=exchangeable)
+
+
+@public
+def refine(views, estimate, *, method: str = "em", max_iter: int = 100, tol: float = 1e-3, reg: float = 1e-6,
+           floor: float = 1e-10):
+    """Spectral then refine: EM for the mixture of per-view Gaussian mixtures (:func:`model`) from an estimate.
+
+    The E-step gives each observation's class posterior from the model's own
+    likelihood; the M-step updates the class weights and, per view, each
+    class's inner mixture (weights, means, diagonal variances) with the inner
+    Gaussians' posteriors weighted by the class posterior (exact EM for the
+    mixture of mixtures).
+
+    Parameters
+    ----------
+    views : sequence of arrays
+        As for :func:`spectral`.
+    estimate : SpectralEstimate or dict
+        ``weights`` and, per view, ``mix_<v>``, ``loc_<v>``, ``scale_<v>`` (from :func:`spectral` on data).
+    method : {"em"}
+    max_iter : int
+        Largest number of EM iterations.
+    tol : float
+        Stop when the log-likelihood gain per observation is below ``tol``.
+    reg : float
+        Added to every variance, relative to the view's column variance.
+    floor : float
+        Probabilities are floored at ``floor / d`` after every M-step.
+
+    Returns
+    -------
+    specinit.refine.RefineResult
+
+    Raises
+    ------
+    ValueError
+        Bad views, or an estimate of another model, without the projection, or outside its supports.
+
+    Warns
+    -----
+    RuntimeWarning
+        EM did not converge in ``max_iter`` iterations.
+    """
+    return FAMILY.refine(views, estimate, method=method, max_iter=max_iter, tol=tol, reg=reg, floor=floor)
+
+
+@public
+def predict(views, estimate) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior class probabilities of every observation under the projected model, and the most probable class.
+
+    Parameters
+    ----------
+    views : sequence of arrays
+    estimate : SpectralEstimate
+
+    Returns
+    -------
+    resp : ndarray, shape (N, k)
+    labels : ndarray, shape (N,)
+    """
+    return FAMILY.predict(views, estimate)
+
+
+@public
+def log_likelihood(views, estimate) -> np.ndarray:
+    """Log-likelihood of every observation under the projected model (class and inner Gaussian summed out).
+
+    Parameters
+    ----------
+    views : sequence of arrays
+    estimate : SpectralEstimate
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    return FAMILY.log_likelihood(views, estimate)
 
 
 def _points(estimate, view, points, func):
     if not isinstance(estimate, SpectralEstimate) or estimate.model != "kernel_multiview":
         raise bad_argument("estimate", func, "a SpectralEstimate of kernel_multiview.spectral", estimate, kind=TypeError)
-    n_views = sum(1 for key in estimate.diagnostics if key.startswith("embedding_"))
+    n_views = sum(1 for key in estimate.state if key.startswith("embedding_"))
+    if not n_views:
+        raise bad_argument("estimate", func, "an estimate of kernel_multiview.spectral (with its fitted state)",
+                           "an estimate without kernel embeddings", describe=False)
     view = check_int(view, "view", func, minimum=-n_views, maximum=n_views - 1) % n_views
-    dim = np.asarray(estimate.diagnostics[f"bandwidth_{view}"]).size
+    dim = np.asarray(estimate.state[f"bandwidth_{view}"]).size
     pts = np.asarray(points, dtype=np.float64)
     if pts.ndim == 1 and dim == 1:
         pts = pts[:, None]
@@ -514,6 +743,7 @@ def _points(estimate, view, points, func):
     return view, pts
 
 
+@public
 def conditional_density(estimate: SpectralEstimate, view: int, points) -> np.ndarray:
     """Kernel density of every component of one view at ``points``: an (n_points, k) array.
 
@@ -554,14 +784,15 @@ def conditional_density(estimate: SpectralEstimate, view: int, points) -> np.nda
     """
     func = "kernel_multiview.conditional_density"
     view, pts = _points(estimate, view, points, func)
-    if f"density_support_{view}" not in estimate.diagnostics:
+    if f"density_support_{view}" not in estimate.state:
         raise bad_argument("estimate", func, "an estimate fitted to data (population estimates carry no density)",
                            "an estimate without density support", describe=False)
-    d = estimate.diagnostics
+    d = estimate.state
     return weighted_kde(pts, np.asarray(d[f"density_support_{view}"]), np.asarray(d[f"density_weights_{view}"]),
                         np.asarray(d[f"density_bandwidth_{view}"]), np.asarray(d[f"density_norm_{view}"]))
 
 
+@public
 def projected_density(estimate: SpectralEstimate, view: int, points) -> np.ndarray:
     """The Gaussian-mixture projection (the model's sites) of every component of one view at ``points``.
 

@@ -31,43 +31,145 @@ References
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from specinit.models._sparse_counts import (
-    HIGHEST,
-    DenseTopicCounts,
-    ModelData,
-    lda_loglik,
-)
-from specinit.models._topic_svi import document_topics
-from specinit.models._topics import fit_topics
 
-from specinit._validation import (
-    as_generator,
-    bad_argument,
-    check_count_matrix,
-    check_int,
-    check_positive,
-    warn,
-)
-from specinit.engine.chunks import count_chunks
+from specinit._validation import Interval, Options, as_generator, bad_argument, check_int, check_positive, \
+    current_entry, public, warn
+from specinit.distributions.continuous import TRANSFORMS, point_mass
+from specinit.distributions.counts import HIGHEST, DenseTopicCounts, ModelData, lda_loglik
 from specinit.engine.moments import CountMoments
 from specinit.engine.population import FactoredMoments
-from specinit.estimate import ModelFacts, SpectralEstimate
-
-__all__ = ["model", "spectral", "spectral_from_moments", "population_moments", "document_topics", "svi", "refine"]
-
-_ADVICE = "For LDA, alpha0 may be misspecified: try another alpha0 (smaller for sparse topic mixtures)."
-
-#: Component axes, matching site and ArviZ dims of this model's sites.
-FACTS = ModelFacts(
-    component_axes={"beta": 0, "alpha": 0, "theta": 1},
-    match_site="beta",
-    dims={"alpha": ("topics",), "beta": ("topics", "word"), "theta": ("documents", "topics"), "counts": ("documents", "word")},
-    event_dims={"alpha": ("topics",), "beta": ("word",), "theta": ("topics",), "counts": ("word",)},
+from specinit.estimate import ModelFacts, Site, SpectralEstimate
+from specinit.models._topics import (
+    TopicFamily,
+    check_local,
+    default_alpha0_grid,
+    document_topics,
+    fit_anchor,
+    fit_lda_grid,
+    local_gamma,
+    run_svi,
+    svi_batch,
+    word_pairs,
 )
+from specinit.refine import RefineResult, refined
+
+__all__ = ["FACTS", "FAMILY", "LDA", "document_topics", "guide", "log_likelihood", "model", "population_moments", "refine",
+           "spectral", "spectral_from_moments", "svi"]
+
+#: Documents sampled (by global row index) for the pair criterion of the alpha0 choice.
+PAIR_SAMPLE = 20_000
+
+
+class LDA(TopicFamily):
+    """Latent Dirichlet allocation: Dirichlet-corrected count moments, alpha0 from the data, anchor words."""
+
+    name = "lda"
+    sites = {
+        "alpha": Site("positive", (0,), ("topics",), ("topics",)),
+        "beta": Site("simplex", (0,), ("topics", "word"), ("word",)),
+        "theta": Site("simplex", (1,), ("documents", "topics"), ("topics",)),
+        "counts": Site("observed", (), ("documents", "word"), ("word",)),
+    }
+    match_site = "beta"
+    optional_sites = frozenset({"theta"})
+    options = {
+        **TopicFamily.options,
+        "alpha0": Interval(float, 0.0, open="low", none=True),
+        "alpha_sum": Interval(float, 0.0, open="low"),
+        "doc_topics": lambda name, value: value if value == "auto" or isinstance(value, bool) else Options(
+            ("auto", True, False)).check(name, value),
+        "alpha0_grid": lambda name, value: value,
+    }
+    methods = (*TopicFamily.methods, "anchor")
+    advice = "For LDA, alpha0 may be misspecified: try another alpha0 (smaller for sparse topic mixtures)."
+    refine_methods = ("svi",)
+
+    def moments(self, counts, *, k, backend, weighting="pooled", alpha0=None, **options) -> CountMoments:
+        return CountMoments(counts, alpha0=alpha0, weighting=weighting, backend=backend)
+
+    def population_moments(self, params, **options) -> FactoredMoments:
+        beta = np.asarray(params["beta"], dtype=np.float64)
+        alpha = np.asarray(params["alpha"], dtype=np.float64)
+        a0 = alpha.sum()
+        return FactoredMoments(beta, alpha / ((a0 + 1) * a0), 2 * alpha / ((a0 + 2) * (a0 + 1) * a0))
+
+    def recover(self, moments, k, *, method, approach, rng, floor, decompose_options, alpha0=None, alpha_sum=1.0,
+                alpha0_grid=None, **options):
+        if method == "anchor":
+            if alpha0 is not None or decompose_options is not None:
+                raise bad_argument("method", None, "'tpm', 'svtd', 'eca' or 'als' when alpha0 or decompose_options "
+                                   "is given (method='anchor' uses neither)", method)
+            beta, alpha, report = fit_anchor(moments, k, func=current_entry(), seed=rng, floor=floor,
+                                             alpha_sum=alpha_sum)
+            return {"alpha": alpha, "beta": beta}, report
+        if alpha0 is None:
+            source = getattr(moments, "source", None)
+            if source is None:
+                raise bad_argument("alpha0", None, "given with moments that are not from data (the data choose it)",
+                                   alpha0)
+            n_total = moments.n_documents + moments.n_dropped
+            sample = np.sort(as_generator(rng).choice(n_total, size=min(n_total, PAIR_SAMPLE), replace=False))
+            pairs = word_pairs(source.rows(sample), seed=rng)
+            grid = default_alpha0_grid(k) if alpha0_grid is None else alpha0_grid
+            beta, alpha, report = fit_lda_grid(moments, k, grid, pairs, func=current_entry(), method=method, seed=rng,
+                                               floor=floor, decompose_options=decompose_options, alpha_sum=alpha_sum)
+            return {"alpha": alpha, "beta": beta}, report
+        if method == "tpm" and (decompose_options is None or isinstance(decompose_options, dict)):
+            # Noisy real-text moments: the power iterates converge linearly; 1e-6 on unit vectors in up to 300
+            # steps (far below the moment noise) instead of the engine's 1e-10 in 100, which real corpora miss.
+            decompose_options = {"tol": 1e-6, "n_iter": 300, **(decompose_options or {})}
+        return super().recover(moments, k, method=method, approach=approach, rng=rng, floor=floor,
+                               decompose_options=decompose_options, alpha0=alpha0, **options)
+
+    def unwhiten(self, fit, moments, k, floor, alpha0, **options):
+        beta, eig, report = self.topics(fit, moments, k)
+        a0 = alpha0
+        alpha = 4 * a0 * (a0 + 1) / ((a0 + 2) ** 2 * eig**2)
+        report.update(alpha0=a0, alpha_sum=float(alpha.sum()))
+        if not 0.5 < alpha.sum() / a0 < 2.0:
+            warn(f"{current_entry()}: sum(alpha_hat) = {alpha.sum():.3g} differs from alpha0 = {a0:.3g} by more "
+                 "than a factor of 2; alpha0 is probably misspecified (refit with alpha0 near sum(alpha_hat)) or "
+                 "k is wrong.")
+        return {"alpha": alpha, "beta": beta}, report
+
+    def complete(self, params, counts, moments, *, rng, doc_topics="auto", **options):
+        n_docs = moments.n_documents + moments.n_dropped
+        doc_topics = n_docs <= 5000 if doc_topics == "auto" else bool(doc_topics)
+        if doc_topics:
+            params = {**params, "theta": np.vstack([document_topics(chunk, params["beta"], params["alpha"])
+                                                    for chunk in moments.source.chunks()])}
+        return params, {"doc_topics": doc_topics}
+
+    def refine_svi(self, counts, estimate, *, num_steps: int = 500, batch_size: int | None = None, seed: int = 0,
+                   lr: float = 0.05, tol: float = 1e-4, progress=False) -> RefineResult:
+        """Variational EM from the estimate (full-batch :func:`svi`), ``theta`` from the fixed-topic E-step."""
+        data = self.refine_data(counts, estimate)
+        X = data.csr
+        params = estimate.params
+        batch_size = min(X.shape[0], 2048) if batch_size is None else batch_size
+        fit = svi(X, estimate.k, init={"beta": params["beta"], "alpha": params["alpha"]}, num_steps=num_steps,
+                  batch_size=batch_size, seed=seed, lr=lr, progress=progress)
+        beta, alpha = fit.params["beta"], fit.params["alpha"]
+        elbo = -np.asarray(fit.losses, dtype=np.float64)
+        tenth = max(elbo.size // 10, 1)
+        last, before = elbo[-tenth:].mean(), elbo[-2 * tenth: -tenth].mean() if elbo.size >= 2 * tenth else -np.inf
+        converged = bool(abs(last - before) <= check_positive(tol, "tol") * abs(last))
+        result = refined(self, estimate, {"beta": beta, "alpha": alpha, "theta": document_topics(X, beta, alpha)},
+                         "svi", elbo, num_steps, converged,
+                         {"batch_size": int(batch_size), "seconds": fit.seconds, "final_elbo": float(last)})
+        return RefineResult(estimate=result, log_likelihood=elbo, n_iter=int(num_steps), converged=converged,
+                            method="svi", diagnostics={"n_observations": float(X.sum())})
+
+
+FAMILY = LDA()
+
+#: Component axes, matching site and ArviZ dims of this family's sites (a view of ``FAMILY.sites``).
+FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
 def model(
@@ -88,7 +190,7 @@ def model(
         Observed word counts. Dense arrays suit small corpora (the model
         forms ``theta @ beta``, N x V). Sparse matrices (as
         ``CountVectorizer`` returns them) and
-        :class:`~specinit.models._sparse_counts.DocumentCounts` minibatches
+        :class:`~specinit.distributions.counts.DocumentCounts` minibatches
         are evaluated from the nonzeros only (memory O(nnz * k)); a
         minibatch with ``num_documents`` larger than its rows scales the
         document terms by ``num_documents / rows`` (what :func:`svi` feeds).
@@ -126,7 +228,7 @@ def model(
     log-likelihood for sparse counts (so ``log_likelihood`` and LOO are per
     document either way). The likelihood is the multinomial of
     ``theta_d @ beta`` evaluated in log space with HIGHEST-precision
-    contractions ([2]_; see :mod:`specinit.models._sparse_counts`).
+    contractions ([2]_; see :mod:`specinit.distributions.counts`).
 
     References
     ----------
@@ -151,13 +253,14 @@ def model(
             numpyro.sample("counts", dist.Multinomial(data.lengths[idx], probs, total_count_max=data.max_length))
 
 
-def population_moments(beta, alpha) -> FactoredMoments:
+@public
+def population_moments(beta, alpha=None) -> FactoredMoments:
     """Exact Dirichlet-corrected ``M2``, ``M3`` of LDA ([1]_ Lemma 3).
 
     Parameters
     ----------
-    beta : array-like, shape (k, V)
-        Topics, rows on the simplex.
+    beta : array-like, shape (k, V), or dict / SpectralEstimate
+        Topics, rows on the simplex (or both sites by name).
     alpha : array-like, shape (k,)
         Dirichlet parameters (positive); ``alpha0 = sum(alpha)``.
 
@@ -173,12 +276,13 @@ def population_moments(beta, alpha) -> FactoredMoments:
     ValueError
         If ``beta`` is not 2-D or ``alpha`` not positive with one entry per topic.
     """
-    beta = np.asarray(beta, dtype=np.float64)
-    alpha = np.asarray(alpha, dtype=np.float64)
-    a0 = alpha.sum()
-    return FactoredMoments(beta, alpha / ((a0 + 1) * a0), 2 * alpha / ((a0 + 2) * (a0 + 1) * a0))
+    params = getattr(beta, "params", beta)
+    if not isinstance(params, dict):
+        params = {"beta": beta, "alpha": alpha}
+    return FAMILY.population_moments(params)
 
 
+@public
 def spectral_from_moments(moments, k: int, alpha0: float, *, method: str = "tpm", seed=0, vocabulary=None,
                           floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
     """Recover ``beta`` and ``alpha`` from Dirichlet-corrected moments with known ``alpha0``.
@@ -208,24 +312,14 @@ def spectral_from_moments(moments, k: int, alpha0: float, *, method: str = "tpm"
         If the corrected second moment is not positive definite on its top k
         eigenvectors (often a misspecified ``alpha0``).
     """
-    func = "lda.spectral"
-    a0 = check_positive(alpha0, "alpha0", func)
-    floor = check_positive(floor, "floor", func)
-    if method == "tpm" and (decompose_options is None or isinstance(decompose_options, dict)):
-        # Noisy real-text moments: the power iterates converge linearly; 1e-6 on unit vectors in up to 300 steps
-        # (far below the moment noise) instead of the engine's 1e-10 in 100, which real corpora often miss.
-        decompose_options = {"tol": 1e-6, "n_iter": 300, **(decompose_options or {})}
-    beta, eig, fit, report = fit_topics(moments, k, func=func, method=method, seed=seed, advice=_ADVICE, floor=floor,
-                                        decompose_options=decompose_options)
-    alpha = 4 * a0 * (a0 + 1) / ((a0 + 2) ** 2 * eig**2)
-    report.update(alpha0=a0, alpha_sum=float(alpha.sum()))
-    if not 0.5 < alpha.sum() / a0 < 2.0:
-        warn(
-            f"lda.spectral: sum(alpha_hat) = {alpha.sum():.3g} differs from alpha0 = {a0:.3g} by more than a "
-            "factor of 2; alpha0 is probably misspecified (refit with alpha0 near sum(alpha_hat)) or k is wrong.")
-    return SpectralEstimate("lda", {"alpha": alpha, "beta": beta}, report, vocabulary, FACTS)
+    a0 = check_positive(alpha0, "alpha0")
+    if getattr(moments, "alpha0", a0) != a0:
+        raise bad_argument("alpha0", None, f"the alpha0 the moments were corrected with ({moments.alpha0})", alpha0)
+    return FAMILY.spectral_from_moments(moments, k, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
+                                        decompose_options=decompose_options, alpha0=a0)
 
 
+@public
 def spectral(
     counts,
     k: int,
@@ -238,7 +332,7 @@ def spectral(
     doc_topics="auto",
     floor: float = 1e-3,
     decompose_options: dict | None = None,
-    backend: str | None = None,
+    backend=None,
     alpha0_grid=None,
     alpha_sum: float = 1.0,
 ) -> SpectralEstimate:
@@ -299,7 +393,9 @@ def spectral(
     weighting : {"pooled", "per-document"}
         Moment estimator (pooled all-word estimators by default).
     seed : int or numpy.random.Generator
-        Randomness of the whitening, the decomposition and the pair sample.
+        Randomness of the whitening, the decomposition and the pair sample
+        (documents drawn by global row index, so in-memory, chunked and Dask
+        inputs give the same estimate).
     vocabulary : sequence of str, optional
         Kept with the estimate.
     doc_topics : bool or "auto"
@@ -313,10 +409,10 @@ def spectral(
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition (e.g.
         ``{"n_restarts": 20}`` for ``method="tpm"``); unknown keys raise.
-    backend : {"numpy", "jax"} or None
-        Where the moment passes run (:class:`specinit.engine.moments.CountMoments`);
-        ``None``: JAX when an accelerator is present. ``counts`` may also be a
-        ``dask.array`` of row blocks (passes run on the Dask workers).
+    backend : {"numpy", "numba", "jax", "dask"} or None
+        Where the moment passes run (:mod:`specinit.engine.backends`);
+        ``None``: Dask for a ``dask.array`` of row blocks, JAX when an
+        accelerator is present, NumPy otherwise.
     alpha0_grid : sequence of float, optional
         Candidate ``alpha0`` values when ``alpha0=None`` (default: 9 values
         geometrically spaced from 0.01 to k).
@@ -363,61 +459,42 @@ def spectral(
        algorithm for topic modeling with provable guarantees", ICML 2013,
        Alg. 2-3.
     """
-    func = "lda.spectral"
-    if method == "anchor":
-        from specinit.models._topics import fit_anchor
-
-        if alpha0 is not None or decompose_options is not None:
-            raise bad_argument("method", func, "'tpm', 'svtd', 'eca' or 'als' when alpha0 or decompose_options is "
-                               "given (method='anchor' uses neither)", method)
-        raw = CountMoments(counts, alpha0=None, weighting=weighting, backend=backend)
-        beta, alpha, report = fit_anchor(raw, k, func=func, seed=seed, floor=check_positive(floor, "floor", func),
-                                         alpha_sum=check_positive(alpha_sum, "alpha_sum", func))
-        estimate = SpectralEstimate("lda", {"alpha": alpha, "beta": beta}, report, vocabulary, FACTS)
-        n_docs = raw.n_documents + raw.n_dropped
-    elif alpha0 is None:
-        from specinit.models._topics import (
-            default_alpha0_grid,
-            fit_lda_grid,
-            word_pairs,
-        )
-
-        rng = as_generator(seed, func)
-        raw = CountMoments(counts, alpha0=None, weighting=weighting, backend=backend)
-        pairs = word_pairs(_first_rows(counts, func), seed=rng)
-        grid = default_alpha0_grid(check_int(k, "k", func, minimum=1)) if alpha0_grid is None else alpha0_grid
-        beta, alpha, report = fit_lda_grid(raw, k, grid, pairs, func=func, method=method, seed=rng, floor=floor,
-                                           decompose_options=decompose_options,
-                                           alpha_sum=check_positive(alpha_sum, "alpha_sum", func))
-        estimate = SpectralEstimate("lda", {"alpha": alpha, "beta": beta}, report, vocabulary, FACTS)
-        n_docs = raw.n_documents + raw.n_dropped
-    else:
-        moments = CountMoments(counts, alpha0=check_positive(alpha0, "alpha0", func), weighting=weighting,
-                               backend=backend)
-        estimate = spectral_from_moments(moments, k, alpha0, method=method, seed=seed, vocabulary=vocabulary,
-                                         floor=floor, decompose_options=decompose_options)
-        n_docs = moments.n_documents + moments.n_dropped
-    if doc_topics == "auto":
-        doc_topics = n_docs <= 5000
-    estimate.diagnostics["doc_topics"] = bool(doc_topics)
-    if doc_topics:
-        beta, alpha = estimate.params["beta"], estimate.params["alpha"]
-        chunks = count_chunks(counts, "lda.spectral")()
-        estimate.params["theta"] = np.vstack([document_topics(chunk, beta, alpha) for chunk in chunks])
-    return estimate
+    return FAMILY.spectral(counts, k, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
+                           decompose_options=decompose_options, backend=backend, weighting=weighting, alpha0=alpha0,
+                           alpha_sum=alpha_sum, alpha0_grid=alpha0_grid, doc_topics=doc_topics)
 
 
-def _first_rows(counts, func: str):
-    """The documents the pair criterion samples from: the matrix itself, or its first chunk / row block."""
-    import scipy.sparse as sp
+def guide(counts=None, *, k, vocab_size=None, doc_lengths=None, eta=0.1, alpha_prior=(1.0, 1.0), subsample_size=None,
+          local_steps: int = 20, local: str = "dirichlet"):
+    """NumPyro guide of :func:`model` on sparse counts: global point masses, closed-form local ``theta``.
 
-    if sp.issparse(counts) or isinstance(counts, np.ndarray):
-        return check_count_matrix(counts, "counts", func)
-    if type(counts).__module__.startswith("dask"):
-        return check_count_matrix(counts.blocks[0].compute(), "counts", func)
-    return next(iter(count_chunks(counts, func)()))
+    Its parameters ``alpha_unconstrained`` (k,) and ``beta_unconstrained``
+    (k, V-1) start at zero unless given to ``SVI.init(init_params=...)``.
+
+    Parameters
+    ----------
+    counts : scipy.sparse matrix or DocumentCounts
+    k : int
+    vocab_size, doc_lengths, eta, alpha_prior, subsample_size
+        The model's other arguments (unused).
+    local_steps : int
+        E-step iterations per minibatch.
+    local : {"dirichlet", "mean"}
+        ``theta`` is a draw from ``Dirichlet(gamma)``, or a point mass at its mean.
+    """
+    data = svi_batch(counts)
+    alpha = point_mass("alpha", jnp.zeros(k), TRANSFORMS["alpha"])
+    with numpyro.plate("topics", k):
+        beta = point_mass("beta", jnp.zeros((k, data.vocab_size - 1)), TRANSFORMS["beta"])
+    gamma = jax.lax.stop_gradient(local_gamma(alpha, beta, data, local_steps))
+    with numpyro.handlers.scale(scale=data.num_documents / data.n_docs), numpyro.plate("documents", data.n_docs):
+        if local == "mean":
+            numpyro.sample("theta", dist.Delta(gamma / jnp.sum(gamma, axis=-1, keepdims=True), event_dim=1))
+        else:
+            numpyro.sample("theta", dist.Dirichlet(gamma))
 
 
+@public
 def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 256, seed: int = 0, progress=None,
         lr: float = 0.05, decay_steps: float = 200.0, local_steps: int = 20, local: str = "dirichlet", eta: float = 0.1,
         alpha_prior: tuple = (1.0, 1.0), snapshot_every: int | None = None):
@@ -429,7 +506,7 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     coordinates and computes each minibatch's ``theta`` by the online
     variational-Bayes E-step given the current ``beta`` ([1]_ Alg. 2): no
     per-document parameters are optimized (see
-    :mod:`specinit.models._topic_svi`).
+    :mod:`specinit.models._topics`).
 
     Parameters
     ----------
@@ -489,19 +566,18 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     .. [1] Hoffman, Blei, Bach. "Online learning for latent Dirichlet
        allocation", NeurIPS 2010, Alg. 2.
     """
-    from specinit.models._topic_svi import check_local, lda_guide, run_svi
-
     func = "lda.svi"
     k = check_int(k, "k", func, minimum=1)
     local = check_local(local, func)
     local_steps = check_int(local_steps, "local_steps", func, minimum=1)
     kwargs = {"k": k, "eta": check_positive(eta, "eta", func), "alpha_prior": tuple(alpha_prior)}
-    return run_svi(func, model, lda_guide, lambda vocab: {"alpha": (k,), "beta": (k, vocab)}, counts, k, init=init,
+    return run_svi(func, model, guide, lambda vocab: {"alpha": (k,), "beta": (k, vocab)}, counts, k, init=init,
                    num_steps=num_steps, batch_size=batch_size, seed=seed, progress=progress, lr=lr, decay_steps=decay_steps,
                    snapshot_every=snapshot_every, model_kwargs=kwargs,
                    guide_options={"local_steps": local_steps, "local": local})
 
 
+@public
 def refine(counts, estimate, *, num_steps: int = 500, batch_size: int | None = None, seed: int = 0, lr: float = 0.05,
            tol: float = 1e-4, progress=False):
     """Spectral then refine: variational EM from an estimate, ready to warm-start NUTS.
@@ -539,9 +615,9 @@ def refine(counts, estimate, *, num_steps: int = 500, batch_size: int | None = N
 
     Returns
     -------
-    specinit.models._em.RefineResult
+    specinit.refine.RefineResult
         ``.estimate`` (model ``"lda"``: ``beta``, ``alpha``, ``theta``; the
-        diagnostics keep the input's under ``"spectral"``), ``.log_likelihood``
+        start's diagnostics plus ``refine/*`` keys), ``.log_likelihood``
         (the ELBO after each step, ``num_steps`` values; a lower bound of the
         log marginal likelihood), ``.n_iter``, ``.converged``, ``.method``
         ``"svi"``.
@@ -549,32 +625,44 @@ def refine(counts, estimate, *, num_steps: int = 500, batch_size: int | None = N
     Raises
     ------
     TypeError
-        An ``estimate`` that is neither a SpectralEstimate nor a dict with
-        ``beta`` and ``alpha``.
+        An ``estimate`` that is neither a SpectralEstimate nor a dict.
     ValueError
-        Bad counts, or ``beta`` (k, V) and ``alpha`` (k,) that are not positive
-        or do not match the counts.
+        Bad counts, an estimate of another model, or ``beta`` (k, V) and
+        ``alpha`` (k,) that are missing, outside their supports or do not
+        match the counts.
     """
-    from specinit.models._em import RefineResult
+    return FAMILY.refine(counts, estimate, method="svi", num_steps=num_steps, batch_size=batch_size, seed=seed, lr=lr,
+                         tol=tol, progress=progress)
 
-    func = "lda.refine"
-    params = getattr(estimate, "params", estimate)
-    if not isinstance(params, dict) or "beta" not in params or "alpha" not in params:
-        raise bad_argument("estimate", func, "a SpectralEstimate or dict with 'beta' (k, V) and 'alpha' (k,)",
-                           type(params).__name__, kind=TypeError, describe=False)
-    X = check_count_matrix(counts, "counts", func)
-    k = int(np.shape(params["alpha"])[0])
-    batch_size = min(X.shape[0], 2048) if batch_size is None else batch_size
-    fit = svi(X, k, init=params, num_steps=num_steps, batch_size=batch_size, seed=seed, lr=lr, progress=progress)
-    beta, alpha = fit.params["beta"], fit.params["alpha"]
-    elbo = -np.asarray(fit.losses, dtype=np.float64)
-    tenth = max(elbo.size // 10, 1)
-    last, before = elbo[-tenth:].mean(), elbo[-2 * tenth : -tenth].mean() if elbo.size >= 2 * tenth else -np.inf
-    converged = bool(abs(last - before) <= check_positive(tol, "tol", func) * abs(last))
-    diagnostics = {"spectral": dict(getattr(estimate, "diagnostics", {})),
-                   "refine": {"method": "svi", "num_steps": int(num_steps), "batch_size": int(batch_size),
-                              "seconds": fit.seconds, "final_elbo": float(last), "converged": converged}}
-    refined = SpectralEstimate("lda", {"beta": beta, "alpha": alpha, "theta": document_topics(X, beta, alpha)},
-                               diagnostics, getattr(estimate, "vocabulary", None), FACTS)
-    return RefineResult(estimate=refined, log_likelihood=elbo, n_iter=int(num_steps), converged=converged, method="svi",
-                        diagnostics={"n_observations": float(X.sum())})
+
+@public
+def log_likelihood(counts, estimate) -> np.ndarray:
+    """Log-likelihood of every document given the topics and its topic proportions ``theta``.
+
+    ``log p(c_d | theta_d, beta)`` (the multinomial of ``theta_d @ beta``,
+    per-word topics summed out; the density of :func:`model`'s ``counts``
+    site). ``theta`` comes from the estimate, or, when it has none, from the
+    fixed-topic fold-in :func:`document_topics`.
+
+    Parameters
+    ----------
+    counts : array-like or scipy.sparse matrix, shape (N, V)
+    estimate : SpectralEstimate or dict
+        ``beta``, ``alpha`` and optionally ``theta`` (N, k).
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    from specinit.engine.backends.jax import x64
+    from specinit.refine import check_estimate
+
+    estimate = check_estimate(FAMILY, estimate)
+    data = FAMILY.refine_data(counts, estimate)
+    params = estimate.params
+    theta = params.get("theta")
+    if theta is None or theta.shape[0] != data.csr.shape[0]:
+        theta = document_topics(data.csr, params["beta"], params["alpha"])
+    with x64():
+        return np.asarray(lda_loglik(jnp.asarray(theta), jnp.asarray(params["beta"]), data.documents), dtype=np.float64)
+

@@ -30,45 +30,35 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
-from jax.scipy.special import logsumexp
-from specinit.models._em import (
-    RefineResult,
-    check_em_options,
-    em_loop,
-    gaussian_log_density,
-    responsibilities,
-)
 
-from specinit._validation import (
-    bad_argument,
-    check_choice,
-    check_int,
-    check_positive,
-    warn,
-)
-from specinit.engine.support import positive_weights, project_to_simplex
+from specinit._validation import Interval, Options, bad_argument, check_choice, check_int, public
+from specinit.distributions.mixtures import MixtureLikelihood, gaussian_components, stack_views
 from specinit.engine.views import (
     ViewMoments,
     conditional_variances,
-    fit_multiview,
     multiview_population,
     with_squares,
 )
-from specinit.engine.whitening import IndefiniteMomentError
-from specinit.estimate import ModelFacts, SpectralEstimate
+from specinit.estimate import Site, SpectralEstimate
+from specinit.family import Family
 
 __all__ = [
+    "FAMILY",
     "KINDS",
+    "MultiView",
     "MultiViewMoments",
     "check_views",
+    "log_likelihood",
     "model",
     "population_moments",
+    "predict",
     "refine",
     "spectral",
     "spectral_from_moments",
@@ -76,10 +66,10 @@ __all__ = [
 ]
 
 KINDS = ("categorical", "gaussian")
-_VARIANCE_FLOOR = 1e-6
 
 
-def check_views(views, kinds=None, dims=None, func: str = "multiview.check_views"):
+@public
+def check_views(views, kinds=None, dims=None, func: str | None = None):
     """Validate views and resolve ``kinds`` and ``dims``.
 
     Parameters
@@ -90,8 +80,8 @@ def check_views(views, kinds=None, dims=None, func: str = "multiview.check_views
         Default: 1-D integer views are categorical, 2-D views Gaussian.
     dims : sequence of int, optional
         ``V_v`` (categorical, default ``max code + 1``) or ``d_v``.
-    func : str
-        The public function named in error messages.
+    func : str, optional
+        The public function named in error messages (default: the entry the user called).
 
     Returns
     -------
@@ -153,46 +143,204 @@ def check_views(views, kinds=None, dims=None, func: str = "multiview.check_views
     return out, kinds, tuple(sizes)
 
 
-def stack_views(views):
-    """All views as one (N, D) float array: one column per categorical view, d_v per Gaussian view.
+def view_components(spec, value):
+    """``log p(x | h)`` of stacked views for every observation and class, shape (N, k) (the one likelihood).
 
     Parameters
     ----------
-    views : sequence of arrays
-        Validated views (:func:`check_views`).
+    spec : dict
+        ``"params"``: per view ``(beta,)`` (categorical) or ``(loc, scale)``
+        (Gaussian); ``"kinds"``: the view kinds.
+    value : array, shape (N, D)
+        Stacked views (:func:`stack_views`).
 
     Returns
     -------
-    ndarray, shape (N, D)
-        The observed value of the model's ``views`` site.
+    array, shape (N, k)
     """
-    return np.concatenate([np.asarray(v, dtype=np.float64).reshape(len(v), -1) for v in views], axis=1)
+    total, start = 0.0, 0
+    for kind, p in zip(spec["kinds"], spec["params"]):
+        if kind == "categorical":
+            codes = jnp.round(value[..., start]).astype(jnp.int32)
+            total = total + jnp.log(p[0]).T[codes]
+            start += 1
+        else:
+            width = p[0].shape[-1]
+            total = total + gaussian_components(value[..., start:start + width], p[0], p[1])
+            start += width
+    return total
 
 
-class _MultiViewMixture(dist.Distribution):
-    """``sum_h w_h prod_v p(x_v | h)`` on stacked views (log-prob only)."""
+def _kinds_of(params) -> tuple:
+    """The view kinds read off the site names (``beta_<v>``: categorical; ``loc_<v>``: Gaussian)."""
+    kinds, v = [], 0
+    while f"beta_{v}" in params or f"loc_{v}" in params:
+        kinds.append("categorical" if f"beta_{v}" in params else "gaussian")
+        v += 1
+    return tuple(kinds)
 
-    support = dist.constraints.real_vector
 
-    def __init__(self, weights, kinds, params, n_obs):
-        self.weights, self.kinds, self.params = weights, kinds, params
-        width = sum(1 if kind == "categorical" else p[0].shape[-1] for kind, p in zip(kinds, params))
-        super().__init__(batch_shape=(n_obs,), event_shape=(width,))
+def _view_params(params, kinds) -> list:
+    return [(jnp.asarray(params[f"beta_{v}"]),) if kind == "categorical"
+            else (jnp.asarray(params[f"loc_{v}"]), jnp.asarray(params[f"scale_{v}"])) for v, kind in enumerate(kinds)]
 
-    def log_prob(self, value):
-        logp = jnp.log(self.weights)
-        start = 0
-        for kind, p in zip(self.kinds, self.params):
+
+@dataclass(frozen=True)
+class MultiViewMoments:
+    """What :func:`spectral_from_moments` needs: view moments, squared-view moments, kinds and view variances.
+
+    Attributes
+    ----------
+    views : ViewMoments or MultiViewPopulation
+        Moments of the views as the tensor step sees them (one-hot
+        categorical views, raw Gaussian views).
+    squares : ViewMoments or MultiViewPopulation
+        The same views followed by the squares of the Gaussian views (for
+        their variances; :func:`specinit.engine.views.conditional_variances`).
+    kinds : tuple of str
+        ``"categorical"`` or ``"gaussian"`` per view.
+    variances : dict of int -> ndarray
+        Column variances of every Gaussian view (the scale of the variance floor).
+    n_observations : int or None
+        Rows of the data (None for population moments).
+    """
+
+    views: object
+    squares: object
+    kinds: tuple
+    variances: dict
+    n_observations: int | None = None
+
+
+@dataclass(frozen=True)
+class ViewData:
+    """Views as EM reads them: stacked values, kinds, one-hot categorical views, Gaussian column variances."""
+
+    stacked: np.ndarray
+    views: list
+    kinds: tuple
+    one_hot: dict
+    variances: dict
+
+
+class MultiView(Family):
+    """Multi-view (naive Bayes) mixtures of categorical and diagonal-Gaussian views."""
+
+    name = "multiview"
+    match_site = "beta_2"
+    fit_kind = "multiview"
+    options = {"kinds": lambda name, value: value, "dims": lambda name, value: value, "target": Interval(int)}
+    advice = ("The views may not follow a k-class multi-view mixture: try a smaller k, another target view, or "
+              "approach='jennrich'.")
+
+    def site_table(self, params=None, target: int = -1, **options):
+        kinds = _kinds_of(params or {})
+        sites, dims = {"weights": Site("simplex", (0,), ("components",), ("components",))}, {}
+        for v, kind in enumerate(kinds):
             if kind == "categorical":
-                codes = jnp.round(value[..., start]).astype(jnp.int32)
-                logp = logp + jnp.log(p[0]).T[codes]
-                start += 1
+                sites[f"beta_{v}"] = Site("simplex", (0,), ("components", f"symbol_{v}"), ("components", f"symbol_{v}"))
             else:
-                loc, scale = p
-                x = value[..., None, start:start + loc.shape[-1]]
-                logp = logp + dist.Normal(loc, scale).log_prob(x).sum(-1)
-                start += loc.shape[-1]
-        return logsumexp(logp, axis=-1)
+                pair = ("components", f"dim_{v}")
+                sites[f"loc_{v}"] = Site("real", (0,), pair, pair)
+                sites[f"scale_{v}"] = Site("positive", (0,), pair, pair)
+        if not kinds:
+            return sites, None
+        t = target % len(kinds)
+        return sites, f"beta_{t}" if kinds[t] == "categorical" else f"loc_{t}"
+
+    def target(self, target: int = -1, **options) -> int:
+        return target
+
+    def moments(self, views, *, k, backend, kinds=None, dims=None, target=-1) -> MultiViewMoments:
+        views, kinds, sizes = check_views(views, kinds, dims)
+        n_obs = views[0].shape[0]
+        fit_views = [sp.csr_matrix((np.ones(n_obs), (np.arange(n_obs), v)), shape=(n_obs, size))
+                     if kind == "categorical" else v for v, kind, size in zip(views, kinds, sizes)]
+        gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
+        variances = {v: np.var(views[v], axis=0) for v in gaussian}
+        return MultiViewMoments(ViewMoments(fit_views, backend=backend), with_squares(fit_views, gaussian, backend),
+                                kinds, variances, n_obs)
+
+    def population_moments(self, params, kinds=None, **options) -> MultiViewMoments:
+        kinds = _kinds_of(params) if kinds is None else tuple(
+            check_choice(kind, f"kinds[{v}]", None, KINDS) for v, kind in enumerate(kinds))
+        if len(kinds) < 3:
+            raise bad_argument("kinds", None, "at least 3 views", kinds)
+        needed = ["weights"] + [name for v, kind in enumerate(kinds)
+                                for name in ([f"beta_{v}"] if kind == "categorical" else [f"loc_{v}", f"scale_{v}"])]
+        missing = [name for name in needed if name not in params]
+        if missing:
+            raise bad_argument("params", None, f"the sites {needed}", f"missing {missing}", describe=False)
+        weights = np.asarray(params["weights"], dtype=np.float64)
+        means = [np.asarray(params[f"beta_{v}"] if kind == "categorical" else params[f"loc_{v}"], dtype=np.float64)
+                 for v, kind in enumerate(kinds)]
+        gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
+        second = {v: means[v] ** 2 + np.asarray(params[f"scale_{v}"], dtype=np.float64) ** 2 for v in gaussian}
+        variances = {v: weights @ second[v] - (weights @ means[v]) ** 2 for v in gaussian}
+        return MultiViewMoments(multiview_population(means, weights),
+                                multiview_population(means + [second[v] for v in gaussian], weights), kinds, variances)
+
+    def fit_input(self, moments: MultiViewMoments, k, **options):
+        return moments.views
+
+    def max_components(self, moments: MultiViewMoments) -> tuple[int, str]:
+        limits = [(min(moments.views.dims), f"at most the smallest view dimension ({min(moments.views.dims)})")]
+        if moments.n_observations is not None:
+            limits.append((moments.n_observations, f"at most the number of observations ({moments.n_observations})"))
+        return min(limits)
+
+    def unwhiten(self, fit, moments: MultiViewMoments, k, floor, **options):
+        params, report = {"weights": fit.weights}, {}
+        gaussian = [v for v, kind in enumerate(moments.kinds) if kind == "gaussian"]
+        variances = conditional_variances(moments.squares, fit, gaussian) if gaussian else {}
+        for v, kind in enumerate(moments.kinds):
+            if kind == "categorical":
+                params[f"beta_{v}"] = fit.means[v]
+            else:
+                minimum = floor * np.maximum(moments.variances[v], np.finfo(float).tiny)
+                params[f"loc_{v}"] = fit.means[v]
+                report[f"scale_floored_{v}"] = int(np.count_nonzero(variances[v] < minimum))
+                params[f"scale_{v}"] = np.sqrt(np.maximum(variances[v], minimum))
+        return params, report
+
+    # EM ------------------------------------------------------------------------------------------------------
+    def refine_data(self, views, estimate: SpectralEstimate, kinds=None, dims=None, **options) -> ViewData:
+        kinds = _kinds_of(estimate.params) if kinds is None else kinds
+        views, kinds, sizes = check_views(views, kinds, dims)
+        k = estimate.k
+        for v, (kind, size) in enumerate(zip(kinds, sizes)):
+            for name in ([f"beta_{v}"] if kind == "categorical" else [f"loc_{v}", f"scale_{v}"]):
+                if name not in estimate.params or estimate.params[name].shape != (k, size):
+                    raise bad_argument("estimate", None, f"{name!r} of shape ({k}, {size})",
+                                       f"{np.shape(estimate.params.get(name))}", describe=False)
+        one_hot = {v: sp.csr_matrix((np.ones(len(x)), (np.arange(len(x)), x)), shape=(len(x), size))
+                   for v, (x, kind, size) in enumerate(zip(views, kinds, sizes)) if kind == "categorical"}
+        variances = {v: np.maximum(np.var(views[v], axis=0), np.finfo(float).tiny)
+                     for v, kind in enumerate(kinds) if kind == "gaussian"}
+        return ViewData(stack_views(views), views, kinds, one_hot, variances)
+
+    def n_observations(self, data: ViewData) -> int:
+        return int(data.stacked.shape[0])
+
+    def component_log_prob(self, params, data: ViewData):
+        return view_components({"params": _view_params(params, data.kinds), "kinds": data.kinds},
+                               jnp.asarray(data.stacked))
+
+    def m_step(self, data: ViewData, resp, params, reg: float = 1e-6, **options):
+        nk = resp.sum(axis=0) + 10 * np.finfo(float).eps
+        out = {"weights": nk}
+        for v, kind in enumerate(data.kinds):
+            if kind == "categorical":
+                out[f"beta_{v}"] = np.asarray(data.one_hot[v].T @ resp).T
+            else:
+                x = data.views[v]
+                loc = resp.T @ x / nk[:, None]
+                var = np.maximum(resp.T @ (x * x) / nk[:, None] - loc**2, 0.0) + reg * data.variances[v]
+                out[f"loc_{v}"], out[f"scale_{v}"] = loc, np.sqrt(var)
+        return out
+
+
+FAMILY = MultiView()
 
 
 def model(views=None, *, k: int, kinds, n: int | None = None, dims=None):
@@ -247,44 +395,14 @@ def model(views=None, *, k: int, kinds, n: int | None = None, dims=None):
                 else:
                     numpyro.sample(f"x_{v}", dist.Normal(p[0][h], p[1][h]).to_event(1))
         else:
-            numpyro.sample("views", _MultiViewMixture(weights, kinds, params, n_obs), obs=jnp.asarray(stack_views(views)))
+            components = partial(view_components, {"params": params, "kinds": kinds})
+            numpyro.sample("views", MixtureLikelihood(weights, components, n_obs, (sum(1 if kind == "categorical" else
+                                                                               s for kind, s in zip(kinds, sizes)),)),
+                           obs=jnp.asarray(stack_views(views)))
 
 
-def _facts(kinds, target: int) -> ModelFacts:
-    """Component axes, matching site and ArviZ dims for views of these kinds (matched on the target view)."""
-    axes, dims = {"weights": 0}, {"weights": ("components",)}
-    for v, kind in enumerate(kinds):
-        names = [f"beta_{v}"] if kind == "categorical" else [f"loc_{v}", f"scale_{v}"]
-        for name in names:
-            axes[name] = 0
-            dims[name] = ("components", f"symbol_{v}" if kind == "categorical" else f"dim_{v}")
-    target = target % len(kinds)
-    match = f"beta_{target}" if kinds[target] == "categorical" else f"loc_{target}"
-    return ModelFacts(component_axes=axes, match_site=match, dims=dims, event_dims=dict(dims))
-
-
-@dataclass(frozen=True)
-class MultiViewMoments:
-    """What :func:`spectral_from_moments` needs: view moments, squared-view moments and the view kinds.
-
-    Attributes
-    ----------
-    views : ViewMoments or MultiViewPopulation
-        Moments of the views as the tensor step sees them (one-hot
-        categorical views, raw Gaussian views).
-    squares : ViewMoments or MultiViewPopulation
-        The same views followed by the squares of the Gaussian views (for
-        their variances; :func:`specinit.engine.views.conditional_variances`).
-    kinds : tuple of str
-        ``"categorical"`` or ``"gaussian"`` per view.
-    """
-
-    views: object
-    squares: object
-    kinds: tuple
-
-
-def population_moments(params, kinds) -> MultiViewMoments:
+@public
+def population_moments(params, kinds=None) -> MultiViewMoments:
     """Exact moments of a multi-view mixture with the given parameters.
 
     Parameters
@@ -306,24 +424,10 @@ def population_moments(params, kinds) -> MultiViewMoments:
     ValueError
         Fewer than 3 views, an unknown kind, or a missing site.
     """
-    func = "multiview.population_moments"
-    params = dict(getattr(params, "params", params))
-    kinds = tuple(check_choice(kind, f"kinds[{v}]", func, KINDS) for v, kind in enumerate(kinds))
-    if len(kinds) < 3:
-        raise bad_argument("kinds", func, "at least 3 views", kinds)
-    needed = ["weights"] + [name for v, kind in enumerate(kinds)
-                            for name in ([f"beta_{v}"] if kind == "categorical" else [f"loc_{v}", f"scale_{v}"])]
-    missing = [name for name in needed if name not in params]
-    if missing:
-        raise bad_argument("params", func, f"the sites {needed}", f"missing {missing}", describe=False)
-    weights = np.asarray(params["weights"], dtype=np.float64)
-    means = [np.asarray(params[f"beta_{v}"] if kind == "categorical" else params[f"loc_{v}"], dtype=np.float64)
-             for v, kind in enumerate(kinds)]
-    gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
-    squares = [means[v] ** 2 + np.asarray(params[f"scale_{v}"], dtype=np.float64) ** 2 for v in gaussian]
-    return MultiViewMoments(multiview_population(means, weights), multiview_population(means + squares, weights), kinds)
+    return FAMILY.population_moments(dict(getattr(params, "params", params)), kinds)
 
 
+@public
 def spectral_from_moments(moments: MultiViewMoments, k: int, *, target: int = -1, method: str = "tpm", seed=0,
                           floor: float = 1e-3, decompose_options: dict | None = None,
                           approach: str = "auto") -> SpectralEstimate:
@@ -349,41 +453,14 @@ def spectral_from_moments(moments: MultiViewMoments, k: int, *, target: int = -1
         Only with ``approach="symmetric"``: the symmetrized second moment is
         not positive definite on its top k eigenvectors.
     """
-    func = "multiview.spectral"
-    floor = check_positive(floor, "floor", func)
-    approach = check_choice(approach, "approach", func, ("auto", "symmetric", "jennrich"))
-    fallback = None
-    try:
-        fit = fit_multiview(moments.views, k, target=target, method=method, seed=seed,
-                            approach="symmetric" if approach == "auto" else approach,
-                            decompose_options=decompose_options)
-    except IndefiniteMomentError as exc:
-        if approach != "auto":
-            raise exc.advise(func, "The views may not follow a k-class multi-view mixture: try a smaller k, "
-                                   "another target view, or approach='jennrich'.") from None
-        fallback = f"jennrich (symmetrized second moment indefinite: {str(exc).split(' Likely')[0]})"
-        warn(f"{func}: the symmetrized second moment is indefinite for k = {k} (the views are not exactly a "
-             f"{k}-class multi-view mixture); fell back to approach='jennrich' (see diagnostics['fallback']). "
-             "Refine the estimate (multiview.refine) or try a smaller k.")
-        fit = fit_multiview(moments.views, k, target=target, approach="jennrich", seed=seed)
-    params = {"weights": positive_weights(fit.weights)}
-    diagnostics = dict(fit.diagnostics)
-    diagnostics["fallback"] = fallback
-    gaussian = [v for v, kind in enumerate(moments.kinds) if kind == "gaussian"]
-    variances = conditional_variances(moments.squares, fit, gaussian) if gaussian else {}
-    for v, kind in enumerate(moments.kinds):
-        if kind == "categorical":
-            params[f"beta_{v}"], report = project_to_simplex(fit.means[v], floor)
-            diagnostics[f"negative_mass_{v}"] = report["negative_mass"]
-        else:
-            params[f"loc_{v}"] = fit.means[v]
-            diagnostics[f"scale_floored_{v}"] = int(np.count_nonzero(variances[v] < _VARIANCE_FLOOR))
-            params[f"scale_{v}"] = np.sqrt(np.maximum(variances[v], _VARIANCE_FLOOR))
-    return SpectralEstimate("multiview", params, diagnostics, facts=_facts(moments.kinds, target))
+    return FAMILY.spectral_from_moments(moments, k, method=method, approach=approach, seed=seed, floor=floor,
+                                        decompose_options=decompose_options, target=target)
 
 
+@public
 def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: str = "tpm", seed=0,
-             floor: float = 1e-3, decompose_options: dict | None = None, approach: str = "auto") -> SpectralEstimate:
+             floor: float = 1e-3, decompose_options: dict | None = None, approach: str = "auto",
+             backend=None) -> SpectralEstimate:
     """Method-of-moments estimate of a multi-view mixture.
 
     Parameters
@@ -405,7 +482,9 @@ def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: 
     seed : int or numpy.random.Generator
         Randomness of the range finders and the decomposition.
     floor : float
-        Categorical rows are projected onto the simplex and floored at ``floor / V_v``.
+        Categorical rows are projected onto the simplex and floored at
+        ``floor / V_v``; Gaussian variances at ``floor`` times the view's
+        column variance.
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition; unknown keys raise.
     approach : {"auto", "symmetric", "jennrich"}
@@ -415,6 +494,8 @@ def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: 
         ``"jennrich"``: observable operators (no square root of a moment).
         ``"auto"`` (default): ``"symmetric"``, falling back to ``"jennrich"``
         with a RuntimeWarning; recorded in ``diagnostics["fallback"]``.
+    backend : {"numpy", "jax"} or None
+        Where the passes run (:mod:`specinit.engine.backends`).
 
     Returns
     -------
@@ -423,8 +504,9 @@ def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: 
         categorical views, ``loc_<v>`` and ``scale_<v>`` (k, d_v) for Gaussian
         views. Gaussian scales come from the within-class second moments
         ``E[x_v^2 | h] - loc_v^2`` (:func:`specinit.engine.views.conditional_variances`),
-        floored at ``1e-6`` (variance) where noise makes them non-positive;
-        the number floored is in ``diagnostics["scale_floored_<v>"]``.
+        floored at ``floor`` times the view's column variance where noise
+        makes them non-positive (so the result does not depend on the data's
+        unit); the number floored is in ``diagnostics["scale_floored_<v>"]``.
 
     Raises
     ------
@@ -434,17 +516,11 @@ def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: 
     specinit.engine.whitening.IndefiniteMomentError
         Only with ``approach="symmetric"`` (see above).
     """
-    func = "multiview.spectral"
-    views, kinds, sizes = check_views(views, kinds, dims, func)
-    n_obs = views[0].shape[0]
-    fit_views = [sp.csr_matrix((np.ones(n_obs), (np.arange(n_obs), v)), shape=(n_obs, size))
-                 if kind == "categorical" else v for v, kind, size in zip(views, kinds, sizes)]
-    gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
-    moments = MultiViewMoments(ViewMoments(fit_views), with_squares(fit_views, gaussian), kinds)
-    return spectral_from_moments(moments, k, target=target, method=method, seed=seed, floor=floor,
-                                 decompose_options=decompose_options, approach=approach)
+    return FAMILY.spectral(views, k, method=method, approach=approach, seed=seed, floor=floor,
+                           decompose_options=decompose_options, backend=backend, kinds=kinds, dims=dims, target=target)
 
 
+@public
 def refine(views, estimate, kinds=None, *, dims=None, method: str = "em", max_iter: int = 100, tol: float = 1e-3,
            reg: float = 1e-6, floor: float = 1e-10):
     """Spectral then refine: EM for the multi-view mixture started from an estimate.
@@ -470,20 +546,21 @@ def refine(views, estimate, kinds=None, *, dims=None, method: str = "em", max_it
     tol : float
         Stop when the log-likelihood gain per observation is below ``tol``.
     reg : float
-        Added to every Gaussian variance.
+        Added to every Gaussian variance, relative to the view's column variance.
     floor : float
-        Categorical probabilities are floored at ``floor`` (rows renormalized).
+        Categorical probabilities are floored at ``floor / V_v`` after every M-step.
 
     Returns
     -------
-    specinit.models._em.RefineResult
+    specinit.refine.RefineResult
         ``.estimate`` (model ``"multiview"``, refined sites), ``.log_likelihood``
         trace, ``.n_iter``, ``.converged``.
 
     Raises
     ------
     ValueError
-        Bad views (as for :func:`spectral`), missing or mis-shaped sites.
+        Bad views (as for :func:`spectral`), an estimate of another model,
+        missing or mis-shaped sites, values outside their supports.
 
     Warns
     -----
@@ -496,61 +573,52 @@ def refine(views, estimate, kinds=None, *, dims=None, method: str = "em", max_it
        the EM algorithm", JRSS B 39 (1977).
     """
 
-    func = "multiview.refine"
-    check_choice(method, "method", func, ("em",))
-    views, kinds, sizes = check_views(views, kinds, dims, func)
-    max_iter, tol = check_em_options(max_iter, tol, func)
-    reg, floor = check_positive(reg, "reg", func), check_positive(floor, "floor", func)
-    params = dict(getattr(estimate, "params", estimate))
-    names = ["weights"] + [n for v, kind in enumerate(kinds)
-                           for n in ([f"beta_{v}"] if kind == "categorical" else [f"loc_{v}", f"scale_{v}"])]
-    missing = [n for n in names if n not in params]
-    if missing:
-        raise bad_argument("estimate", func, f"the sites {names}", f"missing {missing}", describe=False)
-    k = np.asarray(params["weights"]).size
-    for v, (kind, size) in enumerate(zip(kinds, sizes)):
-        for n in ([f"beta_{v}"] if kind == "categorical" else [f"loc_{v}", f"scale_{v}"]):
-            if np.shape(params[n]) != (k, size):
-                raise bad_argument("estimate", func, f"{n!r} of shape ({k}, {size})",
-                                   f"shape {np.shape(params[n])}", describe=False)
-    one_hot = {v: sp.csr_matrix((np.ones(len(x)), (np.arange(len(x)), x)), shape=(len(x), size))
-               for v, (x, kind, size) in enumerate(zip(views, kinds, sizes)) if kind == "categorical"}
+    return FAMILY.refine(views, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor, reg=reg,
+                         kinds=kinds, dims=dims)
 
-    def normalize(rows):
-        rows = np.maximum(rows / np.maximum(rows.sum(axis=-1, keepdims=True), np.finfo(float).tiny), floor)
-        return rows / rows.sum(axis=-1, keepdims=True)
 
-    def estep(p):
-        logp = np.log(p["weights"])[None, :]
-        for v, kind in enumerate(kinds):
-            if kind == "categorical":
-                logp = logp + np.log(p[f"beta_{v}"]).T[views[v]]
-            else:
-                logp = logp + gaussian_log_density(views[v], p[f"loc_{v}"], p[f"scale_{v}"] ** 2)
-        return responsibilities(logp)
+@public
+def predict(views, estimate, kinds=None, *, dims=None) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior class probabilities of every observation and the most probable class.
 
-    def mstep(resp):
-        nk = resp.sum(axis=0) + 10 * np.finfo(float).eps
-        out = {"weights": nk / nk.sum()}
-        for v, kind in enumerate(kinds):
-            if kind == "categorical":
-                out[f"beta_{v}"] = normalize(np.asarray(one_hot[v].T @ resp).T)
-            else:
-                x = views[v]
-                loc = resp.T @ x / nk[:, None]
-                var = np.maximum(resp.T @ (x * x) / nk[:, None] - loc**2, 0.0) + reg
-                out[f"loc_{v}"], out[f"scale_{v}"] = loc, np.sqrt(var)
-        return out
+    Parameters
+    ----------
+    views : sequence of arrays
+        As for :func:`spectral`.
+    estimate : SpectralEstimate or dict
+    kinds, dims : optional
+        As for :func:`spectral` (default: read off the estimate's sites).
 
-    start = {n: np.asarray(params[n], dtype=np.float64) for n in names}
-    start["weights"] = positive_weights(start["weights"])
-    for v in one_hot:
-        start[f"beta_{v}"] = normalize(start[f"beta_{v}"])
-    refined, trace, n_iter, converged, decreases = em_loop(
-        estep, mstep, start, max_iter=max_iter, tol=tol, n_observations=len(views[0]), func=func)
-    refined["weights"] = positive_weights(refined["weights"])
-    facts = getattr(estimate, "facts", None) or _facts(kinds, -1)
-    diagnostics = {"spectral": dict(getattr(estimate, "diagnostics", {})),
-                   "refine": {"method": method, "n_iter": n_iter, "converged": converged, "log_likelihood": trace}}
-    return RefineResult(SpectralEstimate("multiview", refined, diagnostics, facts=facts), trace, n_iter, converged,
-                        method, {"n_observations": len(views[0]), "decreases": decreases})
+    Returns
+    -------
+    resp : ndarray, shape (N, k)
+    labels : ndarray, shape (N,)
+    """
+    from specinit.refine import check_estimate, mixture_e_step
+
+    estimate = check_estimate(FAMILY, estimate)
+    resp, _ = mixture_e_step(FAMILY, estimate.params, FAMILY.refine_data(views, estimate, kinds, dims))
+    return resp, resp.argmax(axis=1)
+
+
+@public
+def log_likelihood(views, estimate, kinds=None, *, dims=None) -> np.ndarray:
+    """Log-likelihood of every observation, its class summed out.
+
+    Parameters
+    ----------
+    views : sequence of arrays
+    estimate : SpectralEstimate or dict
+    kinds, dims : optional
+        As for :func:`predict`.
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    from specinit.refine import check_estimate, mixture_e_step
+
+    estimate = check_estimate(FAMILY, estimate)
+    _, values = mixture_e_step(FAMILY, estimate.params, FAMILY.refine_data(views, estimate, kinds, dims),
+                               per_observation=True)
+    return values

@@ -19,34 +19,56 @@ References
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from jax.scipy.special import gammaln, logsumexp
-from specinit.models._sparse_counts import HIGHEST, ModelData, mixture_loglik
-from specinit.models._topics import fit_topics
 
-from specinit._validation import (
-    bad_argument,
-    check_count_matrix,
-    check_int,
-    check_positive,
-)
-from specinit.engine.moments import CountMoments
+from specinit._validation import check_int, check_positive, public
+from specinit.distributions.continuous import TRANSFORMS, point_mass
+from specinit.distributions.counts import ModelData, mixture_loglik, topic_components
+from specinit.distributions.mixtures import MixtureLikelihood
 from specinit.engine.population import FactoredMoments
-from specinit.engine.support import positive_weights
-from specinit.estimate import ModelFacts, SpectralEstimate
+from specinit.estimate import ModelFacts, Site, SpectralEstimate
+from specinit.models._topics import TopicFamily, run_svi, svi_batch
 
-__all__ = ["model", "spectral", "spectral_from_moments", "population_moments", "responsibilities", "svi"]
+__all__ = ["FACTS", "FAMILY", "SingleTopic", "guide", "log_likelihood", "model", "population_moments", "predict", "refine",
+           "responsibilities", "spectral", "spectral_from_moments", "svi"]
 
-#: Component axes, matching site and ArviZ dims of this model's sites.
-FACTS = ModelFacts(
-    component_axes={"beta": 0, "weights": 0},
-    match_site="beta",
-    dims={"weights": ("topics",), "beta": ("topics", "word"), "counts": ("documents", "word")},
-    event_dims={"weights": ("topics",), "beta": ("word",), "counts": ("word",)},
-)
+COUNT_SUPPORT = dist.constraints.independent(dist.constraints.nonnegative_integer, 1)
+
+
+class SingleTopic(TopicFamily):
+    """The mixture of unigrams: one topic per document, all-word moments with no Dirichlet correction."""
+
+    name = "single_topic"
+    sites = {
+        "weights": Site("simplex", (0,), ("topics",), ("topics",)),
+        "beta": Site("simplex", (0,), ("topics", "word"), ("word",)),
+        "counts": Site("observed", (), ("documents", "word"), ("word",)),
+    }
+    match_site = "beta"
+    advice = "The documents may not follow a k-topic mixture: try a smaller k."
+
+    def population_moments(self, params, **options) -> FactoredMoments:
+        weights = np.asarray(params["weights"], dtype=np.float64)
+        return FactoredMoments(np.asarray(params["beta"], dtype=np.float64), weights, weights)
+
+    def unwhiten(self, fit, moments, k, floor, **options):
+        beta, eig, report = self.topics(fit, moments, k)
+        report["weights_sum_before_normalization"] = float(np.sum(1.0 / eig**2))
+        return {"weights": 1.0 / eig**2, "beta": beta}, report
+
+    def m_step(self, data, resp, params, **options):
+        return {"weights": resp.sum(axis=0), "beta": np.asarray(data.csr.T @ resp).T}
+
+
+FAMILY = SingleTopic()
+
+#: Component axes, matching site and ArviZ dims of this family's sites (a view of ``FAMILY.sites``).
+FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
 def model(counts=None, *, k: int, vocab_size: int | None = None, doc_lengths=None, eta: float = 0.1, subsample_size=None):
@@ -57,7 +79,7 @@ def model(counts=None, *, k: int, vocab_size: int | None = None, doc_lengths=Non
     counts : array, scipy.sparse matrix or DocumentCounts, shape (N, V), optional
         Observed word counts: dense for small corpora, sparse (as
         ``CountVectorizer`` returns them) or a
-        :class:`~specinit.models._sparse_counts.DocumentCounts` minibatch
+        :class:`~specinit.distributions.counts.DocumentCounts` minibatch
         evaluated from the nonzeros only (memory O(nnz * k); a minibatch
         with ``num_documents`` larger than its rows is scaled up to the
         corpus). ``None`` generates documents of lengths ``doc_lengths``
@@ -105,36 +127,21 @@ def model(counts=None, *, k: int, vocab_size: int | None = None, doc_lengths=Non
         if data.sparse is not None:
             numpyro.factor("counts", mixture_loglik(weights, beta, data.sparse))
         elif data.dense is not None:
-            numpyro.sample("counts", _MixtureOfMultinomials(weights, beta, n), obs=data.dense[idx])
+            numpyro.sample("counts", MixtureLikelihood(weights, partial(topic_components, beta), n.shape[0],
+                                                       (data.vocab_size,), COUNT_SUPPORT), obs=data.dense[idx])
         else:
             z = numpyro.sample("z", dist.Categorical(weights))
             numpyro.sample("counts", dist.Multinomial(n, beta[z], total_count_max=data.max_length))
 
 
-class _MixtureOfMultinomials(dist.Distribution):
-    """``sum_i w_i Multinomial(n, beta_i)`` evaluated in log space (log-prob only)."""
-
-    support = dist.constraints.independent(dist.constraints.nonnegative_integer, 1)
-
-    def __init__(self, weights, beta, total_count):
-        self.weights, self.beta, self.total_count = weights, beta, total_count
-        super().__init__(batch_shape=jnp.shape(total_count), event_shape=beta.shape[-1:])
-
-    def log_prob(self, value):
-        n = self.total_count
-        norm = gammaln(n + 1.0) - jnp.sum(gammaln(value + 1.0), axis=-1)
-        tiny = jnp.finfo(self.beta.dtype).tiny
-        per_topic = jnp.matmul(value, jnp.log(jnp.maximum(self.beta, tiny)).T, precision=HIGHEST)  # (N, k)
-        return norm + logsumexp(per_topic + jnp.log(jnp.maximum(self.weights, tiny)), axis=-1)
-
-
-def population_moments(beta, weights) -> FactoredMoments:
+@public
+def population_moments(beta, weights=None) -> FactoredMoments:
     """Exact ``M2``, ``M3`` of the single-topic model (``omega = kappa = weights``).
 
     Parameters
     ----------
-    beta : array-like, shape (k, V)
-        Topics, rows on the simplex.
+    beta : array-like, shape (k, V), or dict / SpectralEstimate
+        Topics, rows on the simplex (or both sites by name).
     weights : array-like, shape (k,)
         Topic probabilities (positive).
 
@@ -142,17 +149,14 @@ def population_moments(beta, weights) -> FactoredMoments:
     -------
     FactoredMoments
         ``M2 = sum_i w_i b_i b_i^T`` and ``M3 = sum_i w_i b_i^(x)3`` ([1]_ Thm 3.1).
-
-    Raises
-    ------
-    ValueError
-        If ``beta`` is not 2-D or ``weights`` not positive with one entry per topic.
     """
-    beta = np.asarray(beta, dtype=np.float64)
-    weights = np.asarray(weights, dtype=np.float64)
-    return FactoredMoments(beta, weights, weights)
+    params = getattr(beta, "params", beta)
+    if not isinstance(params, dict):
+        params = {"beta": beta, "weights": weights}
+    return FAMILY.population_moments(params)
 
 
+@public
 def spectral_from_moments(moments, k: int, *, method: str = "tpm", seed=0, vocabulary=None, floor: float = 1e-3,
                           decompose_options: dict | None = None) -> SpectralEstimate:
     """Recover ``beta`` and ``weights`` from moments (empirical or population).
@@ -177,18 +181,13 @@ def spectral_from_moments(moments, k: int, *, method: str = "tpm", seed=0, vocab
     specinit.engine.whitening.IndefiniteMomentError
         If the second moment is not positive definite on its top k eigenvectors.
     """
-    func = "single_topic.spectral"
-    floor = check_positive(floor, "floor", func)
-    beta, eig, fit, report = fit_topics(moments, k, func=func, method=method, seed=seed, floor=floor,
+    return FAMILY.spectral_from_moments(moments, k, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
                                         decompose_options=decompose_options)
-    weights = positive_weights(1.0 / eig**2)
-    report["weights_sum_before_normalization"] = float(np.sum(1.0 / eig**2))
-    return SpectralEstimate("single_topic", {"weights": weights, "beta": beta}, report, vocabulary, FACTS)
 
 
+@public
 def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", seed=0, vocabulary=None,
-             floor: float = 1e-3, decompose_options: dict | None = None,
-             backend: str | None = None) -> SpectralEstimate:
+             floor: float = 1e-3, decompose_options: dict | None = None, backend=None) -> SpectralEstimate:
     """Method-of-moments estimate of the single-topic model.
 
     Parameters
@@ -211,16 +210,17 @@ def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", 
     decompose_options : dict, optional
         Keyword arguments of the tensor decomposition (e.g.
         ``{"n_restarts": 20}`` for ``method="tpm"``); unknown keys raise.
-    backend : {"numpy", "jax"} or None
-        Where the moment passes run (:class:`specinit.engine.moments.CountMoments`);
-        ``None``: JAX when an accelerator is present. ``counts`` may also be a
-        ``dask.array`` of row blocks (passes run on the Dask workers).
+    backend : {"numpy", "numba", "jax", "dask"} or None
+        Where the moment passes run (:mod:`specinit.engine.backends`);
+        ``None``: Dask for a ``dask.array`` of row blocks, JAX when an
+        accelerator is present, NumPy otherwise.
 
     Returns
     -------
     SpectralEstimate
         ``params["beta"]`` (k, V) and ``params["weights"]`` (k,).
-        Use :func:`responsibilities` for the MAP clustering of documents.
+        Use :func:`predict` for the MAP clustering of documents and
+        :func:`refine` for EM from the estimate.
 
     Raises
     ------
@@ -232,12 +232,62 @@ def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", 
     specinit.engine.whitening.IndefiniteMomentError
         If the second moment is not positive definite on its top k eigenvectors.
     """
-    moments = CountMoments(counts, alpha0=None, weighting=weighting, backend=backend)
-    return spectral_from_moments(moments, k, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
-                                 decompose_options=decompose_options)
+    return FAMILY.spectral(counts, k, method=method, weighting=weighting, seed=seed, vocabulary=vocabulary, floor=floor,
+                           decompose_options=decompose_options, backend=backend)
 
 
-def responsibilities(counts, estimate: SpectralEstimate) -> tuple[np.ndarray, np.ndarray]:
+@public
+def refine(counts, estimate, *, method: str = "em", max_iter: int = 100, tol: float = 1e-4, floor: float = 1e-10):
+    """Spectral then refine: EM for the mixture of unigrams started from an estimate.
+
+    E-step: each document's topic posterior from the model's own likelihood
+    (:func:`specinit.distributions.counts.topic_components`, float64);
+    M-step: topic weights and word frequencies weighted by the posteriors
+    ([1]_ Sec. 3.1, [3]_).
+
+    Parameters
+    ----------
+    counts : array-like or scipy.sparse matrix, shape (N, V)
+        Word counts (the data the estimate describes).
+    estimate : SpectralEstimate or dict
+        Starting ``weights`` (k,) and ``beta`` (k, V), inside their simplices (checked).
+    method : {"em"}
+        Expectation-maximization.
+    max_iter : int
+        Largest number of EM iterations.
+    tol : float
+        Stop when the log-likelihood gain per document is below ``tol``.
+    floor : float
+        Every iterate's probabilities are floored at ``floor / d``.
+
+    Returns
+    -------
+    specinit.refine.RefineResult
+        ``.estimate`` (model ``"single_topic"``), ``.log_likelihood`` trace, ``.n_iter``, ``.converged``.
+
+    Raises
+    ------
+    TypeError
+        Counts or estimate of the wrong type.
+    ValueError
+        Bad counts, counts whose V differs from the estimate's, an estimate
+        of another model or outside the supports.
+
+    Warns
+    -----
+    RuntimeWarning
+        EM did not converge in ``max_iter`` iterations.
+
+    References
+    ----------
+    .. [3] Nigam, McCallum, Thrun, Mitchell, "Text classification from labeled and
+       unlabeled documents using EM", Machine Learning 39 (2000).
+    """
+    return FAMILY.refine(counts, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor)
+
+
+@public
+def predict(counts, estimate) -> tuple[np.ndarray, np.ndarray]:
     """Posterior topic probabilities of each document and the MAP topics ([2]_ Remark 1).
 
     Parameters
@@ -259,17 +309,49 @@ def responsibilities(counts, estimate: SpectralEstimate) -> tuple[np.ndarray, np
     ValueError
         Bad counts, or counts whose number of columns is not the estimate's V.
     """
-    X = check_count_matrix(counts, "counts", "single_topic.responsibilities")
-    beta, weights = estimate.params["beta"], estimate.params["weights"]
-    if X.shape[1] != beta.shape[1]:
-        raise bad_argument("counts", "single_topic.responsibilities", f"{beta.shape[1]} columns (the estimate's V)", X)
-    logp = np.asarray(X @ np.log(beta).T) + np.log(weights)
-    logp -= logp.max(axis=1, keepdims=True)
-    resp = np.exp(logp)
-    resp /= resp.sum(axis=1, keepdims=True)
-    return resp, resp.argmax(axis=1)
+    return FAMILY.predict(counts, estimate)
 
 
+responsibilities = predict
+
+
+@public
+def log_likelihood(counts, estimate) -> np.ndarray:
+    """Log-likelihood of every document, its topic summed out (multinomial coefficient included).
+
+    Parameters
+    ----------
+    counts : array-like or scipy.sparse matrix, shape (N, V)
+    estimate : SpectralEstimate or dict
+        ``weights`` and ``beta``.
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    return FAMILY.log_likelihood(counts, estimate)
+
+
+def guide(counts=None, *, k, vocab_size=None, doc_lengths=None, eta=0.1, subsample_size=None):
+    """NumPyro guide of :func:`model` on sparse counts: point masses for ``weights`` and ``beta`` (topics summed out).
+
+    Its parameters ``weights_unconstrained`` (k-1,) and ``beta_unconstrained``
+    (k, V-1) start at zero unless given to ``SVI.init(init_params=...)``.
+
+    Parameters
+    ----------
+    counts : scipy.sparse matrix or DocumentCounts
+    k : int
+    vocab_size, doc_lengths, eta, subsample_size
+        The model's other arguments (unused).
+    """
+    vocab = svi_batch(counts).vocab_size
+    point_mass("weights", jnp.zeros(k - 1), TRANSFORMS["weights"])
+    with numpyro.plate("topics", k):
+        point_mass("beta", jnp.zeros((k, vocab - 1)), TRANSFORMS["beta"])
+
+
+@public
 def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 256, seed: int = 0, progress=None,
         lr: float = 0.05, decay_steps: float = 200.0, eta: float = 0.1, snapshot_every: int | None = None):
     """Minibatch SVI of the sparse single-topic model (point masses for ``weights`` and ``beta``).
@@ -278,7 +360,7 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     documents (O(nnz) per step). Each document's topic is summed out in
     the likelihood, so the guide has only the global sites, as point masses
     in unconstrained (additive log-ratio) coordinates (see
-    :mod:`specinit.models._topic_svi`); the objective is the log joint of
+    :mod:`specinit.models._topics`); the objective is the log joint of
     those coordinates, the stochastic-gradient analogue of EM for a mixture
     of unigrams ([1]_ Sec. 3.1).
 
@@ -328,11 +410,9 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     ----------
     .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, JMLR 2014, Sec. 3.1.
     """
-    from specinit.models._topic_svi import run_svi, single_topic_guide
-
     func = "single_topic.svi"
     k = check_int(k, "k", func, minimum=1)
     kwargs = {"k": k, "eta": check_positive(eta, "eta", func)}
-    return run_svi(func, model, single_topic_guide, lambda vocab: {"weights": (k,), "beta": (k, vocab)}, counts, k,
+    return run_svi(func, model, guide, lambda vocab: {"weights": (k,), "beta": (k, vocab)}, counts, k,
                    init=init, num_steps=num_steps, batch_size=batch_size, seed=seed, progress=progress, lr=lr,
                    decay_steps=decay_steps, snapshot_every=snapshot_every, model_kwargs=kwargs)

@@ -5,9 +5,13 @@ Layers, one organising rule (each layer imports only the ones above it):
 * :mod:`specinit.engine` -- pure NumPy/SciPy: moments, whitening, tensor
   decompositions, multi-view symmetrization, support projection;
 * :mod:`specinit.corpus` -- corpora in and out, topic quality;
-* :mod:`specinit.models` -- one module per model: its NumPyro program and its
-  moment map (``lda``, ``single_topic``, ``hmm``, ``gaussian_hmm``,
-  ``multiview``, ``gmm``);
+* :mod:`specinit.distributions` -- NumPyro building blocks shared by the
+  families (the forward algorithm, count likelihoods, mixtures);
+* :mod:`specinit.family` -- the :class:`Family` skeleton every model uses;
+  :mod:`specinit.refine` -- the refinement drivers (EM, MAP);
+* :mod:`specinit.models` -- one module per family: ``lda``,
+  ``single_topic``, ``hmm``, ``gaussian_hmm``, ``multiview``, ``gmm``,
+  ``factors``, ``kernel_multiview``;
 * the NumPyro and ArviZ boundary: :mod:`specinit.estimate` (the result of
   every fit), :mod:`specinit.warmstart`, :mod:`specinit.compare`,
   :mod:`specinit.align`, :mod:`specinit.posterior` (the only ArviZ module);
@@ -16,21 +20,22 @@ Layers, one organising rule (each layer imports only the ones above it):
 
 import sys
 
-from specinit import _moved
 from specinit.engine import decompose
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.moments import CountMoments
 from specinit.engine.population import FactoredMoments
 from specinit.engine.whitening import IndefiniteMomentError, whiten
-from specinit.estimate import SpectralEstimate
+from specinit.estimate import Site, SpectralEstimate
+from specinit.family import Family
 
-_moved.install()
 # ``specinit.decompose`` is the public name of the decompositions (usable on any symmetric tensor).
 sys.modules.setdefault("specinit.decompose", decompose)
 
 __all__ = [
     "CountMoments",
     "FactoredMoments",
+    "Family",
+    "Site",
     "IndefiniteMomentError",
     "SpectralEstimate",
     "decompose",

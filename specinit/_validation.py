@@ -12,22 +12,30 @@ the package.
 
 from __future__ import annotations
 
+import contextvars
+import functools
 import numbers
 import os
 import sys
 import warnings
-from typing import Any, Iterable
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Mapping
 
 import numpy as np
 import scipy.sparse as sp
 
 __all__ = [
+    "Interval",
+    "Options",
+    "as_generator",
     "bad_argument",
+    "check_arguments",
     "check_choice",
     "check_count_matrix",
     "check_int",
     "check_positive",
-    "as_generator",
+    "current_entry",
+    "public",
     "warn",
 ]
 
@@ -39,6 +47,56 @@ _PACKAGE_DIRS = tuple(
 
 def _inside_package(filename: str) -> bool:
     return os.path.abspath(filename).startswith(_PACKAGE_DIRS)
+
+
+_ENTRY: contextvars.ContextVar = contextvars.ContextVar("specinit_entry", default=None)
+
+
+def _entry_name(func: Callable) -> str:
+    """``family.function`` for functions of ``specinit.models.<family>``, the qualified name otherwise."""
+    module = func.__module__ or ""
+    name = func.__qualname__.replace(".__init__", "")
+    if module.startswith("specinit.models.") and "." not in name:
+        return f"{module.rsplit('.', 1)[1]}.{name}"
+    return name
+
+
+def public(func: Callable) -> Callable:
+    """Mark ``func`` as a public entry: errors raised under it name it, nested entries keep the outer name.
+
+    The name is taken from the function (``hmm.spectral`` for
+    ``specinit.models.hmm.spectral``), so no function name travels down as a
+    string. A public function called by another one (``whiten`` inside
+    ``lda.spectral``) reports the outer entry, the one the user called.
+
+    Parameters
+    ----------
+    func : callable
+        The public function.
+
+    Returns
+    -------
+    callable
+        The wrapped function.
+    """
+    name = _entry_name(func)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if _ENTRY.get() is not None:
+            return func(*args, **kwargs)
+        token = _ENTRY.set(name)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _ENTRY.reset(token)
+
+    return wrapper
+
+
+def current_entry(default: str = "specinit") -> str:
+    """The public function the user called (see :func:`public`), or ``default`` outside any."""
+    return _ENTRY.get() or default
 
 
 def warn(message: str, category: type[Warning] = RuntimeWarning) -> None:
@@ -67,13 +125,13 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def bad_argument(name: str, func: str, constraint: str, found: Any, *, kind=ValueError, describe=True):
-    """Build the uniform validation error (the caller raises it)."""
+def bad_argument(name: str, func: str | None, constraint: str, found: Any, *, kind=ValueError, describe=True):
+    """Build the uniform validation error (the caller raises it); ``func=None`` names the current public entry."""
     got = _describe(found) if describe else str(found)
-    return kind(f"The '{name}' argument of {func} must be {constraint}; got {got} instead.")
+    return kind(f"The '{name}' argument of {func or current_entry()} must be {constraint}; got {got} instead.")
 
 
-def check_int(value: Any, name: str, func: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+def check_int(value: Any, name: str, func: str | None = None, *, minimum: int | None = None, maximum: int | None = None) -> int:
     """Return ``value`` as ``int`` after checking its type and range."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise bad_argument(name, func, "an integer", value, kind=TypeError)
@@ -85,7 +143,7 @@ def check_int(value: Any, name: str, func: str, *, minimum: int | None = None, m
     return value
 
 
-def check_positive(value: Any, name: str, func: str) -> float:
+def check_positive(value: Any, name: str, func: str | None = None) -> float:
     """Return ``value`` as a finite, strictly positive float."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise bad_argument(name, func, "a positive real number", value, kind=TypeError)
@@ -95,7 +153,7 @@ def check_positive(value: Any, name: str, func: str) -> float:
     return value
 
 
-def check_choice(value: Any, name: str, func: str, options: Iterable[str]) -> str:
+def check_choice(value: Any, name: str, func: str | None, options: Iterable[str]) -> str:
     """Check that ``value`` is one of ``options`` (listed in the error)."""
     options = tuple(options)
     if value not in options:
@@ -104,7 +162,7 @@ def check_choice(value: Any, name: str, func: str, options: Iterable[str]) -> st
     return value
 
 
-def as_generator(seed: Any, func: str, name: str = "seed") -> np.random.Generator:
+def as_generator(seed: Any, func: str | None = None, name: str = "seed") -> np.random.Generator:
     """Normalise ``seed`` (int or ``numpy.random.Generator``) once."""
     if isinstance(seed, np.random.Generator):
         return seed
@@ -115,7 +173,7 @@ def as_generator(seed: Any, func: str, name: str = "seed") -> np.random.Generato
     return np.random.default_rng(int(seed))
 
 
-def check_count_matrix(counts: Any, name: str, func: str) -> sp.csr_matrix:
+def check_count_matrix(counts: Any, name: str, func: str | None = None) -> sp.csr_matrix:
     """Validate an (N, V) matrix of non-negative integer counts.
 
     Accepts ``scipy.sparse`` matrices or arrays (any format) and dense
@@ -159,3 +217,88 @@ def check_count_matrix(counts: Any, name: str, func: str) -> sp.csr_matrix:
         matrix = sp.csr_matrix(values)
     matrix.eliminate_zeros()
     return matrix
+
+
+# Constraint tables ---------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Interval:
+    """A number of type ``kind`` (``int`` or ``float``) in ``[low, high]`` (``open`` ends excluded).
+
+    Parameters
+    ----------
+    kind : type
+        ``int`` (bools refused) or ``float`` (any real; finite).
+    low, high : float, optional
+        Bounds; ``None`` for none.
+    open : str
+        ``""`` (closed), ``"low"``, ``"high"`` or ``"both"``: which bounds are excluded.
+    none : bool
+        Whether ``None`` is accepted.
+    """
+
+    kind: type
+    low: float | None = None
+    high: float | None = None
+    open: str = ""
+    none: bool = False
+
+    def describe(self) -> str:
+        what = "an integer" if self.kind is int else "a finite number"
+        bounds = []
+        if self.low is not None:
+            bounds.append(f"{'>' if self.open in ('low', 'both') else '>='} {self.low:g}")
+        if self.high is not None:
+            bounds.append(f"{'<' if self.open in ('high', 'both') else '<='} {self.high:g}")
+        text = what + (" " + " and ".join(bounds) if bounds else "")
+        return text + (" or None" if self.none else "")
+
+    def check(self, name: str, value: Any):
+        if value is None and self.none:
+            return None
+        integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+        if self.kind is int and not integral or self.kind is float and (
+                isinstance(value, bool) or not isinstance(value, numbers.Real)):
+            raise bad_argument(name, None, self.describe(), value, kind=TypeError)
+        value = self.kind(value)
+        bad = not np.isfinite(value)
+        if self.low is not None:
+            bad |= value <= self.low if self.open in ("low", "both") else value < self.low
+        if self.high is not None:
+            bad |= value >= self.high if self.open in ("high", "both") else value > self.high
+        if bad:
+            raise bad_argument(name, None, self.describe(), value)
+        return value
+
+
+@dataclass(frozen=True)
+class Options:
+    """One of ``values`` (listed in the error)."""
+
+    values: tuple
+
+    def check(self, name: str, value: Any):
+        return check_choice(value, name, None, self.values)
+
+
+def check_arguments(table: Mapping[str, Any], values: Mapping[str, Any]) -> dict:
+    """Check every ``values[name]`` against ``table[name]`` (an :class:`Interval`, :class:`Options`, or a callable).
+
+    Parameters
+    ----------
+    table : dict of str -> constraint
+        Constraints by argument name; a callable ``(name, value) -> value`` is allowed.
+    values : dict of str -> object
+        The arguments; names absent from the table pass unchecked.
+
+    Returns
+    -------
+    dict
+        The checked (normalised) values.
+    """
+    out = dict(values)
+    for name, value in values.items():
+        constraint = table.get(name)
+        if constraint is None:
+            continue
+        out[name] = constraint.check(name, value) if hasattr(constraint, "check") else constraint(name, value)
+    return out

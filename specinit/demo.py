@@ -83,7 +83,7 @@ def run_demo(out_dir: Path, *, quick: bool = False, seed: int = 0, log: Callable
     refined = lda.refine(small.counts, spectral_small, num_steps=sizes["refine_steps"], seed=seed)
     small_est = refined.estimate
     log(f"[2/4] NUTS, 4 chains x ({sizes['warmup']} warm-up + {sizes['draws']} draws), LDA N={n_docs}, V={vocab}, k={k}: "
-        f"spectral + lda.refine ({sizes['refine_steps']} steps, {small_est.diagnostics['refine']['seconds']:.1f} s) "
+        f"spectral + lda.refine ({sizes['refine_steps']} steps, {small_est.diagnostics['refine/seconds']:.1f} s) "
         "init vs default init (this is the slow step) ...")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)

@@ -1,44 +1,94 @@
-"""The result of every spectral fit: parameters keyed by NumPyro site names."""
+"""The result of every fit: parameters keyed by NumPyro site names, the sites' facts, flat diagnostics.
+
+:class:`SpectralEstimate` is what every ``spectral`` and ``refine`` of
+:mod:`specinit.models` returns and what the NumPyro and ArviZ boundaries
+read: the values of the model's latent sites (constrained, float64, strictly
+inside each site's support), the number of components ``k``, the facts of
+each site (:class:`Site`: support, component axes, ArviZ dims), flat typed
+diagnostics, and any fitted arrays a family reads back (``state``).
+
+Saved estimates are ``.npz`` archives written atomically and read without
+pickle; files written by specinit 0.2 still load.
+"""
 
 from __future__ import annotations
 
+import importlib
 import json
+import os
+import tempfile
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Callable, Mapping
 
 import numpy as np
 
 from specinit._validation import bad_argument
 
-__all__ = ["ModelFacts", "SpectralEstimate"]
+__all__ = ["FORMAT_VERSION", "ModelFacts", "Site", "SpectralEstimate", "register_sites"]
+
+#: Version of the file layout written by :meth:`SpectralEstimate.save` (0.2 files carry none and read as 1).
+FORMAT_VERSION = 2
+
+SUPPORTS = ("simplex", "positive", "real", "observed")
+
+
+@dataclass(frozen=True)
+class Site:
+    """What a model declares about one of its NumPyro sites.
+
+    Attributes
+    ----------
+    support : {"simplex", "positive", "real", "observed"}
+        ``"simplex"``: the last axis sums to one, every entry > 0 (weights,
+        topic rows, transition rows); ``"positive"``: every entry > 0;
+        ``"real"``: finite; ``"observed"``: a data site (never a parameter;
+        listed for its ArviZ dims).
+    axes : tuple of int
+        Component (label) axes, counted without chain and draw axes; a site
+        whose value all components share has none. Several axes carry the
+        same labels (HMM ``transition``: from-state rows, to-state columns).
+    dims : tuple of str
+        ArviZ dimension names of the site's full shape.
+    event_dims : tuple of str
+        Event dims ArviZ cannot infer from the plates (``extra_event_dims``
+        of ``az.from_numpyro``).
+    """
+
+    support: str
+    axes: tuple = ()
+    dims: tuple = ()
+    event_dims: tuple = ()
+
+    def __post_init__(self):
+        if self.support not in SUPPORTS:
+            raise bad_argument("support", "Site", f"one of {', '.join(map(repr, SUPPORTS))}", self.support)
+        object.__setattr__(self, "axes", tuple(int(a) for a in self.axes))
+        object.__setattr__(self, "dims", tuple(self.dims))
+        object.__setattr__(self, "event_dims", tuple(self.event_dims))
+
+    def to_json(self) -> dict:
+        """A JSON-serializable dict (read back by ``Site(**d)``)."""
+        return {"support": self.support, "axes": list(self.axes), "dims": list(self.dims),
+                "event_dims": list(self.event_dims)}
 
 
 @dataclass(frozen=True)
 class ModelFacts:
-    """What a model tells the generic layers about its sites.
-
-    Each model module defines one instance and attaches it to every
-    estimate it returns, so that :mod:`specinit.align` and
-    :mod:`specinit.posterior` hold no per-model table: a new model touches
-    only ``models/``.
+    """The generic layers' view of a model's sites (kept for 0.2 code; built from :class:`Site` tables).
 
     Attributes
     ----------
     component_axes : dict of str -> int or tuple of int
-        Component (label) axes of each site, counted without the chain and
-        draw axes. A tuple permutes several axes with the same labels (HMM
-        ``transition``: from-state rows and to-state columns). Sites whose
-        value is shared by all components are left out.
+        Component axes of each site with components (an int for one axis).
     match_site : str
-        The site whose components are compared to match labels (the
-        richest component-indexed site, e.g. LDA ``beta``).
+        The site whose components are compared to match labels.
     dims : dict of str -> tuple of str
-        Dimension names of each site's full shape (plate and event dims),
-        for the estimate's own ArviZ object.
+        Dimension names of each site's full shape.
     event_dims : dict of str -> tuple of str
-        Names of the event dims that ArviZ cannot infer from the plates
-        (``extra_event_dims`` of ``az.from_numpyro``).
+        Event dims that ArviZ cannot infer from the plates.
     """
 
     component_axes: dict = field(default_factory=dict)
@@ -46,71 +96,190 @@ class ModelFacts:
     dims: dict = field(default_factory=dict)
     event_dims: dict = field(default_factory=dict)
 
-    def to_json(self) -> dict:
-        """A JSON-serializable dict that :meth:`from_json` reads back."""
-        return {
-            "component_axes": {k: list(v) if isinstance(v, tuple) else v for k, v in self.component_axes.items()},
-            "match_site": self.match_site,
-            "dims": {k: list(v) for k, v in self.dims.items()},
-            "event_dims": {k: list(v) for k, v in self.event_dims.items()},
-        }
-
     @classmethod
-    def from_json(cls, data: dict) -> "ModelFacts":
-        """Inverse of :meth:`to_json`."""
+    def from_sites(cls, sites: Mapping[str, Site], match_site: str | None) -> "ModelFacts":
+        """The facts of a site table."""
         return cls(
-            component_axes={k: tuple(v) if isinstance(v, list) else v for k, v in data["component_axes"].items()},
-            match_site=data["match_site"],
-            dims={k: tuple(v) for k, v in data["dims"].items()},
-            event_dims={k: tuple(v) for k, v in data["event_dims"].items()},
+            component_axes={n: s.axes[0] if len(s.axes) == 1 else s.axes for n, s in sites.items() if s.axes},
+            match_site=match_site,
+            dims={n: s.dims for n, s in sites.items() if s.dims},
+            event_dims={n: s.event_dims for n, s in sites.items() if s.event_dims},
         )
+
+    def to_sites(self, params: Mapping) -> dict:
+        """A site table (support read off the values: ``"real"``, or ``"positive"`` when all > 0)."""
+        names = set(self.dims) | set(self.component_axes) | set(params)
+        sites = {}
+        for name in sorted(names):
+            axes = self.component_axes.get(name, ())
+            support = "observed" if name not in params else (
+                "positive" if np.all(np.asarray(params[name]) > 0) else "real")
+            sites[name] = Site(support, (axes,) if isinstance(axes, (int, np.integer)) else tuple(axes),
+                               self.dims.get(name, ()), self.event_dims.get(name, ()))
+        return sites
+
+
+#: Model name -> callable ``params -> (sites, match_site)``; filled by :class:`specinit.family.Family` subclasses.
+_SITE_TABLES: dict[str, Callable] = {}
+
+
+def register_sites(model: str, table: Callable) -> None:
+    """Register how to read the sites of ``model``'s estimates off their parameters.
+
+    Parameters
+    ----------
+    model : str
+        The model name carried by its estimates.
+    table : callable
+        ``params -> (dict of Site, match_site)``.
+    """
+    _SITE_TABLES[model] = table
+
+
+def _site_table(model: str):
+    """The registered site table of ``model``, importing its family module ``specinit.models.<model>`` if needed."""
+    if model not in _SITE_TABLES and model.isidentifier():
+        try:
+            importlib.import_module(f"specinit.models.{model}")
+        except ImportError:
+            return None
+    return _SITE_TABLES.get(model)
+
+
+def _flat(diagnostics: Mapping) -> dict:
+    """Diagnostics as flat, typed values (bool, int, float, str, None or a bool/int/float/str array)."""
+    out = {}
+    for key, value in dict(diagnostics).items():
+        if not isinstance(key, str):
+            raise bad_argument("diagnostics", "SpectralEstimate", "a dict with str keys", f"the key {key!r}",
+                               kind=TypeError, describe=False)
+        if value is None or isinstance(value, (bool, str)):
+            out[key] = value
+        elif isinstance(value, (int, np.integer)):
+            out[key] = int(value)
+        elif isinstance(value, (float, np.floating)):
+            out[key] = float(value)
+        elif isinstance(value, np.bool_):
+            out[key] = bool(value)
+        elif isinstance(value, (np.ndarray, list, tuple)):
+            array = np.asarray(value)
+            if array.dtype.kind not in "biufU" or array.dtype.kind == "c":
+                raise bad_argument("diagnostics", "SpectralEstimate", "flat values: bool, int, float, str, None or "
+                                   "arrays of those", f"{key!r} = an array of dtype {array.dtype}", kind=TypeError,
+                                   describe=False)
+            out[key] = array
+        else:
+            raise bad_argument("diagnostics", "SpectralEstimate", "flat values: bool, int, float, str, None or arrays "
+                               "of those (nest with 'prefix/key' names)", f"{key!r} = {type(value).__name__}",
+                               kind=TypeError, describe=False)
+    return out
 
 
 @dataclass
 class SpectralEstimate:
-    """Method-of-moments estimate of a specinit model.
+    """Method-of-moments (or refined) estimate of a specinit model.
+
+    Parameters
+    ----------
+    model : str
+        The model name (``"lda"``, ``"single_topic"``, ``"hmm"``, ...).
+    params : dict of str -> array-like
+        Constrained values keyed by the model's NumPyro site names.
+    diagnostics : dict, optional
+        Flat diagnostics: str keys, values bool, int, float, str, None or
+        arrays of those; a refinement adds ``"refine/..."`` keys.
+    vocabulary : sequence of str, optional
+        Names of the observation dimension (words).
+    facts : ModelFacts, optional
+        0.2-style site facts, used when ``model`` is not a registered family
+        (``sites`` is preferred).
+    k : int, optional
+        Number of components; default: read off the match site's first
+        component axis.
+    sites : dict of str -> Site, optional
+        The sites' supports, component axes and dims; default: the table
+        registered for ``model`` (every specinit family registers one).
+    match_site : str, optional
+        The site that drives label matching (default: the registered one).
+    state : dict of str -> array, optional
+        Fitted arrays a family reads back (kernel densities), saved with the estimate.
 
     Attributes
     ----------
-    model : str
-        The model module name (``"lda"``, ``"single_topic"``, ``"hmm"``, ...).
-    params : dict[str, ndarray]
-        Constrained values keyed by the model's NumPyro site names, strictly
-        inside each site's support, float64.
-    diagnostics : dict
-        Whitening, decomposition and model-specific diagnostics.
-    vocabulary : tuple of str, optional
-        Names of the observation dimension (words), kept with the estimate.
-    facts : ModelFacts
-        The model's component axes, matching site and ArviZ dims.
+    params, diagnostics, vocabulary, k, sites, match_site, state
+        As above (params as float64 arrays).
+
+    Raises
+    ------
+    ValueError
+        A parameter that is not finite or outside its site's support, or a
+        component axis whose length is not ``k``.
+    TypeError
+        Nested or non-numeric diagnostics.
 
     Notes
     -----
     The components are ordered by decreasing tensor eigenvalue; their order
     (the labels) is otherwise arbitrary, as for any mixture. Posterior draws
     are aligned to these labels by :func:`specinit.align.align_draws`, which
-    reads the component axes from :attr:`facts`.
+    reads the component axes from :attr:`sites`.
     """
 
     model: str
     params: dict
     diagnostics: dict = field(default_factory=dict)
     vocabulary: tuple | None = None
-    facts: ModelFacts = field(default_factory=ModelFacts)
+    facts: ModelFacts | None = field(default=None, repr=False)
+    k: int | None = field(default=None, kw_only=True)
+    sites: dict | None = field(default=None, kw_only=True, repr=False)
+    match_site: str | None = field(default=None, kw_only=True)
+    state: dict = field(default_factory=dict, kw_only=True, repr=False)
 
     def __post_init__(self):
-        self.params = {name: np.asarray(value, dtype=np.float64) for name, value in self.params.items()}
-        for name, value in self.params.items():
-            if not np.all(np.isfinite(value)):
-                raise bad_argument("params", "SpectralEstimate", "finite values", f"non-finite entries in {name!r}", describe=False)
+        if not isinstance(self.params, Mapping):
+            raise bad_argument("params", "SpectralEstimate", "a dict of site name -> array", self.params, kind=TypeError)
+        self.params = {str(name): np.asarray(value, dtype=np.float64) for name, value in self.params.items()}
+        self.diagnostics = _flat(self.diagnostics or {})
+        self.state = {str(name): np.asarray(value) for name, value in (self.state or {}).items()}
         if self.vocabulary is not None:
             self.vocabulary = tuple(str(w) for w in self.vocabulary)
+        if self.sites is None:
+            if _site_table(self.model) is not None:
+                self.sites, match = _site_table(self.model)(self.params)
+            elif self.facts is not None:
+                self.sites, match = self.facts.to_sites(self.params), self.facts.match_site
+            else:
+                self.sites, match = {}, None
+            self.match_site = self.match_site or match
+        self.sites = dict(self.sites)
+        self.facts = ModelFacts.from_sites(self.sites, self.match_site)
+        if self.k is None:
+            site = self.sites.get(self.match_site)
+            if site is None or not site.axes or self.match_site not in self.params:
+                raise bad_argument("k", "SpectralEstimate", "given when the model's sites are unknown", None)
+            self.k = int(self.params[self.match_site].shape[site.axes[0]])
+        self.k = int(self.k)
+        for name, value in self.params.items():
+            self._check_site(name, value)
 
-    @property
-    def k(self) -> int:
-        """Number of components (topics, states, clusters)."""
-        first = next(iter(self.params.values()))
-        return first.shape[0]
+    def _check_site(self, name: str, value: np.ndarray) -> None:
+        where = "SpectralEstimate"
+        if not np.all(np.isfinite(value)):
+            raise bad_argument("params", where, "finite values", f"non-finite entries in {name!r}", describe=False)
+        site = self.sites.get(name)
+        if site is None:
+            return
+        if site.support in ("simplex", "positive") and np.any(value <= 0):
+            raise bad_argument("params", where, f"values > 0 for the {site.support} site {name!r}",
+                               f"minimum {value.min():g}", describe=False)
+        if site.support == "simplex" and value.ndim and not np.allclose(value.sum(axis=-1), 1.0, rtol=0, atol=1e-6):
+            worst = float(np.max(np.abs(value.sum(axis=-1) - 1.0)))
+            raise bad_argument("params", where, f"rows of {name!r} summing to one (a simplex site)",
+                               f"a row sum off by {worst:.3g}", describe=False)
+        for axis in site.axes:
+            if axis >= value.ndim or value.shape[axis] != self.k:
+                raise bad_argument("params", where, f"{name!r} with k = {self.k} entries along its component axis {axis}",
+                                   f"shape {value.shape}", describe=False)
 
     # NumPyro hand-off ---------------------------------------------------------------------------
     def init_strategy(self, sites=None):
@@ -139,33 +308,152 @@ class SpectralEstimate:
 
     # persistence ----------------------------------------------------------------------------------
     def save(self, path) -> Path:
-        """Write the estimate to an ``.npz`` file that :meth:`load` reads back exactly."""
+        """Write the estimate to an ``.npz`` file that :meth:`load` reads back exactly.
+
+        The file is written to a temporary file beside ``path``, flushed to
+        disk and renamed over ``path``: an existing file at ``path`` is
+        replaced whole or left untouched, never truncated.
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            Target file.
+
+        Returns
+        -------
+        pathlib.Path
+            ``path``.
+
+        Raises
+        ------
+        OSError
+            The directory is missing or not writable, or the disk is full
+            (the message names the file; nothing is left behind).
+        """
         path = Path(path)
-        arrays: dict[str, Any] = {f"param/{k}": v for k, v in self.params.items()}
-        meta = {
-            "model": self.model,
-            "vocabulary": list(self.vocabulary) if self.vocabulary else None,
-            "facts": self.facts.to_json(),
-            "diagnostics": {},
-        }
+        arrays = {f"param/{k}": v for k, v in self.params.items()}
+        arrays.update({f"state/{k}": v for k, v in self.state.items()})
+        scalars = {}
         for key, value in self.diagnostics.items():
-            if isinstance(value, (str, bool, int, float)) or value is None:
-                meta["diagnostics"][key] = value
+            if isinstance(value, np.ndarray):
+                arrays[f"diag/{key}"] = value
             else:
-                arrays[f"diag/{key}"] = np.asarray(value)
-        with open(path, "wb") as handle:
-            np.savez_compressed(handle, meta=np.array(json.dumps(meta)), **arrays)
+                scalars[key] = value
+        meta = {
+            "format": FORMAT_VERSION,
+            "model": self.model,
+            "k": self.k,
+            "match_site": self.match_site,
+            "sites": {name: site.to_json() for name, site in self.sites.items()},
+            "vocabulary": list(self.vocabulary) if self.vocabulary else None,
+            "diagnostics": scalars,
+        }
+        directory = path.parent if str(path.parent) else Path(".")
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                np.savez_compressed(handle, meta=np.array(json.dumps(meta)), **arrays)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException as exc:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            if isinstance(exc, OSError):
+                raise OSError(exc.errno, f"could not save the estimate to {str(path)!r}: {exc.strerror or exc}") from exc
+            raise
         return path
 
     @classmethod
     def load(cls, path) -> "SpectralEstimate":
-        """Read an estimate written by :meth:`save`."""
-        with np.load(Path(path), allow_pickle=False) as data:
-            meta = json.loads(str(data["meta"]))
-            params = {k.split("/", 1)[1]: data[k] for k in data.files if k.startswith("param/")}
-            diagnostics = dict(meta["diagnostics"])
-            diagnostics.update({k.split("/", 1)[1]: data[k] for k in data.files if k.startswith("diag/")})
-        return cls(
-            model=meta["model"], params=params, diagnostics=diagnostics, vocabulary=meta["vocabulary"],
-            facts=ModelFacts.from_json(meta["facts"]),
-        )
+        """Read an estimate written by :meth:`save` (this version or specinit 0.2).
+
+        Parameters
+        ----------
+        path : str or os.PathLike
+            A file written by :meth:`save`.
+
+        Returns
+        -------
+        SpectralEstimate
+
+        Raises
+        ------
+        FileNotFoundError
+            No such file.
+        ValueError
+            The file is not a specinit estimate, is truncated or corrupt, or
+            was written by a newer specinit; the message names the file.
+        """
+        path = Path(path)
+        where = repr(str(path))
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                files = list(data.files)
+                if "meta" not in files:
+                    raise ValueError(f"{where} is not a specinit estimate (no 'meta' entry; entries: {files[:5]})")
+                meta = json.loads(str(data["meta"]))
+                arrays = {name: data[name] for name in files if name != "meta"}
+        except FileNotFoundError:
+            raise
+        except IsADirectoryError:
+            raise ValueError(f"{where} is a directory, not a specinit estimate file") from None
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{where} is corrupt: its metadata is not valid JSON ({exc})") from None
+        except (zipfile.BadZipFile, EOFError, zlib.error, OSError, KeyError) as exc:
+            raise ValueError(f"{where} is not a readable specinit estimate (truncated, corrupt or another kind of "
+                             f"file: {type(exc).__name__}: {exc})") from None
+        except ValueError as exc:
+            if str(exc).startswith(where):
+                raise
+            raise ValueError(f"{where} is not a readable specinit estimate ({exc})") from None
+        if not isinstance(meta, dict) or "model" not in meta or "diagnostics" not in meta:
+            raise ValueError(f"{where} is not a specinit estimate (its metadata has no 'model' and 'diagnostics')")
+        version = int(meta.get("format", 1))
+        if version > FORMAT_VERSION:
+            raise ValueError(f"{where} was written by a newer specinit (file format {version}; this version reads "
+                             f"formats up to {FORMAT_VERSION}): upgrade specinit to load it")
+
+        def group(prefix):
+            return {name.split("/", 1)[1]: value for name, value in arrays.items() if name.startswith(prefix)}
+
+        diagnostics = dict(meta["diagnostics"])
+        diagnostics.update(group("diag/"))
+        params = group("param/")
+        try:
+            if version == 1:
+                facts = meta.get("facts")
+                return cls(model=meta["model"], params=params, diagnostics=_flatten_legacy(diagnostics),
+                           vocabulary=meta.get("vocabulary"), facts=None if facts is None else _legacy_facts(facts))
+            sites = {name: Site(**site) for name, site in meta["sites"].items()}
+            return cls(model=meta["model"], params=params, diagnostics=diagnostics, vocabulary=meta.get("vocabulary"),
+                       k=meta["k"], sites=sites, match_site=meta["match_site"], state=group("state/"))
+        except (TypeError, KeyError) as exc:
+            raise ValueError(f"{where} is not a valid specinit estimate ({type(exc).__name__}: {exc})") from None
+        except ValueError as exc:
+            raise ValueError(f"{where} holds an invalid estimate: {exc}") from None
+
+
+def _legacy_facts(data: dict) -> ModelFacts:
+    """ModelFacts as specinit 0.2 wrote them."""
+    return ModelFacts(
+        component_axes={k: tuple(v) if isinstance(v, list) else v for k, v in data["component_axes"].items()},
+        match_site=data["match_site"],
+        dims={k: tuple(v) for k, v in data["dims"].items()},
+        event_dims={k: tuple(v) for k, v in data["event_dims"].items()},
+    )
+
+
+def _flatten_legacy(diagnostics: dict) -> dict:
+    """0.2 diagnostics with JSON-nested values flattened to ``outer/inner`` keys."""
+    out = {}
+    for key, value in diagnostics.items():
+        if isinstance(value, dict):
+            out.update({f"{key}/{inner}": v for inner, v in _flatten_legacy(value).items()})
+        elif isinstance(value, list):
+            out[key] = np.asarray(value)
+        else:
+            out[key] = value
+    return out

@@ -133,7 +133,8 @@ def test_estimate_to_inference_data():
 
 def test_shape_mismatch_names_both_shapes(fit):
     mcmc, estimate, idata = fit
-    wrong = SpectralEstimate("lda", {"alpha": estimate.params["alpha"], "beta": estimate.params["beta"][:, :10]},
+    short = estimate.params["beta"][:, :10]
+    wrong = SpectralEstimate("lda", {"alpha": estimate.params["alpha"], "beta": short / short.sum(1, keepdims=True)},
                              facts=lda.FACTS)
     with pytest.raises(ValueError, match=r"posterior's shape \(2, 20\) for 'beta'; got shape \(2, 10\)"):
         posterior.to_inference_data(mcmc, wrong)

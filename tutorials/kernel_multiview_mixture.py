@@ -66,7 +66,7 @@ for comps in components:
 start = time.perf_counter()
 estimate = km.spectral(views, 3, seed=0)
 print(f"spectral fit, N = {n}: {time.perf_counter() - start:.2f} s")
-print("bandwidths (half the median distance):", [float(estimate.diagnostics[f"bandwidth_{v}"][0]) for v in range(3)])
+print("bandwidths (half the median distance):", [float(estimate.state[f"bandwidth_{v}"][0]) for v in range(3)])
 
 # %% [markdown]
 # Components come out in an arbitrary order: match them to the truth on the

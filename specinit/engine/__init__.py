@@ -2,11 +2,12 @@
 
 Stages, each a module:
 
-* :mod:`~specinit.engine.chunks` -- count input as validated CSR chunks; backend choice;
+* :mod:`~specinit.engine.sources` -- data in, validated once per kind (counts, views; chunks, streams, Dask);
+* :mod:`~specinit.engine.backends` -- where the passes run: one interface of additive passes, the NumPy
+  reference and the Numba, JAX and Dask backends (imported lazily, only when asked for);
 * :mod:`~specinit.engine.moments` -- count moments from data in one pass (mergeable partial sums);
-* :mod:`~specinit.engine.jax_passes`, :mod:`~specinit.engine.numba_passes`,
-  :mod:`~specinit.engine.dask_passes` -- the same passes on JAX devices, Numba threads, Dask blocks
-  (imported lazily, only when asked for);
+* :mod:`~specinit.engine.rows` -- noise-corrected moments of mixture rows (Gaussian mixtures);
+* :mod:`~specinit.engine.sequences` -- sequences in; the sliding triples of a hidden chain as three views;
 * :mod:`~specinit.engine.population` -- exact moments from parameters (recovery checks, conditioning);
 * :mod:`~specinit.engine.whitening` -- randomized whitening of the second moment (signed eigenvalues);
 * :mod:`~specinit.engine.decompose` -- symmetric tensor decompositions (TPM, SVTD, ECA, ALS);

@@ -30,7 +30,7 @@ import numpy as np
 
 from specinit._validation import bad_argument
 
-__all__ = ["pair_product_tensor", "whitened_third_cumulant", "whitened_fourth_cumulant"]
+__all__ = ["CorrectedCovariance", "pair_product_tensor", "whitened_third_cumulant", "whitened_fourth_cumulant"]
 
 _CHUNK_BYTES = 64 * 2**20
 
@@ -130,3 +130,51 @@ def whitened_fourth_cumulant(y) -> np.ndarray:
         m4 += outer.T @ outer
     S = y.T @ y / n
     return m4.reshape(k, k, k, k) / n - pair_product_tensor(S)
+
+
+class CorrectedCovariance:
+    """A factor model's covariance with the isotropic noise removed, and its whitened cumulant tensor.
+
+    ``M2 = Cov(x) - noise^2 I = O O^T`` (the moments object that
+    :func:`specinit.engine.exchangeable.fit_exchangeable` whitens) with the
+    noise variance the mean of the ``d - k`` smallest covariance eigenvalues
+    (``noise="isotropic"`` and ``d > k``; 0 otherwise), and the whitened
+    third or fourth cumulant as its ``whitened_m3`` / ``whitened_m4``.
+
+    Parameters
+    ----------
+    covariance : ndarray, shape (d, d)
+    whitened_cumulant : callable
+        ``W (d, k) -> (k,)*order`` whitened cumulant tensor.
+    k : int
+        Number of factors.
+    noise : {"isotropic", "none"}
+
+    Attributes
+    ----------
+    eigenvalues : ndarray, shape (d,)
+        Covariance eigenvalues, descending.
+    noise_variance : float
+    n_features : int
+    """
+
+    def __init__(self, covariance: np.ndarray, whitened_cumulant, k: int, noise: str):
+        covariance = 0.5 * (covariance + covariance.T)
+        self.eigenvalues = np.linalg.eigvalsh(covariance)[::-1]
+        d = covariance.shape[0]
+        self.noise_variance = float(max(self.eigenvalues[k:].mean(), 0.0)) if (noise == "isotropic" and d > k) else 0.0
+        self.n_features = d
+        self._covariance = covariance
+        self._cumulant = whitened_cumulant
+
+    def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
+        """``(Cov(x) - noise^2 I) Q``."""
+        return self._covariance @ Q - self.noise_variance * Q
+
+    def whitened_m3(self, W: np.ndarray) -> np.ndarray:
+        """The whitened cumulant at ``W`` (order 3: skewed factors)."""
+        return self._cumulant(W)
+
+    def whitened_m4(self, W: np.ndarray) -> np.ndarray:
+        """The whitened cumulant at ``W`` (order 4: kurtotic factors)."""
+        return self._cumulant(W)

@@ -1,8 +1,9 @@
-"""From moments to components: whitening, decomposition, unwhitening.
+"""From moments to components: whitening, decomposition, unwhitening -- the one fit of every model.
 
 :func:`fit_exchangeable` is the engine shared by every model whose
-(possibly symmetrized) moments have the form
-``M2 = sum_i omega_i b_i b_i^T`` and ``M3 = sum_i kappa_i b_i^(x)3``.
+(possibly symmetrized or noise-corrected) moments have the form
+``M2 = sum_i omega_i b_i b_i^T`` and ``M3 = sum_i kappa_i b_i^(x)3`` (or
+``M4 = sum_i kappa_i b_i^(x)4`` with ``order=4``, for kurtotic factors).
 After whitening (``W^T M2 W = I``) the tensor ``T = M3(W, W, W)`` equals
 ``sum_i lambda_i v_i^(x)3`` with orthonormal ``v_i = sqrt(omega_i) W^T b_i``
 and ``lambda_i = kappa_i / omega_i^(3/2)``; hence
@@ -21,8 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specinit._validation import as_generator, check_choice, check_int
+from specinit._validation import as_generator, check_choice, check_int, public
 from specinit.engine.decompose import METHODS, Decomposition, check_options, decompose
+from specinit.engine.decompose4 import METHODS4, check_options4, decompose4
 from specinit.engine.whitening import Whitening, whiten
 
 __all__ = ["ExchangeableFit", "fit_exchangeable"]
@@ -69,10 +71,12 @@ def _slice_directions(unwhiten: np.ndarray, max_directions: int) -> np.ndarray:
     return unwhiten[top].T
 
 
+@public
 def fit_exchangeable(
     moments,
     k: int,
     *,
+    order: int = 3,
     method: str = "tpm",
     seed=0,
     oversample: int = 10,
@@ -80,18 +84,22 @@ def fit_exchangeable(
     max_slice_directions: int = 200,
     decompose_options: dict | None = None,
 ) -> ExchangeableFit:
-    """Whiten ``moments``, decompose the whitened third moment, unwhiten.
+    """Whiten ``moments``, decompose the whitened third (or fourth) moment, unwhiten.
 
     Parameters
     ----------
     moments : object
         Has ``n_features``, ``m2_matmat(Q)`` and ``whitened_m3(W)``
-        (:class:`specinit.engine.moments.CountMoments`,
-        :class:`specinit.engine.population.FactoredMoments`, ...).
+        (``whitened_m4(W)`` for ``order=4``):
+        :class:`specinit.engine.moments.CountMoments`,
+        :class:`specinit.engine.population.FactoredMoments`, ...
     k : int
         Number of components.
+    order : {3, 4}
+        Order of the whitened tensor.
     method : {"tpm", "svtd", "eca", "als"}
-        Decomposition (:mod:`specinit.engine.decompose`).
+        Decomposition (:mod:`specinit.engine.decompose`; ``"tpm"`` or ``"eca"``
+        for ``order=4``, :mod:`specinit.engine.decompose4`).
     seed : int or numpy.random.Generator
         One generator drives whitening and decomposition.
     oversample, n_power_iter : int
@@ -102,7 +110,7 @@ def fit_exchangeable(
         subspace).
     decompose_options : dict, optional
         Keyword arguments of the decomposition (``n_restarts``, ``n_iter``,
-        ``tol``...; checked by :func:`specinit.engine.decompose.check_options`).
+        ``tol``...; checked against the method's keywords).
 
     Returns
     -------
@@ -118,15 +126,18 @@ def fit_exchangeable(
         If ``decompose_options`` names a keyword the decomposition does not take.
     """
     func = "fit_exchangeable"
-    method = check_choice(method, "method", func, METHODS)
+    order = check_choice(order, "order", func, (3, 4))
+    method = check_choice(method, "method", func, METHODS if order == 3 else METHODS4)
     k = check_int(k, "k", func, minimum=1, maximum=moments.n_features)
     max_slice_directions = check_int(max_slice_directions, "max_slice_directions", func, minimum=1)
     rng = as_generator(seed, func)
-    decompose_options = check_options(method, decompose_options, func)
+    options = (check_options if order == 3 else check_options4)(method, decompose_options, func)
     wh = whiten(moments, k, oversample=oversample, n_iter=n_power_iter, seed=rng)
-    T = moments.whitened_m3(wh.W)
-    if method == "svtd":
-        decompose_options.setdefault("directions", _slice_directions(wh.unwhiten, max_slice_directions))
-    dec = decompose(T, k, method, seed=rng, **decompose_options)
+    if order == 4:
+        dec = decompose4(moments.whitened_m4(wh.W), k, method, seed=rng, options=options)
+    else:
+        if method == "svtd":
+            options.setdefault("directions", _slice_directions(wh.unwhiten, max_slice_directions))
+        dec = decompose(moments.whitened_m3(wh.W), k, method, seed=rng, **options)
     components = (wh.unwhiten @ dec.vectors).T
     return ExchangeableFit(components=components, eigenvalues=dec.weights, whitening=wh, decomposition=dec)

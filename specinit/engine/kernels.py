@@ -47,11 +47,11 @@ standardized columns, halved: ``sigma_j = 0.5 std_j median_{n != n'}
 needs no tuning and adapts to every view's scale and dimension (the full
 median distance failed to separate k = 5 components of 1-D views).
 
-Recovery ([1]_ Sec. 6, exchangeable views, :func:`fit_exchangeable_views`):
+Recovery ([1]_ Sec. 6, exchangeable views, :class:`ExchangeableViews` through the exchangeable fit):
 
 1. KernelSVD (Alg. 1): the top-k eigenpairs ``(U_k, S_k)`` of the
-   symmetrized second-order embedding ``C2 = mean_{a<b} sym(C_{ab})``;
-   ``W = U_k S_k^(-1/2)``;
+   symmetrized second-order embedding ``C2 = mean_{a<b} sym(C_{ab})``
+   (:func:`specinit.engine.whitening.whiten`); ``W = U_k S_k^(-1/2)``;
 2. the whitened third-order embedding (eq. 39) ``T = mean_{a<b<c} sym
    E[xi_a (x) xi_b (x) xi_c]`` with ``xi_v = W^T phi(x_v)``, a ``k x k x k``
    tensor built from the features in bounded chunks;
@@ -97,85 +97,13 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
 
-from specinit._validation import as_generator, bad_argument, check_int, warn
-from specinit.engine.decompose import check_options, decompose
-from specinit.engine.whitening import IndefiniteMomentError
+from specinit._validation import bad_argument
 
-__all__ = [
-    "KernelMultiviewFit",
-    "fit_exchangeable_views",
-    "kernel_svd",
-    "whitened_third_embedding",
-]
-
-
-def kernel_svd(moments, k: int, views=None, func: str = "kernel_svd"):
-    """KernelSVD ([1]_ Alg. 1) of the symmetrized second-order embedding in feature coordinates.
-
-    ``C2 = mean_{a < b} (C_ab + C_ab^T) / 2`` over pairs of ``views`` (the
-    ``r x r`` matrix is formed: ``r`` is the feature rank); its top-k
-    eigenpairs give ``W = U_k S_k^(-1/2)``. The features are the Cholesky
-    factor of Alg. 1 (``K ~= Z Z^T``), so the eigenproblem ``R L R^T`` of the
-    paper becomes this ``r x r`` one.
-
-    Parameters
-    ----------
-    moments : ViewMoments or MultiViewPopulation
-        Moments of the feature views (``pairs_matmat``).
-    k : int
-        Number of components.
-    views : sequence of int, optional
-        The exchangeable views (default: all).
-    func : str
-        Function named in error messages.
-
-    Returns
-    -------
-    U : ndarray, shape (r, k)
-    s : ndarray, shape (k,)
-        Eigenvalues, descending, positive.
-    diagnostics : dict
-        ``m2_eigenvalues`` (top k + 1, signed), ``m2_condition_number``, ``m2_spectral_gap``.
-
-    Raises
-    ------
-    IndefiniteMomentError
-        If one of the top-k eigenvalues is not positive (the data are not a
-        k-class multi-view mixture in this kernel, or k exceeds the number of
-        distinguishable components).
-
-    References
-    ----------
-    .. [1] Song, Anandkumar, Dai, Xie, ICML 2014, Alg. 1 (KernelSVD) and eq. 38.
-    """
-    views = list(range(moments.n_views)) if views is None else list(views)
-    r = moments.dims[views[0]]
-    eye = np.eye(r)
-    C2 = np.zeros((r, r))
-    pairs = list(combinations(views, 2))
-    for a, b in pairs:
-        C2 += moments.pairs_matmat(a, b, eye)
-    C2 = (C2 + C2.T) / (2 * len(pairs))
-    values, vectors = np.linalg.eigh(C2)
-    order = np.argsort(-np.abs(values))
-    values, vectors = values[order], vectors[:, order]
-    top = values[:k]
-    scale = max(abs(values[0]), np.finfo(float).tiny)
-    if np.any(top <= 1e-12 * scale):
-        raise IndefiniteMomentError(
-            f"{func}: the second-order kernel embedding has non-positive eigenvalues among its top k={k} "
-            f"(signed top eigenvalues {np.array2string(values[:k + 1], precision=3)}).")
-    diagnostics = {
-        "m2_eigenvalues": values[:k + 1].copy(),
-        "m2_condition_number": float(top[0] / top[-1]),
-        "m2_spectral_gap": float(top[-1] / abs(values[k])) if values.size > k and values[k] != 0 else np.inf,
-    }
-    return vectors[:, :k], top, diagnostics
+__all__ = ["ExchangeableViews", "whitened_third_embedding"]
 
 
 def whitened_third_embedding(moments, W, views=None) -> np.ndarray:
@@ -191,7 +119,7 @@ def whitened_third_embedding(moments, W, views=None) -> np.ndarray:
     moments : ViewMoments or MultiViewPopulation
         Moments of the feature views (``projected_triples``, computed in bounded chunks).
     W : array, shape (r, k)
-        Whitening matrix from :func:`kernel_svd`.
+        Whitening matrix from :func:`specinit.engine.whitening.whiten` (KernelSVD).
     views : sequence of int, optional
         The exchangeable views (default: all).
 
@@ -215,83 +143,50 @@ def whitened_third_embedding(moments, W, views=None) -> np.ndarray:
             + T.transpose(2, 0, 1) + T.transpose(2, 1, 0)) / 6.0
 
 
-@dataclass(frozen=True)
-class KernelMultiviewFit:
-    """Weights and conditional embeddings of a multi-view mixture in feature space.
+class ExchangeableViews:
+    """The symmetrized embeddings of exchangeable views, as the exchangeable fit reads moments ([1]_ Sec. 6).
 
-    Attributes
-    ----------
-    weights : ndarray, shape (k,)
-        ``w_i = lambda_i^(-2)`` (not floored or renormalized).
-    embeddings : list of ndarray, each (k, r_v)
-        Row ``i`` of ``embeddings[v]`` estimates ``E[phi_v(x_v) | h = i]``.
-    diagnostics : dict
-        Whitening and decomposition diagnostics.
-
-    References
-    ----------
-    Song, Anandkumar, Dai, Xie, ICML 2014, eq. 40 (conditional embeddings).
-    """
-
-    weights: np.ndarray
-    embeddings: list
-    diagnostics: dict
-
-
-def fit_exchangeable_views(moments, k: int, *, method: str = "tpm", seed=0,
-                           decompose_options: dict | None = None) -> KernelMultiviewFit:
-    """Seed 004's kernel algorithm for exchangeable views sharing one feature map ([1]_ Sec. 6).
-
-    KernelSVD (Alg. 1, :func:`kernel_svd`), the whitened third-order
-    embedding (eq. 39, :func:`whitened_third_embedding`), the tensor power
-    method (Alg. 2), weights ``lambda_i^(-2)`` and conditional embeddings
-    (eq. 40) ``mu_i = lambda_i U_k S_k^(1/2) v_i``, the same for every view.
+    ``M2 = mean_{a < b} (C_ab + C_ab^T) / 2`` over pairs of the views (the
+    second-order embedding whose top-k eigenpairs KernelSVD computes, [1]_
+    Alg. 1; the features are the Cholesky or random-feature factor, so the
+    eigenproblem is ``r x r``), and ``M3(W, W, W)`` the whitened third-order
+    embedding (:func:`whitened_third_embedding`, eq. 39). With them
+    :func:`specinit.engine.exchangeable.fit_exchangeable` is seed 004's
+    algorithm: weights ``lambda_i^(-2)``, conditional embeddings
+    ``lambda_i (W^T)^+ v_i`` (eq. 40), the same for every view.
 
     Parameters
     ----------
     moments : ViewMoments or MultiViewPopulation
-        Moments of the feature views (same feature map, same dimension ``r``).
-    k : int
-        Number of components, ``<= r``.
-    method : {"tpm", "svtd", "eca", "als"}
-        Tensor decomposition (default: the robust tensor power method).
-    seed : int or numpy.random.Generator
-    decompose_options : dict, optional
-        Keyword arguments of the decomposition; unknown keys raise.
-
-    Returns
-    -------
-    KernelMultiviewFit
+        Moments of the feature views (one feature map, same dimension ``r``).
+    views : sequence of int, optional
+        The exchangeable views (default: all).
 
     Raises
     ------
     ValueError
-        ``k`` larger than the feature rank, views of different feature dimensions.
-    IndefiniteMomentError
-        If the second-order embedding is not positive on its top k eigenvectors.
+        Views of different feature dimensions.
 
     References
     ----------
     .. [1] Song, Anandkumar, Dai, Xie, ICML 2014, Sec. 6: Alg. 1, eq. 39, Alg. 2, eq. 40.
     """
-    func = "fit_exchangeable_views"
-    options = check_options(method, decompose_options, func)
-    dims = set(moments.dims)
-    if len(dims) != 1:
-        raise bad_argument("moments", func, "views with one common feature map (exchangeable views)",
-                           f"feature dimensions {moments.dims}", describe=False)
-    r = dims.pop()
-    k = check_int(k, "k", func, minimum=1, maximum=r)
-    rng = as_generator(seed, func)
-    U, s, diagnostics = kernel_svd(moments, k, func=func)
-    W = U / np.sqrt(s)
-    T = whitened_third_embedding(moments, W)
-    dec = decompose(T, k, method, seed=rng, **options)
-    lam = dec.weights
-    if np.any(lam <= 0):
-        warn(f"{func}: {int(np.sum(lam <= 0))} tensor eigenvalue(s) are not positive; the weights are unreliable. "
-             "Try a smaller k or more data.")
-    lam = np.where(lam > 0, lam, np.finfo(float).eps)
-    embeddings = (lam[:, None] * ((U * np.sqrt(s)) @ dec.vectors).T)
-    diagnostics.update({"tensor_eigenvalues": lam, **{f"decomposition_{key}": v for key, v in dec.diagnostics.items()}})
-    return KernelMultiviewFit(1.0 / lam**2, [embeddings] * moments.n_views, diagnostics)
+
+    def __init__(self, moments, views=None):
+        self.views = list(range(moments.n_views)) if views is None else list(views)
+        dims = {moments.dims[v] for v in self.views}
+        if len(dims) != 1:
+            raise bad_argument("moments", None, "views with one common feature map (exchangeable views)",
+                               f"feature dimensions {moments.dims}", describe=False)
+        self.n_features = dims.pop()
+        self.moments = moments
+        self._pairs = list(combinations(self.views, 2))
+
+    def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
+        """The symmetrized second-order embedding times ``Q``."""
+        total = sum(self.moments.pairs_matmat(a, b, Q) + self.moments.pairs_matmat(b, a, Q) for a, b in self._pairs)
+        return total / (2 * len(self._pairs))
+
+    def whitened_m3(self, W: np.ndarray) -> np.ndarray:
+        """The whitened third-order embedding at ``W`` (eq. 39)."""
+        return whitened_third_embedding(self.moments, W, self.views)

@@ -11,7 +11,7 @@ import numpy as np
 
 from specinit._validation import warn
 
-__all__ = ["fix_signs_by_mass", "project_to_simplex", "positive_weights"]
+__all__ = ["fix_signs_by_mass", "project", "project_to_simplex", "positive_weights"]
 
 
 def fix_signs_by_mass(components: np.ndarray, eigenvalues: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
@@ -101,3 +101,53 @@ def positive_weights(weights: np.ndarray, floor: float = 1e-6, name: str = "weig
         weights = np.where(np.isfinite(weights), weights, floor)
     weights = np.maximum(weights, floor)
     return weights / weights.sum()
+
+
+def project(params: dict, sites: dict, floor: float) -> tuple[dict, dict]:
+    """Every parameter strictly inside its site's support, with a report of the repairs.
+
+    ``"simplex"`` sites (the last axis sums to one) go through
+    :func:`project_to_simplex` (entries floored at ``floor / d``; the
+    negative mass clipped is reported as ``negative_mass_<site>``);
+    ``"positive"`` sites are floored at ``floor`` times their largest entry
+    (the number floored is reported as ``floored_<site>``); every value must
+    be finite.
+
+    Parameters
+    ----------
+    params : dict of str -> ndarray
+        Recovered values.
+    sites : dict of str -> Site
+        Their supports (sites not listed pass unchanged).
+    floor : float
+        Relative floor.
+
+    Returns
+    -------
+    params : dict
+    report : dict
+
+    Raises
+    ------
+    FloatingPointError
+        A non-finite recovered value (the decomposition broke down).
+    """
+    out, report = {}, {}
+    for name, value in params.items():
+        value = np.asarray(value, dtype=np.float64)
+        if not np.all(np.isfinite(value)):
+            raise FloatingPointError(f"the recovered {name!r} has non-finite entries: the moments are degenerate "
+                                     "(try a smaller k, more data, or check the data for constant or duplicated "
+                                     "columns)")
+        site = sites.get(name)
+        support = getattr(site, "support", None)
+        if support == "simplex":
+            rows, proj = project_to_simplex(value.reshape(-1, value.shape[-1]), floor)
+            value = rows.reshape(value.shape)
+            report[f"negative_mass_{name}"] = proj["negative_mass"] if value.ndim > 1 else float(proj["negative_mass"][0])
+        elif support == "positive":
+            low = floor * max(float(np.max(value)), np.finfo(float).tiny)
+            report[f"floored_{name}"] = int(np.count_nonzero(value < low))
+            value = np.maximum(value, low)
+        out[name] = value
+    return out, report

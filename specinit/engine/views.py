@@ -61,21 +61,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.sparse as sp
 
 from specinit._validation import (
     as_generator,
     bad_argument,
     check_choice,
     check_int,
+    current_entry,
+    public,
+    warn,
 )
+from specinit.engine.backends import resolve_backend
 from specinit.engine.decompose import check_options
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.jennrich import jennrich_projected_means
+from specinit.engine.sources import ViewSource
+from specinit.engine.whitening import IndefiniteMomentError
 
-_BLOCK_BYTES = 64 * 2**20  # bound on the (rows x ka*kb) intermediate of projected_triples
+#: The passes a multi-view model needs from its backend.
+VIEW_PASSES = frozenset({"gram", "triples"})
 
 __all__ = [
+    "VIEW_PASSES",
     "MultiViewFit",
     "MultiViewPopulation",
     "ViewMoments",
@@ -85,27 +92,6 @@ __all__ = [
     "fit_multiview",
     "multiview_population",
 ]
-
-
-def _check_view(value, index: int, func: str):
-    name = f"views[{index}]"
-    if sp.issparse(value):
-        matrix = sp.csr_matrix(value, dtype=np.float64)
-        values = matrix.data
-    else:
-        if value is None or isinstance(value, (str, bytes)):
-            raise bad_argument(name, func, "an (N, d) array or scipy.sparse matrix", value, kind=TypeError)
-        matrix = np.asarray(value)
-        if matrix.dtype == object or matrix.dtype.kind not in "biuf":
-            raise bad_argument(name, func, "a numeric (N, d) array", matrix, kind=TypeError)
-        matrix = matrix.astype(np.float64, copy=False)
-        values = matrix
-    if matrix.ndim != 2 or matrix.shape[0] == 0 or matrix.shape[1] == 0:
-        raise bad_argument(name, func, "a non-empty two-dimensional (N, d) array", matrix)
-    if not np.all(np.isfinite(values)):
-        n_bad = int(values.size - np.count_nonzero(np.isfinite(values)))
-        raise bad_argument(name, func, "finite", f"{n_bad} NaN or infinite entries", describe=False)
-    return matrix
 
 
 class ViewMoments:
@@ -118,11 +104,12 @@ class ViewMoments:
         instead be a ``dask.array`` of row blocks (the same row chunks in
         every view; scipy.sparse or dense chunks): the passes then run where
         the blocks live and only (d_v, r)- and (k, k, k)-sized sums travel.
-    backend : {"numpy", "jax"} or None
-        Where the passes of in-memory views run: ``"jax"`` moves the views
-        once to JAX's default device and runs every pass there in float64
-        (:mod:`specinit.engine.jax_passes`); ``None`` picks JAX when an
-        accelerator is present. Dask views always use NumPy on the workers.
+    backend : {"numpy", "jax", "dask"}, Passes or None
+        Where the passes run (:mod:`specinit.engine.backends`): ``"jax"``
+        moves the views once to JAX's default device and runs every pass
+        there in float64; ``"dask"`` (Dask views) computes the partial sums
+        where the blocks live; ``None`` picks Dask for Dask views, JAX when
+        an accelerator is present, NumPy otherwise.
 
     Raises
     ------
@@ -139,80 +126,40 @@ class ViewMoments:
        learning latent variable models", JMLR 2014, Sec. 3.3 (Pairs, Triples).
     """
 
-    def __init__(self, views, backend: str | None = None):
-        from specinit.engine.chunks import resolve_backend
-        from specinit.engine.dask_passes import check_row_blocks, is_dask_array
+    @public
+    def __init__(self, views, backend=None):
+        source = views if isinstance(views, ViewSource) else ViewSource(views)
+        self.passes = resolve_backend(backend, source.kind, VIEW_PASSES)
+        self.source = source
+        self.n_observations = source.n_observations
+        self._placed = self.passes.place_views(source)
 
-        func = "ViewMoments"
-        if isinstance(views, np.ndarray) or sp.issparse(views) or is_dask_array(views) or not hasattr(views, "__len__"):
-            raise bad_argument("views", func, "a list of (N, d_v) arrays (one per view)", views, kind=TypeError)
-        if len(views) < 3:
-            raise bad_argument("views", func, "a list of at least 3 views", f"{len(views)} views", describe=False)
-        lazy = [is_dask_array(v) for v in views]
-        self._dask = all(lazy)
-        if any(lazy) and not self._dask:
-            raise bad_argument("views", func, "all Dask arrays or all in-memory arrays",
-                               f"Dask views at positions {[i for i, x in enumerate(lazy) if x]} only",
-                               kind=TypeError, describe=False)
-        if self._dask:
-            if backend == "jax":
-                raise bad_argument("backend", func, "'numpy' or None with Dask views (their blocks are reduced with "
-                                   "NumPy/SciPy on the Dask workers)", backend)
-            self.backend = "numpy"
-            self.views = [check_row_blocks(v, f"views[{i}]", func) for i, v in enumerate(views)]
-        else:
-            self.backend = resolve_backend(backend, func)
-            self.views = [_check_view(v, i, func) for i, v in enumerate(views)]
-        rows = [v.shape[0] for v in self.views]
-        if len(set(rows)) != 1:
-            raise bad_argument("views", func, "views with the same number of observations (rows)", f"row counts {rows}", describe=False)
-        if self._dask and len({v.chunks[0] for v in self.views}) != 1:
-            raise bad_argument("views", func, "Dask views with the same row chunks (rechunk them alike, e.g. "
-                               "y = y.rechunk({0: x.chunks[0]}))", [v.chunks[0] for v in self.views], describe=False)
-        self.n_observations = rows[0]
-        self._device = None
-        if self.backend == "jax":
-            from specinit.engine.jax_passes import DeviceRows
+    @property
+    def backend(self) -> str:
+        """Name of the backend running the passes."""
+        return self.passes.name
 
-            self._device = DeviceRows(self.views)
+    @property
+    def views(self) -> list:
+        """The validated views (float64 arrays / CSR matrices, or Dask arrays)."""
+        return self.source.views
 
     @property
     def n_views(self) -> int:
-        return len(self.views)
+        return len(self.source.views)
 
     @property
     def dims(self) -> tuple:
-        return tuple(v.shape[1] for v in self.views)
+        return self.source.dims
 
     def pairs_matmat(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:
         """``E[x_a x_b^T] @ Q`` for a (d_b, r) matrix, as ``X_a^T (X_b Q) / N``."""
-        Q = np.asarray(Q, dtype=np.float64)
-        if self._dask:
-            from specinit.engine.dask_passes import gram_partial, reduce_blocks
-
-            return reduce_blocks([self.views[a], self.views[b]], gram_partial, Q) / self.n_observations
-        if self._device is not None:
-            return self._device.gram(a, b, Q) / self.n_observations
-        return np.asarray(self.views[a].T @ np.asarray(self.views[b] @ Q)) / self.n_observations
+        return self.passes.gram(self._placed, a, b, np.asarray(Q, dtype=np.float64)) / self.n_observations
 
     def projected_triples(self, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
         """``E[(Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)]`` as a (ka, kb, kc) array, in bounded blocks."""
         Ua, Ub, Uc = (np.asarray(U, dtype=np.float64) for U in (Ua, Ub, Uc))
-        if self._dask:
-            from specinit.engine.dask_passes import reduce_blocks, triples_partial
-
-            views = [self.views[v] for v in (a, b, c)]
-            return reduce_blocks(views, triples_partial, Ua, Ub, Uc) / self.n_observations
-        if self._device is not None:
-            return self._device.triples(a, b, c, Ua, Ub, Uc) / self.n_observations
-        Za, Zb, Zc = (np.asarray(self.views[v] @ U) for v, U in ((a, Ua), (b, Ub), (c, Uc)))
-        out = np.zeros((Za.shape[1] * Zb.shape[1], Zc.shape[1]))
-        step = max(1, _BLOCK_BYTES // (8 * Za.shape[1] * Zb.shape[1]))
-        for start in range(0, self.n_observations, step):
-            stop = start + step
-            rows = (Za[start:stop, :, None] * Zb[start:stop, None, :]).reshape(-1, out.shape[0])
-            out += rows.T @ Zc[start:stop]
-        return out.reshape(Za.shape[1], Zb.shape[1], Zc.shape[1]) / self.n_observations
+        return self.passes.triples(self._placed, a, b, c, Ua, Ub, Uc) / self.n_observations
 
 
 @dataclass(frozen=True)
@@ -367,12 +314,17 @@ def conditional_means(moments, view: int, anchor: int, anchor_means, weights) ->
     if view == anchor:
         raise bad_argument("anchor", func, "a view other than 'view' (conditionally independent of it)", anchor)
     anchor_means = np.asarray(anchor_means, dtype=np.float64)
+    weights = np.asarray(weights, dtype=np.float64)
     Q = np.linalg.qr(anchor_means.T)[0]
     C = moments.pairs_matmat(view, anchor, Q)
-    return np.linalg.solve((anchor_means @ Q).T, C.T) / np.asarray(weights, dtype=np.float64)[:, None]
+    # Least squares: off the model (real data) the anchor means can be nearly dependent and a weight can vanish;
+    # the result stays finite (the fit's diagnostics and warnings report the degeneracy).
+    solution = np.linalg.lstsq((anchor_means @ Q).T, C.T, rcond=None)[0]
+    tiny = np.finfo(float).eps * max(float(np.abs(weights).max()), np.finfo(float).tiny)
+    return solution / np.where(np.abs(weights) > tiny, weights, tiny)[:, None]
 
 
-_APPROACHES = ("symmetric", "jennrich")
+_APPROACHES = ("auto", "symmetric", "jennrich")
 
 
 def _symmetric_projected_means(k, pairs, triples, rng, method, oversample, n_power_iter, options):
@@ -392,6 +344,7 @@ def _symmetric_projected_means(k, pairs, triples, rng, method, oversample, n_pow
     return 1.0 / lam**2, fit.components * lam[:, None], dict(fit.diagnostics)
 
 
+@public
 def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", approach: str = "symmetric", seed=0,
                   oversample: int = 10, n_power_iter: int = 2, decompose_options: dict | None = None) -> MultiViewFit:
     """Estimate the weights and every view's conditional means of a multi-view mixture.
@@ -410,7 +363,7 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
         not among the first three).
     method : {"tpm", "svtd", "eca", "als"}
         Tensor decomposition (:mod:`specinit.engine.decompose`); ``approach="symmetric"`` only.
-    approach : {"symmetric", "jennrich"}
+    approach : {"symmetric", "jennrich", "auto"}
         ``"symmetric"`` (default): symmetrize the views onto the target and
         whiten the symmetrized second moment, which must be positive
         semi-definite (otherwise :class:`specinit.engine.whitening.IndefiniteMomentError`;
@@ -422,6 +375,10 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
         part relative to the real parts and the condition number of the
         eigenvector matrix, and a RuntimeWarning is issued when they are
         large or a weight is not positive.
+        ``"auto"``: ``"symmetric"``, and on an indefinite symmetrized moment a
+        RuntimeWarning and ``"jennrich"`` on the same projected moments (no
+        further pass over the data), recorded in ``diagnostics["fallback"]``
+        (None when no fallback was needed).
     seed : int or numpy.random.Generator
         Drives the range finders, the whitening and the decomposition (or the
         random directions of ``"jennrich"``).
@@ -441,6 +398,13 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
         Fewer than 3 views, different numbers of observations, NaN/inf,
         ``k`` larger than a view's dimension, target out of range, unknown
         approach.
+    specinit.engine.whitening.IndefiniteMomentError
+        With ``approach="symmetric"``, an indefinite symmetrized second moment.
+
+    Warns
+    -----
+    RuntimeWarning
+        With ``approach="auto"``, when the fallback was taken.
     TypeError
         ``decompose_options`` given with ``approach="jennrich"``, or naming a
         keyword the decomposition does not take.
@@ -478,10 +442,24 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
 
     pairs = {"ab": projected_pair(a, b), "ta": projected_pair(t, a), "tb": projected_pair(t, b)}
     triples = moments.projected_triples(a, b, t, U_a, U_b, U_t)
-    if approach == "symmetric":
-        weights, projected_means, approach_diagnostics = _symmetric_projected_means(
-            k, pairs, triples, rng, method, oversample, n_power_iter, options)
-    else:
+    fallback = None
+    if approach != "jennrich":
+        try:
+            weights, projected_means, approach_diagnostics = _symmetric_projected_means(
+                k, pairs, triples, rng, method, oversample, n_power_iter, options)
+        except IndefiniteMomentError as exc:
+            if approach == "symmetric":
+                raise
+            # Real data are rarely an exact k-class multi-view mixture: the symmetrized moment can be indefinite.
+            # The observable-operator (Jennrich) path takes no square root of a moment and still gives a start.
+            fallback = f"jennrich (symmetrized second moment indefinite: {str(exc).split(' Likely')[0]})"
+            warn(f"{current_entry(func)}: the symmetrized second moment is indefinite for k = {k} (the data are "
+                 f"not exactly a {k}-class multi-view mixture); fell back to approach='jennrich' (see "
+                 "diagnostics['fallback']). Refine the estimate, or try a smaller k.")
+        else:
+            approach = "symmetric"
+    if approach == "jennrich" or fallback is not None:
+        approach = "jennrich"
         weights, projected_means, approach_diagnostics = jennrich_projected_means(k, pairs, triples, rng)
     target_means = projected_means @ U_t.T
     means = [target_means if v == t else conditional_means(moments, v, t, target_means, weights) for v in range(n_views)]
@@ -492,12 +470,13 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
         **{f"pair_condition_number_{name}": float(np.linalg.cond(P)) for name, P in pairs.items()},
         **{f"pair_singular_values_{name}": s for name, s in (("ta", s_ta), ("ab", s_ab), ("bt", s_bt))},
         "weights_sum": float(weights.sum()),
+        "fallback": fallback,
         **approach_diagnostics,
     }
     return MultiViewFit(weights=weights, means=means, diagnostics=diagnostics)
 
 
-def with_squares(views, indices) -> ViewMoments:
+def with_squares(views, indices, backend=None) -> ViewMoments:
     """Moments of ``views`` followed by the elementwise squares of ``views[indices]``.
 
     Parameters
@@ -506,6 +485,8 @@ def with_squares(views, indices) -> ViewMoments:
         The views given to :func:`fit_multiview`.
     indices : iterable of int
         Dense numeric views whose squares are appended, in this order.
+    backend : str, Passes or None
+        Where the passes run (as for :class:`ViewMoments`).
 
     Returns
     -------
@@ -513,7 +494,7 @@ def with_squares(views, indices) -> ViewMoments:
         Input for :func:`conditional_variances`.
     """
     base = list(views)
-    return ViewMoments(base + [np.asarray(base[v], dtype=np.float64) ** 2 for v in indices])
+    return ViewMoments(base + [np.asarray(base[v], dtype=np.float64) ** 2 for v in indices], backend=backend)
 
 
 def conditional_variances(moments, fit: MultiViewFit, indices) -> dict:

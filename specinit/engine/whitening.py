@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specinit._validation import as_generator, check_int, warn
+from specinit._validation import as_generator, check_int, public, warn
 
 __all__ = ["Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace", "whiten"]
 
@@ -222,6 +222,7 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
     return RitzSubspace(basis=basis, image=image, ritz=ritz, vectors=vecs, residual=residual, passes=passes)
 
 
+@public
 def whiten(
     moments, k: int, *, oversample: int = 10, n_iter: int = 1, max_iter: int = 12, tol: float = 1e-2, seed=0
 ) -> Whitening:

@@ -9,8 +9,9 @@ import pytest
 import scipy.sparse as sp
 from specinit.models import lda, single_topic
 
-from specinit.engine import jax_passes
-from specinit.engine.chunks import resolve_backend
+from specinit.engine.backends import accelerator_present, resolve_backend
+from specinit.engine.backends import jax as jax_passes
+from specinit.engine.moments import COUNT_PASSES
 from specinit.engine.moments import CountMoments
 from specinit.engine.views import ViewMoments, fit_multiview
 from tests.conftest import random_instance, sample_lda
@@ -114,7 +115,7 @@ def test_integer_jax_counts_are_exact_and_overflow_is_refused():
 def test_out_of_memory_block_is_halved_then_refused(corpus, monkeypatch):
     ref = CountMoments(corpus, backend="numpy")
     dev = CountMoments(corpus, backend="jax", n_threads=1)  # one chunk, whatever the core count
-    assert max(b.nnz for b in dev._device.blocks) > 2000  # precondition: a block the small device refuses
+    assert max(b.nnz for b in dev._placed.blocks) > 2000  # precondition: a block the small device refuses
     original = jax_passes._m2_pass
     calls = {"refused": 0}
 
@@ -126,9 +127,9 @@ def test_out_of_memory_block_is_halved_then_refused(corpus, monkeypatch):
 
     monkeypatch.setattr(jax_passes, "_m2_pass", small_device)
     Q = np.random.default_rng(1).standard_normal((corpus.shape[1], 4))
-    n_blocks = len(dev._device.blocks)
+    n_blocks = len(dev._placed.blocks)
     assert _rel(ref.m2_matmat(Q), dev.m2_matmat(Q)) < RTOL
-    assert calls["refused"] >= 1 and len(dev._device.blocks) > n_blocks
+    assert calls["refused"] >= 1 and len(dev._placed.blocks) > n_blocks
 
     def no_device(*args, **kwargs):
         raise RuntimeError("RESOURCE_EXHAUSTED: Out of memory")
@@ -156,7 +157,7 @@ def test_views_equal_numpy_dense_and_sparse():
 
 
 def test_backend_choice():
-    assert resolve_backend(None, "f") == ("jax" if jax_passes.accelerator_present() else "numpy")
+    assert resolve_backend(None, "matrix", COUNT_PASSES).name == ("jax" if accelerator_present() else "numpy")
     with pytest.raises(ValueError, match="'backend' argument of CountMoments"):
         CountMoments(np.ones((3, 4)) * 2, backend="cuda")
 

@@ -19,13 +19,10 @@ from specinit.engine.kernel_features import (
     kernel_features,
     median_bandwidth,
 )
-from specinit.engine.kernels import (
-    fit_exchangeable_views,
-    kernel_svd,
-    whitened_third_embedding,
-)
+from specinit.engine.exchangeable import fit_exchangeable
+from specinit.engine.kernels import ExchangeableViews, whitened_third_embedding
 from specinit.engine.views import multiview_population
-from specinit.engine.whitening import IndefiniteMomentError
+from specinit.engine.whitening import IndefiniteMomentError, whiten
 from tests.conftest import best_permutation
 
 
@@ -103,32 +100,35 @@ def _population(exchangeable: bool):
 
 def test_kernel_svd_and_third_embedding_are_exact_on_population_moments():
     weights, emb, pop = _population(True)
-    U, s, diag = kernel_svd(pop, 3)
-    W = U / np.sqrt(s)
+    wh = whiten(ExchangeableViews(pop), 3, seed=0)
+    W = wh.W
     # whitened embeddings v_i = sqrt(w_i) W^T mu_i are orthonormal, and T = sum_i w_i^(-1/2) v_i^(x)3
     V = (np.sqrt(weights)[:, None] * emb[0] @ W).T
     np.testing.assert_allclose(V.T @ V, np.eye(3), atol=1e-8)
     T = whitened_third_embedding(pop, W)
     expected = np.einsum("i,ai,bi,ci->abc", weights**-0.5, V, V, V)
     np.testing.assert_allclose(T, expected, atol=1e-8)
-    assert diag["m2_eigenvalues"][3] < 1e-10 * diag["m2_eigenvalues"][0]
+    ritz = wh.diagnostics["signed_eigenvalues"]
+    assert abs(ritz[3]) < 1e-10 * ritz[0]
 
 
 def test_fit_exchangeable_views_recovers_weights_and_embeddings_exactly():
     weights, emb, pop = _population(True)
-    fit = fit_exchangeable_views(pop, 3, seed=0)
-    perm = best_permutation(emb[0], fit.embeddings[0], "l2")
+    fit = fit_exchangeable(ExchangeableViews(pop), 3, seed=0)
+    lam = fit.eigenvalues
+    embeddings = lam[:, None] * fit.components
+    perm = best_permutation(emb[0], embeddings, "l2")
     # exact moments: only round-off (TPM tolerance 1e-10) separates the fit from the truth
-    np.testing.assert_allclose(fit.weights[perm], weights, atol=1e-8)
-    np.testing.assert_allclose(fit.embeddings[0][perm], emb[0], atol=1e-8)
+    np.testing.assert_allclose(1.0 / lam[perm] ** 2, weights, atol=1e-8)
+    np.testing.assert_allclose(embeddings[perm], emb[0], atol=1e-8)
 
 
 def test_k_larger_than_rank_or_indefinite_embedding_is_reported():
     _, _, pop = _population(True)
     with pytest.raises(ValueError, match="'k' argument .* <= 64"):
-        fit_exchangeable_views(pop, 65)
-    with pytest.raises(IndefiniteMomentError, match="non-positive eigenvalues among its top k=4"):
-        fit_exchangeable_views(pop, 4)
+        fit_exchangeable(ExchangeableViews(pop), 65)
+    with pytest.raises(IndefiniteMomentError, match="not positive definite on its top 4"):
+        fit_exchangeable(ExchangeableViews(pop), 4)
 
 
 def test_weighted_kde_integrates_to_one_and_clips_signed_densities():

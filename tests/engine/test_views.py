@@ -118,7 +118,7 @@ def test_jennrich_error_shrinks_with_n():
 
 def test_jennrich_bad_approach_and_options():
     pop = multiview_population(*random_params(np.random.default_rng(0), 2, (3, 3, 3))[::-1])
-    with pytest.raises(ValueError, match="'approach' argument of fit_multiview must be one of 'symmetric', 'jennrich'"):
+    with pytest.raises(ValueError, match="'approach' argument of fit_multiview must be one of 'auto', 'symmetric', 'jennrich'"):
         fit_multiview(pop, 2, approach="eig")
     with pytest.raises(TypeError, match="approach='jennrich'"):
         fit_multiview(pop, 2, approach="jennrich", decompose_options={"n_restarts": 3})

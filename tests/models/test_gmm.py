@@ -202,12 +202,14 @@ def test_refine_is_monotone_and_matches_sklearn_one_step(covariance):
     assert result.converged and result.diagnostics["decreases"] == 0
     assert np.all(np.diff(trace) >= -1e-9 * np.abs(trace[:-1]))  # EM never lowers the likelihood (round-off)
     assert result.estimate.params["scale"].shape == est.params["scale"].shape
-    # one EM step equals scikit-learn's (same E/M formulas, reg_covar = 1e-6); "common" has no sklearn analogue
+    # one EM step equals scikit-learn's (same E/M formulas); "common" has no sklearn analogue
     if covariance != "common":
         var = np.broadcast_to(np.asarray(est.params["scale"]).reshape(3, -1) ** 2, (3, 4))
         precisions = 1 / (var[:, 0] if covariance == "spherical" else var)
+        # reg is relative to the data's mean variance (scale-free); scikit-learn's reg_covar is absolute
         sk = GaussianMixture(3, covariance_type=covariance, weights_init=est.params["weights"],
-                             means_init=est.params["loc"], precisions_init=precisions, max_iter=1, tol=0)
+                             means_init=est.params["loc"], precisions_init=precisions, max_iter=1, tol=0,
+                             reg_covar=1e-6 * float(np.mean(np.var(x, axis=0))))
         with pytest.warns(ConvergenceWarning):
             sk.fit(x)
         with pytest.warns(RuntimeWarning, match="did not converge"):

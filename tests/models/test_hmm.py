@@ -237,7 +237,7 @@ def test_refine_bad_input():
     start = random_hmm(4, 2, 4)
     with pytest.raises(ValueError, match="symbols in 0..3"):
         hmm.refine([np.array([0, 1, 4])], start)
-    with pytest.raises(TypeError, match="'estimate' argument of hmm.refine"):
+    with pytest.raises(ValueError, match="'estimate' argument of hmm.refine must be the sites .* missing"):
         hmm.refine([np.array([0, 1, 2])], {"init": start["init"]})
     with pytest.raises(ValueError, match="'tol' argument of hmm.refine"):
         hmm.refine([np.array([0, 1, 2])], start, tol=0)

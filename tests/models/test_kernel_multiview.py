@@ -170,7 +170,7 @@ def test_population_round_trip_is_exact(exchangeable):
     for v, fm in enumerate(moments.features):
         exact = np.einsum("hj,hjr->hr", params[f"mix_{v}"],
                           fm.gaussian_embedding(params[f"loc_{v}"], params[f"scale_{v}"]))
-        np.testing.assert_allclose(est.diagnostics[f"embedding_{v}"][perm], exact, atol=1e-8)
+        np.testing.assert_allclose(est.state[f"embedding_{v}"][perm], exact, atol=1e-8)
     with pytest.raises(ValueError, match="population estimates carry no density"):
         km.conditional_density(est, 0, GRID)
 
@@ -199,8 +199,11 @@ def test_bad_input():
 def test_too_many_components_is_an_indefinite_embedding():
     params = _gmm_params(k=2)
     moments = km.population_moments(params, rank=32)
-    with pytest.raises(IndefiniteMomentError, match="kernel_multiview.spectral.*try a smaller k"):
-        km.spectral_from_moments(moments, 3)
+    with pytest.raises(IndefiniteMomentError, match="kernel_multiview.spectral_from_moments.*try a smaller k"):
+        km.spectral_from_moments(moments, 3, approach="symmetric")
+    with pytest.warns(RuntimeWarning, match="fell back to approach='jennrich'"):
+        est = km.spectral_from_moments(moments, 3)
+    assert est.diagnostics["fallback"].startswith("jennrich")
 
 
 def test_model_log_likelihood_and_predictive():

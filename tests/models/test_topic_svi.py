@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from numpyro.infer import Predictive, log_likelihood
 from numpyro.infer.util import log_density
 from specinit.models import lda, single_topic
-from specinit.models._sparse_counts import DocumentCounts, from_csr
+from specinit.distributions.counts import DocumentCounts, from_csr
 
 from specinit.synthetic import sample_lda
 
@@ -177,15 +177,18 @@ def test_refine_moves_the_spectral_topics_toward_the_truth(corpus):
         return np.abs(beta[best_permutation(corpus.beta, beta)] - corpus.beta).sum(1).mean()
 
     assert error(refined.params["beta"]) < error(est.params["beta"])
-    assert refined.params["theta"].shape == (400, K) and refined.diagnostics["spectral"] == est.diagnostics
+    assert refined.params["theta"].shape == (400, K) and refined.diagnostics["refine/method"] == "svi"
+    assert all(np.array_equal(refined.diagnostics[key], value) for key, value in est.diagnostics.items())
     start = init_params(refined, lda.model, 2, jax.random.PRNGKey(0), jitter=0.05, model_args=(corpus.counts,),
                         model_kwargs={"k": K})
     assert set(start) == {"alpha", "beta", "theta"} and start["theta"].shape[0] == 2
 
 
 def test_refine_bad_estimate(corpus):
-    with pytest.raises(TypeError, match="'estimate' argument of lda.refine"):
+    with pytest.raises(ValueError, match=r"'estimate' argument of lda.refine must be the sites .* missing \['alpha'\]"):
         lda.refine(corpus.counts, {"beta": np.ones((K, 60)) / 60})
+    with pytest.raises(TypeError, match="'estimate' argument of lda.refine"):
+        lda.refine(corpus.counts, None)
 
 
 def test_float32_large_vocabulary_is_finite():

@@ -1,4 +1,4 @@
-"""Sparse document-word counts for the NumPyro topic models, and their collapsed log-likelihoods.
+"""Document-word counts for the NumPyro topic models, and their collapsed log-likelihoods.
 
 A corpus (or a minibatch of its rows) is passed to ``lda.model`` and
 ``single_topic.model`` as :class:`DocumentCounts`: the nonzero entries in
@@ -42,7 +42,8 @@ from jax.scipy.special import gammaln, logsumexp
 
 from specinit._validation import bad_argument, check_count_matrix
 
-__all__ = ["DocumentCounts", "as_document_counts", "lda_loglik", "mixture_loglik", "HIGHEST"]
+__all__ = ["DocumentCounts", "DenseTopicCounts", "ModelData", "as_document_counts", "from_csr", "lda_loglik",
+           "mixture_loglik", "topic_components", "HIGHEST"]
 
 HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -121,6 +122,19 @@ def from_csr(matrix: sp.csr_matrix, *, num_documents: int | None = None, pad: in
 def as_document_counts(counts, func: str, vocab_size: int | None = None) -> DocumentCounts:
     """Validate sparse counts (scipy.sparse or :class:`DocumentCounts`) for a model.
 
+    Parameters
+    ----------
+    counts : scipy.sparse matrix or DocumentCounts
+    func : str
+        The public function named in errors.
+    vocab_size : int, optional
+        Required V.
+
+    Returns
+    -------
+    DocumentCounts
+        With JAX arrays.
+
     Raises
     ------
     TypeError
@@ -165,6 +179,29 @@ def lda_loglik(theta, beta, data: DocumentCounts):
     return _log_coefficient(data) + jax.ops.segment_sum(data.count * logp, data.doc, num_segments=n_docs)
 
 
+def topic_components(beta, counts):
+    """``log Multinomial(c_d | n_d, beta_i)`` for every document and topic, shape (n_docs, k).
+
+    Parameters
+    ----------
+    beta : array, shape (k, V)
+    counts : DocumentCounts, or a dense (n_docs, V) array
+
+    Returns
+    -------
+    array, shape (n_docs, k)
+    """
+    log_beta = jnp.log(jnp.maximum(beta, jnp.finfo(beta.dtype).tiny))
+    if isinstance(counts, DocumentCounts):
+        n_docs = counts.lengths.shape[0]
+        per_topic = jax.ops.segment_sum(counts.count[:, None] * log_beta.T[counts.word], counts.doc,
+                                        num_segments=n_docs)
+        return _log_coefficient(counts)[:, None] + per_topic
+    counts = jnp.asarray(counts)
+    norm = gammaln(jnp.sum(counts, axis=-1) + 1.0) - jnp.sum(gammaln(counts + 1.0), axis=-1)
+    return norm[..., None] + jnp.matmul(counts, log_beta.T, precision=HIGHEST)
+
+
 def mixture_loglik(weights, beta, data: DocumentCounts):
     """Per-document single-topic log-likelihood with the topic summed out, shape (n_docs,).
 
@@ -174,11 +211,8 @@ def mixture_loglik(weights, beta, data: DocumentCounts):
     beta : array, shape (k, V)
     data : DocumentCounts
     """
-    tiny = jnp.finfo(beta.dtype).tiny
-    log_beta = jnp.log(jnp.maximum(beta, tiny))
-    n_docs = data.lengths.shape[0]
-    per_topic = jax.ops.segment_sum(data.count[:, None] * log_beta.T[data.word], data.doc, num_segments=n_docs)
-    return _log_coefficient(data) + logsumexp(per_topic + jnp.log(jnp.maximum(weights, tiny)), axis=-1)
+    log_weights = jnp.log(jnp.maximum(weights, jnp.finfo(beta.dtype).tiny))
+    return logsumexp(topic_components(beta, data) + log_weights, axis=-1)
 
 
 class DenseTopicCounts(dist.Distribution):

@@ -1,4 +1,4 @@
-"""HMM machinery shared by :mod:`specinit.models.hmm` and :mod:`specinit.models.gaussian_hmm`.
+"""The one forward algorithm of the hidden Markov families (:mod:`specinit.models.hmm`, :mod:`specinit.models.gaussian_hmm`).
 
 The forward algorithm in log space (``jax.lax.scan``), the distributions
 :class:`CategoricalHMM` and :class:`GaussianHMM` whose ``log_prob`` is one
@@ -24,9 +24,11 @@ import numpyro.distributions as dist
 from jax import lax, random
 from numpyro.distributions import constraints
 
-from specinit._validation import bad_argument
+from specinit._validation import bad_argument, public
+from specinit.engine.sequences import as_sequences, check_symbols
 
-__all__ = ["CategoricalHMM", "GaussianHMM", "pad_sequences", "posterior_marginals", "viterbi"]
+__all__ = ["CategoricalHMM", "GaussianHMM", "sequence_distribution", "pad_sequences", "plate_shape",
+           "posterior_marginals", "viterbi"]
 
 
 @partial(jax.jit, static_argnums=4)
@@ -171,52 +173,7 @@ class GaussianHMM(_HMM):
 # ------------------------------------------------------------------------------------------------
 # Input handling
 # ------------------------------------------------------------------------------------------------
-def _as_sequence_list(sequences, func: str, *, categorical: bool) -> list[np.ndarray]:
-    """Validate one 1-D sequence, a 2-D array of equal-length rows, or a list/tuple of 1-D sequences."""
-    expected = "a 1-D array (one sequence), a 2-D array (rows = sequences) or a list/tuple of 1-D arrays"
-    if isinstance(sequences, (list, tuple)):
-        items = list(sequences)
-    elif isinstance(sequences, (np.ndarray, jax.Array)) and np.asarray(sequences).dtype != object:
-        array = np.asarray(sequences)
-        if array.ndim not in (1, 2):
-            raise bad_argument("sequences", func, expected, array)
-        items = [array] if array.ndim == 1 else list(array)
-    else:
-        raise bad_argument("sequences", func, expected, sequences, kind=TypeError)
-    if not items:
-        raise bad_argument("sequences", func, "non-empty (at least one sequence)", sequences)
-    out = []
-    for i, item in enumerate(items):
-        if not isinstance(item, (list, tuple, np.ndarray, jax.Array)):
-            raise bad_argument("sequences", func, f"{expected} (item {i} is not array-like)", item, kind=TypeError)
-        array = np.asarray(item)
-        if array.ndim != 1 or array.dtype.kind not in "biuf":
-            raise bad_argument("sequences", func, f"{expected} of numbers (item {i})", array, kind=TypeError)
-        if array.size == 0:
-            raise bad_argument("sequences", func, "sequences of length >= 1", f"an empty sequence at item {i}", describe=False)
-        if not np.all(np.isfinite(array)):
-            raise bad_argument("sequences", func, "finite observations", f"NaN or inf in item {i}", describe=False)
-        if categorical:
-            if np.any(array != np.round(array)):
-                bad = array[array != np.round(array)][0]
-                raise bad_argument("sequences", func, "integer symbols", f"the value {bad:g} in item {i}", describe=False)
-            if np.any(array < 0):
-                raise bad_argument("sequences", func, "non-negative symbols", f"the value {array.min():g} in item {i}",
-                                   describe=False)
-            array = array.astype(np.int64)
-        else:
-            array = array.astype(np.float64)
-        out.append(array)
-    return out
-
-
-def _check_symbols(seqs: list[np.ndarray], n_symbols: int, func: str) -> None:
-    top = max(int(s.max()) for s in seqs)
-    if top >= n_symbols:
-        raise bad_argument("sequences", func, f"symbols in 0..{n_symbols - 1} (n_symbols = {n_symbols})",
-                           f"the symbol {top}", describe=False)
-
-
+@public
 def pad_sequences(sequences, *, categorical: bool = True):
     """Stack ragged sequences into a padded array plus their lengths.
 
@@ -233,7 +190,7 @@ def pad_sequences(sequences, *, categorical: bool = True):
         Zero-padded on the right (int64 or float64).
     lengths : ndarray of int64, shape (N,)
     """
-    seqs = _as_sequence_list(sequences, "pad_sequences", categorical=categorical)
+    seqs = as_sequences(sequences, categorical=categorical)
     lengths = np.array([s.size for s in seqs], dtype=np.int64)
     padded = np.zeros((len(seqs), lengths.max()), dtype=seqs[0].dtype)
     for row, s in zip(padded, seqs):
@@ -241,7 +198,7 @@ def pad_sequences(sequences, *, categorical: bool = True):
     return padded, lengths
 
 
-def _plate_shape(sequences, lengths, func):
+def plate_shape(sequences, lengths, func):
     """(observations or None, lengths) for the ``sequences`` plate."""
     if sequences is not None:
         sequences = jnp.asarray(sequences)
@@ -259,8 +216,22 @@ def _plate_shape(sequences, lengths, func):
 # ------------------------------------------------------------------------------------------------
 # Exact inference given parameters
 # ------------------------------------------------------------------------------------------------
-def _distribution_for(sequences, params, func):
-    """(distribution, padded observations, lengths, single) for ``params`` of either emission family."""
+def sequence_distribution(sequences, params, func=None):
+    """``(distribution, padded observations, lengths, single)`` for ``params`` of either emission family.
+
+    Parameters
+    ----------
+    sequences : 1-D array or list of 1-D arrays
+        Symbols (categorical) or real observations (Gaussian).
+    params : dict or SpectralEstimate
+        ``init``, ``transition`` and ``emission`` or ``loc`` and ``scale``.
+    func : str, optional
+        Function named in errors (default: the public entry).
+
+    Returns
+    -------
+    (CategoricalHMM or GaussianHMM, ndarray, ndarray, bool)
+    """
     params = getattr(params, "params", params)
     if not isinstance(params, dict) or not {"init", "transition"} <= set(params):
         raise bad_argument("params", func, "a dict (or SpectralEstimate) with 'init', 'transition' and 'emission' "
@@ -273,7 +244,7 @@ def _distribution_for(sequences, params, func):
     init, transition = jnp.asarray(params["init"]), jnp.asarray(params["transition"])
     if categorical:
         emission = jnp.asarray(params["emission"])
-        _check_symbols([padded.ravel()], emission.shape[-1], func)
+        check_symbols([padded.ravel()], emission.shape[-1])
         hmm = CategoricalHMM(init, transition, emission, padded.shape[1], lengths)
     else:
         hmm = GaussianHMM(init, transition, jnp.asarray(params["loc"]), jnp.asarray(params["scale"]), padded.shape[1], lengths)
@@ -282,7 +253,7 @@ def _distribution_for(sequences, params, func):
 
 def _state_scores(sequences, params, reduce, func):
     """Gradient of the (log-sum-exp or max) forward score with respect to the log-emissions."""
-    hmm, padded, lengths, single = _distribution_for(sequences, params, func)
+    hmm, padded, lengths, single = sequence_distribution(sequences, params, func)
 
     def score(log_emit):
         return _forward(jnp.log(hmm.init), jnp.log(hmm.transition), log_emit, hmm.lengths, reduce).sum()
@@ -291,6 +262,7 @@ def _state_scores(sequences, params, reduce, func):
     return [g[:n] for g, n in zip(grads, lengths)], single
 
 
+@public
 def posterior_marginals(sequences, params):
     """Posterior state marginals ``P(h_t = i | x_{1:T})`` (forward-backward).
 
@@ -317,6 +289,7 @@ def posterior_marginals(sequences, params):
     return out[0] if single else out
 
 
+@public
 def viterbi(sequences, params):
     """Most probable state path ``argmax_h p(h, x)`` ([1]_ eqs. 30-35).
 

@@ -1,4 +1,4 @@
-"""Fused multi-threaded CSR kernels for the count-moment passes (optional: ``pip install "specinit[fast]"``).
+"""The Numba backend: fused multi-threaded CSR kernels for the count passes (``pip install "specinit[fast]"``).
 
 SciPy computes ``X^T (a * (X Q))`` as two single-threaded sparse products
 (a gather over the non-zeros, then a scatter through a transposed copy of the
@@ -9,7 +9,9 @@ arrays: for each document ``d``, ``y = a_d sum_j x_dj Q[j]`` and then
 Dense intermediates: one (V, r) array per thread; nothing of size (N, r).
 Accumulation is in float64, in the order SciPy uses within a document.
 
-Imported lazily by :mod:`specinit.engine.moments` when Numba is installed.
+:class:`NumbaPasses` overrides the two heavy count passes of the NumPy
+reference and implements nothing else (views are refused by
+:func:`specinit.engine.backends.resolve_backend`). Imported lazily.
 
 References
 ----------
@@ -22,7 +24,10 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-__all__ = ["m2_sum", "whitened_sums"]
+from specinit.engine.backends import WhitenedStats
+from specinit.engine.backends.numpy import NumpyPasses, document_weights, pair_products, usable_documents
+
+__all__ = ["NumbaPasses"]
 
 
 @numba.njit(parallel=True, cache=True, fastmath=False)
@@ -95,47 +100,42 @@ def _parts(n_threads: int) -> int:
     return numba.get_num_threads()
 
 
-def m2_sum(chunk, a: np.ndarray, Q: np.ndarray, n_threads: int) -> np.ndarray:
-    """``X^T (a * (X Q))`` of a CSR chunk on ``n_threads`` threads (one fused read of the non-zeros).
+class NumbaPasses(NumpyPasses):
+    """Count passes as fused CSR kernels; threads run inside a kernel (one chunk at a time).
 
     Parameters
     ----------
-    chunk : scipy.sparse.csr_matrix
-        Validated float64 CSR (sorted, no duplicates).
-    a : ndarray, shape (N,)
-        Per-document weights.
-    Q : ndarray, shape (V, r)
-        Right-hand side.
-    n_threads : int
-        Threads (and per-thread (V, r) accumulators).
-
-    Returns
-    -------
-    ndarray, shape (V, r)
+    n_threads : int, optional
+        Threads of the kernels (default: all cores).
+    chunk_rows : int, optional
+        Rows per chunk of an in-memory count matrix.
     """
-    Q = np.ascontiguousarray(Q, dtype=np.float64)
-    return _m2_kernel(chunk.indptr, chunk.indices, chunk.data, np.asarray(a, dtype=np.float64), Q, _parts(n_threads))
 
+    name = "numba"
+    implements = frozenset({"count_first", "count_m2", "count_whitened"})
 
-def whitened_sums(chunk, W: np.ndarray, b: np.ndarray, n_threads: int) -> tuple[np.ndarray, np.ndarray]:
-    """``Y = X W`` (N, k) and ``X^T (b * Y)`` (V, k) of a CSR chunk, multi-threaded.
+    def _splits(self) -> int:
+        return 1
 
-    Parameters
-    ----------
-    chunk : scipy.sparse.csr_matrix
-        Validated float64 CSR.
-    W : ndarray, shape (V, k)
-        Whitening matrix.
-    b : ndarray, shape (N,)
-        Per-document third-order weights.
-    n_threads : int
-        Threads.
+    def count_m2(self, placed, Q: np.ndarray) -> np.ndarray:
+        Q = np.ascontiguousarray(Q, dtype=np.float64)
 
-    Returns
-    -------
-    (ndarray (N, k), ndarray (V, k))
-    """
-    W = np.ascontiguousarray(W, dtype=np.float64)
-    parts = _parts(n_threads)
-    Y = _matmat_kernel(chunk.indptr, chunk.indices, chunk.data, W)
-    return Y, _rmatmat_kernel(chunk.indptr, chunk.indices, chunk.data, Y * b[:, None], W.shape[0], parts)
+        def partial(chunk):
+            chunk, n, _ = usable_documents(chunk)
+            _, a, _ = document_weights(n, placed.weighting)
+            return _m2_kernel(chunk.indptr, chunk.indices, chunk.data, a, Q, _parts(self.n_threads))
+
+        return self._reduce(self._chunks(placed), partial, workers=1)
+
+    def count_whitened(self, placed, W: np.ndarray) -> WhitenedStats:
+        W = np.ascontiguousarray(W, dtype=np.float64)
+
+        def partial(chunk):
+            chunk, n, _ = usable_documents(chunk)
+            _, a, b = document_weights(n, placed.weighting)
+            Y = _matmat_kernel(chunk.indptr, chunk.indices, chunk.data, W)
+            word_by = _rmatmat_kernel(chunk.indptr, chunk.indices, chunk.data, Y * b[:, None], W.shape[0],
+                                      _parts(self.n_threads))
+            return WhitenedStats(y3=pair_products(Y, Y * b[:, None]), y2=(Y * a[:, None]).T @ Y, word_by=word_by)
+
+        return self._reduce(self._chunks(placed), partial, workers=1)

@@ -1,8 +1,9 @@
-"""JAX backend of the moment passes (float64, on the device that JAX selects).
+"""The JAX backend: the moment passes on the device that JAX selects (float64).
 
-Imported lazily by :mod:`specinit.engine.moments`, :mod:`specinit.engine.views`
-and the GMM moments when ``backend="jax"``; the rest of the engine never
-imports JAX.
+:class:`JaxPasses` moves a data set once to JAX's default device (a GPU when
+present) and runs every pass there. Imported lazily by
+:func:`specinit.engine.backends.resolve_backend`; the rest of the engine
+never imports JAX.
 
 Every pass is a sum over row blocks of additive partial results (the same
 sums as the NumPy path). A sparse row block is held on the device as padded
@@ -43,11 +44,14 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
+from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedStats
+from specinit.engine.backends.numpy import document_weights, usable_documents
+
 __all__ = [
     "TRACE_COUNTS",
     "DeviceCounts",
     "DeviceRows",
-    "accelerator_present",
+    "JaxPasses",
     "bucket",
     "x64",
 ]
@@ -75,19 +79,6 @@ def x64():
     from jax.experimental import enable_x64  # older JAX
 
     return enable_x64()
-
-
-def accelerator_present() -> bool:
-    """True when JAX's default device is not a CPU (a GPU or TPU).
-
-    Returns
-    -------
-    bool
-    """
-    try:
-        return jax.devices()[0].platform != "cpu"
-    except RuntimeError:  # pragma: no cover - no backend at all
-        return False
 
 
 def bucket(n: int, minimum: int) -> int:
@@ -198,13 +189,6 @@ def _dense_project(X, U):
 
 
 @jax.jit
-def _dense_cube(X, W):
-    TRACE_COUNTS["dense_cube"] += 1
-    Y = jnp.matmul(X, W, precision=HIGHEST)
-    return _cube(Y, jnp.ones(Y.shape[0], Y.dtype))
-
-
-@jax.jit
 def _cross3_jit(Za, Zb, Zc):
     TRACE_COUNTS["cross3"] += 1
     return _cross3(Za, Zb, Zc)
@@ -244,7 +228,7 @@ class DeviceCounts:
 
     Built from validated CSR chunks whose documents all have 3 or more
     tokens (the caller drops the others) and their per-document weights
-    ``(w1, a, b)``; see :class:`specinit.engine.moments.CountMoments`.
+    ``(w1, a, b)``; see :meth:`JaxPasses.place_counts`.
 
     Parameters
     ----------
@@ -432,13 +416,70 @@ class DeviceRows:
                 total = total + _cross3_jit(Za, Zb, Zc)
             return np.asarray(total)
 
-    def cube(self, v: int, W: np.ndarray) -> np.ndarray:
-        """``sum_r (W^T x_r)^(x)3`` of one view."""
-        with x64():
-            Wd = jax.device_put(np.asarray(W, dtype=np.float64), self.device)
-            k = Wd.shape[1]
-            total = jnp.zeros((k, k, k))
-            for block in self.blocks:
-                Y = self._project(block, v, Wd)
-                total = total + _cross3_jit(Y, Y, Y)
-            return np.asarray(total)
+
+# ----------------------------------------------------------------------------- the backend
+
+
+class JaxPasses(Passes):
+    """Passes on JAX's default device: count corpora as padded COO blocks, views as aligned row blocks.
+
+    Parameters
+    ----------
+    max_nnz, max_rows : int
+        Bounds of one device block of a count corpus.
+    n_threads, chunk_rows : optional
+        Accepted for a uniform backend signature (the device does the work).
+    """
+
+    name = "jax"
+    implements = PASSES
+
+    def __init__(self, max_nnz: int = DEFAULT_MAX_NNZ, max_rows: int = DEFAULT_MAX_ROWS, n_threads=None,
+                 chunk_rows=None):
+        self.max_nnz, self.max_rows = int(max_nnz), int(max_rows)
+        self.chunk_rows = chunk_rows
+
+    def place_counts(self, source, weighting: str):
+        """Move the documents with >= 3 tokens to the device; the first-order scalars are summed on the way."""
+        device = None
+        totals = [0, 0, 0.0, 0.0, 0.0]  # documents, dropped, m1_norm, norm2, norm3
+        pooled = weighting == "pooled"
+        for chunk in source.chunks(self.chunk_rows):
+            if device is None:
+                device = DeviceCounts(chunk.shape[1], self.max_nnz, self.max_rows)
+            chunk, n, dropped = usable_documents(chunk)
+            w1, a, b = document_weights(n, weighting)
+            device.add(chunk, w1, a, b)
+            count = float(chunk.shape[0])
+            totals[0] += chunk.shape[0]
+            totals[1] += dropped
+            totals[2] += float(n.sum()) if pooled else count
+            totals[3] += float((n * (n - 1)).sum()) if pooled else count
+            totals[4] += float((n * (n - 1) * (n - 2)).sum()) if pooled else count
+        if device is not None:
+            device.totals = totals
+        return device
+
+    def count_first(self, placed: DeviceCounts) -> FirstOrderStats | None:
+        if placed is None:
+            return None
+        m1_sum, word_a, word_b = placed.first_order()
+        n_docs, dropped, m1_norm, norm2, norm3 = placed.totals
+        return FirstOrderStats(n_documents=n_docs, n_dropped=dropped, m1_sum=m1_sum, m1_norm=m1_norm, word_a=word_a,
+                               norm2=norm2, word_b=word_b, norm3=norm3)
+
+    def count_m2(self, placed: DeviceCounts, Q: np.ndarray) -> np.ndarray:
+        return placed.m2_sum(Q)
+
+    def count_whitened(self, placed: DeviceCounts, W: np.ndarray) -> WhitenedStats:
+        y3, y2, word_by = placed.whitened_sums(W)
+        return WhitenedStats(y3=y3, y2=y2, word_by=word_by)
+
+    def place_views(self, source) -> DeviceRows:
+        return DeviceRows(source.views, self.max_rows)
+
+    def gram(self, placed: DeviceRows, a: int, b: int, Q: np.ndarray) -> np.ndarray:
+        return placed.gram(a, b, Q)
+
+    def triples(self, placed: DeviceRows, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+        return placed.triples(a, b, c, Ua, Ub, Uc)

@@ -1,8 +1,10 @@
-"""The exponential-power (generalized normal) factor family of :mod:`specinit.models.factors`.
+"""Continuous building blocks: the exponential-power factor family, the additive log-ratio map of the simplex.
 
 Unit-variance factors with shape ``power`` (2: Gaussian; < 2: heavier tails,
 positive excess kurtosis; > 2: lighter tails, down to -1.2), the NumPyro
-distribution and the conversions between ``power`` and excess kurtosis.
+distribution and the conversions between ``power`` and excess kurtosis
+(:mod:`specinit.models.factors`); the additive log-ratio coordinates of the
+simplex and point-mass guide sites in them (the topic models' SVI).
 """
 
 from __future__ import annotations
@@ -10,12 +12,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import numpyro
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
+from numpyro.distributions.transforms import ExpTransform, Transform
 from scipy.optimize import brentq
 from scipy.special import gammaln
 
-__all__ = ["UnitExponentialPower", "excess_kurtosis_of_power", "power_of_excess_kurtosis"]
+__all__ = ["ALR", "ALRSoftmaxTransform", "TRANSFORMS", "UnitExponentialPower", "excess_kurtosis_of_power",
+           "point_mass", "power_of_excess_kurtosis"]
 
 _POWER_RANGE = (0.1, 100.0)      # exponential-power shape: excess kurtosis from ~-1.19 to ~4e4
 
@@ -105,3 +110,70 @@ class UnitExponentialPower(dist.Distribution):
 
 
 # --- the NumPyro program --------------------------------------------------------------------------------------------
+
+
+# --- the simplex in additive log-ratio coordinates --------------------------------------------------------------
+
+class ALRSoftmaxTransform(Transform):
+    """``x (..., V-1) -> softmax([x, 0]) (..., V)``: additive log-ratio coordinates of the simplex.
+
+    A bijection from R^(V-1) onto the open simplex with
+    ``log|det J| = sum_{w=1}^{V} log p_w`` (computed from ``x`` by
+    ``log_softmax``, so it is exact in float32 even where ``p`` underflows).
+    Outputs are floored at the smallest normal float.
+    """
+
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+
+    @staticmethod
+    def _extend(x):
+        return jnp.concatenate([x, jnp.zeros(x.shape[:-1] + (1,), x.dtype)], axis=-1)
+
+    def __call__(self, x):
+        return jnp.maximum(jax.nn.softmax(self._extend(x), axis=-1), jnp.finfo(x.dtype).tiny)
+
+    def _inverse(self, y):
+        log_y = jnp.log(y)
+        return log_y[..., :-1] - log_y[..., -1:]
+
+    def log_abs_det_jacobian(self, x, y, intermediates=None):
+        return jnp.sum(jax.nn.log_softmax(self._extend(x), axis=-1), axis=-1)
+
+    def forward_shape(self, shape):
+        return shape[:-1] + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape):
+        return shape[:-1] + (shape[-1] - 1,)
+
+    def tree_flatten(self):
+        return (), ((), {})
+
+    def __eq__(self, other):
+        return isinstance(other, ALRSoftmaxTransform)
+
+
+ALR = ALRSoftmaxTransform()
+#: The unconstrained coordinates of the topic models' global sites.
+TRANSFORMS = {"alpha": ExpTransform(), "beta": ALR, "weights": ALR}
+
+
+def point_mass(name: str, init, transform):
+    """A guide's global point-mass site in unconstrained coordinates (log-Jacobian included in its density).
+
+    Parameters
+    ----------
+    name : str
+        Site name (its parameter is ``<name>_unconstrained``).
+    init : array
+        Starting unconstrained value.
+    transform : numpyro Transform
+        Unconstrained -> constrained.
+
+    Returns
+    -------
+    array
+        The constrained value.
+    """
+    x = numpyro.param(f"{name}_unconstrained", init)  # unconstrained: SVI.init's init_params are used as given
+    return numpyro.sample(name, dist.TransformedDistribution(dist.Delta(x, event_dim=1), transform))

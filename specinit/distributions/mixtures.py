@@ -1,0 +1,103 @@
+"""Mixture likelihoods with the component summed out: one distribution for every mixture family.
+
+:class:`MixtureLikelihood` is ``sum_h w_h p(x | h)`` for any per-component
+log-density given as a function of the observed value: the NumPyro programs
+of the multi-view, kernel multi-view and single-topic families observe their
+data through it, and the same per-component function (the family's
+``component_log_prob``) gives the E-step of EM, predictions and scores, so
+the likelihood is written once per family.
+
+Also here: the per-component log-densities the families share (diagonal
+Gaussians, mixtures of diagonal Gaussians) and :func:`stack_views`, the
+observed value of a multi-view model.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import jax.numpy as jnp
+import numpy as np
+import numpyro.distributions as dist
+from jax.scipy.special import logsumexp
+
+__all__ = ["MixtureLikelihood", "gaussian_components", "gaussian_mixture_components", "stack_views"]
+
+
+def stack_views(views) -> np.ndarray:
+    """All views as one (N, D) float array: one column per 1-D view, ``d_v`` columns per (N, d_v) view.
+
+    Parameters
+    ----------
+    views : sequence of arrays
+        Validated views with the same rows.
+
+    Returns
+    -------
+    ndarray, shape (N, D)
+        The observed value of a multi-view model's ``views`` site.
+    """
+    return np.concatenate([np.asarray(v, dtype=np.float64).reshape(len(v), -1) for v in views], axis=1)
+
+
+def gaussian_components(x, loc, scale):
+    """``log N(x_n | loc_h, diag(scale_h^2))`` for every row and component, shape (N, k).
+
+    Parameters
+    ----------
+    x : array, shape (N, d)
+    loc, scale : arrays, shape (k, d) (``scale`` may broadcast: (k, 1) or scalar)
+
+    Returns
+    -------
+    array, shape (N, k)
+    """
+    return dist.Normal(loc, scale).log_prob(x[..., None, :]).sum(-1)
+
+
+def gaussian_mixture_components(x, mix, loc, scale):
+    """``log sum_j mix_hj N(x_n | loc_hj, diag(scale_hj^2))`` for every row and component, shape (N, k).
+
+    Parameters
+    ----------
+    x : array, shape (N, d)
+    mix : array, shape (k, m)
+    loc, scale : arrays, shape (k, m, d)
+
+    Returns
+    -------
+    array, shape (N, k)
+    """
+    inner = jnp.log(mix) + dist.Normal(loc, scale).log_prob(x[..., None, None, :]).sum(-1)
+    return logsumexp(inner, axis=-1)
+
+
+class MixtureLikelihood(dist.Distribution):
+    """``sum_h weights_h exp(component_log_prob(x)[h])``, the component summed out (log-prob only).
+
+    Parameters
+    ----------
+    weights : array, shape (k,)
+        Mixing weights.
+    component_log_prob : callable
+        ``value (N, ...) -> (N, k)`` log-densities of each component.
+    n_obs : int
+        Batch size (the observations plate).
+    event_shape : tuple
+        Shape of one observation.
+    support : numpyro constraint
+        Support of one observation.
+    """
+
+    def __init__(self, weights, component_log_prob: Callable, n_obs: int, event_shape: tuple,
+                 support=dist.constraints.real_vector):
+        self.weights, self.component_log_prob = weights, component_log_prob
+        self._support = support
+        super().__init__(batch_shape=(n_obs,), event_shape=tuple(event_shape))
+
+    @property
+    def support(self):
+        return self._support
+
+    def log_prob(self, value):
+        return logsumexp(jnp.log(self.weights) + self.component_log_prob(value), axis=-1)

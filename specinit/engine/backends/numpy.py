@@ -1,0 +1,272 @@
+"""The reference backend: NumPy/SciPy passes over row chunks on a thread pool.
+
+SciPy's sparse products release the GIL, so the row chunks of one pass run
+in parallel on ``n_threads`` threads; at most ``2 * n_threads`` chunks are
+in flight (streams are not read ahead further). Dense intermediates are
+bounded to one chunk's (rows, k) products and about 64 MB blocks.
+
+The per-chunk sums (:func:`first_order_stats`, :func:`m2_partial`,
+:func:`whitened_stats`, :func:`cross3`) are the definitions every other
+backend reproduces; the Dask backend runs them on its workers.
+
+References
+----------
+.. [1] Ruffini, Casanellas, Gavalda. "A new method of moments for latent
+   variable models", Thm 1 and Thm 3 (pooled and per-document estimators).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from specinit._validation import check_int
+from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedStats
+
+__all__ = ["NumpyPasses", "cross3", "document_weights", "first_order_stats", "m2_partial", "pair_products",
+           "usable_documents", "whitened_stats"]
+
+_CHUNK_BYTES = 64 * 2**20  # bound on any dense intermediate built per chunk
+
+
+def document_weights(lengths: np.ndarray, weighting: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-document weights ``(w1, a, b)`` of the first-, second- and third-order estimators.
+
+    Parameters
+    ----------
+    lengths : ndarray, shape (N,)
+        Tokens per document (all >= 3).
+    weighting : {"pooled", "per-document"}
+
+    Returns
+    -------
+    tuple of ndarray
+        Ones for ``"pooled"``; ``1/n``, ``1/(n(n-1))``, ``1/(n(n-1)(n-2))`` otherwise.
+    """
+    n = lengths
+    if weighting == "pooled":
+        one = np.ones_like(n)
+        return one, one, one
+    return 1.0 / n, 1.0 / (n * (n - 1)), 1.0 / (n * (n - 1) * (n - 2))
+
+
+def usable_documents(chunk: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray, int]:
+    """The documents with 3 or more tokens, their lengths, and how many were dropped.
+
+    Parameters
+    ----------
+    chunk : scipy.sparse.csr_matrix
+
+    Returns
+    -------
+    (scipy.sparse.csr_matrix, ndarray, int)
+    """
+    lengths = np.asarray(chunk.sum(axis=1)).ravel()
+    keep = lengths >= 3
+    n_dropped = int(np.count_nonzero(~keep))
+    if n_dropped:
+        chunk = chunk[keep]
+        lengths = lengths[keep]
+    return chunk, lengths, n_dropped
+
+
+def first_order_stats(chunk: sp.csr_matrix, weighting: str) -> FirstOrderStats:
+    """First-order sums of one validated CSR chunk (documents x vocabulary).
+
+    Parameters
+    ----------
+    chunk : scipy.sparse.csr_matrix
+    weighting : {"pooled", "per-document"}
+
+    Returns
+    -------
+    FirstOrderStats
+    """
+    chunk, n, n_dropped = usable_documents(chunk)
+    w1, a, b = document_weights(n, weighting)
+    pooled = weighting == "pooled"
+    count = float(chunk.shape[0])
+    return FirstOrderStats(
+        n_documents=chunk.shape[0],
+        n_dropped=n_dropped,
+        m1_sum=chunk.T @ w1,
+        m1_norm=float(n.sum()) if pooled else count,
+        word_a=chunk.T @ a,
+        norm2=float((n * (n - 1)).sum()) if pooled else count,
+        word_b=chunk.T @ b,
+        norm3=float((n * (n - 1) * (n - 2)).sum()) if pooled else count,
+    )
+
+
+def pair_products(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+    """``sum_r A[r, i] A[r, j] rhs[r, m]`` as a (k, k, m) array, symmetric in (i, j).
+
+    Only the k(k+1)/2 pairs ``i <= j`` are computed (one GEMM of
+    (p, n_block) by (n_block, m) per block of rows), halving the flops of the
+    full Khatri-Rao product; intermediates are bounded to about 64 MB.
+
+    Parameters
+    ----------
+    A : ndarray, shape (n, k)
+    rhs : ndarray, shape (n, m)
+
+    Returns
+    -------
+    ndarray, shape (k, k, m)
+    """
+    k, m = A.shape[1], rhs.shape[1]
+    iu, ju = np.triu_indices(k)
+    upper = np.zeros((iu.size, m))
+    step = max(1, _CHUNK_BYTES // (8 * iu.size))
+    for start in range(0, A.shape[0], step):
+        block = A[start : start + step]
+        upper += (block[:, iu] * block[:, ju]).T @ rhs[start : start + step]
+    out = np.empty((k, k, m))
+    out[iu, ju] = upper
+    out[ju, iu] = upper
+    return out
+
+
+def cross3(Za: np.ndarray, Zb: np.ndarray, Zc: np.ndarray) -> np.ndarray:
+    """``sum_r Za[r] (x) Zb[r] (x) Zc[r]`` as a (ka, kb, kc) array, in bounded row blocks.
+
+    Parameters
+    ----------
+    Za, Zb, Zc : ndarray, shapes (n, ka), (n, kb), (n, kc)
+
+    Returns
+    -------
+    ndarray, shape (ka, kb, kc)
+    """
+    if Za is Zb:
+        return pair_products(Za, Zc)
+    ka, kb = Za.shape[1], Zb.shape[1]
+    out = np.zeros((ka * kb, Zc.shape[1]))
+    step = max(1, _CHUNK_BYTES // (8 * ka * kb))
+    for start in range(0, Za.shape[0], step):
+        stop = start + step
+        out += (Za[start:stop, :, None] * Zb[start:stop, None, :]).reshape(-1, ka * kb).T @ Zc[start:stop]
+    return out.reshape(ka, kb, Zc.shape[1])
+
+
+def m2_partial(chunk: sp.csr_matrix, weighting: str, Q: np.ndarray) -> np.ndarray:
+    """``sum_d a_d c_d (c_d^T Q)`` over one validated CSR chunk (documents with >= 3 tokens only).
+
+    Parameters
+    ----------
+    chunk : scipy.sparse.csr_matrix
+    weighting : {"pooled", "per-document"}
+    Q : ndarray, shape (V, r)
+
+    Returns
+    -------
+    ndarray, shape (V, r)
+    """
+    chunk, n, _ = usable_documents(chunk)
+    _, a, _ = document_weights(n, weighting)
+    return np.asarray(chunk.T @ (a[:, None] * np.asarray(chunk @ Q)))
+
+
+def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str) -> WhitenedStats:
+    """The whitened sums of one validated CSR chunk.
+
+    Parameters
+    ----------
+    chunk : scipy.sparse.csr_matrix
+    W : ndarray, shape (V, k)
+    weighting : {"pooled", "per-document"}
+
+    Returns
+    -------
+    WhitenedStats
+    """
+    chunk, n, _ = usable_documents(chunk)
+    _, a, b = document_weights(n, weighting)
+    Y = np.asarray(chunk @ W)
+    return WhitenedStats(y3=pair_products(Y, Y * b[:, None]), y2=(Y * a[:, None]).T @ Y,
+                         word_by=np.asarray(chunk.T @ (Y * b[:, None])))
+
+
+@dataclass(frozen=True)
+class PlacedCounts:
+    """A count source with its estimator weighting (what the NumPy-family backends place)."""
+
+    source: object
+    weighting: str
+
+
+class NumpyPasses(Passes):
+    """NumPy/SciPy passes over row chunks, on a thread pool.
+
+    Parameters
+    ----------
+    n_threads : int, optional
+        Threads that process chunks in parallel (default: all cores).
+    chunk_rows : int, optional
+        Rows per chunk of an in-memory count matrix (default: the rows split
+        evenly over the threads, at most 65,536 per chunk).
+    """
+
+    name = "numpy"
+    implements = PASSES
+
+    def __init__(self, n_threads: int | None = None, chunk_rows: int | None = None):
+        self.n_threads = check_int(n_threads or os.cpu_count() or 1, "n_threads", minimum=1)
+        self.chunk_rows = None if chunk_rows is None else check_int(chunk_rows, "chunk_rows", minimum=1)
+
+    # counts -------------------------------------------------------------------------------------------------
+    def place_counts(self, source, weighting: str) -> PlacedCounts:
+        return PlacedCounts(source, weighting)
+
+    def _chunks(self, placed: PlacedCounts):
+        return placed.source.chunks(self.chunk_rows, self._splits())
+
+    def _splits(self) -> int:
+        return self.n_threads
+
+    def _reduce(self, chunks, partial, workers: int | None = None):
+        """Sum ``partial(chunk)`` over all chunks (one pass) on ``workers`` threads; None for no chunk."""
+        total = None
+        workers = workers or self.n_threads
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            pending: deque = deque()
+            for chunk in chunks:
+                pending.append(pool.submit(partial, chunk))
+                if len(pending) >= 2 * workers:
+                    part = pending.popleft().result()
+                    total = part if total is None else total + part
+            for future in pending:
+                part = future.result()
+                total = part if total is None else total + part
+        return total
+
+    def count_first(self, placed: PlacedCounts) -> FirstOrderStats | None:
+        return self._reduce(self._chunks(placed), lambda chunk: first_order_stats(chunk, placed.weighting))
+
+    def count_m2(self, placed: PlacedCounts, Q: np.ndarray) -> np.ndarray:
+        return self._reduce(self._chunks(placed), lambda chunk: m2_partial(chunk, placed.weighting, Q))
+
+    def count_whitened(self, placed: PlacedCounts, W: np.ndarray) -> WhitenedStats:
+        return self._reduce(self._chunks(placed), lambda chunk: whitened_stats(chunk, W, placed.weighting))
+
+    # views --------------------------------------------------------------------------------------------------
+    def place_views(self, source):
+        return source
+
+    def gram(self, placed, a: int, b: int, Q: np.ndarray) -> np.ndarray:
+        total = np.zeros((placed.dims[a], Q.shape[1]))
+        for xa, xb in placed.blocks((a, b)):
+            total += np.asarray(xa.T @ np.asarray(xb @ Q))
+        return total
+
+    def triples(self, placed, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+        total = np.zeros((Ua.shape[1], Ub.shape[1], Uc.shape[1]))
+        for xa, xb, xc in placed.blocks((a, b, c)):
+            Za, Zb, Zc = (np.asarray(x @ U) for x, U in ((xa, Ua), (xb, Ub), (xc, Uc)))
+            total += cross3(Za, Za if a == b and Ua is Ub else Zb, Zc)
+        return total

@@ -1,0 +1,413 @@
+"""One model family: what a model declares, and the spectral skeleton written once for all of them.
+
+Every model of :mod:`specinit.models` is a :class:`Family` subclass plus its
+NumPyro program. A family declares what differs between models -- its
+NumPyro sites (:class:`~specinit.estimate.Site`: support, component axes,
+ArviZ dims), its options, how data become moments, the exact moments of
+given parameters, how whitened components become parameters, its
+likelihood and its M-step -- and inherits what is the same: validation of
+the common options, the choice of backend, the fit with its fallback and
+advice, projection into the supports, the estimate, refinement, scoring and
+prediction.
+
+The skeleton of :meth:`Family.spectral`::
+
+    data --moments()--> moments --check_k--> recover() --project--> complete() --> SpectralEstimate
+                                     recover() = engine fit (exchangeable | multiview) + unwhiten()
+
+Examples
+--------
+A complete family -- a mixture of ``k`` dice, each observation three
+throws of one die drawn with probabilities ``weights`` (three conditionally
+independent views of the die) -- is written as a new model would be:
+
+>>> import numpy as np
+>>> import jax.numpy as jnp
+>>> from specinit.engine.sequences import one_hot
+>>> from specinit.engine.views import ViewMoments, multiview_population
+>>> from specinit.estimate import Site
+>>> from specinit.family import Family
+>>> class ThreeThrows(Family):
+...     name = "three_throws_example"
+...     sites = {"weights": Site("simplex", (0,), ("dice",)), "faces": Site("simplex", (0,), ("dice", "face"))}
+...     match_site = "faces"
+...     fit_kind = "multiview"
+...     def moments(self, throws, *, k, backend):
+...         return ViewMoments([one_hot(np.asarray(throws)[:, j], 6) for j in range(3)], backend=backend)
+...     def population_moments(self, params):
+...         return multiview_population([params["faces"]] * 3, params["weights"])
+...     def max_components(self, moments):
+...         return 6, "at most the number of faces (6)"
+...     def unwhiten(self, fit, moments, k, floor, **options):
+...         return {"weights": fit.weights, "faces": fit.means[0]}, {}
+...     def component_log_prob(self, params, throws):
+...         return jnp.log(jnp.asarray(params["faces"])).T[throws].sum(axis=1)
+...     def refine_data(self, throws, estimate):
+...         return np.asarray(throws)
+>>> family = ThreeThrows()
+>>> truth = {"weights": np.array([0.7, 0.3]),
+...          "faces": np.array([[0.5, 0.1, 0.1, 0.1, 0.1, 0.1], [0.05, 0.05, 0.1, 0.1, 0.2, 0.5]])}
+>>> exact = family.spectral_from_moments(family.population_moments(truth), 2)
+>>> order = np.argsort(-exact.params["weights"])
+>>> bool(np.allclose(exact.params["faces"][order], truth["faces"], atol=1e-8))
+True
+>>> rng = np.random.default_rng(0)
+>>> dice = rng.choice(2, size=50_000, p=truth["weights"])
+>>> throws = np.stack([[rng.choice(6, p=truth["faces"][d]) for _ in range(3)] for d in dice[:20_000]])
+>>> est = family.spectral(throws, 2, seed=0)
+>>> est.k, est.model, sorted(est.sites)
+(2, 'three_throws_example', ['faces', 'weights'])
+>>> order = np.argsort(-est.params["weights"])
+>>> bool(np.abs(est.params["faces"][order] - truth["faces"]).max() < 0.05)
+True
+>>> resp, labels = family.predict(throws[:3], est)
+>>> resp.shape, family.log_likelihood(throws[:3], est).shape
+((3, 2), (3,))
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Mapping
+
+import numpy as np
+
+from specinit._validation import (
+    Interval,
+    Options,
+    as_generator,
+    bad_argument,
+    check_arguments,
+    current_entry,
+)
+from specinit.engine.decompose import METHODS
+from specinit.engine.exchangeable import fit_exchangeable
+from specinit.engine.support import project
+from specinit.engine.views import fit_multiview
+from specinit.engine.whitening import IndefiniteMomentError
+from specinit.estimate import Site, SpectralEstimate, register_sites
+
+__all__ = ["COMMON_OPTIONS", "Family"]
+
+#: The options every ``spectral`` takes, checked once at the entry.
+COMMON_OPTIONS = {
+    "k": Interval(int, 1),
+    "approach": Options(("auto", "symmetric", "jennrich")),
+    "floor": Interval(float, 0.0, 1.0, open="both"),
+}
+
+
+class Family:
+    """A latent-variable model family: declarations, and the skeleton that turns data into estimates.
+
+    Attributes
+    ----------
+    name : str
+        The model name carried by every estimate (the module name in
+        :mod:`specinit.models`).
+    sites : dict of str -> Site
+        The NumPyro sites (latent and observed) with their supports,
+        component axes and ArviZ dims; :meth:`site_table` may derive them
+        from the parameters instead (models whose sites depend on the data).
+    match_site : str
+        The site whose components drive label matching.
+    fit_kind : {"exchangeable", "multiview"}
+        The engine fit: :func:`specinit.engine.exchangeable.fit_exchangeable`
+        on the family's moments, or :func:`specinit.engine.views.fit_multiview`
+        on :meth:`fit_input` (with the Jennrich fallback of ``approach="auto"``).
+    order : {3, 4}
+        Order of the whitened tensor (exchangeable fits).
+    options : dict of str -> constraint
+        The family's own options, checked once at the public entry
+        (:func:`specinit._validation.check_arguments`).
+    advice : str
+        Appended to an :class:`~specinit.engine.whitening.IndefiniteMomentError`.
+    refine_methods : tuple of str
+        Refinement drivers of :meth:`refine` (:mod:`specinit.refine`, or a
+        family's own ``refine_<method>``), the default first.
+    methods : tuple of str
+        The decompositions (or other recoveries) ``method`` may name.
+    optional_sites : frozenset of str
+        Latent sites a start for :meth:`refine` may lack (per-document ``theta``).
+
+    Notes
+    -----
+    A subclass implements :meth:`moments`, :meth:`population_moments`,
+    :meth:`max_components` and :meth:`unwhiten` (or :meth:`recover` as a
+    whole); for refinement and scoring, :meth:`component_log_prob` (mixtures)
+    or :meth:`e_step` (chains), :meth:`m_step` and :meth:`refine_data`.
+    """
+
+    name: ClassVar[str] = ""
+    sites: ClassVar[Mapping[str, Site]] = {}
+    match_site: ClassVar[str | None] = None
+    fit_kind: ClassVar[str] = "exchangeable"
+    order: ClassVar[int] = 3
+    options: ClassVar[Mapping[str, Any]] = {}
+    advice: ClassVar[str] = ""
+    refine_methods: ClassVar[tuple] = ("em",)
+    methods: ClassVar[tuple] = METHODS
+    optional_sites: ClassVar[frozenset] = frozenset()
+
+    def __init__(self):
+        register_sites(self.name, self.site_table)
+
+    # ---- declarations ---------------------------------------------------------------------------------------
+    def site_table(self, params: Mapping | None = None, **options) -> tuple[dict, str | None]:
+        """``(sites, match_site)`` for estimates with these parameters (default: the declared table)."""
+        return dict(self.sites), self.match_site
+
+    def moments(self, data, *, k: int, backend, **options):
+        """The data's moments (one validated pass; the backend chosen once)."""
+        raise NotImplementedError(f"{type(self).__name__} does not build moments from data")
+
+    def population_moments(self, params: Mapping, **options):
+        """Exact moments of the model with parameters ``params`` (a dict of site values)."""
+        raise NotImplementedError
+
+    def max_components(self, moments) -> tuple[int, str]:
+        """The largest ``k`` the moments support, and the constraint on ``k`` it gives (as the error states it)."""
+        raise NotImplementedError
+
+    def target(self, **options) -> int:
+        """The target view of a multi-view fit."""
+        return -1
+
+    def kind_of(self, **options) -> str:
+        """The engine fit for these options (default: :attr:`fit_kind`)."""
+        return self.fit_kind
+
+    def tensor_order(self, **options) -> int:
+        """Order of the whitened tensor of an exchangeable fit (default: :attr:`order`)."""
+        return self.order
+
+    def fit_input(self, moments, k: int, **options):
+        """What the engine fit decomposes: the family's moments, or a view of them (default: themselves)."""
+        return moments
+
+    def unwhiten(self, fit, moments, k: int, floor: float, **options) -> tuple[dict, dict]:
+        """``(params, report)`` from an engine fit: values of every latent site, flat diagnostics.
+
+        ``options`` hold the family's options and ``rng``, the fit's generator.
+        """
+        raise NotImplementedError
+
+    def complete(self, params: dict, data, moments, *, rng, **options) -> tuple[dict, dict]:
+        """Data-dependent additions after recovery (document topics, factor scores); default: none."""
+        return params, {}
+
+    # ---- the skeleton ---------------------------------------------------------------------------------------
+    def estimate(self, k: int, params: Mapping, diagnostics: Mapping, *, vocabulary=None, state=None,
+                 options: Mapping | None = None) -> SpectralEstimate:
+        """Package values as this family's :class:`~specinit.estimate.SpectralEstimate` (the one place estimates are built).
+
+        Parameters
+        ----------
+        k : int
+        params : dict
+        diagnostics : dict
+            Flat diagnostics; keys ``"state/<name>"`` go to the estimate's ``state``.
+        vocabulary : sequence of str, optional
+        state : dict, optional
+        options : dict, optional
+            The family's options (for site tables that depend on them).
+
+        Returns
+        -------
+        SpectralEstimate
+        """
+        sites, match = self.site_table(params, **(options or {}))
+        diagnostics, state = dict(diagnostics), dict(state or {})
+        state.update({key[len("state/"):]: diagnostics.pop(key) for key in list(diagnostics) if key.startswith("state/")})
+        return SpectralEstimate(self.name, dict(params), diagnostics, vocabulary, k=k, sites=sites, match_site=match,
+                                state=state)
+
+    def check_k(self, k, moments) -> int:
+        """``k`` as an int in ``1..max_components(moments)`` (the one data-dependent check of k)."""
+        k = COMMON_OPTIONS["k"].check("k", k)
+        limit, constraint = self.max_components(moments)
+        if k > limit:
+            raise bad_argument("k", None, constraint, k)
+        return k
+
+    def recover(self, moments, k: int, *, method: str, approach: str, rng, floor: float, decompose_options,
+                **options) -> tuple[dict, dict]:
+        """Engine fit (with the fallback of ``approach="auto"``) and :meth:`unwhiten`: ``(params, report)``."""
+        fit_moments = self.fit_input(moments, k, **options)
+        if self.kind_of(**options) == "multiview":
+            fit = fit_multiview(fit_moments, k, target=self.target(**options), method=method, approach=approach,
+                                seed=rng, decompose_options=decompose_options)
+            diagnostics = dict(fit.diagnostics)
+        else:
+            fit = fit_exchangeable(fit_moments, k, order=self.tensor_order(**options), method=method, seed=rng,
+                                   decompose_options=decompose_options)
+            diagnostics = fit.diagnostics
+        params, report = self.unwhiten(fit, moments, k, floor, rng=rng, **options)
+        return params, {**diagnostics, **report}
+
+    def _fit(self, moments, k, *, method, approach, seed, floor, decompose_options, options) -> tuple[int, dict, dict]:
+        checked = check_arguments({**COMMON_OPTIONS, "method": Options(self.methods)},
+                                  {"method": method, "approach": approach, "floor": floor})
+        options = check_arguments(self.options, options)
+        k = self.check_k(k, moments)
+        rng = as_generator(seed)
+        try:
+            params, report = self.recover(moments, k, method=checked["method"], approach=checked["approach"],
+                                          rng=rng, floor=checked["floor"], decompose_options=decompose_options,
+                                          **options)
+        except IndefiniteMomentError as exc:
+            raise exc.advise(current_entry(), self.advice) from None
+        params, repairs = project(params, self.site_table(params, **options)[0], checked["floor"])
+        return k, params, {**report, **repairs}
+
+    def spectral_from_moments(self, moments, k, *, method: str = "tpm", approach: str = "auto", seed=0,
+                              floor: float = 1e-3, decompose_options: dict | None = None, vocabulary=None,
+                              **options) -> SpectralEstimate:
+        """Recover the parameters from moments (data or population): the skeleton without the data pass.
+
+        Parameters
+        ----------
+        moments : object
+            From :meth:`moments` or :meth:`population_moments`.
+        k : int
+            Number of components.
+        method : {"tpm", "svtd", "eca", "als"}
+            Tensor decomposition.
+        approach : {"auto", "symmetric", "jennrich"}
+            Multi-view fits only (see :func:`specinit.engine.views.fit_multiview`).
+        seed : int or numpy.random.Generator
+        floor : float
+            Simplex entries are floored at ``floor / d``.
+        decompose_options : dict, optional
+        vocabulary : sequence of str, optional
+        **options
+            The family's options (:attr:`options`).
+
+        Returns
+        -------
+        SpectralEstimate
+        """
+        k, params, diagnostics = self._fit(moments, k, method=method, approach=approach, seed=seed, floor=floor,
+                                           decompose_options=decompose_options, options=options)
+        return self.estimate(k, params, diagnostics, vocabulary=vocabulary, options=options)
+
+    def spectral(self, data, k, *, method: str = "tpm", approach: str = "auto", seed=0, floor: float = 1e-3,
+                 decompose_options: dict | None = None, backend=None, vocabulary=None, **options) -> SpectralEstimate:
+        """Method-of-moments estimate from data: :meth:`moments`, then the skeleton, then :meth:`complete`.
+
+        Parameters
+        ----------
+        data : object
+            The family's data (counts, rows, views, sequences).
+        k : int
+            Number of components.
+        method, approach, seed, floor, decompose_options, vocabulary
+            As for :meth:`spectral_from_moments`.
+        backend : str, Passes or None
+            Where the passes run (:func:`specinit.engine.backends.resolve_backend`).
+        **options
+            The family's options.
+
+        Returns
+        -------
+        SpectralEstimate
+        """
+        k = COMMON_OPTIONS["k"].check("k", k)
+        options = check_arguments(self.options, options)
+        rng = as_generator(seed)
+        moments = self.moments(data, k=k, backend=backend, **options)
+        k, params, diagnostics = self._fit(moments, k, method=method, approach=approach, seed=rng, floor=floor,
+                                           decompose_options=decompose_options, options=options)
+        params, extra = self.complete(params, data, moments, rng=rng, **options)
+        return self.estimate(k, params, {**diagnostics, **extra}, vocabulary=vocabulary, options=options)
+
+    # ---- likelihood, refinement, prediction -----------------------------------------------------------------
+    def component_log_prob(self, params: Mapping, data):
+        """``log p(x_n | h = i)`` for every observation and component, shape (N, k) (JAX; mixtures)."""
+        raise NotImplementedError(f"{self.name} is not a mixture with a per-component likelihood")
+
+    def refine_data(self, data, estimate: SpectralEstimate, **options):
+        """The data in the form :meth:`e_step` and :meth:`m_step` read (validated against the estimate)."""
+        raise NotImplementedError(f"{self.name} has no EM refinement")
+
+    def e_step(self, params: Mapping, data) -> tuple[Any, float]:
+        """``(expected statistics, total log-likelihood)``; default: mixture responsibilities."""
+        from specinit.refine import mixture_e_step
+
+        return mixture_e_step(self, params, data)
+
+    def m_step(self, data, stats, params: Mapping, **options) -> dict:
+        """Parameters maximizing the expected complete-data log-likelihood (before projection)."""
+        raise NotImplementedError(f"{self.name} has no EM refinement")
+
+    def n_observations(self, data) -> int:
+        """What divides the log-likelihood gain in EM's stopping rule (observations, symbols)."""
+        return int(np.shape(data)[0])
+
+    def refine(self, data, estimate, *, method: str | None = None, **options):
+        """Spectral then refine: a driver of :mod:`specinit.refine` started from ``estimate``.
+
+        Parameters
+        ----------
+        data : object
+            The data the estimate was fitted to.
+        estimate : SpectralEstimate
+            A start of this family (checked: family, sites, support, shapes).
+        method : str, optional
+            One of :attr:`refine_methods` (default: the first).
+        **options
+            Keyword arguments of the driver.
+
+        Returns
+        -------
+        specinit.refine.RefineResult
+        """
+        from specinit import refine as drivers
+
+        method = Options(self.refine_methods).check("method", method or self.refine_methods[0])
+        estimate = drivers.check_estimate(self, estimate)
+        own = getattr(self, f"refine_{method}", None)
+        if own is not None:
+            return own(data, estimate, **options)
+        return drivers.DRIVERS[method](self, data, estimate, **options)
+
+    def predict(self, data, estimate) -> tuple[np.ndarray, np.ndarray]:
+        """Posterior component probabilities of every observation, and the most probable component.
+
+        Parameters
+        ----------
+        data : object
+            Observations of this family.
+        estimate : SpectralEstimate
+
+        Returns
+        -------
+        resp : ndarray, shape (N, k)
+            Rows sum to one.
+        labels : ndarray of int, shape (N,)
+        """
+        from specinit.refine import check_estimate, mixture_e_step
+
+        estimate = check_estimate(self, estimate)
+        resp, _ = mixture_e_step(self, estimate.params, self.refine_data(data, estimate))
+        return resp, resp.argmax(axis=1)
+
+    def log_likelihood(self, data, estimate) -> np.ndarray:
+        """Log-likelihood of every observation (document, sequence, row) under ``estimate``.
+
+        Parameters
+        ----------
+        data : object
+            Observations of this family.
+        estimate : SpectralEstimate
+
+        Returns
+        -------
+        ndarray
+            One float64 value per observation, discrete latents summed out.
+        """
+        from specinit.refine import check_estimate, mixture_e_step
+
+        estimate = check_estimate(self, estimate)
+        _, per_observation = mixture_e_step(self, estimate.params, self.refine_data(data, estimate),
+                                            per_observation=True)
+        return per_observation

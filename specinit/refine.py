@@ -1,0 +1,296 @@
+"""Spectral then refine: the drivers that improve an estimate on the data, the same for every family.
+
+* :func:`em` -- expectation-maximization; the E-step comes from the family's
+  one likelihood (:meth:`~specinit.family.Family.component_log_prob` for
+  mixtures, :meth:`~specinit.family.Family.e_step` for chains), the M-step
+  from :meth:`~specinit.family.Family.m_step`, and every iterate is projected
+  into the sites' supports by the one projection of
+  :func:`specinit.engine.support.project`;
+* :func:`map_estimate` -- the posterior mode of the family's NumPyro model
+  (``AutoDelta`` guide, Adam), started from the estimate: families without a
+  closed-form M-step (independent factors, kernel mixtures);
+* the topic models' minibatch SVI lives with them (``lda.svi``), on the same
+  :class:`RefineResult`.
+
+Every driver checks the estimate it is given (:func:`check_estimate`): the
+right family, every site present, finite, inside its support, shapes
+consistent -- nothing is clipped or renormalized silently. A refined estimate
+keeps the spectral diagnostics under their keys and adds ``refine/...`` keys,
+so it saves and loads like any estimate.
+
+References
+----------
+.. [1] Dempster, Laird, Rubin, "Maximum likelihood from incomplete data via
+   the EM algorithm", JRSS B 39 (1977), Thm 1 (the likelihood never decreases).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+from scipy.special import logsumexp
+
+from specinit._validation import Interval, bad_argument, check_arguments, current_entry, warn
+from specinit.engine.support import project
+from specinit.estimate import SpectralEstimate
+
+__all__ = ["DRIVERS", "RefineResult", "check_estimate", "em", "map_estimate", "mixture_e_step"]
+
+_EM_OPTIONS = {"max_iter": Interval(int, 0), "tol": Interval(float, 0.0, open="low"),
+               "floor": Interval(float, 0.0, 1.0, open="both")}
+
+
+@dataclass
+class RefineResult:
+    """What every ``refine`` returns: the refined estimate and the trace of its objective.
+
+    Attributes
+    ----------
+    estimate : SpectralEstimate
+        Refined values of the family's sites (strictly inside their
+        supports), ready for ``init_strategy()`` / ``init_params(...)``; its
+        diagnostics are the start's plus ``refine/method``,
+        ``refine/n_iter``, ``refine/converged``, ``refine/log_likelihood``.
+    log_likelihood : ndarray
+        The objective at the start and after every iteration (EM: the
+        total log-likelihood; MAP: the log joint; SVI: the ELBO).
+    n_iter : int
+        Iterations taken.
+    converged : bool
+        Whether the stopping rule was met.
+    method : str
+        The driver (``"em"``, ``"map"``, ``"svi"``).
+    diagnostics : dict
+        ``n_observations``, ``decreases`` (EM steps that lowered the
+        log-likelihood by more than round-off; zero for exact EM).
+    """
+
+    estimate: SpectralEstimate
+    log_likelihood: np.ndarray
+    n_iter: int
+    converged: bool
+    method: str = "em"
+    diagnostics: dict = field(default_factory=dict)
+
+    @property
+    def params(self) -> dict:
+        """The refined parameters by site name (``estimate.params``)."""
+        return self.estimate.params
+
+    @property
+    def mean_log_likelihood(self) -> float:
+        """Final objective per observation (EM: comparable to scikit-learn's ``score``)."""
+        return float(self.log_likelihood[-1] / self.diagnostics["n_observations"])
+
+
+def check_estimate(family, estimate) -> SpectralEstimate:
+    """``estimate`` as a valid start for ``family``: family, sites, finiteness, support, shapes.
+
+    Parameters
+    ----------
+    family : Family
+    estimate : SpectralEstimate or dict
+        An estimate of this family, or a dict of its site values.
+
+    Returns
+    -------
+    SpectralEstimate
+
+    Raises
+    ------
+    TypeError
+        Neither a SpectralEstimate nor a dict.
+    ValueError
+        An estimate of another model, a missing site, a value that is not
+        finite or outside its support, or inconsistent shapes.
+    """
+    if isinstance(estimate, SpectralEstimate):
+        if estimate.model != family.name:
+            raise bad_argument("estimate", None, f"an estimate of the {family.name!r} model",
+                               f"an estimate of {estimate.model!r}", describe=False)
+        params = estimate.params
+    elif isinstance(estimate, Mapping):
+        params = dict(estimate)
+    else:
+        raise bad_argument("estimate", None, f"a SpectralEstimate of {family.name!r} or a dict of its site values",
+                           estimate, kind=TypeError)
+    sites, _ = family.site_table(params)
+    needed = [name for name, site in sites.items() if site.support != "observed" and name not in family.optional_sites]
+    missing = [name for name in needed if name not in params]
+    if missing:
+        raise bad_argument("estimate", None, f"the sites {sorted(needed)}", f"missing {missing}", describe=False)
+    values = {}
+    for name, value in params.items():
+        if value is None:
+            raise bad_argument("estimate", None, f"an array for the site {name!r}", None)
+        array = np.asarray(value)
+        if array.dtype == object or array.dtype.kind not in "biuf":
+            raise bad_argument("estimate", None, f"a numeric array for the site {name!r}", array, kind=TypeError)
+        values[name] = array.astype(np.float64)
+    try:
+        if isinstance(estimate, SpectralEstimate):
+            return SpectralEstimate(estimate.model, values, estimate.diagnostics, estimate.vocabulary, k=estimate.k,
+                                    sites=estimate.sites, match_site=estimate.match_site, state=estimate.state)
+        site_table, match = family.site_table(values)
+        return SpectralEstimate(family.name, values, {}, k=None, sites=site_table, match_site=match)
+    except ValueError as exc:
+        raise ValueError(f"{current_entry()}: the estimate is not a valid start: {exc}") from None
+
+
+def refined(family, start: SpectralEstimate, params: dict, method: str, trace, n_iter: int, converged: bool,
+            extra: dict | None = None) -> SpectralEstimate:
+    """The refined estimate: the start's diagnostics plus ``refine/*`` keys (flat, so it saves and loads)."""
+    diagnostics = {key: value for key, value in start.diagnostics.items() if not key.startswith("refine/")}
+    diagnostics.update({"refine/method": method, "refine/n_iter": int(n_iter), "refine/converged": bool(converged),
+                        "refine/log_likelihood": np.asarray(trace, dtype=np.float64)})
+    diagnostics.update({f"refine/{key}": value for key, value in (extra or {}).items()})
+    return SpectralEstimate(family.name, params, diagnostics, start.vocabulary, k=start.k,
+                            sites=family.site_table(params)[0], match_site=start.match_site, state=start.state)
+
+
+def mixture_e_step(family, params: Mapping, data, per_observation: bool = False):
+    """Responsibilities and log-likelihood from the family's per-component likelihood (float64).
+
+    Parameters
+    ----------
+    family : Family
+        Provides ``component_log_prob(params, data)`` (JAX, evaluated under
+        a scoped float64 context) and a ``weights`` site.
+    params : dict
+    data : object
+        In the form ``component_log_prob`` reads.
+    per_observation : bool
+        Return the log-likelihood of every observation instead of the total.
+
+    Returns
+    -------
+    resp : ndarray, shape (N, k)
+    log_likelihood : float or ndarray (N,)
+    """
+    from specinit.engine.backends.jax import x64
+
+    with x64():
+        log_joint = np.asarray(family.component_log_prob(params, data), dtype=np.float64)
+    log_joint = log_joint + np.log(np.asarray(params["weights"], dtype=np.float64))
+    row = logsumexp(log_joint, axis=1)
+    resp = np.exp(log_joint - row[:, None])
+    return resp, (row if per_observation else float(row.sum()))
+
+
+def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: float = 1e-3, floor: float = 1e-10,
+       **options) -> RefineResult:
+    """EM from ``estimate`` until the log-likelihood gain per observation is below ``tol``.
+
+    Parameters
+    ----------
+    family : Family
+    data : object
+        The family's data.
+    estimate : SpectralEstimate
+        A checked start (:func:`check_estimate`).
+    max_iter : int
+        Largest number of M-steps.
+    tol : float
+        Stop when the gain per observation is below ``tol`` (scikit-learn's
+        ``GaussianMixture`` convention).
+    floor : float
+        Every iterate is projected strictly inside the supports with this floor.
+    **options
+        The family's M-step options (covariance kind, regularization).
+
+    Returns
+    -------
+    RefineResult
+
+    Warns
+    -----
+    RuntimeWarning
+        EM did not converge in ``max_iter`` iterations.
+    """
+    settings = check_arguments(_EM_OPTIONS, {"max_iter": max_iter, "tol": tol, "floor": floor})
+    max_iter, tol, floor = settings["max_iter"], settings["tol"], settings["floor"]
+    prepared = family.refine_data(data, estimate, **options)
+    n_obs = family.n_observations(prepared)
+    sites = estimate.sites
+    params, _ = project(dict(estimate.params), sites, floor)
+    stats, ll = family.e_step(params, prepared)
+    trace = [float(ll)]
+    converged, decreases, n_iter = False, 0, 0
+    for n_iter in range(1, max_iter + 1):
+        params, _ = project(family.m_step(prepared, stats, params, **options), sites, floor)
+        stats, ll = family.e_step(params, prepared)
+        trace.append(float(ll))
+        gain = (trace[-1] - trace[-2]) / n_obs
+        if gain < -1e-9 * max(1.0, abs(trace[-2]) / n_obs):
+            decreases += 1
+        if abs(gain) < tol:
+            converged = True
+            break
+    if not converged and max_iter > 0:
+        warn(f"{current_entry()}: EM did not converge in max_iter={max_iter} iterations (last gain per observation "
+             f"{(trace[-1] - trace[-2]) / n_obs:.3g} > tol={tol:g}); raise max_iter or tol.")
+    result = refined(family, estimate, params, "em", trace, n_iter, converged, {"decreases": decreases})
+    return RefineResult(result, np.asarray(trace), n_iter if max_iter > 0 else 0, converged, "em",
+                        {"n_observations": n_obs, "decreases": decreases})
+
+
+def map_estimate(family, data, estimate: SpectralEstimate, *, num_steps: int = 500, lr: float = 0.01, seed: int = 0,
+                 tol: float = 1e-4, **options) -> RefineResult:
+    """The posterior mode of the family's NumPyro model, by Adam on an ``AutoDelta`` guide started at ``estimate``.
+
+    Parameters
+    ----------
+    family : Family
+        Provides ``model_inputs(data, estimate, **options) -> (model, args, kwargs)``.
+    data : object
+    estimate : SpectralEstimate
+        The start (every latent site of the model must have a value).
+    num_steps : int
+        Adam steps (full batch).
+    lr : float
+        Adam step size.
+    seed : int
+    tol : float
+        ``converged`` when the mean log joint of the last tenth of the steps
+        is within ``tol`` (relative) of the tenth before it.
+    **options
+        Passed to ``model_inputs``.
+
+    Returns
+    -------
+    RefineResult
+        ``log_likelihood`` is the log joint after every step.
+    """
+    import jax
+    from numpyro.infer import SVI, Trace_ELBO
+    from numpyro.infer.autoguide import AutoDelta
+    from numpyro.optim import Adam
+
+    settings = check_arguments({"num_steps": Interval(int, 1), "lr": Interval(float, 0.0, open="low"),
+                                "tol": Interval(float, 0.0, open="low"), "seed": Interval(int, 0)},
+                               {"num_steps": num_steps, "lr": lr, "tol": tol, "seed": seed})
+    model, args, kwargs = family.model_inputs(data, estimate, **options)
+    guide = AutoDelta(model, init_loc_fn=estimate.init_strategy())
+    svi = SVI(model, guide, Adam(settings["lr"]), Trace_ELBO())
+    result = svi.run(jax.random.PRNGKey(settings["seed"]), settings["num_steps"], *args, progress_bar=False,
+                     **kwargs)
+    trace = -np.asarray(result.losses, dtype=np.float64)
+    median = guide.median(result.params)
+    params = {name: np.asarray(median[name], dtype=np.float64) for name in estimate.params if name in median}
+    params, _ = project(params, estimate.sites, 1e-12)
+    tenth = max(trace.size // 10, 1)
+    last, before = trace[-tenth:].mean(), trace[-2 * tenth: -tenth].mean() if trace.size >= 2 * tenth else -np.inf
+    converged = bool(np.isfinite(last) and abs(last - before) <= settings["tol"] * abs(last))
+    if not np.all(np.isfinite(trace)):
+        raise FloatingPointError(f"{current_entry()}: the log joint became non-finite during the MAP refinement; "
+                                 "lower lr.")
+    result_estimate = refined(family, estimate, {**estimate.params, **params}, "map", trace, settings["num_steps"],
+                              converged)
+    return RefineResult(result_estimate, trace, settings["num_steps"], converged, "map",
+                        {"n_observations": family.n_observations(args[0]) if args else 0})
+
+
+#: Refinement drivers by method name (``svi`` families register their own in their module).
+DRIVERS = {"em": em, "map": map_estimate}

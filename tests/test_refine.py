@@ -1,0 +1,118 @@
+"""The refinement drivers: the one likelihood per family against SciPy oracles, the HMM E-step by enumeration,
+EM's stopping rule, estimate checks, and refined estimates that save and load."""
+
+from __future__ import annotations
+
+import itertools
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from scipy.stats import norm
+from specinit.models import gmm, hmm
+
+from specinit.distributions.hmm import CategoricalHMM, pad_sequences
+from specinit.engine.backends.jax import x64
+from specinit.engine.sequences import SequenceBatch, forward_backward
+from specinit.refine import mixture_e_step
+
+
+def test_gaussian_mixture_likelihood_equals_scipy():
+    rng = np.random.default_rng(0)
+    x, loc, scale = rng.normal(size=(7, 3)), rng.normal(size=(2, 3)), rng.uniform(0.5, 2.0, size=(2, 3))
+    expected = np.stack([norm.logpdf(x, loc[i], scale[i]).sum(axis=1) for i in range(2)], axis=1)
+    params = {"weights": np.array([0.3, 0.7]), "loc": loc, "scale": scale}
+    resp, per_row = mixture_e_step(gmm.FAMILY, params, gmm.FAMILY.refine_data(x, gmm.FAMILY.estimate(2, params, {})),
+                                   per_observation=True)
+    np.testing.assert_allclose(resp.sum(axis=1), 1.0)
+    # the same float64 densities evaluated by JAX and SciPy: round-off only
+    np.testing.assert_allclose(per_row, np.logaddexp(expected[:, 0] + np.log(0.3), expected[:, 1] + np.log(0.7)),
+                               rtol=1e-12)
+
+
+def brute_force_counts(seqs, init, A, E):
+    k, V = E.shape
+    ll, IC, TC, EC = 0.0, np.zeros(k), np.zeros((k, k)), np.zeros((k, V))
+    for s in seqs:
+        paths = list(itertools.product(range(k), repeat=len(s)))
+        probs = []
+        for h in paths:
+            p = init[h[0]] * E[h[0], s[0]]
+            for t in range(1, len(s)):
+                p *= A[h[t - 1], h[t]] * E[h[t], s[t]]
+            probs.append(p)
+        Z = sum(probs)
+        ll += np.log(Z)
+        for h, p in zip(paths, probs):
+            IC[h[0]] += p / Z
+            for t in range(len(s)):
+                EC[h[t], s[t]] += p / Z
+                if t:
+                    TC[h[t - 1], h[t]] += p / Z
+    return IC, TC, EC, ll
+
+
+def test_forward_backward_matches_brute_force_on_ragged_sequences():
+    rng = np.random.default_rng(1)
+    k, V = 3, 4
+    init, A, E = rng.dirichlet(np.ones(k)), rng.dirichlet(np.ones(k), size=k), rng.dirichlet(np.ones(V), size=k)
+    seqs = [rng.integers(0, V, size=n) for n in (5, 1, 3, 5, 2)]
+    batch = SequenceBatch(seqs)
+    init_c, trans_c, gamma, ll = forward_backward(batch, init, A, E.T[batch.values])
+    emit_c = np.stack([gamma[batch.values == v].sum(axis=0) for v in range(V)], axis=1)
+    for g, e in zip((init_c, trans_c, emit_c, ll), brute_force_counts(seqs, init, A, E)):
+        np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)  # exact enumeration: round-off only
+
+
+def test_numpy_e_step_and_jax_forward_give_the_same_likelihood():
+    # Baum-Welch runs the NumPy recursion (time-major, no padding); scoring and NumPyro run the JAX forward.
+    rng = np.random.default_rng(2)
+    k, V = 3, 5
+    init, A, E = rng.dirichlet(np.ones(k)), rng.dirichlet(np.ones(k), size=k), rng.dirichlet(np.ones(V), size=k)
+    seqs = [rng.integers(0, V, size=n) for n in (40, 7, 1, 25)]
+    batch = SequenceBatch(seqs)
+    *_, ll = forward_backward(batch, init, A, E.T[batch.values])
+    padded, lengths = pad_sequences(seqs)
+    with x64():
+        per_sequence = np.asarray(CategoricalHMM(init, A, E, padded.shape[1], lengths).log_prob(jnp.asarray(padded)))
+    np.testing.assert_allclose(per_sequence.sum(), ll, rtol=1e-12)
+    estimate = hmm.FAMILY.estimate(k, {"init": init, "transition": A, "emission": E}, {})
+    np.testing.assert_allclose(hmm.log_likelihood(seqs, estimate), per_sequence, rtol=1e-12)
+
+
+def _blobs(seed=0, n=600):
+    rng = np.random.default_rng(seed)
+    loc = 4.0 * rng.standard_normal((3, 4))
+    return loc[rng.choice(3, n, p=[0.2, 0.3, 0.5])] + rng.standard_normal((n, 4))
+
+
+def test_em_increases_the_likelihood_stops_on_tol_and_warns_on_max_iter():
+    x = _blobs()
+    start = gmm.spectral(x, 3, covariance="spherical", seed=0)
+    result = gmm.refine(x, start, tol=1e-8, max_iter=500)
+    assert result.converged and result.diagnostics["decreases"] == 0
+    assert np.all(np.diff(result.log_likelihood) > -1e-9 * abs(result.log_likelihood[0]))
+    assert result.n_iter == result.log_likelihood.size - 1
+    assert result.estimate.diagnostics["refine/n_iter"] == result.n_iter
+    with pytest.warns(RuntimeWarning, match="did not converge in max_iter=1"):
+        gmm.refine(x, start, tol=1e-12, max_iter=1)
+
+
+def test_refine_checks_its_start_and_never_repairs_it_silently():
+    x = _blobs()
+    start = gmm.spectral(x, 3, seed=0)
+    with pytest.raises(ValueError, match="an estimate of the 'gmm' model"):
+        gmm.refine(x, hmm.FAMILY.estimate(2, {"init": [0.5, 0.5], "transition": np.eye(2) * 0.8 + 0.1,
+                                              "emission": [[0.5, 0.5], [0.1, 0.9]]}, {}))
+    with pytest.raises(TypeError, match="'estimate' argument of gmm.refine"):
+        gmm.refine(x, None)
+    with pytest.raises(ValueError, match="missing \\['scale'\\]"):
+        gmm.refine(x, {"weights": start.params["weights"], "loc": start.params["loc"]})
+    bad = {**start.params, "weights": np.array([0.5, 0.6, -0.1])}
+    with pytest.raises(ValueError, match="values > 0 for the simplex site 'weights'"):
+        gmm.refine(x, bad)
+    nan = {**start.params, "loc": np.full_like(start.params["loc"], np.nan)}
+    with pytest.raises(ValueError, match="finite values"):
+        gmm.refine(x, nan)
+    with pytest.raises(ValueError, match="'loc' of shape \\(3, 5\\)"):
+        gmm.refine(np.hstack([x, x[:, :1]]), start)
