@@ -1,0 +1,275 @@
+"""The family contract, over every registered family of specinit.models.
+
+For each family: the same public faces; exact parameters -> ``population_moments`` -> ``spectral_from_moments``
+recovers them (up to the label permutation) with ``k`` and every site inside its support; the estimate's sites
+are latent sites of the NumPyro program with component axes of length k; an estimate saves and loads exactly
+after ``spectral`` and after ``refine``; ``log_likelihood`` scores every observation; the JAX backend equals
+NumPy on the same data, a backend that lacks a pass the family needs is refused by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from specinit.estimate import SpectralEstimate
+from specinit.family import Family
+from specinit.models import FAMILIES
+from specinit.warmstart import latent_sites
+from tests.conftest import best_permutation, sample_lda, sample_single_topic
+
+_rng = np.random.default_rng(0)
+K = 3
+_BETA = _rng.dirichlet(np.full(8, 0.5), size=K)
+_WEIGHTS = np.array([0.5, 0.3, 0.2])
+_TRANSITION = np.array([[0.8, 0.1, 0.1], [0.2, 0.7, 0.1], [0.1, 0.2, 0.7]])
+_LOC = _rng.normal(size=(K, 5)) * 3
+_KERNEL = {"weights": _WEIGHTS, **{f"{site}_{v}": value for v in range(3) for site, value in (
+    ("mix", np.full((K, 2), 0.5)),  # per view: two 2-D Gaussians at +-_LOC[:, v:v+2]
+    ("loc", np.stack([_LOC[:, v:v + 2], -_LOC[:, v:v + 2]], axis=1)),
+    ("scale", np.full((K, 2, 2), 0.6)))}}
+_MULTIVIEW = {"weights": _WEIGHTS, "beta_0": _BETA, "loc_1": _LOC, "scale_1": np.full((K, 5), 0.5),
+              "beta_2": _BETA[::-1]}
+
+#: name -> (true params, population moments, spectral_from_moments kwargs, model kwargs)
+CASES = {
+    "lda": ({"beta": _BETA, "alpha": _WEIGHTS}, lambda m: m.population_moments(_BETA, _WEIGHTS),
+            {"alpha0": 1.0, "floor": 1e-12}, {"k": K, "counts": np.ones((4, 8), dtype=np.int64)}),
+    "single_topic": ({"beta": _BETA, "weights": _WEIGHTS}, lambda m: m.population_moments(_BETA, _WEIGHTS),
+                     {"floor": 1e-12}, {"k": K, "counts": np.ones((4, 8), dtype=np.int64)}),
+    "hmm": ({"init": _WEIGHTS, "transition": _TRANSITION, "emission": _BETA},
+            lambda m: m.population_moments(_WEIGHTS, _TRANSITION, _BETA), {"floor": 1e-12},
+            {"k": K, "sequences": np.zeros((2, 5), dtype=np.int64), "n_symbols": 8}),
+    "gaussian_hmm": ({"init": _WEIGHTS, "transition": _TRANSITION, "loc": np.array([-3.0, 0.0, 3.0]),
+                      "scale": np.array([0.5, 1.0, 0.7])},
+                     lambda m: m.population_moments(_WEIGHTS, _TRANSITION, np.array([-3.0, 0.0, 3.0]),
+                                                    np.array([0.5, 1.0, 0.7]), n_bins=12),
+                     {"floor": 1e-12}, {"k": K, "sequences": np.zeros((2, 5))}),
+    "gmm": ({"weights": _WEIGHTS, "loc": _LOC, "scale": np.array(0.7)}, lambda m: m.population_moments(_LOC, _WEIGHTS, 0.7),
+            {}, {"k": K, "x": np.zeros((4, 5))}),
+    "multiview": (_MULTIVIEW, lambda m: m.population_moments(_MULTIVIEW, ["categorical", "gaussian", "categorical"]),
+                  {"floor": 1e-12},
+                  {"k": K, "views": [np.zeros(4, dtype=np.int64), np.zeros((4, 5)), np.zeros(4, dtype=np.int64)],
+                   "kinds": ["categorical", "gaussian", "categorical"], "dims": [8, 5, 8]}),
+    "factors": ({"loadings": _LOC, "shape": np.array([1.0, 4.0, 9.0]), "noise": np.array(0.5), "loc": _LOC[0]},
+                lambda m: m.population_moments(_LOC, cumulant="skew", shape=np.array([1.0, 4.0, 9.0]), noise=0.5,
+                                               loc=_LOC[0]), {}, {"k": K, "x": np.zeros((4, 5))}),
+    # Exact RFF embeddings of Gaussian-mixture components (closed form): the weights and the conditional embeddings
+    # are recovered to round-off; the densities need data, so only "weights" is a parameter of a population estimate.
+    "kernel_multiview": ({"weights": _WEIGHTS}, lambda m: m.population_moments(_KERNEL, rank=32), {},
+                         {"k": K, "m": 2, "views": [np.zeros((4, 2)) + np.arange(4)[:, None]] * 3}),
+}
+
+
+def _markov(init, transition, n, rng):
+    states = np.empty(n, dtype=np.int64)
+    states[0] = rng.choice(len(init), p=init)
+    for t in range(1, n):
+        states[t] = rng.choice(len(init), p=transition[states[t - 1]])
+    return states
+
+
+def _data(name):
+    """A small seeded data set drawn from the family's model, and the keyword arguments of its spectral fit."""
+    rng = np.random.default_rng(1)
+    if name == "lda":
+        return sp.csr_matrix(sample_lda(_BETA, _WEIGHTS, 400, 40, 1)[0]), {"alpha0": 1.0}
+    if name == "single_topic":
+        return sp.csr_matrix(sample_single_topic(_BETA, _WEIGHTS, 400, 30, 1)[0]), {}
+    if name == "hmm":
+        states = _markov(_WEIGHTS, _TRANSITION, 3000, rng)
+        return [np.array([rng.choice(8, p=_BETA[s]) for s in states])], {"n_symbols": 8}
+    if name == "gaussian_hmm":
+        states = _markov(_WEIGHTS, _TRANSITION, 3000, rng)
+        return [np.array([-3.0, 0.0, 3.0])[states] + np.array([0.5, 1.0, 0.7])[states] * rng.normal(size=3000)], {}
+    h = rng.choice(K, 1500, p=_WEIGHTS)
+    if name == "gmm":
+        return _LOC[h] + 0.7 * rng.normal(size=(1500, 5)), {}
+    if name == "multiview":
+        cat = [np.array([rng.choice(8, p=row) for row in beta[h]]) for beta in (_BETA, _BETA[::-1])]
+        return [cat[0], _LOC[h] + 0.5 * rng.normal(size=(1500, 5)), cat[1]], {}
+    if name == "factors":
+        shape = np.array([1.0, 4.0, 9.0])
+        factors = rng.gamma(shape, 1 / np.sqrt(shape), size=(1500, K)) - np.sqrt(shape)
+        return factors @ _LOC + 0.5 * rng.normal(size=(1500, 5)), {}
+    sign = rng.choice([-1.0, 1.0], size=(1500, 3))
+    return [sign[:, v, None] * _LOC[h, v:v + 2] + 0.6 * rng.normal(size=(1500, 2)) for v in range(3)], {"rank": 32}
+
+
+#: Refinement settings that keep the contract fast (the drivers themselves are tested per family).
+REFINE = {"lda": {"num_steps": 5}, "factors": {"num_steps": 5}}
+
+
+def _quiet(func, *args, **kwargs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # non-convergence of the short refinements
+        return func(*args, **kwargs)
+
+
+def _module(name):
+    return importlib.import_module(f"specinit.models.{name}")
+
+
+def test_every_family_has_a_contract_case():
+    assert set(FAMILIES) == set(CASES)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_faces(name):
+    module = _module(name)
+    assert isinstance(module.FAMILY, Family) and module.FAMILY.name == name
+    faces = ["model", "spectral", "spectral_from_moments", "population_moments", "refine", "log_likelihood"]
+    if hasattr(module.FAMILY, "component_log_prob") and name not in ("hmm", "gaussian_hmm", "lda", "factors"):
+        faces.append("predict")
+    for attr in faces:
+        assert callable(getattr(module, attr)), f"{name}.{attr}"
+        assert attr in module.__all__, f"{name}.__all__ lacks {attr}"
+    for attr in module.__all__:
+        assert hasattr(module, attr), f"{name}.{attr}"
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_population_round_trip_supports_and_sites(name):
+    module = _module(name)
+    truth, population, options, model_kwargs = CASES[name]
+    estimate = module.spectral_from_moments(population(module), K, seed=0, **options)
+    assert isinstance(estimate, SpectralEstimate) and estimate.k == K and estimate.model == name
+    match = estimate.match_site
+    perm = best_permutation(truth[match], estimate.params[match])
+    for site, value in truth.items():
+        got = estimate.params[site]
+        for axis in estimate.sites[site].axes:
+            got = np.take(got, perm, axis=axis)
+        # exact moments: only round-off (and the numerical bin edges of gaussian_hmm) separate got from truth
+        np.testing.assert_allclose(got, value, atol=1e-6, err_msg=f"{name}: {site}")
+    shapes = latent_sites(module.model, model_kwargs=model_kwargs)
+    for site, value in estimate.params.items():
+        support = estimate.sites[site].support
+        assert np.all(np.isfinite(value))
+        if support in ("simplex", "positive"):
+            assert np.all(value > 0), (name, site)
+        if support == "simplex":
+            np.testing.assert_allclose(value.sum(axis=-1), 1.0, atol=1e-12)
+        assert site in shapes, f"{name}: estimate site {site!r} is not a latent site of the model {sorted(shapes)}"
+        assert tuple(shapes[site]) == value.shape, (name, site)
+        for axis in estimate.sites[site].axes:
+            assert value.shape[axis] == K, (name, site, axis)
+
+
+def _same(a: SpectralEstimate, b: SpectralEstimate):
+    assert (a.model, a.k, a.sites, a.match_site, a.vocabulary) == (b.model, b.k, b.sites, b.match_site, b.vocabulary)
+    for group in ("params", "state"):
+        x, y = getattr(a, group), getattr(b, group)
+        assert set(x) == set(y)
+        for key in x:
+            np.testing.assert_array_equal(x[key], y[key])
+    assert set(a.diagnostics) == set(b.diagnostics)
+    for key, value in a.diagnostics.items():
+        if isinstance(value, np.ndarray):
+            np.testing.assert_array_equal(value, b.diagnostics[key])
+        elif isinstance(value, float) and np.isnan(value):
+            assert np.isnan(b.diagnostics[key])
+        else:
+            assert value == b.diagnostics[key], key
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_spectral_refine_save_load_and_score(name, tmp_path):
+    module = _module(name)
+    data, options = _data(name)
+    estimate = _quiet(module.spectral, data, K, seed=0, **options)
+    assert estimate.k == K
+    _same(estimate, SpectralEstimate.load(estimate.save(tmp_path / "spectral.npz")))
+    result = _quiet(module.refine, data, estimate, **REFINE.get(name, {"max_iter": 3}))
+    refined = result.estimate
+    assert refined.k == K and refined.diagnostics["refine/method"] == result.method
+    assert np.all(np.isfinite(result.log_likelihood))
+    for key, value in estimate.diagnostics.items():  # the spectral diagnostics are kept, flat, beside refine/*
+        assert key in refined.diagnostics
+    _same(refined, SpectralEstimate.load(refined.save(tmp_path / "refined.npz")))
+    scores = module.log_likelihood(data, refined)
+    assert scores.ndim == 1 and np.all(np.isfinite(scores))
+
+
+#: Families whose passes run on a backend, and the data passed to both backends.
+BACKEND_FAMILIES = ["lda", "single_topic", "hmm", "gaussian_hmm", "gmm", "multiview", "kernel_multiview"]
+
+
+@pytest.mark.parametrize("name", BACKEND_FAMILIES)
+def test_jax_backend_equals_numpy(name):
+    module = _module(name)
+    data, options = _data(name)
+    a = _quiet(module.spectral, data, K, seed=0, backend="numpy", **options)
+    b = _quiet(module.spectral, data, K, seed=0, backend="jax", **options)
+    for site in a.params:
+        # the same float64 sums in another order: the moments agree to ~1e-13; the decomposition (same seed,
+        # same start) amplifies that by the tensor's conditioning, here < 1e3
+        np.testing.assert_allclose(b.params[site], a.params[site], rtol=1e-9, atol=1e-11, err_msg=f"{name}: {site}")
+
+
+@pytest.mark.parametrize("name", ["hmm", "gaussian_hmm", "gmm", "multiview", "kernel_multiview"])
+def test_a_backend_without_the_passes_is_refused(name):
+    module = _module(name)
+    data, options = _data(name)
+    with pytest.raises(ValueError, match=rf"'backend' argument of {name}.spectral must be a backend implementing "
+                                         r"the passes this model needs .*'numba', which lacks gram, triples"):
+        module.spectral(data, K, seed=0, backend="numba", **options)
+
+
+def _as_dask(name, data):
+    import dask.array as da
+
+    if name in ("lda", "single_topic"):
+        return da.from_array(data, chunks=(150, -1), asarray=False)
+    if name == "hmm":
+        return da.from_array(data[0], chunks=700)
+    return da.from_array(data, chunks=(400, -1))
+
+
+@pytest.mark.parametrize("name", ["lda", "single_topic", "hmm", "gmm"])
+def test_dask_backend_equals_numpy(name):
+    import dask
+
+    module = _module(name)
+    data, options = _data(name)
+    a = _quiet(module.spectral, data, K, seed=0, **options)
+    with dask.config.set(scheduler="synchronous"):
+        b = _quiet(module.spectral, _as_dask(name, data), K, seed=0, **options)
+    for site in a.params:  # block partial sums added in a tree: the same sums in another order
+        np.testing.assert_allclose(b.params[site], a.params[site], rtol=1e-9, atol=1e-11, err_msg=f"{name}: {site}")
+
+
+@pytest.mark.parametrize("name", ["lda", "single_topic"])
+def test_numba_backend_equals_numpy(name):
+    module = _module(name)
+    data, options = _data(name)
+    a = _quiet(module.spectral, data, K, seed=0, backend="numpy", **options)
+    b = _quiet(module.spectral, data, K, seed=0, backend="numba", **options)
+    for site in a.params:
+        np.testing.assert_allclose(b.params[site], a.params[site], rtol=1e-9, atol=1e-11, err_msg=f"{name}: {site}")
+
+
+def test_factors_refuse_a_device_backend():
+    data, _ = _data("factors")
+    with pytest.raises(ValueError, match="'backend' argument of factors.spectral must be None or 'numpy'"):
+        _module("factors").spectral(data, K, backend="jax")
+
+
+def test_default_alpha0_choice_is_the_same_for_memory_chunks_and_dask():
+    import dask
+
+    data, _ = _data("lda")
+    lda = _module("lda")
+    a = _quiet(lda.spectral, data, K, seed=0)
+    chunks = [data[:130], data[130:260], data[260:]]
+    b = _quiet(lda.spectral, chunks, K, seed=0)
+    with dask.config.set(scheduler="synchronous"):
+        c = _quiet(lda.spectral, _as_dask("lda", data), K, seed=0)
+    for other in (b, c):
+        assert other.diagnostics["alpha0"] == a.diagnostics["alpha0"]
+        for site in ("alpha", "beta"):
+            np.testing.assert_allclose(other.params[site], a.params[site], rtol=1e-9, atol=1e-11)
