@@ -44,6 +44,7 @@ References
 
 from __future__ import annotations
 
+import logging
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -76,6 +77,8 @@ from specinit.engine.moments import WEIGHTINGS, CountMoments
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 from specinit.family import Family
+
+LOGGER = logging.getLogger("specinit")
 
 __all__ = ["TopicData", "TopicFamily", "TopicSVIResult", "default_alpha0_grid", "document_topics", "fit_anchor",
            "fit_lda_grid", "lda_moment_fit", "local_gamma", "raw_subspace", "run_svi", "svi_batch", "check_local", "word_pairs"]
@@ -682,13 +685,12 @@ def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4)
     .. [1] Blei, Ng, Jordan, "Latent Dirichlet allocation", JMLR 2003, Sec. 5.3
        (per-document inference with fixed topics).
     """
-    func = "lda.document_topics"
-    X = check_count_matrix(counts, "counts", func)
+    X = check_count_matrix(counts, "counts", None)
     beta = np.asarray(beta, dtype=np.float64)
     alpha = np.asarray(alpha, dtype=np.float64)
     if X.shape[1] != beta.shape[1]:
-        raise bad_argument("counts", func, f"{beta.shape[1]} columns (the topics' V)", X)
-    n_iter = check_int(n_iter, "n_iter", func, minimum=1)
+        raise bad_argument("counts", None, f"{beta.shape[1]} columns (the topics' V)", X)
+    n_iter = check_int(n_iter, "n_iter", None, minimum=1)
     rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
     cols = X.indices
     lengths = np.asarray(X.sum(axis=1)).ravel()
@@ -821,9 +823,13 @@ def _schedule(lr: float, decay_steps: float):
     return lambda t: lr / jnp.sqrt(1.0 + t / decay_steps)
 
 
-def run_svi(func: str, model, guide, shapes: dict, counts, k: int, *, init, num_steps, batch_size, seed, progress,
-            lr, decay_steps, snapshot_every, model_kwargs: dict, guide_options=None, log=print) -> TopicSVIResult:
-    """Shared minibatch SVI loop of ``lda.svi`` and ``single_topic.svi`` (see the module notes)."""
+def run_svi(model, guide, shapes: dict, counts, k: int, *, init, num_steps, batch_size, seed, progress,
+            lr, decay_steps, snapshot_every, model_kwargs: dict, guide_options=None) -> TopicSVIResult:
+    """Shared minibatch SVI loop of ``lda.svi`` and ``single_topic.svi`` (see the module notes).
+
+    Progress lines go to the ``specinit`` logger (level INFO; silent unless the application configures logging).
+    """
+    func = current_entry()
     X = check_count_matrix(counts, "counts", func)
     n_docs, vocab = X.shape
     num_steps = check_int(num_steps, "num_steps", func, minimum=1)
@@ -880,11 +886,11 @@ def run_svi(func: str, model, guide, shapes: dict, counts, k: int, *, init, num_
             last_print = time.perf_counter() - start
             recent = np.asarray(jnp.stack(losses[last_step:]), dtype=np.float64)
             last_step = done
-            log(f"{func}: step {done}/{num_steps}, mean loss since the last line {np.mean(recent):.6g} "
+            LOGGER.info(f"{func}: step {done}/{num_steps}, mean loss since the last line {np.mean(recent):.6g} "
                 f"({last_print:.0f} s)")
         if every and (done % every == 0 or done == num_steps):
             recent = np.asarray(jnp.stack(losses[-every:]), dtype=np.float64)
-            log(f"{func}: step {done}/{num_steps}, mean loss of the last {recent.size} steps "
+            LOGGER.info(f"{func}: step {done}/{num_steps}, mean loss of the last {recent.size} steps "
                 f"{np.mean(recent):.6g} ({time.perf_counter() - start:.1f} s)")
     params_u = svi.get_params(state)
     losses = np.asarray(jax.block_until_ready(jnp.stack(losses)), dtype=np.float64)

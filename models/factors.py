@@ -102,6 +102,7 @@ CUMULANTS = ("skew", "kurtosis")
 _SHAPE_RANGE = (1e-2, 1e6)       # Gamma shape: skewness between 2e-3 and 20
 
 
+@public
 def model(x=None, *, k: int, dim: int | None = None, n: int | None = None, cumulant: str = "skew",
           prior_scale: float = 10.0):
     """NumPyro independent-factor model ``x = loc + h @ loadings + noise``.
@@ -134,11 +135,10 @@ def model(x=None, *, k: int, dim: int | None = None, n: int | None = None, cumul
     ValueError
         Unknown ``cumulant``, or ``x`` None without ``n`` and ``dim``.
     """
-    func = "factors.model"
-    cumulant = check_choice(cumulant, "cumulant", func, CUMULANTS)
+    cumulant = check_choice(cumulant, "cumulant", None, CUMULANTS)
     if x is None:
         if n is None or dim is None:
-            raise bad_argument("n", func, "given (with dim) when x is None, to generate data", n)
+            raise bad_argument("n", None, "given (with dim) when x is None, to generate data", n)
         n_obs, d = int(n), int(dim)
     else:
         n_obs, d = jnp.shape(x)
@@ -264,27 +264,26 @@ def population_moments(loadings, *, cumulant: str = "skew", shape=None, power=No
         Shapes that do not match, non-finite values, ``k > d``, non-positive
         ``shape``/``power``, negative ``noise``.
     """
-    func = "factors.population_moments"
     params = getattr(loadings, "params", loadings)
     if isinstance(params, dict):
         cumulant = "skew" if "shape" in params else "kurtosis"
         loadings, shape, power = params["loadings"], params.get("shape"), params.get("power")
         noise, loc = float(params.get("noise", noise)), params.get("loc", loc)
-    cumulant = check_choice(cumulant, "cumulant", func, CUMULANTS)
+    cumulant = check_choice(cumulant, "cumulant", None, CUMULANTS)
     loadings = np.asarray(loadings, dtype=np.float64)
     if loadings.ndim != 2 or not np.all(np.isfinite(loadings)) or loadings.shape[0] > loadings.shape[1]:
-        raise bad_argument("loadings", func, "a finite (k, d) array with k <= d", loadings)
+        raise bad_argument("loadings", None, "a finite (k, d) array with k <= d", loadings)
     k, d = loadings.shape
     name, value = ("shape", shape) if cumulant == "skew" else ("power", power)
     value = np.asarray(value if value is not None else np.nan, dtype=np.float64)
     if value.shape != (k,) or not np.all(np.isfinite(value)) or np.any(value <= 0):
-        raise bad_argument(name, func, f"a finite positive array of shape ({k},) for cumulant={cumulant!r}", value)
+        raise bad_argument(name, None, f"a finite positive array of shape ({k},) for cumulant={cumulant!r}", value)
     cumulants = 2.0 / np.sqrt(value) if cumulant == "skew" else excess_kurtosis_of_power(value)
     if isinstance(noise, bool) or not np.isfinite(noise) or noise < 0:
-        raise bad_argument("noise", func, "a finite number >= 0", noise)
+        raise bad_argument("noise", None, "a finite number >= 0", noise)
     loc = np.zeros(d) if loc is None else np.asarray(loc, dtype=np.float64)
     if loc.shape != (d,) or not np.all(np.isfinite(loc)):
-        raise bad_argument("loc", func, f"a finite array of shape ({d},)", loc)
+        raise bad_argument("loc", None, f"a finite array of shape ({d},)", loc)
     return FactorMoments(loadings, cumulants, float(noise) ** 2, loc, cumulant)
 
 
@@ -538,12 +537,11 @@ def factor_scores(estimate, x, *, margin: float = 0.05) -> np.ndarray:
     ValueError
         If ``x`` does not match the estimate's dimension or is not finite.
     """
-    func = "factors.factor_scores"
     x = _check_data(x)
     loadings = estimate.params["loadings"]
     if x.shape[1] != loadings.shape[1]:
-        raise bad_argument("x", func, f"an array with d = {loadings.shape[1]} columns (the estimate's)", x)
-    return _scores(estimate.params, x, check_positive(margin, "margin", func))
+        raise bad_argument("x", None, f"an array with d = {loadings.shape[1]} columns (the estimate's)", x)
+    return _scores(estimate.params, x, check_positive(margin, "margin", None))
 
 
 def _check_data(x) -> np.ndarray:

@@ -140,6 +140,7 @@ FAMILY = GaussianHMMFamily()
 FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
+@public
 def model(sequences=None, *, k: int, lengths=None, concentration: float = 1.0,
                    loc_scale: float = 10.0, scale_scale: float = 5.0):
     """NumPyro HMM with scalar Gaussian emissions, hidden states summed out.

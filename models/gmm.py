@@ -258,6 +258,7 @@ FAMILY = GaussianMixture()
 FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
+@public
 def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, common_scale: bool = True,
           covariance: str | None = None):
     """NumPyro spherical Gaussian mixture with the component summed out.

@@ -193,6 +193,7 @@ FAMILY = HMM()
 FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
+@public
 def model(sequences=None, *, k: int, n_symbols: int | None = None, lengths=None, concentration: float = 1.0):
     """NumPyro HMM with categorical emissions, hidden states summed out.
 
@@ -221,11 +222,10 @@ def model(sequences=None, *, k: int, n_symbols: int | None = None, lengths=None,
     ``sequences`` with a :class:`CategoricalHMM` likelihood (one log-density
     per sequence).
     """
-    func = "hmm.model"
-    sequences, lengths, n_steps = plate_shape(sequences, lengths, func)
+    sequences, lengths, n_steps = plate_shape(sequences, lengths, None)
     if n_symbols is None:
         if sequences is None:
-            raise bad_argument("n_symbols", func, "given when sequences is None, to generate data", n_symbols)
+            raise bad_argument("n_symbols", None, "given when sequences is None, to generate data", n_symbols)
         n_symbols = int(jnp.max(sequences)) + 1
     init = numpyro.sample("init", dist.Dirichlet(jnp.full(k, concentration)))
     with numpyro.plate("states", k):

@@ -357,6 +357,7 @@ class KernelMultiview(Family):
 FAMILY = KernelMultiview()
 
 
+@public
 def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, prior_scale: float = 10.0):
     """NumPyro multi-view mixture with a mixture of ``m`` Gaussians per component and view.
 
@@ -397,14 +398,13 @@ def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, pr
     Song, Anandkumar, Dai, Xie, ICML 2014, Sec. 7 (parametric family for the
     conditional densities).
     """
-    func = "kernel_multiview.model"
-    k = check_int(k, "k", func, minimum=1)
-    m = check_int(m, "m", func, minimum=1)
-    prior_scale = check_positive(prior_scale, "prior_scale", func)
+    k = check_int(k, "k", None, minimum=1)
+    m = check_int(m, "m", None, minimum=1)
+    prior_scale = check_positive(prior_scale, "prior_scale", None)
     if views is None:
         if n is None or dims is None:
-            raise bad_argument("dims", func, "one dimension per view, with n, when views is None", dims)
-        n_obs, sizes = check_int(n, "n", func, minimum=1), tuple(check_int(s, "dims", func, minimum=1) for s in dims)
+            raise bad_argument("dims", None, "one dimension per view, with n, when views is None", dims)
+        n_obs, sizes = check_int(n, "n", None, minimum=1), tuple(check_int(s, "dims", None, minimum=1) for s in dims)
     else:
         views = check_views(views)
         n_obs, sizes = views[0].shape[0], tuple(v.shape[1] for v in views)
@@ -782,10 +782,9 @@ def conditional_density(estimate: SpectralEstimate, view: int, points) -> np.nda
     ----------
     Song, Anandkumar, Dai, Xie, ICML 2014, eq. 40 (conditional embeddings).
     """
-    func = "kernel_multiview.conditional_density"
-    view, pts = _points(estimate, view, points, func)
+    view, pts = _points(estimate, view, points, None)
     if f"density_support_{view}" not in estimate.state:
-        raise bad_argument("estimate", func, "an estimate fitted to data (population estimates carry no density)",
+        raise bad_argument("estimate", None, "an estimate fitted to data (population estimates carry no density)",
                            "an estimate without density support", describe=False)
     d = estimate.state
     return weighted_kde(pts, np.asarray(d[f"density_support_{view}"]), np.asarray(d[f"density_weights_{view}"]),
@@ -819,10 +818,9 @@ def projected_density(estimate: SpectralEstimate, view: int, points) -> np.ndarr
     ----------
     Song, Anandkumar, Dai, Xie, ICML 2014, Sec. 7 (projection onto a parametric family).
     """
-    func = "kernel_multiview.projected_density"
-    view, pts = _points(estimate, view, points, func)
+    view, pts = _points(estimate, view, points, None)
     if f"loc_{view}" not in estimate.params:
-        raise bad_argument("estimate", func, "an estimate fitted to data (with the Gaussian-mixture projection)",
+        raise bad_argument("estimate", None, "an estimate fitted to data (with the Gaussian-mixture projection)",
                            "an estimate without it", describe=False)
     mix, loc, scale = (estimate.params[f"{s}_{view}"] for s in ("mix", "loc", "scale"))
     z = (pts[:, None, None, :] - loc) / scale

@@ -172,6 +172,7 @@ FAMILY = LDA()
 FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
+@public
 def model(
     counts=None,
     *,
@@ -525,9 +526,11 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     seed : int
         Seeds the starting values (``init=None``), the minibatches and SVI.
     progress : None, bool or int
+        Progress lines to the ``specinit`` logger (INFO; shown only when the
+        application configures logging, e.g. ``logging.basicConfig(level="INFO")``).
         ``None`` (default): a line with the recent mean loss every 15 s,
         only in runs that last that long; ``True``: 20 lines per run;
-        an int: a line every ``progress`` steps; ``False``/0: silent.
+        an int: a line every ``progress`` steps; ``False``/0: none.
     lr : float
         Adam step size at step 0; it decays like ``lr / sqrt(1 + t / decay_steps)``.
     decay_steps : float
@@ -566,12 +569,11 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     .. [1] Hoffman, Blei, Bach. "Online learning for latent Dirichlet
        allocation", NeurIPS 2010, Alg. 2.
     """
-    func = "lda.svi"
-    k = check_int(k, "k", func, minimum=1)
-    local = check_local(local, func)
-    local_steps = check_int(local_steps, "local_steps", func, minimum=1)
-    kwargs = {"k": k, "eta": check_positive(eta, "eta", func), "alpha_prior": tuple(alpha_prior)}
-    return run_svi(func, model, guide, lambda vocab: {"alpha": (k,), "beta": (k, vocab)}, counts, k, init=init,
+    k = check_int(k, "k", None, minimum=1)
+    local = check_local(local, None)
+    local_steps = check_int(local_steps, "local_steps", None, minimum=1)
+    kwargs = {"k": k, "eta": check_positive(eta, "eta", None), "alpha_prior": tuple(alpha_prior)}
+    return run_svi(model, guide, lambda vocab: {"alpha": (k,), "beta": (k, vocab)}, counts, k, init=init,
                    num_steps=num_steps, batch_size=batch_size, seed=seed, progress=progress, lr=lr, decay_steps=decay_steps,
                    snapshot_every=snapshot_every, model_kwargs=kwargs,
                    guide_options={"local_steps": local_steps, "local": local})

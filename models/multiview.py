@@ -343,6 +343,7 @@ class MultiView(Family):
 FAMILY = MultiView()
 
 
+@public
 def model(views=None, *, k: int, kinds, n: int | None = None, dims=None):
     """NumPyro multi-view mixture with the class summed out.
 
@@ -368,14 +369,13 @@ def model(views=None, *, k: int, kinds, n: int | None = None, dims=None):
     ``scale_<v>`` (k, d_v) ~ HalfNormal(10). Observed ``views`` (stacked) in
     plate ``data``; when generating, ``h`` and ``x_<v>`` in plate ``data``.
     """
-    func = "multiview.model"
     kinds = tuple(kinds)
     if views is None:
         if n is None or dims is None or len(dims) != len(kinds):
-            raise bad_argument("dims", func, "one size per view, with n, when views is None", dims)
+            raise bad_argument("dims", None, "one size per view, with n, when views is None", dims)
         n_obs, sizes = int(n), tuple(int(s) for s in dims)
     else:
-        views, kinds, sizes = check_views(views, kinds, dims, func)
+        views, kinds, sizes = check_views(views, kinds, dims, None)
         n_obs = views[0].shape[0]
     weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
     params = []

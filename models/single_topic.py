@@ -71,6 +71,7 @@ FAMILY = SingleTopic()
 FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
+@public
 def model(counts=None, *, k: int, vocab_size: int | None = None, doc_lengths=None, eta: float = 0.1, subsample_size=None):
     """NumPyro single-topic model with the topic of each document summed out.
 
@@ -380,9 +381,11 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     seed : int
         Seeds the starting values, the minibatches and SVI.
     progress : None, bool or int
+        Progress lines to the ``specinit`` logger (INFO; shown only when the
+        application configures logging, e.g. ``logging.basicConfig(level="INFO")``).
         ``None`` (default): a line with the recent mean loss every 15 s,
         only in runs that last that long; ``True``: 20 lines per run;
-        an int: a line every ``progress`` steps; ``False``/0: silent.
+        an int: a line every ``progress`` steps; ``False``/0: none.
     lr : float
         Adam step size at step 0, decaying like ``lr / sqrt(1 + t / decay_steps)``.
     decay_steps : float
@@ -410,9 +413,8 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     ----------
     .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, JMLR 2014, Sec. 3.1.
     """
-    func = "single_topic.svi"
-    k = check_int(k, "k", func, minimum=1)
-    kwargs = {"k": k, "eta": check_positive(eta, "eta", func)}
-    return run_svi(func, model, guide, lambda vocab: {"weights": (k,), "beta": (k, vocab)}, counts, k,
+    k = check_int(k, "k", None, minimum=1)
+    kwargs = {"k": k, "eta": check_positive(eta, "eta", None)}
+    return run_svi(model, guide, lambda vocab: {"weights": (k,), "beta": (k, vocab)}, counts, k,
                    init=init, num_steps=num_steps, batch_size=batch_size, seed=seed, progress=progress, lr=lr,
                    decay_steps=decay_steps, snapshot_every=snapshot_every, model_kwargs=kwargs)

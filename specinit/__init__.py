@@ -18,6 +18,7 @@ Layers, one organising rule (each layer imports only the ones above it):
 * entry points: :mod:`specinit.synthetic`, :mod:`specinit.demo`, :mod:`specinit.cli`.
 """
 
+import logging
 import sys
 
 from specinit.engine import decompose
@@ -28,6 +29,8 @@ from specinit.engine.whitening import IndefiniteMomentError, whiten
 from specinit.estimate import Site, SpectralEstimate
 from specinit.family import Family
 
+# Library logging is silent unless the application configures it (progress of long runs goes to INFO).
+logging.getLogger("specinit").addHandler(logging.NullHandler())
 # ``specinit.decompose`` is the public name of the decompositions (usable on any symmetric tensor).
 sys.modules.setdefault("specinit.decompose", decompose)
 

@@ -125,13 +125,12 @@ def fit_exchangeable(
     TypeError
         If ``decompose_options`` names a keyword the decomposition does not take.
     """
-    func = "fit_exchangeable"
-    order = check_choice(order, "order", func, (3, 4))
-    method = check_choice(method, "method", func, METHODS if order == 3 else METHODS4)
-    k = check_int(k, "k", func, minimum=1, maximum=moments.n_features)
-    max_slice_directions = check_int(max_slice_directions, "max_slice_directions", func, minimum=1)
-    rng = as_generator(seed, func)
-    options = (check_options if order == 3 else check_options4)(method, decompose_options, func)
+    order = check_choice(order, "order", None, (3, 4))
+    method = check_choice(method, "method", None, METHODS if order == 3 else METHODS4)
+    k = check_int(k, "k", None, minimum=1, maximum=moments.n_features)
+    max_slice_directions = check_int(max_slice_directions, "max_slice_directions", None, minimum=1)
+    rng = as_generator(seed, None)
+    options = (check_options if order == 3 else check_options4)(method, decompose_options, None)
     wh = whiten(moments, k, oversample=oversample, n_iter=n_power_iter, seed=rng)
     if order == 4:
         dec = decompose4(moments.whitened_m4(wh.W), k, method, seed=rng, options=options)

@@ -195,6 +195,7 @@ class MultiViewPopulation:
         return np.einsum("i,ia,ib,ic->abc", self.weights, pa, pb, pc)
 
 
+@public
 def multiview_population(means, weights) -> MultiViewPopulation:
     """Population cross moments of a multi-view mixture from its parameters.
 
@@ -210,17 +211,16 @@ def multiview_population(means, weights) -> MultiViewPopulation:
     MultiViewPopulation
         Consumed by :func:`fit_multiview` in place of data.
     """
-    func = "multiview_population"
     weights = np.asarray(weights, dtype=np.float64)
     if weights.ndim != 1 or not np.all(np.isfinite(weights)) or np.any(weights <= 0) or abs(weights.sum() - 1) > 1e-8:
-        raise bad_argument("weights", func, "a (k,) vector of positive probabilities summing to 1", weights)
+        raise bad_argument("weights", None, "a (k,) vector of positive probabilities summing to 1", weights)
     if len(means) < 3:
-        raise bad_argument("means", func, "a list of at least 3 (k, d_v) arrays", f"{len(means)} views", describe=False)
+        raise bad_argument("means", None, "a list of at least 3 (k, d_v) arrays", f"{len(means)} views", describe=False)
     arrays = []
     for i, m in enumerate(means):
         m = np.asarray(m, dtype=np.float64)
         if m.ndim != 2 or m.shape[0] != weights.size or not np.all(np.isfinite(m)):
-            raise bad_argument(f"means[{i}]", func, f"a finite ({weights.size}, d_v) array", m)
+            raise bad_argument(f"means[{i}]", None, f"a finite ({weights.size}, d_v) array", m)
         arrays.append(m)
     return MultiViewPopulation(tuple(arrays), weights)
 
@@ -288,6 +288,7 @@ def _top_left_basis(moments, v: int, u: int, k: int, rng, oversample: int, n_ite
     return Q @ left[:, :k], s[:k]
 
 
+@public
 def conditional_means(moments, view: int, anchor: int, anchor_means, weights) -> np.ndarray:
     """``E[x_view | h]`` from the cross moment with an already estimated anchor view.
 
@@ -310,9 +311,8 @@ def conditional_means(moments, view: int, anchor: int, anchor_means, weights) ->
     -------
     ndarray, shape (k, d_view)
     """
-    func = "conditional_means"
     if view == anchor:
-        raise bad_argument("anchor", func, "a view other than 'view' (conditionally independent of it)", anchor)
+        raise bad_argument("anchor", None, "a view other than 'view' (conditionally independent of it)", anchor)
     anchor_means = np.asarray(anchor_means, dtype=np.float64)
     weights = np.asarray(weights, dtype=np.float64)
     Q = np.linalg.qr(anchor_means.T)[0]
@@ -413,24 +413,23 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
     ----------
     [1]_ Thm 3.6 (symmetrized multi-view moments), [2]_ Prop. 1, [3]_ Alg. B.
     """
-    func = "fit_multiview"
-    approach = check_choice(approach, "approach", func, _APPROACHES)
+    approach = check_choice(approach, "approach", None, _APPROACHES)
     if approach == "jennrich" and decompose_options:
-        raise bad_argument("decompose_options", func, "empty with approach='jennrich' (they configure the tensor "
+        raise bad_argument("decompose_options", None, "empty with approach='jennrich' (they configure the tensor "
                            "decomposition of approach='symmetric')", sorted(decompose_options), kind=TypeError)
-    options = check_options(method, decompose_options, func)
+    options = check_options(method, decompose_options, None)
     moments = views if hasattr(views, "pairs_matmat") else ViewMoments(views)
     n_views = moments.n_views
-    target = check_int(target, "target", func, minimum=-n_views, maximum=n_views - 1) % n_views
+    target = check_int(target, "target", None, minimum=-n_views, maximum=n_views - 1) % n_views
     a, b = [v for v in range(3) if v != target][:2]
     t = target
     used_dims = [moments.dims[v] for v in (a, b, t)]
-    k = check_int(k, "k", func, minimum=1)
+    k = check_int(k, "k", None, minimum=1)
     if k > min(used_dims):
-        raise bad_argument("k", func, f"<= the smallest dimension of the views used ({min(used_dims)})", k)
-    oversample = check_int(oversample, "oversample", func, minimum=0)
-    n_power_iter = check_int(n_power_iter, "n_power_iter", func, minimum=0)
-    rng = as_generator(seed, func)
+        raise bad_argument("k", None, f"<= the smallest dimension of the views used ({min(used_dims)})", k)
+    oversample = check_int(oversample, "oversample", None, minimum=0)
+    n_power_iter = check_int(n_power_iter, "n_power_iter", None, minimum=0)
+    rng = as_generator(seed, None)
 
     U_t, s_ta = _top_left_basis(moments, t, a, k, rng, oversample, n_power_iter)
     U_a, s_ab = _top_left_basis(moments, a, b, k, rng, oversample, n_power_iter)
@@ -453,7 +452,7 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
             # Real data are rarely an exact k-class multi-view mixture: the symmetrized moment can be indefinite.
             # The observable-operator (Jennrich) path takes no square root of a moment and still gives a start.
             fallback = f"jennrich (symmetrized second moment indefinite: {str(exc).split(' Likely')[0]})"
-            warn(f"{current_entry(func)}: the symmetrized second moment is indefinite for k = {k} (the data are "
+            warn(f"{current_entry()}: the symmetrized second moment is indefinite for k = {k} (the data are "
                  f"not exactly a {k}-class multi-view mixture); fell back to approach='jennrich' (see "
                  "diagnostics['fallback']). Refine the estimate, or try a smaller k.")
         else:

@@ -265,13 +265,12 @@ def whiten(
         (the top-k eigenvalues are nearly tied with the rest of the
         spectrum: k may be too large for the data).
     """
-    func = "whiten"
     d = moments.n_features
-    k = check_int(k, "k", func, minimum=1, maximum=d)
-    oversample = check_int(oversample, "oversample", func, minimum=0)
-    n_iter = check_int(n_iter, "n_iter", func, minimum=0)
-    max_iter = check_int(max_iter, "max_iter", func, minimum=n_iter)
-    rng = as_generator(seed, func)
+    k = check_int(k, "k", None, minimum=1, maximum=d)
+    oversample = check_int(oversample, "oversample", None, minimum=0)
+    n_iter = check_int(n_iter, "n_iter", None, minimum=0)
+    max_iter = check_int(max_iter, "max_iter", None, minimum=n_iter)
+    rng = as_generator(seed, None)
     r = min(d, k + oversample)
     space = krylov_eigenspace(moments.m2_matmat, rng.standard_normal((d, r)), k, min_passes=n_iter + 1,
                               max_passes=max_iter + 1, tol=tol)

@@ -8,6 +8,8 @@ few float32 ulps of the total (|log p| ~ 1e2 here: 1e-5 relative) and to
 
 from __future__ import annotations
 
+import logging
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -214,10 +216,12 @@ def test_single_topic_svi(corpus):
     assert result.params["weights"].min() > 0 and result.params["beta"].min() > 0
 
 
-def test_svi_progress_lines(corpus, capsys):
-    single_topic.svi(corpus.counts, K, num_steps=4, batch_size=50, progress=2)
-    lines = capsys.readouterr().out.strip().splitlines()
+def test_svi_progress_goes_to_the_logger_not_stdout(corpus, capsys, caplog):
+    with caplog.at_level(logging.INFO, logger="specinit"):
+        single_topic.svi(corpus.counts, K, num_steps=4, batch_size=50, progress=2)
+    lines = [record.getMessage() for record in caplog.records if record.name == "specinit"]
     assert len(lines) == 2 and lines[-1].startswith("single_topic.svi: step 4/4")
+    assert capsys.readouterr().out == ""
 
 
 # ----------------------------------------------------------------------------- bad input
