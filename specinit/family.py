@@ -196,13 +196,14 @@ class Family:
         return params, {}
 
     # ---- the skeleton ---------------------------------------------------------------------------------------
-    def estimate(self, k: int, params: Mapping, diagnostics: Mapping, *, vocabulary=None, state=None,
+    def estimate(self, k: int | None, params: Mapping, diagnostics: Mapping, *, vocabulary=None, state=None,
                  options: Mapping | None = None) -> SpectralEstimate:
         """Package values as this family's :class:`~specinit.estimate.SpectralEstimate` (the one place estimates are built).
 
         Parameters
         ----------
-        k : int
+        k : int or None
+            Number of components (None: read off the match site).
         params : dict
         diagnostics : dict
             Flat diagnostics; keys ``"state/<name>"`` go to the estimate's ``state``.

@@ -26,7 +26,7 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 import numpy as np
@@ -131,10 +131,8 @@ def check_estimate(family, estimate) -> SpectralEstimate:
         values[name] = array.astype(np.float64)
     try:
         if isinstance(estimate, SpectralEstimate):
-            return SpectralEstimate(estimate.model, values, estimate.diagnostics, estimate.vocabulary, k=estimate.k,
-                                    sites=estimate.sites, match_site=estimate.match_site, state=estimate.state)
-        site_table, match = family.site_table(values)
-        return SpectralEstimate(family.name, values, {}, k=None, sites=site_table, match_site=match)
+            return replace(estimate, params=values)  # validated again: support, finiteness, k
+        return family.estimate(None, values, {})
     except ValueError as exc:
         raise ValueError(f"{current_entry()}: the estimate is not a valid start: {exc}") from None
 
@@ -146,8 +144,7 @@ def refined(family, start: SpectralEstimate, params: dict, method: str, trace, n
     diagnostics.update({"refine/method": method, "refine/n_iter": int(n_iter), "refine/converged": bool(converged),
                         "refine/log_likelihood": np.asarray(trace, dtype=np.float64)})
     diagnostics.update({f"refine/{key}": value for key, value in (extra or {}).items()})
-    return SpectralEstimate(family.name, params, diagnostics, start.vocabulary, k=start.k,
-                            sites=family.site_table(params)[0], match_site=start.match_site, state=start.state)
+    return replace(start, params=params, diagnostics=diagnostics, sites=family.site_table(params)[0])
 
 
 def mixture_e_step(family, params: Mapping, data, per_observation: bool = False):
