@@ -12,7 +12,7 @@ def test_quickstart_runs():
     namespace: dict = {}
     exec(compile(blocks[0], "README quickstart", "exec"), namespace)
     est = namespace["est"]
-    assert est.params["beta"].shape == (3, 50)
+    assert est.k == 3 and est.params["beta"].shape == (3, 50)
     assert namespace["mcmc"].get_samples()["beta"].shape == (100, 3, 50)
 
 
