@@ -75,7 +75,7 @@ from specinit._validation import Options, bad_argument, check_choice, check_posi
 from specinit.align import amari_index
 from specinit.distributions.continuous import UnitExponentialPower, excess_kurtosis_of_power, power_of_excess_kurtosis
 from specinit.engine.cumulants import CorrectedCovariance, whitened_fourth_cumulant, whitened_third_cumulant
-from specinit.engine.sources import ViewSource
+from specinit.engine.sources import check_rows
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.family import Family
 
@@ -319,7 +319,7 @@ class Factors(Family):
         return sites, "loadings"
 
     def moments(self, x, *, k, backend, cumulant="skew", noise="isotropic", scores=True):
-        x = _check_data(x)
+        x = check_rows(x)
         spread = x.max(axis=0) - x.min(axis=0)
         constant = np.flatnonzero(spread <= 1e-12 * max(float(np.max(np.abs(x))), 1e-300))
         if constant.size:
@@ -393,11 +393,11 @@ class Factors(Family):
     def complete(self, params, x, moments, *, rng, scores=True, **options):
         if not scores:
             return params, {}
-        return {**params, "factors": _scores(params, _check_data(x), 0.05)}, {}
+        return {**params, "factors": _scores(params, check_rows(x), 0.05)}, {}
 
     def model_inputs(self, x, estimate, **options):
         """``(model, args, kwargs)`` of the NumPyro program for ``x`` (the ``map`` refinement)."""
-        x = _check_data(x)
+        x = check_rows(x)
         if x.shape[1] != estimate.params["loadings"].shape[1]:
             raise bad_argument("x", None, f"d = {estimate.params['loadings'].shape[1]} columns (the estimate's)", x)
         return model, (x,), {"k": estimate.k, "cumulant": "skew" if "shape" in estimate.params else "kurtosis"}
@@ -408,7 +408,7 @@ class Factors(Family):
 
         if "factors" not in estimate.params:
             estimate = self.estimate(estimate.k, {**estimate.params,
-                                                  "factors": _scores(estimate.params, _check_data(x), 0.05)},
+                                                  "factors": _scores(estimate.params, check_rows(x), 0.05)},
                                      estimate.diagnostics)
         return map_estimate(self, x, estimate, **options)
 
@@ -420,7 +420,7 @@ class Factors(Family):
 
         estimate = check_estimate(self, estimate)
         p = estimate.params
-        x = _check_data(x)
+        x = check_rows(x)
         g = p["factors"] if "factors" in p and len(p["factors"]) == len(x) else _scores(p, x, 0.05)
         h = g - np.sqrt(p["shape"]) if "shape" in p else g
         resid = (x - p["loc"] - h @ p["loadings"]) / float(p["noise"])
@@ -537,28 +537,11 @@ def factor_scores(estimate, x, *, margin: float = 0.05) -> np.ndarray:
     ValueError
         If ``x`` does not match the estimate's dimension or is not finite.
     """
-    x = _check_data(x)
+    x = check_rows(x)
     loadings = estimate.params["loadings"]
     if x.shape[1] != loadings.shape[1]:
         raise bad_argument("x", None, f"an array with d = {loadings.shape[1]} columns (the estimate's)", x)
     return _scores(estimate.params, x, check_positive(margin, "margin", None))
-
-
-def _check_data(x) -> np.ndarray:
-    if x is None or isinstance(x, (str, bytes)):
-        raise bad_argument("x", None, "an (N, d) numeric array", x, kind=TypeError)
-    x = np.asarray(x)
-    if x.dtype == object or x.dtype.kind not in "biuf":
-        raise bad_argument("x", None, "an (N, d) numeric array", x, kind=TypeError)
-    if x.ndim != 2 or x.shape[0] < 2 or x.shape[1] < 1:
-        raise bad_argument("x", None, "a two-dimensional (N, d) array with N >= 2", x)
-    x = x.astype(np.float64, copy=False)
-    finite = np.all(np.isfinite(x), axis=1)
-    if not finite.all():
-        rows = np.flatnonzero(~finite)
-        raise bad_argument("x", None, "finite (drop or impute rows with NaN or infinite entries)",
-                           f"{rows.size} such rows (first: {rows[:5].tolist()})", describe=False)
-    return x
 
 
 @public

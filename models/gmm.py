@@ -48,7 +48,7 @@ from specinit._validation import Interval, Options, as_generator, bad_argument, 
 from specinit.distributions.mixtures import gaussian_components
 from specinit.engine.population import FactoredMoments
 from specinit.engine.rows import RowMoments
-from specinit.engine.sources import ViewSource, is_dask_array
+from specinit.engine.sources import check_rows, is_dask_array
 from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
@@ -88,19 +88,6 @@ class MixtureMoments(FactoredMoments):
     m1: np.ndarray | None = None
 
 
-def _check_rows(x, min_columns: int = 1, columns: str = "k") -> np.ndarray:
-    """``x`` as a finite float64 (N, d) array with N >= 2 and at least ``min_columns`` columns (named ``columns``)."""
-    if x is None or isinstance(x, (str, bytes)):
-        raise bad_argument("x", None, "an (N, d) numeric array", x, kind=TypeError)
-    source = ViewSource([x], "x", minimum=1)
-    x = source.views[0]
-    if x.shape[0] < 2:
-        raise bad_argument("x", None, "an (N, d) array with N >= 2 rows", x)
-    if x.shape[1] < min_columns:
-        raise bad_argument("x", None, f"an array with d >= {columns} columns ({columns} = {min_columns})", x)
-    return np.asarray(x.toarray() if hasattr(x, "toarray") else x)
-
-
 @dataclass(frozen=True)
 class RowData:
     """Rows as EM reads them, with the covariance kind and the data's mean column variance (the unit of ``reg``)."""
@@ -132,7 +119,7 @@ class GaussianMixture(Family):
 
     def moments(self, x, *, k, backend, covariance="common", noise="factor", assign_steps=0):
         if not is_dask_array(x):
-            x = _check_rows(x, k)
+            x = check_rows(x, min_columns=k)
         elif assign_steps:
             raise bad_argument("assign_steps", None, "0 with a Dask array (EM steps need the data in memory)",
                                assign_steps)
@@ -203,7 +190,7 @@ class GaussianMixture(Family):
     # EM ------------------------------------------------------------------------------------------------------
     def refine_data(self, x, estimate: SpectralEstimate, covariance=None, **options) -> RowData:
         loc = estimate.params["loc"]
-        x = _check_rows(x)
+        x = check_rows(x)
         if loc.shape != (estimate.k, x.shape[1]):
             raise bad_argument("estimate", None, f"'loc' of shape ({estimate.k}, {x.shape[1]}) matching x",
                                f"shape {loc.shape}", describe=False)
@@ -605,7 +592,7 @@ def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, decompose_o
         ``d < 3 k``, NaN or infinite values.
     """
     k = check_arguments({"k": Interval(int, 1)}, {"k": k})["k"]
-    x = _check_rows(x, 3 * k, "3 k")
+    x = check_rows(x, min_columns=3 * k, columns="3 k")
     rng = as_generator(seed)
     groups = np.array_split(rng.permutation(x.shape[1]), 3)
     views = [x[:, g] for g in groups]

@@ -594,11 +594,7 @@ def predict(views, estimate, kinds=None, *, dims=None) -> tuple[np.ndarray, np.n
     resp : ndarray, shape (N, k)
     labels : ndarray, shape (N,)
     """
-    from specinit.refine import check_estimate, mixture_e_step
-
-    estimate = check_estimate(FAMILY, estimate)
-    resp, _ = mixture_e_step(FAMILY, estimate.params, FAMILY.refine_data(views, estimate, kinds, dims))
-    return resp, resp.argmax(axis=1)
+    return FAMILY.predict(views, estimate, kinds=kinds, dims=dims)
 
 
 @public
@@ -616,9 +612,4 @@ def log_likelihood(views, estimate, kinds=None, *, dims=None) -> np.ndarray:
     -------
     ndarray, shape (N,)
     """
-    from specinit.refine import check_estimate, mixture_e_step
-
-    estimate = check_estimate(FAMILY, estimate)
-    _, values = mixture_e_step(FAMILY, estimate.params, FAMILY.refine_data(views, estimate, kinds, dims),
-                               per_observation=True)
-    return values
+    return FAMILY.log_likelihood(views, estimate, kinds=kinds, dims=dims)

@@ -371,7 +371,14 @@ class Family:
             return own(data, estimate, **options)
         return drivers.DRIVERS[method](self, data, estimate, **options)
 
-    def predict(self, data, estimate) -> tuple[np.ndarray, np.ndarray]:
+    def _score(self, data, estimate, **options):
+        """Responsibilities and per-observation log-likelihoods of ``data`` under a checked ``estimate``."""
+        from specinit.refine import check_estimate, mixture_e_step
+
+        estimate = check_estimate(self, estimate)
+        return mixture_e_step(self, estimate.params, self.refine_data(data, estimate, **options), per_observation=True)
+
+    def predict(self, data, estimate, **options) -> tuple[np.ndarray, np.ndarray]:
         """Posterior component probabilities of every observation, and the most probable component.
 
         Parameters
@@ -379,6 +386,8 @@ class Family:
         data : object
             Observations of this family.
         estimate : SpectralEstimate
+        **options
+            How to read the data (as for :meth:`refine_data`).
 
         Returns
         -------
@@ -386,13 +395,10 @@ class Family:
             Rows sum to one.
         labels : ndarray of int, shape (N,)
         """
-        from specinit.refine import check_estimate, mixture_e_step
-
-        estimate = check_estimate(self, estimate)
-        resp, _ = mixture_e_step(self, estimate.params, self.refine_data(data, estimate))
+        resp, _ = self._score(data, estimate, **options)
         return resp, resp.argmax(axis=1)
 
-    def log_likelihood(self, data, estimate) -> np.ndarray:
+    def log_likelihood(self, data, estimate, **options) -> np.ndarray:
         """Log-likelihood of every observation (document, sequence, row) under ``estimate``.
 
         Parameters
@@ -400,15 +406,12 @@ class Family:
         data : object
             Observations of this family.
         estimate : SpectralEstimate
+        **options
+            How to read the data (as for :meth:`refine_data`).
 
         Returns
         -------
         ndarray
             One float64 value per observation, discrete latents summed out.
         """
-        from specinit.refine import check_estimate, mixture_e_step
-
-        estimate = check_estimate(self, estimate)
-        _, per_observation = mixture_e_step(self, estimate.params, self.refine_data(data, estimate),
-                                            per_observation=True)
-        return per_observation
+        return self._score(data, estimate, **options)[1]

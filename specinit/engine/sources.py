@@ -25,8 +25,8 @@ import scipy.sparse as sp
 
 from specinit._validation import bad_argument, check_count_matrix
 
-__all__ = ["CountSource", "ViewSource", "as_float_block", "check_row_blocks", "from_jax", "is_dask_array",
-           "is_jax_array", "row_view"]
+__all__ = ["CountSource", "ViewSource", "as_float_block", "check_row_blocks", "check_rows", "from_jax",
+           "is_dask_array", "is_jax_array", "row_view"]
 
 _ROWS_PER_CHUNK = 65_536  # documents per pass-chunk of an in-memory matrix (bounds the (rows, k) products)
 _BLOCK_BYTES = 64 * 2**20  # bound on the dense row blocks of an in-memory view pass
@@ -511,3 +511,36 @@ class ViewSource:
         top = float(np.max(np.abs(dense)))
         scale = top if top > 0 else 1.0
         return top, (dense / scale).mean(axis=0) * scale, np.ptp(dense, axis=0)
+
+
+def check_rows(x, name: str = "x", min_columns: int = 1, columns: str = "k") -> np.ndarray:
+    """``x`` as a finite dense float64 (N, d) array with N >= 2 and at least ``min_columns`` columns.
+
+    Parameters
+    ----------
+    x : array-like or scipy.sparse matrix
+    name : str
+        The argument named in errors.
+    min_columns : int
+        Fewest columns (named ``columns`` in the error: ``"k"``, ``"3 k"``).
+    columns : str
+
+    Returns
+    -------
+    ndarray
+
+    Raises
+    ------
+    TypeError
+        Not numeric.
+    ValueError
+        Not two-dimensional, fewer than 2 rows or ``min_columns`` columns, NaN or infinite values (rows named).
+    """
+    if x is None or isinstance(x, (str, bytes)):
+        raise bad_argument(name, None, "an (N, d) numeric array", x, kind=TypeError)
+    x = ViewSource([x], name, minimum=1).views[0]
+    if x.shape[0] < 2:
+        raise bad_argument(name, None, "an (N, d) array with N >= 2 rows", x)
+    if x.shape[1] < min_columns:
+        raise bad_argument(name, None, f"an array with d >= {columns} columns ({columns} = {min_columns})", x)
+    return np.asarray(x.toarray() if sp.issparse(x) else x)

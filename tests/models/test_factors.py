@@ -152,7 +152,7 @@ def test_bad_input():
         factors.spectral(const, _K)
     nan = x.copy()
     nan[[5, 9], 1] = np.nan
-    with pytest.raises(ValueError, match=r"2 such rows \(first: \[5, 9\]\)"):
+    with pytest.raises(ValueError, match=r"2 row\(s\): row 5, 9"):
         factors.spectral(nan, _K)
     with pytest.raises(ValueError, match="'cumulant' argument"):
         factors.spectral(x, _K, "variance")
