@@ -39,6 +39,8 @@ __all__ = [
     "warn",
 ]
 
+_MAX_COUNT = float(2**53)  # the largest integer below which every integer is exact in float64
+
 _PACKAGE_DIRS = tuple(
     os.path.dirname(os.path.abspath(path)) + os.sep
     for path in (__file__, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "models", "x"))
@@ -213,6 +215,10 @@ def check_count_matrix(counts: Any, name: str, func: str | None = None) -> sp.cs
     if np.any(values != np.round(values)):
         bad = values[values != np.round(values)][0]
         raise bad_argument(name, func, "integer-valued counts", f"the value {bad:g}", describe=False)
+    if values.size and np.max(values) > _MAX_COUNT:
+        raise bad_argument(name, func, f"counts of at most 2**53 = {_MAX_COUNT:.3g} (larger integers are not exact "
+                           "in float64, and the third moments multiply three counts)", f"a count of {np.max(values):g}",
+                           describe=False)
     if matrix is None:
         matrix = sp.csr_matrix(values)
     matrix.eliminate_zeros()

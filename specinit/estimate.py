@@ -389,26 +389,10 @@ class SpectralEstimate:
         """
         path = Path(path)
         where = repr(str(path))
-        try:
-            with np.load(path, allow_pickle=False) as data:
-                files = list(data.files)
-                if "meta" not in files:
-                    raise ValueError(f"{where} is not a specinit estimate (no 'meta' entry; entries: {files[:5]})")
-                meta = json.loads(str(data["meta"]))
-                arrays = {name: data[name] for name in files if name != "meta"}
-        except FileNotFoundError:
-            raise
-        except IsADirectoryError:
-            raise ValueError(f"{where} is a directory, not a specinit estimate file") from None
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where} is corrupt: its metadata is not valid JSON ({exc})") from None
-        except (zipfile.BadZipFile, EOFError, zlib.error, OSError, KeyError) as exc:
-            raise ValueError(f"{where} is not a readable specinit estimate (truncated, corrupt or another kind of "
-                             f"file: {type(exc).__name__}: {exc})") from None
-        except ValueError as exc:
-            if str(exc).startswith(where):
-                raise
-            raise ValueError(f"{where} is not a readable specinit estimate ({exc})") from None
+        if path.is_dir():
+            raise ValueError(f"{where} is a directory, not a specinit estimate file")
+        with open(path, "rb") as handle:  # FileNotFoundError names the file
+            meta, arrays = _read_archive(handle, where)
         if not isinstance(meta, dict) or "model" not in meta or "diagnostics" not in meta:
             raise ValueError(f"{where} is not a specinit estimate (its metadata has no 'model' and 'diagnostics')")
         version = int(meta.get("format", 1))
@@ -434,6 +418,24 @@ class SpectralEstimate:
             raise ValueError(f"{where} is not a valid specinit estimate ({type(exc).__name__}: {exc})") from None
         except ValueError as exc:
             raise ValueError(f"{where} holds an invalid estimate: {exc}") from None
+
+
+def _read_archive(handle, where: str) -> tuple[object, dict]:
+    """``(meta, arrays)`` of an estimate archive, every failure as a ValueError naming the file."""
+    try:
+        with np.load(handle, allow_pickle=False) as data:
+            files = list(data.files)
+            if "meta" not in files:
+                raise KeyError("meta")
+            meta = json.loads(str(data["meta"]))
+            return meta, {name: data[name] for name in files if name != "meta"}
+    except KeyError:
+        raise ValueError(f"{where} is not a specinit estimate (an archive without its 'meta' entry)") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{where} is corrupt: its metadata is not valid JSON ({exc})") from None
+    except (zipfile.BadZipFile, EOFError, zlib.error, OSError, ValueError) as exc:
+        raise ValueError(f"{where} is not a readable specinit estimate (truncated, corrupt or another kind of "
+                         f"file: {type(exc).__name__}: {exc})") from None
 
 
 def _legacy_facts(data: dict) -> ModelFacts:

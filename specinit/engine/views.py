@@ -399,7 +399,8 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
         ``k`` larger than a view's dimension, target out of range, unknown
         approach.
     specinit.engine.whitening.IndefiniteMomentError
-        With ``approach="symmetric"``, an indefinite symmetrized second moment.
+        A cross moment of rank < k (whatever the approach), or with
+        ``approach="symmetric"`` an indefinite symmetrized second moment.
 
     Warns
     -----
@@ -434,6 +435,14 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
     U_t, s_ta = _top_left_basis(moments, t, a, k, rng, oversample, n_power_iter)
     U_a, s_ab = _top_left_basis(moments, a, b, k, rng, oversample, n_power_iter)
     U_b, s_bt = _top_left_basis(moments, b, t, k, rng, oversample, n_power_iter)
+    for name, values in (("ta", s_ta), ("ab", s_ab), ("bt", s_bt)):
+        support = int(np.count_nonzero(values > 1e-10 * max(float(values[0]), np.finfo(float).tiny)))
+        if support < k:
+            pair = {"ta": (t, a), "ab": (a, b), "bt": (b, t)}[name]
+            raise IndefiniteMomentError(
+                f"The cross moment of views {pair[0]} and {pair[1]} has rank {support} < k = {k} (top singular values "
+                f"{np.array2string(values, precision=3)}): the data support at most {support} component(s) with "
+                f"linearly independent means (constant views or sequences, unused symbols, too few observations).")
     bases = {a: U_a, b: U_b, t: U_t}
 
     def projected_pair(x, y):
