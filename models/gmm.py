@@ -190,7 +190,7 @@ class GaussianMixture(Family):
     # EM ------------------------------------------------------------------------------------------------------
     def refine_data(self, x, estimate: SpectralEstimate, covariance=None, **options) -> RowData:
         loc = estimate.params["loc"]
-        x = check_rows(x)
+        x = check_rows(x, min_rows=1)
         if loc.shape != (estimate.k, x.shape[1]):
             raise bad_argument("estimate", None, f"'loc' of shape ({estimate.k}, {x.shape[1]}) matching x",
                                f"shape {loc.shape}", describe=False)

@@ -75,7 +75,15 @@ def power_of_excess_kurtosis(kurtosis):
 
 
 class UnitExponentialPower(dist.Distribution):
-    """Zero-mean, unit-variance exponential-power distribution with shape ``power``."""
+    """Zero-mean, unit-variance exponential-power distribution with shape ``power``.
+
+    Parameters
+    ----------
+    power : array
+        Shape (2: Gaussian; < 2: heavier tails; > 2: lighter tails), positive.
+    validate_args : bool, optional
+        NumPyro's argument validation.
+    """
 
     arg_constraints = {"power": constraints.positive}
     support = constraints.real

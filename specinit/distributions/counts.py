@@ -42,8 +42,8 @@ from jax.scipy.special import gammaln, logsumexp
 
 from specinit._validation import bad_argument, check_count_matrix
 
-__all__ = ["DocumentCounts", "DenseTopicCounts", "ModelData", "as_document_counts", "from_csr", "lda_loglik",
-           "mixture_loglik", "topic_components", "HIGHEST"]
+__all__ = ["DocumentCounts", "DenseTopicCounts", "as_document_counts", "from_csr", "lda_loglik", "mixture_loglik",
+           "topic_components", "HIGHEST"]
 
 HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -104,7 +104,23 @@ def _bucket(nnz: int) -> int:
 
 
 def from_csr(matrix: sp.csr_matrix, *, num_documents: int | None = None, pad: int = 0, dtype=None) -> DocumentCounts:
-    """:class:`DocumentCounts` (NumPy arrays) of a canonical CSR matrix, zero-padded to at least ``pad`` entries."""
+    """:class:`DocumentCounts` (NumPy arrays) of a canonical CSR matrix, zero-padded to at least ``pad`` entries.
+
+    Parameters
+    ----------
+    matrix : scipy.sparse.csr_matrix
+        Validated counts.
+    num_documents : int, optional
+        Size of the corpus the rows are drawn from (default: the rows).
+    pad : int
+        Smallest number of (zero-padded) entries.
+    dtype : dtype, optional
+        Of the counts and lengths (default: JAX's default float).
+
+    Returns
+    -------
+    DocumentCounts
+    """
     nnz = matrix.nnz
     size = max(nnz, int(pad))
     dtype = jnp.result_type(float) if dtype is None else dtype
@@ -171,6 +187,10 @@ def lda_loglik(theta, beta, data: DocumentCounts):
     theta : array, shape (n_docs, k)
     beta : array, shape (k, V)
     data : DocumentCounts
+
+    Returns
+    -------
+    array, shape (n_docs,)
     """
     # sum_k theta[d, k] beta[k, w] for every nonzero (d, w): gathers of (nnz, k), one HIGHEST-precision row dot.
     mix = jnp.einsum("nk,nk->n", theta[data.doc], beta.T[data.word], precision=HIGHEST)
@@ -210,6 +230,10 @@ def mixture_loglik(weights, beta, data: DocumentCounts):
     weights : array, shape (k,)
     beta : array, shape (k, V)
     data : DocumentCounts
+
+    Returns
+    -------
+    array, shape (n_docs,)
     """
     log_weights = jnp.log(jnp.maximum(weights, jnp.finfo(beta.dtype).tiny))
     return logsumexp(topic_components(beta, data) + log_weights, axis=-1)
@@ -221,6 +245,15 @@ class DenseTopicCounts(dist.Distribution):
     The multinomial evaluated in log space with a HIGHEST-precision
     contraction and no simplex validation of the V-vector (which fails in
     float32 at large V). Batch shape ``(n_docs,)``, event shape ``(V,)``.
+
+    Parameters
+    ----------
+    theta : array, shape (n_docs, k)
+        Topic proportions.
+    beta : array, shape (k, V)
+        Topics.
+    total_count : array, shape (n_docs,)
+        Document lengths.
     """
 
     support = dist.constraints.independent(dist.constraints.nonnegative_integer, 1)

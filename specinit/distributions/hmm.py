@@ -119,6 +119,8 @@ class CategoricalHMM(_HMM):
         True length (1..T) of each sequence; its shape is the batch shape.
         Default: one sequence of length T. Entries past a sequence's length
         are ignored by ``log_prob`` and are 0 in samples.
+    validate_args : bool, optional
+        NumPyro's argument validation.
 
     Notes
     -----
@@ -149,8 +151,20 @@ class CategoricalHMM(_HMM):
 class GaussianHMM(_HMM):
     """HMM with scalar Gaussian emissions ``x_t | h_t = i ~ Normal(loc[i], scale[i])``.
 
-    Parameters are those of :class:`CategoricalHMM` with ``loc`` (k,) and
-    ``scale`` (k,) in place of ``emission``; padded entries are 0.0 in samples.
+    Parameters
+    ----------
+    init : array, shape (k,)
+        Law of the first hidden state.
+    transition : array, shape (k, k)
+        Row-stochastic transition matrix.
+    loc, scale : arrays, shape (k,)
+        Emission means and standard deviations (positive).
+    n_steps : int
+        Padded sequence length T.
+    lengths : array of int, optional
+        True lengths, as for :class:`CategoricalHMM`; padded entries are 0.0 in samples.
+    validate_args : bool, optional
+        NumPyro's argument validation.
     """
 
     arg_constraints = {"init": constraints.simplex, "transition": _ROWS_SIMPLEX,
@@ -199,7 +213,21 @@ def pad_sequences(sequences, *, categorical: bool = True):
 
 
 def plate_shape(sequences, lengths, func):
-    """(observations or None, lengths) for the ``sequences`` plate."""
+    """Observed sequences (2-D), lengths and padded length for a model's ``sequences`` plate.
+
+    Parameters
+    ----------
+    sequences : array or None
+        Observations, (N, T) or (T,); None when generating.
+    lengths : array of int or None
+        True lengths (required when generating).
+    func : str
+        The model named in errors.
+
+    Returns
+    -------
+    (array or None, array, int)
+    """
     if sequences is not None:
         sequences = jnp.asarray(sequences)
         if sequences.ndim == 1:
@@ -298,7 +326,12 @@ def viterbi(sequences, params):
     back-tracking pass is the reverse-mode sweep of the max-product forward
     recursion (paths are unique for parameters in general position).
 
-    Parameters and input forms are those of :func:`posterior_marginals`.
+    Parameters
+    ----------
+    sequences : 1-D array or list of 1-D arrays
+        As for :func:`posterior_marginals`.
+    params : dict or SpectralEstimate
+        As for :func:`posterior_marginals`.
 
     Returns
     -------

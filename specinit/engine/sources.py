@@ -513,8 +513,8 @@ class ViewSource:
         return top, (dense / scale).mean(axis=0) * scale, np.ptp(dense, axis=0)
 
 
-def check_rows(x, name: str = "x", min_columns: int = 1, columns: str = "k") -> np.ndarray:
-    """``x`` as a finite dense float64 (N, d) array with N >= 2 and at least ``min_columns`` columns.
+def check_rows(x, name: str = "x", min_columns: int = 1, columns: str = "k", min_rows: int = 2) -> np.ndarray:
+    """``x`` as a finite dense float64 (N, d) array with N >= ``min_rows`` and at least ``min_columns`` columns.
 
     Parameters
     ----------
@@ -524,6 +524,8 @@ def check_rows(x, name: str = "x", min_columns: int = 1, columns: str = "k") -> 
     min_columns : int
         Fewest columns (named ``columns`` in the error: ``"k"``, ``"3 k"``).
     columns : str
+    min_rows : int
+        Fewest rows (2 to fit, 1 to score).
 
     Returns
     -------
@@ -534,13 +536,14 @@ def check_rows(x, name: str = "x", min_columns: int = 1, columns: str = "k") -> 
     TypeError
         Not numeric.
     ValueError
-        Not two-dimensional, fewer than 2 rows or ``min_columns`` columns, NaN or infinite values (rows named).
+        Not two-dimensional, fewer than ``min_rows`` rows or ``min_columns`` columns, NaN or infinite values (rows
+        named).
     """
     if x is None or isinstance(x, (str, bytes)):
         raise bad_argument(name, None, "an (N, d) numeric array", x, kind=TypeError)
     x = ViewSource([x], name, minimum=1).views[0]
-    if x.shape[0] < 2:
-        raise bad_argument(name, None, "an (N, d) array with N >= 2 rows", x)
+    if x.shape[0] < min_rows:
+        raise bad_argument(name, None, f"an (N, d) array with N >= {min_rows} rows", x)
     if x.shape[1] < min_columns:
         raise bad_argument(name, None, f"an array with d >= {columns} columns ({columns} = {min_columns})", x)
     return np.asarray(x.toarray() if sp.issparse(x) else x)

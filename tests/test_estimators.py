@@ -1,0 +1,100 @@
+"""The scikit-learn faces: check_estimator, a Pipeline after CountVectorizer, GridSearchCV over n_components."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.feature_extraction.text import CountVectorizer
+from sklearn.mixture import GaussianMixture
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.utils.estimator_checks import check_estimator
+
+from specinit.estimators import SpectralGaussianMixture, SpectralLDA, SpectralTopicMixture
+
+
+def _failures(estimator) -> dict:
+    failed = {}
+
+    def record(*, estimator, check_name, exception, status, expected_to_fail, expected_to_fail_reason):
+        if status == "failed":
+            failed[check_name] = f"{type(exception).__name__}: {exception}"
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check_estimator(estimator, on_fail=None, callback=record)
+    return failed
+
+
+def test_gaussian_mixture_passes_check_estimator():
+    assert _failures(SpectralGaussianMixture(2, max_iter=5)) == {}
+
+
+#: The checks scikit-learn feeds with real-valued or negative X: the topic faces take word COUNTS (non-negative
+#: integers, as CountVectorizer gives them) and refuse anything else with a message naming the problem.
+COUNT_ONLY = "scikit-learn generates real-valued or negative X; the topic faces take non-negative integer counts"
+
+
+@pytest.mark.parametrize("estimator", [SpectralLDA(2), SpectralTopicMixture(2, max_iter=5)],
+                         ids=["SpectralLDA", "SpectralTopicMixture"])
+def test_topic_faces_pass_every_check_that_uses_counts(estimator):
+    failed = _failures(estimator)
+    sparse_checks = {"check_estimator_sparse_tag", "check_estimator_sparse_array", "check_estimator_sparse_matrix"}
+    for check, message in failed.items():
+        if check in sparse_checks:  # scikit-learn's wrapper message around the same refusal of real-valued data
+            continue
+        assert "integer-valued counts" in message or "Negative values in data" in message, (check, message)
+    # the checks that run on count-like data all pass: fitting, cloning, params, tags, feature names
+    for passing in ("check_get_params_invariance", "check_set_params", "check_no_attributes_set_in_init",
+                    "check_parameters_default_constructible", "check_positive_only_tag_during_fit"):
+        assert passing not in failed, COUNT_ONLY
+
+
+@pytest.fixture(scope="module")
+def texts():
+    """Paragraphs of the docstrings of a few standard-library modules (real text, shipped with Python)."""
+    paragraphs = []
+    for name in ("argparse", "json", "logging", "pathlib", "subprocess", "textwrap", "unittest", "collections",
+                 "datetime", "email.message", "http.client", "tarfile", "zipfile", "decimal", "shutil"):
+        module = importlib.import_module(name)
+        for obj in [module, *vars(module).values()]:
+            doc = inspect.getdoc(obj) if callable(obj) or obj is module else None
+            paragraphs.extend(p for p in (doc or "").split("\n\n") if len(p.split()) >= 5)
+    return list(dict.fromkeys(paragraphs))
+
+
+def test_spectral_lda_in_a_pipeline_and_grid_search(texts):
+    pipe = make_pipeline(CountVectorizer(min_df=3, stop_words="english"), SpectralLDA(5, random_state=0))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # real text: some topics need repair (in diagnostics)
+        theta = pipe.fit_transform(texts)
+    assert theta.shape == (len(texts), 5) and np.allclose(theta.sum(axis=1), 1.0)
+    lda = pipe[-1]
+    vocab = pipe[0].get_feature_names_out()
+    assert lda.components_.shape == (5, vocab.size) and np.allclose(lda.components_.sum(axis=1), 1.0)
+    assert list(lda.get_feature_names_out()) == [f"spectrallda{i}" for i in range(5)]
+    assert lda.estimate_.k == 5 and np.isfinite(lda.perplexity(pipe[0].transform(texts)))
+    search = GridSearchCV(make_pipeline(CountVectorizer(min_df=3, stop_words="english"), SpectralLDA(random_state=0)),
+                          {"spectrallda__n_components": [3, 6]}, cv=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        search.fit(texts)
+    assert search.best_params_["spectrallda__n_components"] in (3, 6)
+    assert np.all(np.isfinite(search.cv_results_["mean_test_score"]))
+
+
+def test_gaussian_mixture_face_agrees_with_scikit_learn():
+    rng = np.random.default_rng(0)
+    loc = 5.0 * rng.standard_normal((3, 4))
+    x = loc[rng.choice(3, 900)] + rng.standard_normal((900, 4))
+    ours = SpectralGaussianMixture(3, covariance_type="diag", random_state=0).fit(x)
+    theirs = GaussianMixture(3, covariance_type="diag", random_state=0).fit(x)
+    # well-separated blobs: the same clustering and log-likelihood up to EM's tolerance
+    assert abs(ours.score(x) - theirs.score(x)) < 1e-2
+    assert abs(ours.bic(x) - theirs.bic(x)) < 1e-2 * abs(theirs.bic(x))
+    np.testing.assert_allclose(ours.predict_proba(x).sum(axis=1), 1.0)
+    assert ours.estimate_.k == 3 and ours.converged_
