@@ -306,7 +306,7 @@ def spectral(sequences, k: int, *, n_bins: int | None = None, method: str = "tpm
 
 @public
 def refine(sequences, estimate, *, method: str = "em", max_iter: int = 100, tol: float = 1e-7, floor: float = 1e-10,
-           reg: float = 1e-6):
+           reg: float = 1e-6, restarts: int = 6, seed: int = 0):
     """Spectral then refine: Baum-Welch EM for the Gaussian HMM started from an estimate.
 
     The E-step is the scaled forward-backward recursion over all sequences
@@ -333,6 +333,13 @@ def refine(sequences, estimate, *, method: str = "em", max_iter: int = 100, tol:
         Added to every state variance, relative to the variance of the data
         (so the result does not depend on the data's unit).
 
+    restarts : int
+        EM also runs from this many perturbed copies of the start for a few steps and keeps the best
+        (:func:`specinit.refine.em`): it escapes the saddles and duplicated components EM stalls in from a
+        spectral start on real data. 0: plain EM from the start.
+    seed : int
+        Randomness of the perturbed copies.
+
     Returns
     -------
     specinit.refine.RefineResult
@@ -355,7 +362,8 @@ def refine(sequences, estimate, *, method: str = "em", max_iter: int = 100, tol:
     ----------
     .. [1] Rabiner (1989), eqs. 40a-c, 53-54 (continuous densities).
     """
-    return FAMILY.refine(sequences, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor, reg=reg)
+    return FAMILY.refine(sequences, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor, reg=reg,
+                         restarts=restarts, seed=seed)
 
 
 @public

@@ -458,7 +458,7 @@ def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = N
 
 @public
 def refine(x, estimate, *, covariance: str | None = None, method: str = "em", max_iter: int = 100,
-           tol: float = 1e-3, reg: float = 1e-6, floor: float = 1e-10):
+           tol: float = 1e-3, reg: float = 1e-6, floor: float = 1e-10, restarts: int = 6, seed: int = 0):
     """Spectral then refine: EM for the Gaussian mixture started from an estimate.
 
     Parameters
@@ -483,6 +483,13 @@ def refine(x, estimate, *, covariance: str | None = None, method: str = "em", ma
         result does not depend on the data's unit).
     floor : float
         Weights are floored at ``floor / k`` after every M-step.
+
+    restarts : int
+        EM also runs from this many perturbed copies of the start for a few steps and keeps the best
+        (:func:`specinit.refine.em`): it escapes the saddles and duplicated components EM stalls in from a
+        spectral start on real data. 0: plain EM from the start.
+    seed : int
+        Randomness of the perturbed copies.
 
     Returns
     -------
@@ -510,6 +517,7 @@ def refine(x, estimate, *, covariance: str | None = None, method: str = "em", ma
     """
 
     return FAMILY.refine(x, estimate, method=method, covariance=covariance, max_iter=max_iter, tol=tol, reg=reg,
+                         restarts=restarts, seed=seed,
                          floor=floor)
 
 

@@ -370,7 +370,7 @@ def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach
 
 @public
 def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "em", max_iter: int = 100,
-           tol: float = 1e-7, floor: float = 1e-10):
+           tol: float = 1e-7, floor: float = 1e-10, restarts: int = 6, seed: int = 0):
     """Spectral then refine: Baum-Welch EM for the categorical HMM started from an estimate.
 
     The E-step is the scaled forward-backward recursion over all sequences
@@ -398,6 +398,13 @@ def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "
         Probabilities are floored at ``floor / d`` and rows renormalized after
         every M-step (strictly inside the simplex, as NumPyro needs).
 
+    restarts : int
+        EM also runs from this many perturbed copies of the start for a few steps and keeps the best
+        (:func:`specinit.refine.em`): it escapes the saddles and duplicated components EM stalls in from a
+        spectral start on real data. 0: plain EM from the start.
+    seed : int
+        Randomness of the perturbed copies.
+
     Returns
     -------
     specinit.refine.RefineResult
@@ -424,7 +431,8 @@ def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "
     Rabiner (1989), [2]_ eqs. 40a-c (re-estimation) and 91-93 (scaling).
     """
 
-    return FAMILY.refine(sequences, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor,
+    return FAMILY.refine(sequences, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor, restarts=restarts,
+                         seed=seed,
                          n_symbols=n_symbols)
 
 

@@ -651,7 +651,7 @@ def spectral(views, k: int, *, bandwidth=None, rank: int = 128, features: str = 
 
 @public
 def refine(views, estimate, *, method: str = "em", max_iter: int = 100, tol: float = 1e-3, reg: float = 1e-6,
-           floor: float = 1e-10):
+           floor: float = 1e-10, restarts: int = 6, seed: int = 0):
     """Spectral then refine: EM for the mixture of per-view Gaussian mixtures (:func:`model`) from an estimate.
 
     The E-step gives each observation's class posterior from the model's own
@@ -676,6 +676,13 @@ def refine(views, estimate, *, method: str = "em", max_iter: int = 100, tol: flo
     floor : float
         Probabilities are floored at ``floor / d`` after every M-step.
 
+    restarts : int
+        EM also runs from this many perturbed copies of the start for a few steps and keeps the best
+        (:func:`specinit.refine.em`): it escapes the saddles and duplicated components EM stalls in from a
+        spectral start on real data. 0: plain EM from the start.
+    seed : int
+        Randomness of the perturbed copies.
+
     Returns
     -------
     specinit.refine.RefineResult
@@ -690,7 +697,8 @@ def refine(views, estimate, *, method: str = "em", max_iter: int = 100, tol: flo
     RuntimeWarning
         EM did not converge in ``max_iter`` iterations.
     """
-    return FAMILY.refine(views, estimate, method=method, max_iter=max_iter, tol=tol, reg=reg, floor=floor)
+    return FAMILY.refine(views, estimate, method=method, max_iter=max_iter, tol=tol, reg=reg, floor=floor,
+                         restarts=restarts, seed=seed)
 
 
 @public

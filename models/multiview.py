@@ -522,7 +522,7 @@ def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: 
 
 @public
 def refine(views, estimate, kinds=None, *, dims=None, method: str = "em", max_iter: int = 100, tol: float = 1e-3,
-           reg: float = 1e-6, floor: float = 1e-10):
+           reg: float = 1e-6, floor: float = 1e-10, restarts: int = 6, seed: int = 0):
     """Spectral then refine: EM for the multi-view mixture started from an estimate.
 
     E-step: ``log w_h + sum_v log p(x_v | h)`` normalized by log-sum-exp;
@@ -550,6 +550,13 @@ def refine(views, estimate, kinds=None, *, dims=None, method: str = "em", max_it
     floor : float
         Categorical probabilities are floored at ``floor / V_v`` after every M-step.
 
+    restarts : int
+        EM also runs from this many perturbed copies of the start for a few steps and keeps the best
+        (:func:`specinit.refine.em`): it escapes the saddles and duplicated components EM stalls in from a
+        spectral start on real data. 0: plain EM from the start.
+    seed : int
+        Randomness of the perturbed copies.
+
     Returns
     -------
     specinit.refine.RefineResult
@@ -574,6 +581,7 @@ def refine(views, estimate, kinds=None, *, dims=None, method: str = "em", max_it
     """
 
     return FAMILY.refine(views, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor, reg=reg,
+                         restarts=restarts, seed=seed,
                          kinds=kinds, dims=dims)
 
 

@@ -238,7 +238,8 @@ def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", 
 
 
 @public
-def refine(counts, estimate, *, method: str = "em", max_iter: int = 100, tol: float = 1e-4, floor: float = 1e-10):
+def refine(counts, estimate, *, method: str = "em", max_iter: int = 100, tol: float = 1e-4, floor: float = 1e-10,
+           restarts: int = 6, seed: int = 0):
     """Spectral then refine: EM for the mixture of unigrams started from an estimate.
 
     E-step: each document's topic posterior from the model's own likelihood
@@ -260,6 +261,13 @@ def refine(counts, estimate, *, method: str = "em", max_iter: int = 100, tol: fl
         Stop when the log-likelihood gain per document is below ``tol``.
     floor : float
         Every iterate's probabilities are floored at ``floor / d``.
+
+    restarts : int
+        EM also runs from this many perturbed copies of the start for a few steps and keeps the best
+        (:func:`specinit.refine.em`): it escapes the saddles and duplicated components EM stalls in from a
+        spectral start on real data. 0: plain EM from the start.
+    seed : int
+        Randomness of the perturbed copies.
 
     Returns
     -------
@@ -284,7 +292,8 @@ def refine(counts, estimate, *, method: str = "em", max_iter: int = 100, tol: fl
     .. [3] Nigam, McCallum, Thrun, Mitchell, "Text classification from labeled and
        unlabeled documents using EM", Machine Learning 39 (2000).
     """
-    return FAMILY.refine(counts, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor)
+    return FAMILY.refine(counts, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor, restarts=restarts,
+                         seed=seed)
 
 
 @public

@@ -36,7 +36,8 @@ from specinit._validation import Interval, bad_argument, check_arguments, curren
 from specinit.engine.support import project
 from specinit.estimate import SpectralEstimate
 
-__all__ = ["DRIVERS", "RefineResult", "check_estimate", "em", "map_estimate", "mixture_e_step"]
+__all__ = ["DRIVERS", "RESTART_SPREADS", "RefineResult", "check_estimate", "em", "map_estimate", "mixture_e_step",
+           "perturbed"]
 
 _EM_OPTIONS = {"max_iter": Interval(int, 0), "tol": Interval(float, 0.0, open="low"),
                "floor": Interval(float, 0.0, 1.0, open="both")}
@@ -176,42 +177,44 @@ def mixture_e_step(family, params: Mapping, data, per_observation: bool = False)
     return resp, (row if per_observation else float(row.sum()))
 
 
-def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: float = 1e-3, floor: float = 1e-10,
-       **options) -> RefineResult:
-    """EM from ``estimate`` until the log-likelihood gain per observation is below ``tol``.
+#: Spreads (log-scale for probabilities and scales, in units of the components' spread for locations) of the
+#: perturbed copies of the start, cycled over the restarts: small ones stay in the start's basin, large ones leave it.
+RESTART_SPREADS = (0.5, 1.0, 2.0)
+
+
+def perturbed(params: dict, sites: dict, rng: np.random.Generator, spread: float) -> dict:
+    """A random copy of ``params`` near them: multiplicative noise for simplex and positive sites, additive for real.
 
     Parameters
     ----------
-    family : Family
-    data : object
-        The family's data.
-    estimate : SpectralEstimate
-        A checked start (:func:`check_estimate`).
-    max_iter : int
-        Largest number of M-steps.
-    tol : float
-        Stop when the gain per observation is below ``tol`` (scikit-learn's
-        ``GaussianMixture`` convention).
-    floor : float
-        Every iterate is projected strictly inside the supports with this floor.
-    **options
-        The family's M-step options (covariance kind, regularization).
+    params : dict
+        Values inside their supports.
+    sites : dict of str -> Site
+    rng : numpy.random.Generator
+    spread : float
+        Standard deviation of the log-scale noise; real sites move by ``spread`` times the spread of their
+        values across components (or their magnitude when they have no component axis).
 
     Returns
     -------
-    RefineResult
-
-    Warns
-    -----
-    RuntimeWarning
-        EM did not converge in ``max_iter`` iterations.
+    dict
     """
-    settings = check_arguments(_EM_OPTIONS, {"max_iter": max_iter, "tol": tol, "floor": floor})
-    max_iter, tol, floor = settings["max_iter"], settings["tol"], settings["floor"]
-    prepared = family.refine_data(data, estimate, **options)
-    n_obs = family.n_observations(prepared)
-    sites = estimate.sites
-    params, _ = project(dict(estimate.params), sites, floor)
+    out = {}
+    for name, value in params.items():
+        support = sites[name].support if name in sites else "real"
+        noise = rng.standard_normal(value.shape)
+        if support in ("simplex", "positive"):
+            value = value * np.exp(spread * noise)
+            out[name] = value / value.sum(axis=-1, keepdims=True) if support == "simplex" else value
+        else:
+            axes = sites[name].axes if name in sites else ()
+            width = np.std(value, axis=axes[0], keepdims=True) if axes and value.shape[axes[0]] > 1 else np.abs(value)
+            out[name] = value + spread * np.maximum(width, np.finfo(float).tiny) * noise
+    return out
+
+
+def _em_steps(family, prepared, params, sites, floor, n_obs, max_iter, tol, options):
+    """EM from ``params`` for at most ``max_iter`` M-steps: (params, trace, n_iter, converged, decreases)."""
     stats, ll = family.e_step(params, prepared)
     trace = [float(ll)]
     converged, decreases, n_iter = False, 0, 0
@@ -225,12 +228,80 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
         if abs(gain) < tol:
             converged = True
             break
+    return params, trace, n_iter, converged, decreases
+
+
+def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: float = 1e-3, floor: float = 1e-10,
+       restarts: int = 0, restart_iter: int = 20, seed: int = 0, **options) -> RefineResult:
+    """EM from ``estimate`` until the log-likelihood gain per observation is below ``tol``.
+
+    With ``restarts``, EM first runs ``restart_iter`` steps from the start and from ``restarts`` perturbed
+    copies of it (:func:`perturbed`, spreads cycling through :data:`RESTART_SPREADS`), then continues from the
+    best of them: copies of a spectral start explore its neighbourhood and beyond at the cost of a few short
+    runs, escaping the saddles and duplicated components where EM stalls.
+
+    Parameters
+    ----------
+    family : Family
+    data : object
+        The family's data.
+    estimate : SpectralEstimate
+        A checked start (:func:`check_estimate`).
+    max_iter : int
+        Largest number of M-steps of the final run.
+    tol : float
+        Stop when the gain per observation is below ``tol`` (scikit-learn's
+        ``GaussianMixture`` convention).
+    floor : float
+        Every iterate is projected strictly inside the supports with this floor.
+    restarts : int
+        Perturbed copies of the start run alongside it (0: plain EM from the start).
+    restart_iter : int
+        EM steps of each candidate before the best is kept.
+    seed : int
+        Randomness of the perturbations.
+    **options
+        The family's M-step options (covariance kind, regularization).
+
+    Returns
+    -------
+    RefineResult
+        ``diagnostics`` add ``restart_log_likelihoods`` (each candidate after ``restart_iter`` steps; the
+        first is the start's) and ``chosen_restart``.
+
+    Warns
+    -----
+    RuntimeWarning
+        EM did not converge in ``max_iter`` iterations.
+    """
+    settings = check_arguments({**_EM_OPTIONS, "restarts": Interval(int, 0), "restart_iter": Interval(int, 1),
+                                "seed": Interval(int, 0)},
+                               {"max_iter": max_iter, "tol": tol, "floor": floor, "restarts": restarts,
+                                "restart_iter": restart_iter, "seed": seed})
+    max_iter, tol, floor = settings["max_iter"], settings["tol"], settings["floor"]
+    prepared = family.refine_data(data, estimate, **options)
+    n_obs = family.n_observations(prepared)
+    sites = estimate.sites
+    params, _ = project(dict(estimate.params), sites, floor)
+    extra = {}
+    if settings["restarts"]:
+        rng = np.random.default_rng(settings["seed"])
+        candidates = [params] + [project(perturbed(params, sites, rng, RESTART_SPREADS[i % len(RESTART_SPREADS)]),
+                                         sites, floor)[0] for i in range(settings["restarts"])]
+        runs = [_em_steps(family, prepared, c, sites, floor, n_obs, settings["restart_iter"], tol, options)
+                for c in candidates]
+        finals = np.array([run[1][-1] for run in runs])
+        chosen = int(np.argmax(finals))
+        params = runs[chosen][0]
+        extra = {"restart_log_likelihoods": finals, "chosen_restart": chosen}
+    params, trace, n_iter, converged, decreases = _em_steps(family, prepared, params, sites, floor, n_obs, max_iter,
+                                                            tol, options)
     if not converged and max_iter > 0:
         warn(f"{current_entry()}: EM did not converge in max_iter={max_iter} iterations (last gain per observation "
              f"{(trace[-1] - trace[-2]) / n_obs:.3g} > tol={tol:g}); raise max_iter or tol.")
-    result = refined(family, estimate, params, "em", trace, n_iter, converged, {"decreases": decreases})
+    result = refined(family, estimate, params, "em", trace, n_iter, converged, {"decreases": decreases, **extra})
     return RefineResult(result, np.asarray(trace), n_iter if max_iter > 0 else 0, converged, "em",
-                        {"n_observations": n_obs, "decreases": decreases})
+                        {"n_observations": n_obs, "decreases": decreases, **extra})
 
 
 def map_estimate(family, data, estimate: SpectralEstimate, *, num_steps: int = 500, lr: float = 0.01, seed: int = 0,

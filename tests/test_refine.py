@@ -89,13 +89,13 @@ def _blobs(seed=0, n=600):
 def test_em_increases_the_likelihood_stops_on_tol_and_warns_on_max_iter():
     x = _blobs()
     start = gmm.spectral(x, 3, covariance="spherical", seed=0)
-    result = gmm.refine(x, start, tol=1e-8, max_iter=500)
+    result = gmm.refine(x, start, tol=1e-8, max_iter=500, restarts=0)
     assert result.converged and result.diagnostics["decreases"] == 0
     assert np.all(np.diff(result.log_likelihood) > -1e-9 * abs(result.log_likelihood[0]))
     assert result.n_iter == result.log_likelihood.size - 1
     assert result.estimate.diagnostics["refine/n_iter"] == result.n_iter
     with pytest.warns(RuntimeWarning, match="did not converge in max_iter=1"):
-        gmm.refine(x, start, tol=1e-12, max_iter=1)
+        gmm.refine(x, start, tol=1e-12, max_iter=1, restarts=0)
 
 
 def test_refine_checks_its_start_and_never_repairs_it_silently():
@@ -116,3 +116,17 @@ def test_refine_checks_its_start_and_never_repairs_it_silently():
         gmm.refine(x, nan)
     with pytest.raises(ValueError, match="'loc' of shape \\(3, 5\\)"):
         gmm.refine(np.hstack([x, x[:, :1]]), start)
+
+
+def test_restarts_keep_the_best_candidate_and_never_lose_to_the_plain_start():
+    x = _blobs(seed=3)
+    start = gmm.spectral(x, 3, covariance="diag", seed=0)
+    plain = gmm.refine(x, start, restarts=0, tol=1e-6, max_iter=500)
+    several = gmm.refine(x, start, restarts=4, tol=1e-6, max_iter=500)
+    lls = several.diagnostics["restart_log_likelihoods"]
+    assert lls.shape == (5,) and several.diagnostics["chosen_restart"] == int(np.argmax(lls))
+    assert several.estimate.diagnostics["refine/chosen_restart"] == several.diagnostics["chosen_restart"]
+    # EM from the best candidate after 20 steps: at least the plain run's likelihood up to its tolerance
+    assert several.log_likelihood[-1] >= plain.log_likelihood[-1] - 1e-6 * x.shape[0]
+    again = gmm.refine(x, start, restarts=4, tol=1e-6, max_iter=500)
+    np.testing.assert_array_equal(again.params["loc"], several.params["loc"])  # seeded

@@ -199,6 +199,7 @@ def lda_loglik(theta, beta, data: DocumentCounts):
     return _log_coefficient(data) + jax.ops.segment_sum(data.count * logp, data.doc, num_segments=n_docs)
 
 
+@jax.jit
 def topic_components(beta, counts):
     """``log Multinomial(c_d | n_d, beta_i)`` for every document and topic, shape (n_docs, k).
 
