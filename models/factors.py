@@ -298,6 +298,8 @@ class Factors(Family):
     """Independent-factor models: noise-corrected covariance, whitened third or fourth cumulants."""
 
     name = "factors"
+    data_kind = "rows"
+    k_dependent_moments = True
     match_site = "loadings"
     options = {"cumulant": Options(CUMULANTS), "noise": Options(("isotropic", "none")),
                "scores": lambda name, value: bool(value)}
@@ -317,6 +319,17 @@ class Factors(Family):
             "x": Site("observed", (), ("data", "dim"), ("dim",)),
         }
         return sites, "loadings"
+
+    def choose_k(self, x, *, rng, backend=None, k_max: int = 10, **spectral_kw) -> tuple[int, dict]:
+        """``k`` from the data: the eigengap of the noise-corrected covariance (factors standing out of the noise).
+
+        The factors' likelihood has no closed form, so no score after a refinement is compared; see
+        :meth:`specinit.family.Family.spectrum_k`.
+        """
+        options = {name: spectral_kw[name] for name in self.options if name in spectral_kw}
+        moments = self.moments(x, k=1, backend=backend, **options)
+        k, report = self.spectrum_k(moments, min(k_max, moments.n_features), rng, **options)
+        return k, {**report, "k_auto/chosen": k}
 
     def moments(self, x, *, k, backend, cumulant="skew", noise="isotropic", scores=True):
         x = check_rows(x)
@@ -545,7 +558,7 @@ def factor_scores(estimate, x, *, margin: float = 0.05) -> np.ndarray:
 
 
 @public
-def spectral(x, k: int, cumulant: str = "skew", *, noise: str = "isotropic", method: str = "tpm", seed=0,
+def spectral(x, k: int | str, cumulant: str = "skew", *, noise: str = "isotropic", method: str = "tpm", seed=0,
              decompose_options: dict | None = None, scores: bool = True, floor: float = 1e-3,
              backend=None) -> SpectralEstimate:
     """Method-of-moments estimate of an independent-factor model from data.
@@ -554,8 +567,10 @@ def spectral(x, k: int, cumulant: str = "skew", *, noise: str = "isotropic", met
     ----------
     x : array, shape (N, d)
         Observations, finite, with no constant column.
-    k : int
+    k : int or "auto"
         Number of factors, ``1 <= k <= d`` (``k < d`` to estimate the noise).
+        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
+        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
     cumulant : {"skew", "kurtosis"}
         Third cumulant (skewed factors; order-3 tensor) or fourth cumulant
         (kurtotic factors, sub- or super-Gaussian; order-4 tensor).

@@ -245,7 +245,7 @@ def spectral_from_moments(moments: GaussianHMMMoments, k: int, *, method: str = 
 
 
 @public
-def spectral(sequences, k: int, *, n_bins: int | None = None, method: str = "tpm", approach: str = "auto", seed=0,
+def spectral(sequences, k: int | str, *, n_bins: int | None = None, method: str = "tpm", approach: str = "auto", seed=0,
              floor: float = 1e-3, decompose_options: dict | None = None, backend=None) -> SpectralEstimate:
     """Method-of-moments estimate of an HMM with scalar Gaussian emissions.
 
@@ -262,8 +262,10 @@ def spectral(sequences, k: int, *, n_bins: int | None = None, method: str = "tpm
     ----------
     sequences : 1-D float array, 2-D array or list/tuple of 1-D arrays
         Real observations (finite).
-    k : int
+    k : int or "auto"
         Number of hidden states, ``1 <= k <= n_bins``.
+        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
+        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
     n_bins : int, optional
         Number of quantile bins (default ``max(3 k, 10)``).
     method : {"tpm", "svtd", "eca", "als"}

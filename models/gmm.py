@@ -101,6 +101,8 @@ class GaussianMixture(Family):
     """Gaussian mixtures with common, spherical or diagonal covariances ([1]_ Thm 3.2/3.3)."""
 
     name = "gmm"
+    data_kind = "rows"
+    k_dependent_moments = True
     match_site = "loc"
     options = {"covariance": Options(COVARIANCES), "noise": Options(("factor", "isotropic")),
                "assign_steps": Interval(int, 0)}
@@ -368,7 +370,7 @@ def spectral_from_moments(moments, k: int, *, common_scale: bool = True, covaria
 
 
 @public
-def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = None, method: str = "tpm",
+def spectral(x, k: int | str, *, common_scale: bool = True, covariance: str | None = None, method: str = "tpm",
              seed=0, assign_steps: int = 0, decompose_options: dict | None = None,
              backend=None, noise: str = "factor", floor: float = 1e-3) -> SpectralEstimate:
     """Method-of-moments estimate of a Gaussian mixture (spherical or diagonal covariances).
@@ -384,8 +386,10 @@ def spectral(x, k: int, *, common_scale: bool = True, covariance: str | None = N
     x : array, shape (N, d)
         Observations. Constant or duplicated columns are allowed (they lower
         the rank, which must stay >= k).
-    k : int
+    k : int or "auto"
         Number of components.
+        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
+        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
     common_scale : bool
         Used when ``covariance`` is None: True means ``"common"``, False
         ``"spherical"``.

@@ -113,6 +113,7 @@ class HMM(Family):
     """Categorical hidden Markov model: sliding triples as a multi-view model around the middle state."""
 
     name = "hmm"
+    data_kind = "sequences"
     sites = {
         "init": Site("simplex", (0,), ("states",), ("states",)),
         "transition": Site("simplex", (0, 1), ("states", "next_state"), ("next_state",)),
@@ -295,7 +296,7 @@ def spectral_from_moments(moments: ChainViews, k: int, *, method: str = "tpm", a
 
 
 @public
-def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach: str = "auto", seed=0,
+def spectral(sequences, k: int | str, n_symbols: int, *, method: str = "tpm", approach: str = "auto", seed=0,
              floor: float = 1e-3, decompose_options: dict | None = None, backend=None) -> SpectralEstimate:
     """Method-of-moments estimate of a categorical HMM ([1]_ Prop. 3.4).
 
@@ -308,8 +309,10 @@ def spectral(sequences, k: int, n_symbols: int, *, method: str = "tpm", approach
         sequence may also be a 1-D ``dask.array``: the triples' one-hot views
         are built block by block where the symbols live
         (:func:`specinit.engine.sequences.triple_views`).
-    k : int
+    k : int or "auto"
         Number of hidden states, ``1 <= k <= n_symbols``.
+        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
+        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
     n_symbols : int
         V, the number of distinct symbols.
     method : {"tpm", "svtd", "eca", "als"}

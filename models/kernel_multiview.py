@@ -205,6 +205,7 @@ class KernelMultiview(Family):
     """Nonparametric multi-view mixtures by kernel embeddings, projected onto per-view Gaussian mixtures."""
 
     name = "kernel_multiview"
+    data_kind = "views"
     fit_kind = "multiview"
     options = {"bandwidth": lambda name, value: value, "rank": Interval(int, 2), "features": Options(FEATURES),
                "exchangeable": lambda name, value: bool(value), "m": Interval(int, 1),
@@ -563,7 +564,7 @@ def spectral_from_moments(moments: KernelMoments, k: int, *, m: int = 2, target:
 
 
 @public
-def spectral(views, k: int, *, bandwidth=None, rank: int = 128, features: str = "rff", exchangeable: bool = False,
+def spectral(views, k: int | str, *, bandwidth=None, rank: int = 128, features: str = "rff", exchangeable: bool = False,
              m: int = 2, target: int = -1, method: str = "tpm", max_support: int = 4000, seed=0,
              decompose_options: dict | None = None, approach: str = "auto", backend=None) -> SpectralEstimate:
     """Nonparametric spectral estimate of a multi-view mixture (seed 004's kernel algorithm, low rank).
@@ -573,9 +574,11 @@ def spectral(views, k: int, *, bandwidth=None, rank: int = 128, features: str = 
     views : sequence of arrays
         At least 3 views with the same observations, each (N,) or (N, d_v),
         real-valued, no constant column.
-    k : int
+    k : int or "auto"
         Number of classes, at most ``rank``; the ``k`` embedded conditional
         distributions of each view must be linearly independent.
+        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
+        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
     bandwidth : float, or sequence with one entry (float or (d_v,) vector) per view, optional
         Gaussian kernel length scale(s); default: half the median distance per
         view on standardized columns (:func:`specinit.engine.kernel_features.median_bandwidth`;
@@ -642,11 +645,18 @@ def spectral(views, k: int, *, bandwidth=None, rank: int = 128, features: str = 
     Sec. 7 (projection to a parametric family).
     """
     rng = as_generator(seed)
-    moments = FAMILY.moments(views, k=k, backend=backend, bandwidth=bandwidth, rank=rank, features=features,
-                             exchangeable=exchangeable, seed=rng)
-    return FAMILY.spectral_from_moments(moments, k, method=method, approach=approach, seed=rng,
-                                        decompose_options=decompose_options, m=m, target=target,
-                                        max_support=max_support, exchangeable=exchangeable)
+    options = {"bandwidth": bandwidth, "rank": rank, "features": features, "exchangeable": exchangeable}
+    report = {}
+    if isinstance(k, str) and k == "auto":
+        k, report = FAMILY.choose_k(views, rng=rng, backend=backend, method=method, approach=approach,
+                                    decompose_options=decompose_options, m=m, target=target, max_support=max_support,
+                                    **options)
+    estimate = FAMILY.spectral_from_moments(FAMILY.moments(views, k=k, backend=backend, seed=rng, **options), k,
+                                            method=method, approach=approach, seed=rng,
+                                            decompose_options=decompose_options, m=m, target=target,
+                                            max_support=max_support, exchangeable=exchangeable)
+    estimate.diagnostics.update(report)
+    return estimate
 
 
 @public

@@ -145,6 +145,12 @@ class LDA(TopicFamily):
                                                     for chunk in moments.source.chunks()])}
         return params, {"doc_topics": doc_topics}
 
+    def held_out(self, train, test, estimate) -> float:
+        """Document-completion log-likelihood of ``test`` under ``estimate``."""
+        from specinit.corpus import document_completion
+
+        return float(document_completion(test, estimate.params["beta"], estimate.params["alpha"]).log_likelihood)
+
     def refine_svi(self, counts, estimate, *, num_steps: int = 500, batch_size: int | None = None, seed: int = 0,
                    lr: float = 0.05, tol: float = 1e-4, progress=False) -> RefineResult:
         """Variational EM from the estimate (full-batch :func:`svi`), ``theta`` from the fixed-topic E-step."""
@@ -323,7 +329,7 @@ def spectral_from_moments(moments, k: int, alpha0: float, *, method: str = "tpm"
 @public
 def spectral(
     counts,
-    k: int,
+    k: int | str,
     alpha0: float | None = None,
     *,
     method: str = "tpm",
@@ -376,8 +382,10 @@ def spectral(
     counts : array-like or scipy.sparse matrix, shape (N, V)
         Non-negative integer word counts (or chunks; see
         :class:`specinit.engine.moments.CountMoments`).
-    k : int
+    k : int or "auto"
         Number of topics, ``1 <= k < V``.
+        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
+        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
     alpha0 : float, optional
         ``sum(alpha)``, the Dirichlet concentration (:math:`\\alpha_0` in
         [1]_) used in the moment correction. ``None`` (default): chosen from

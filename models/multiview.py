@@ -227,6 +227,7 @@ class MultiView(Family):
     """Multi-view (naive Bayes) mixtures of categorical and diagonal-Gaussian views."""
 
     name = "multiview"
+    data_kind = "views"
     match_site = "beta_2"
     fit_kind = "multiview"
     options = {"kinds": lambda name, value: value, "dims": lambda name, value: value, "target": Interval(int)}
@@ -458,7 +459,7 @@ def spectral_from_moments(moments: MultiViewMoments, k: int, *, target: int = -1
 
 
 @public
-def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: str = "tpm", seed=0,
+def spectral(views, k: int | str, kinds=None, *, dims=None, target: int = -1, method: str = "tpm", seed=0,
              floor: float = 1e-3, decompose_options: dict | None = None, approach: str = "auto",
              backend=None) -> SpectralEstimate:
     """Method-of-moments estimate of a multi-view mixture.
@@ -467,10 +468,12 @@ def spectral(views, k: int, kinds=None, *, dims=None, target: int = -1, method: 
     ----------
     views : sequence of arrays
         At least 3 views with the same observations (see :func:`check_views`).
-    k : int
+    k : int or "auto"
         Number of classes; every view used by the tensor step needs ``V_v >= k``
         (categorical) or ``d_v >= k`` (Gaussian) with linearly independent
         class means.
+        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
+        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
     kinds : sequence of {"categorical", "gaussian"}, optional
         See :func:`check_views`.
     dims : sequence of int, optional

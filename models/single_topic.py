@@ -61,6 +61,11 @@ class SingleTopic(TopicFamily):
         report["weights_sum_before_normalization"] = float(np.sum(1.0 / eig**2))
         return {"weights": 1.0 / eig**2, "beta": beta}, report
 
+    def held_out(self, train, test, estimate) -> float:
+        """Marginal log-likelihood of ``test`` after 30 EM steps on ``train``."""
+        estimate = self.refine(train, estimate, max_iter=30, tol=1e-4, restarts=0).estimate
+        return float(np.sum(self.log_likelihood(test, estimate)))
+
     def m_step(self, data, resp, params, **options):
         return {"weights": resp.sum(axis=0), "beta": np.asarray(data.csr.T @ resp).T}
 
@@ -187,7 +192,7 @@ def spectral_from_moments(moments, k: int, *, method: str = "tpm", seed=0, vocab
 
 
 @public
-def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", seed=0, vocabulary=None,
+def spectral(counts, k: int | str, *, method: str = "tpm", weighting: str = "pooled", seed=0, vocabulary=None,
              floor: float = 1e-3, decompose_options: dict | None = None, backend=None) -> SpectralEstimate:
     """Method-of-moments estimate of the single-topic model.
 
@@ -196,8 +201,10 @@ def spectral(counts, k: int, *, method: str = "tpm", weighting: str = "pooled", 
     counts : array-like or scipy.sparse matrix, shape (N, V)
         Non-negative integer word counts (or chunks; see
         :class:`specinit.engine.moments.CountMoments`).
-    k : int
+    k : int or "auto"
         Number of topics, ``1 <= k < V``.
+        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
+        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
     method : {"tpm", "svtd", "eca", "als"}
         Tensor decomposition.
     weighting : {"pooled", "per-document"}

@@ -67,6 +67,7 @@ True
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, ClassVar, Mapping
 
 import numpy as np
@@ -82,8 +83,8 @@ from specinit._validation import (
 from specinit.engine.decompose import METHODS
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.support import project
-from specinit.engine.views import fit_multiview
-from specinit.engine.whitening import IndefiniteMomentError
+from specinit.engine.views import fit_multiview, pair_spectrum
+from specinit.engine.whitening import IndefiniteMomentError, signed_spectrum
 from specinit.estimate import Site, SpectralEstimate, register_sites
 
 __all__ = ["COMMON_OPTIONS", "Family"]
@@ -128,6 +129,10 @@ class Family:
         The decompositions (or other recoveries) ``method`` may name.
     optional_sites : frozenset of str
         Latent sites a start for :meth:`refine` may lack (per-document ``theta``).
+    data_kind : {"counts", "rows", "views", "sequences"}
+        What the data are.
+    k_dependent_moments : bool
+        Whether :meth:`moments` depends on ``k`` (a noise estimate).
 
     Notes
     -----
@@ -147,6 +152,8 @@ class Family:
     refine_methods: ClassVar[tuple] = ("em",)
     methods: ClassVar[tuple] = METHODS
     optional_sites: ClassVar[frozenset] = frozenset()
+    data_kind: ClassVar[str] = "rows"
+    k_dependent_moments: ClassVar[bool] = False
 
     def __init__(self):
         register_sites(self.name, self.site_table)
@@ -269,8 +276,9 @@ class Family:
         ----------
         moments : object
             From :meth:`moments` or :meth:`population_moments`.
-        k : int
-            Number of components.
+        k : int or "auto"
+            Number of components; ``"auto"``: the eigengap of the moments' spectrum (:meth:`spectrum_k`;
+            exact for population moments).
         method : {"tpm", "svtd", "eca", "als"}
             Tensor decomposition.
         approach : {"auto", "symmetric", "jennrich"}
@@ -287,9 +295,13 @@ class Family:
         -------
         SpectralEstimate
         """
+        report = {}
+        if isinstance(k, str) and k == "auto":
+            seed = as_generator(seed)
+            k, report = self.spectrum_k(moments, 10, seed, **check_arguments(self.options, options))
         k, params, diagnostics = self._fit(moments, k, method=method, approach=approach, seed=seed, floor=floor,
                                            decompose_options=decompose_options, options=options)
-        return self.estimate(k, params, diagnostics, vocabulary=vocabulary, options=options)
+        return self.estimate(k, params, {**diagnostics, **report}, vocabulary=vocabulary, options=options)
 
     def spectral(self, data, k, *, method: str = "tpm", approach: str = "auto", seed=0, floor: float = 1e-3,
                  decompose_options: dict | None = None, backend=None, vocabulary=None, **options) -> SpectralEstimate:
@@ -299,8 +311,8 @@ class Family:
         ----------
         data : object
             The family's data (counts, rows, views, sequences).
-        k : int
-            Number of components.
+        k : int or "auto"
+            Number of components; ``"auto"``: chosen from the data (:meth:`choose_k`).
         method, approach, seed, floor, decompose_options, vocabulary
             As for :meth:`spectral_from_moments`.
         backend : str, Passes or None
@@ -312,14 +324,127 @@ class Family:
         -------
         SpectralEstimate
         """
-        k = COMMON_OPTIONS["k"].check("k", k)
         options = check_arguments(self.options, options)
         rng = as_generator(seed)
+        report = {}
+        if isinstance(k, str) and k == "auto":
+            k, report = self.choose_k(data, rng=rng, backend=backend, method=method, approach=approach,
+                                      floor=floor, decompose_options=decompose_options, **options)
+        k = COMMON_OPTIONS["k"].check("k", k)
         moments = self.moments(data, k=k, backend=backend, **options)
         k, params, diagnostics = self._fit(moments, k, method=method, approach=approach, seed=rng, floor=floor,
                                            decompose_options=decompose_options, options=options)
         params, extra = self.complete(params, data, moments, rng=rng, **options)
-        return self.estimate(k, params, {**diagnostics, **extra}, vocabulary=vocabulary, options=options)
+        return self.estimate(k, params, {**diagnostics, **extra, **report}, vocabulary=vocabulary, options=options)
+
+    # ---- k from the data ---------------------------------------------------------------------------------------
+    def n_free_parameters(self, estimate: SpectralEstimate) -> int:
+        """Free parameters of the global sites (simplex rows count one less than their length)."""
+        total = 0
+        for name, value in estimate.params.items():
+            site = estimate.sites.get(name)
+            if site is None or name in self.optional_sites:
+                continue
+            total += value.size - (value.size // value.shape[-1] if site.support == "simplex" and value.ndim else 0)
+        return int(total)
+
+    def k_score(self, data, k: int, rng, **spectral_kw) -> float:
+        """Minus half the BIC of the k-component fit (after 30 EM steps when the family has EM); higher is better."""
+        estimate = self.spectral(data, k, seed=rng, **spectral_kw)
+        if "em" in self.refine_methods:
+            estimate = self.refine(data, estimate, max_iter=30, tol=1e-4, restarts=0).estimate
+        n = self.n_observations(self.refine_data(data, estimate))
+        return float(np.sum(self.log_likelihood(data, estimate)) - 0.5 * self.n_free_parameters(estimate) * np.log(n))
+
+    def spectrum_k(self, moments, k_max: int, rng, **options) -> tuple[int, dict]:
+        """The number of components the second moment supports, from its spectrum.
+
+        The signed eigenvalues of the exchangeable moment (or the singular values of a cross moment of the
+        views) have exactly k leading positive values under a k-component model with exact moments; with
+        data, the largest ratio of consecutive leading values (the eigengap) is the guess.
+
+        Parameters
+        ----------
+        moments : object
+            Data or population moments of this family (for ``k_max`` components when they depend on k).
+        k_max : int
+            Largest k considered (also bounded by :meth:`max_components`).
+        rng : numpy.random.Generator
+        **options
+            The family's options.
+
+        Returns
+        -------
+        k : int
+            The eigengap guess (exact for population moments).
+        report : dict
+            ``k_auto/spectrum``, ``k_auto/positive`` (leading positive values), ``k_auto/eigengap_k``.
+        """
+        limit = min(self.max_components(moments)[0], k_max)
+        fit_moments = self.fit_input(moments, limit, **options)
+        r = limit + 1
+        if self.kind_of(**options) == "multiview":
+            spectrum = pair_spectrum(fit_moments, min(r, min(fit_moments.dims)), rng, self.target(**options))
+        else:
+            spectrum = signed_spectrum(fit_moments, min(r, fit_moments.n_features), rng)
+        scale = max(abs(float(spectrum[0])), np.finfo(float).tiny)
+        positive = int(np.argmax(np.append(spectrum, -1.0) <= 1e-10 * scale))
+        magnitudes = np.maximum(np.abs(spectrum), 1e-10 * scale)
+        ratios = (magnitudes[:-1] / magnitudes[1:])[:max(positive, 1)]  # ratio i separates k = i + 1
+        gap_k = min(int(np.argmax(ratios)) + 1 if ratios.size else 1, limit)
+        return gap_k, {"k_auto/spectrum": spectrum, "k_auto/positive": positive, "k_auto/eigengap_k": gap_k}
+
+    def choose_k(self, data, *, rng, backend=None, k_max: int = 10, **spectral_kw) -> tuple[int, dict]:
+        """``k`` from the data: the spectrum of the second moment bounds it, a score after a cheap refine picks it.
+
+        The candidates run from 1 to the number of leading positive values of the second moment's spectrum
+        (:meth:`spectrum_k`, whose eigengap guess is reported), within ``k_max`` and the limit the data
+        support. Each candidate is fitted, refined by 30 EM steps when the family has EM, and scored by
+        :meth:`k_score` (minus half the BIC; the topic models score held-out documents); the smallest k within
+        0.1 % of the best score is kept.
+
+        Parameters
+        ----------
+        data : object
+            The family's data, in memory.
+        rng : numpy.random.Generator
+        backend : optional
+            As for :meth:`spectral`.
+        k_max : int
+            Largest k considered.
+        **spectral_kw
+            The fit's options.
+
+        Returns
+        -------
+        k : int
+        report : dict
+            :meth:`spectrum_k`'s report, ``k_auto/candidates``, ``k_auto/score`` (``-inf`` where the data
+            refused a k) and ``k_auto/chosen``.
+        """
+        family_options = {name: spectral_kw.pop(name) for name in list(spectral_kw) if name in self.options}
+        probe = self.moments(data, k=1, backend=backend, **family_options)
+        limit = min(self.max_components(probe)[0], k_max)
+        moments = self.moments(data, k=limit, backend=backend, **family_options) if self.k_dependent_moments else probe
+        gap_k, report = self.spectrum_k(moments, limit, rng, **family_options)
+        candidates = list(range(1, min(limit, max(report["k_auto/positive"], 1) + 1) + 1))
+        scores = []
+        for k in candidates:
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", RuntimeWarning)
+                    scores.append(self.k_score(data, k, rng, backend=backend, **spectral_kw, **family_options))
+            except ValueError:  # the data do not support this k
+                scores.append(-np.inf)
+        finite = np.isfinite(scores)
+        if finite.any():
+            top = float(np.max(np.asarray(scores)[finite]))
+            # the smallest k within 0.1 % of the best score (duplicated components add nothing)
+            best = next(k for k, v in zip(candidates, scores) if v >= top - 1e-3 * abs(top))
+        else:
+            best = gap_k
+        return best, {**report, "k_auto/candidates": np.asarray(candidates), "k_auto/score": np.asarray(scores),
+                      "k_auto/chosen": best}
 
     # ---- likelihood, refinement, prediction -----------------------------------------------------------------
     def component_log_prob(self, params: Mapping, data):

@@ -273,3 +273,22 @@ def test_default_alpha0_choice_is_the_same_for_memory_chunks_and_dask():
         assert other.diagnostics["alpha0"] == a.diagnostics["alpha0"]
         for site in ("alpha", "beta"):
             np.testing.assert_allclose(other.params[site], a.params[site], rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_k_auto_is_exact_on_population_moments(name):
+    module = _module(name)
+    _, population, options, _ = CASES[name]
+    estimate = module.FAMILY.spectral_from_moments(population(module), "auto", seed=0, **options)
+    # exact moments: exactly K leading positive values, and the eigengap falls after the K-th
+    assert estimate.k == K and estimate.diagnostics["k_auto/eigengap_k"] == K
+
+
+@pytest.mark.parametrize("name", ["lda", "gaussian_hmm", "gmm", "multiview", "factors"])
+def test_k_auto_on_samples_with_a_clear_eigengap(name):
+    module = _module(name)
+    data, options = _data(name)
+    options = {key: value for key, value in options.items() if key != "alpha0"}
+    estimate = _quiet(module.spectral, data, "auto", seed=0, **options)
+    assert estimate.k == K and estimate.diagnostics["k_auto/chosen"] == K
+    assert estimate.diagnostics["k_auto/spectrum"].ndim == 1

@@ -84,6 +84,7 @@ VIEW_PASSES = frozenset({"gram", "triples"})
 __all__ = [
     "VIEW_PASSES",
     "MultiViewFit",
+    "pair_spectrum",
     "MultiViewPopulation",
     "ViewMoments",
     "conditional_means",
@@ -289,6 +290,30 @@ def _top_left_basis(moments, v: int, u: int, k: int, rng, oversample: int, n_ite
 
 
 @public
+def pair_spectrum(moments, r: int, seed=0, target: int = -1) -> np.ndarray:
+    """The top ``r`` singular values of the cross moment of the target view and the first other view.
+
+    Under a k-class multi-view model the cross moments have rank k: the
+    spectrum tells how many classes the views support.
+
+    Parameters
+    ----------
+    moments : ViewMoments or MultiViewPopulation
+    r : int
+        How many.
+    seed : int or numpy.random.Generator
+    target : int
+        The target view.
+
+    Returns
+    -------
+    ndarray, shape (r,)
+    """
+    t = target % moments.n_views
+    a = next(v for v in range(moments.n_views) if v != t)
+    return _top_left_basis(moments, t, a, r, as_generator(seed), 10, 2)[1]
+
+
 def conditional_means(moments, view: int, anchor: int, anchor_means, weights) -> np.ndarray:
     """``E[x_view | h]`` from the cross moment with an already estimated anchor view.
 

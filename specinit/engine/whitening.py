@@ -22,7 +22,7 @@ import numpy as np
 
 from specinit._validation import as_generator, check_int, public, warn
 
-__all__ = ["Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace", "whiten"]
+__all__ = ["Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace", "signed_spectrum", "whiten"]
 
 
 class IndefiniteMomentError(ValueError):
@@ -303,3 +303,25 @@ def whiten(
             f"(relative Ritz residual {residual:.2g}, spectral gap s_k/|s_k+1| = {gap:.3g}); the top-{k} "
             "eigenvalues are barely separated from the rest: try a smaller k, or larger max_iter/oversample.")
     return Whitening(W=U / np.sqrt(s), U=U, eigenvalues=s, diagnostics=diagnostics)
+
+
+def signed_spectrum(moments, r: int, seed=0) -> np.ndarray:
+    """The ``r`` eigenvalues of largest magnitude of ``moments``' second moment, with their signs (descending).
+
+    Parameters
+    ----------
+    moments : object
+        Has ``n_features`` and ``m2_matmat``.
+    r : int
+        How many.
+    seed : int or numpy.random.Generator
+
+    Returns
+    -------
+    ndarray, shape (r,)
+    """
+    d = moments.n_features
+    r = check_int(r, "r", "signed_spectrum", minimum=1, maximum=d)
+    rng = as_generator(seed, "signed_spectrum")
+    space = krylov_eigenspace(moments.m2_matmat, rng.standard_normal((d, min(d, r + 10))), r, min_passes=3)
+    return space.ritz[:r]
