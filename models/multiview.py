@@ -38,12 +38,13 @@ import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
 
-from specinit._validation import Interval, Options, bad_argument, check_choice, check_int, public
+from specinit._validation import Interval, Options, bad_argument, check_choice, check_int, current_entry, public, warn
 from specinit.distributions.mixtures import MixtureLikelihood, gaussian_components, stack_views
 from specinit.engine.views import (
     ViewMoments,
     conditional_variances,
     multiview_population,
+    pair_misfit,
     with_squares,
 )
 from specinit.estimate import Site, SpectralEstimate
@@ -290,8 +291,10 @@ class MultiView(Family):
             limits.append((moments.n_observations, f"at most the number of observations ({moments.n_observations})"))
         return min(limits)
 
-    def unwhiten(self, fit, moments: MultiViewMoments, k, floor, **options):
+    def unwhiten(self, fit, moments: MultiViewMoments, k, floor, rng=None, **options):
         params, report = {"weights": fit.weights}, {}
+        if moments.n_observations is not None:
+            report.update(self.independence(moments, fit, k, rng))
         gaussian = [v for v, kind in enumerate(moments.kinds) if kind == "gaussian"]
         variances = conditional_variances(moments.squares, fit, gaussian) if gaussian else {}
         for v, kind in enumerate(moments.kinds):
@@ -303,6 +306,24 @@ class MultiView(Family):
                 report[f"scale_floored_{v}"] = int(np.count_nonzero(variances[v] < minimum))
                 params[f"scale_{v}"] = np.sqrt(np.maximum(variances[v], minimum))
         return params, report
+
+    def independence(self, moments: MultiViewMoments, fit, k: int, rng) -> dict:
+        """Check the model's premise on data: the views conditionally independent given the k classes.
+
+        :func:`specinit.engine.views.pair_misfit` compares every cross moment of the data with the one the fit
+        implies; above the sampling level ``max(0.2, 5 / sqrt(N))`` the views depend on each other beyond the
+        classes and a RuntimeWarning says what to try.
+        """
+        misfit = pair_misfit(moments.views, fit.weights, fit.means, seed=rng)
+        level = max(0.2, 5.0 / np.sqrt(moments.n_observations))
+        if np.max(misfit) > level:
+            warn(f"{current_entry()}: the views are not conditionally independent given the {k} estimated classes "
+                 f"(cross-moment misfit up to {np.max(misfit):.2g}, above the sampling level {level:.2g}; "
+                 "diagnostics['independence_misfit']): the multi-view model does not hold for these views. Try "
+                 "other views (groups of measurements independent given the class), another k, or one model of "
+                 "the concatenated views (specinit.models.gmm).")
+        return {"independence_misfit": misfit, "independence_level": level,
+                "independence_holds": bool(np.max(misfit) <= level)}
 
     # EM ------------------------------------------------------------------------------------------------------
     def refine_data(self, views, estimate: SpectralEstimate, kinds=None, dims=None, **options) -> ViewData:
@@ -510,6 +531,16 @@ def spectral(views, k: int | str, kinds=None, *, dims=None, target: int = -1, me
         floored at ``floor`` times the view's column variance where noise
         makes them non-positive (so the result does not depend on the data's
         unit); the number floored is in ``diagnostics["scale_floored_<v>"]``.
+        ``diagnostics["independence_misfit"]`` (one value per pair of views),
+        ``"independence_level"`` and ``"independence_holds"`` check the
+        model's premise (:meth:`MultiView.independence`).
+
+    Warns
+    -----
+    RuntimeWarning
+        The fallback to ``approach="jennrich"``, or views that are not
+        conditionally independent given the estimated classes (the model
+        does not hold; the warning says what to try).
 
     Raises
     ------

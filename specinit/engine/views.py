@@ -84,6 +84,7 @@ VIEW_PASSES = frozenset({"gram", "triples"})
 __all__ = [
     "VIEW_PASSES",
     "MultiViewFit",
+    "pair_misfit",
     "pair_spectrum",
     "MultiViewPopulation",
     "ViewMoments",
@@ -290,6 +291,43 @@ def _top_left_basis(moments, v: int, u: int, k: int, rng, oversample: int, n_ite
 
 
 @public
+def pair_misfit(moments, weights, means, seed=0, rank: int = 10) -> np.ndarray:
+    """How far each cross moment of the data is from what a fitted multi-view mixture implies.
+
+    Under the model the views are conditionally independent given the class, so
+    ``Pairs_{a,b} = sum_i w_i mu_{a,i} mu_{b,i}^T`` for every pair of views. The
+    misfit of a pair is ``||(Pairs_{a,b} - M_a^T diag(w) M_b) Q|| / ||Pairs_{a,b} Q||``
+    on a random orthonormal probe ``Q`` of ``rank`` columns (one pass per pair): near
+    the sampling noise when the model holds, large when the views depend on each
+    other beyond the classes.
+
+    Parameters
+    ----------
+    moments : ViewMoments or MultiViewPopulation
+    weights : array, shape (k,)
+    means : sequence of arrays, each (k, d_v)
+        The fitted class means of every view.
+    seed : int or numpy.random.Generator
+    rank : int
+        Columns of the probe.
+
+    Returns
+    -------
+    ndarray, shape (n_pairs,)
+        One misfit per pair ``(a, b)``, ``a < b``, in lexicographic order.
+    """
+    rng = as_generator(seed)
+    weights = np.asarray(weights, dtype=np.float64)
+    out = []
+    for a in range(moments.n_views):
+        for b in range(a + 1, moments.n_views):
+            Q = np.linalg.qr(rng.standard_normal((moments.dims[b], min(rank, moments.dims[b]))))[0]
+            data = moments.pairs_matmat(a, b, Q)
+            model = np.asarray(means[a]).T @ (weights[:, None] * (np.asarray(means[b]) @ Q))
+            out.append(float(np.linalg.norm(data - model) / max(np.linalg.norm(data), np.finfo(float).tiny)))
+    return np.asarray(out)
+
+
 def pair_spectrum(moments, r: int, seed=0, target: int = -1) -> np.ndarray:
     """The top ``r`` singular values of the cross moment of the target view and the first other view.
 

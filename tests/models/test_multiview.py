@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import jax
 import numpy as np
 import pytest
@@ -176,3 +178,26 @@ def test_refine_bad_input():
     bad[4, 0] = np.nan
     with pytest.raises(ValueError, match=r"NaN or infinite entries in 1 row\(s\): row 4"):
         mv.refine([views[0], views[1], bad], p, dims=(6, 8, 4))
+
+
+def test_the_conditional_independence_of_the_views_is_checked():
+    """On data from the model the cross moments match the fit; on image bands (neighbouring pixels depend on each
+    other beyond the digit) they do not, and the fit says so."""
+    from sklearn.datasets import load_digits
+
+    rng = np.random.default_rng(2)
+    h = rng.choice(3, 3000, p=[0.5, 0.3, 0.2])
+    means = [2.0 * rng.normal(size=(3, d)) for d in (4, 5, 6)]
+    views = [m[h] + rng.normal(size=(3000, m.shape[1])) for m in means]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning on data that follow the model
+        est = mv.spectral(views, 3, seed=0)
+    assert est.diagnostics["independence_holds"] and est.diagnostics["independence_misfit"].shape == (3,)
+    assert np.max(est.diagnostics["independence_misfit"]) < est.diagnostics["independence_level"]
+    x = load_digits().data
+    x = (x - x.mean(0)) / np.where(x.std(0) > 0, x.std(0), 1.0)
+    bands = [x[:, :24], x[:, 24:48], x[:, 48:]]
+    with pytest.warns(RuntimeWarning) as record:  # the Jennrich fallback, and the independence check
+        est = mv.spectral(bands, 10, seed=0)
+    assert any("not conditionally independent given the 10 estimated classes" in str(w.message) for w in record)
+    assert not est.diagnostics["independence_holds"]
