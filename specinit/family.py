@@ -79,6 +79,7 @@ from specinit._validation import (
     bad_argument,
     check_arguments,
     current_entry,
+    warn,
 )
 from specinit.engine.decompose import METHODS
 from specinit.engine.exchangeable import fit_exchangeable
@@ -265,7 +266,22 @@ class Family:
         except IndefiniteMomentError as exc:
             raise exc.advise(current_entry(), self.advice) from None
         params, repairs = project(params, self.site_table(params, **options)[0], checked["floor"])
+        self.warn_repairs(repairs, k, self.site_table(params, **options)[1])
         return k, params, {**report, **repairs}
+
+    def warn_repairs(self, repairs: Mapping, k: int, match_site: str | None) -> None:
+        """Warn when the projection had to repair much of the matched site (every repair is in the diagnostics)."""
+        negative = np.asarray(repairs.get(f"negative_mass_{match_site}", 0.0))
+        floored = repairs.get(f"floored_{match_site}", 0)
+        if np.any(negative > 0.25):
+            warn(f"{current_entry()}: {int(np.sum(negative > 0.25))} row(s) of {match_site!r} had more than 25% of "
+                 f"their mass negative before projection onto the simplex "
+                 f"(diagnostics['negative_mass_{match_site}']); the moments are noisy for k={k}: try a smaller k, "
+                 "more data, or refine the estimate.")
+        if floored:
+            warn(f"{current_entry()}: {floored} value(s) of {match_site!r} were not positive and were floored "
+                 f"(diagnostics['floored_{match_site}']); the moments are noisy for k={k}: try a smaller k or more "
+                 "data.")
 
     def spectral_from_moments(self, moments, k, *, method: str = "tpm", approach: str = "auto", seed=0,
                               floor: float = 1e-3, decompose_options: dict | None = None, vocabulary=None,
