@@ -58,7 +58,8 @@ class RefineResult:
         The objective at the start and after every iteration (EM: the
         total log-likelihood; MAP: the log joint; SVI: the ELBO).
     n_iter : int
-        Iterations taken.
+        Iterations taken in all (for EM with restarts, the candidates' short
+        runs included; ``log_likelihood`` traces the final run only).
     converged : bool
         Whether the stopping rule was met.
     method : str
@@ -267,7 +268,8 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     -------
     RefineResult
         ``diagnostics`` add ``restart_log_likelihoods`` (each candidate after ``restart_iter`` steps; the
-        first is the start's) and ``chosen_restart``.
+        first is the start's), ``chosen_restart`` and ``restart_iterations`` (the candidates' steps, counted
+        in ``n_iter``).
 
     Warns
     -----
@@ -293,14 +295,16 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
         finals = np.array([run[1][-1] for run in runs])
         chosen = int(np.argmax(finals))
         params = runs[chosen][0]
-        extra = {"restart_log_likelihoods": finals, "chosen_restart": chosen}
+        extra = {"restart_log_likelihoods": finals, "chosen_restart": chosen,
+                 "restart_iterations": sum(run[2] for run in runs)}
     params, trace, n_iter, converged, decreases = _em_steps(family, prepared, params, sites, floor, n_obs, max_iter,
                                                             tol, options)
+    n_iter = n_iter + extra.get("restart_iterations", 0) if max_iter > 0 else 0
     if not converged and max_iter > 0:
         warn(f"{current_entry()}: EM did not converge in max_iter={max_iter} iterations (last gain per observation "
              f"{(trace[-1] - trace[-2]) / n_obs:.3g} > tol={tol:g}); raise max_iter or tol.")
     result = refined(family, estimate, params, "em", trace, n_iter, converged, {"decreases": decreases, **extra})
-    return RefineResult(result, np.asarray(trace), n_iter if max_iter > 0 else 0, converged, "em",
+    return RefineResult(result, np.asarray(trace), n_iter, converged, "em",
                         {"n_observations": n_obs, "decreases": decreases, **extra})
 
 
