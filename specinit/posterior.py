@@ -1,10 +1,13 @@
 """ArviZ diagnostics: spectral estimates beside NumPyro posteriors.
 
-This is the ONLY module of specinit that imports ArviZ. ArviZ 0.x
-(``InferenceData``, Python 3.11) and 1.x (``xarray.DataTree``, Python >=
-3.12) differ; the difference is confined to the private helpers at the top
-(``_make``, :func:`group`, ``_put``, ``_summary``, ``_forest``). Everything
-else works on plain ``xarray.Dataset`` groups.
+This is the ONLY module of specinit that imports ArviZ. Two generations are
+supported: ArviZ 0.2x (``arviz.InferenceData``; the release installed on
+Python 3.11) and ArviZ 1.x (``xarray.DataTree``, with the computations in
+arviz-stats and the plots in arviz-plots; Python >= 3.12). The difference is
+confined to the private helpers under "ArviZ generation boundary" below;
+everything else works on plain ``xarray.Dataset`` groups and returns the same
+names on both generations (the ``r_hat`` and ``ess_bulk`` columns, the
+:class:`LooResult` fields ``elpd_loo``, ``p_loo``, ``loo_i``).
 
 Layout of the returned object (:func:`to_inference_data`):
 
@@ -21,16 +24,29 @@ Layout of the returned object (:func:`to_inference_data`):
   :func:`compare_table` and :func:`plot_forest_with_spectral` for the side
   by side view.
 
-Figures are drawn on ``matplotlib.figure.Figure`` objects (Agg rendering,
-no pyplot state, no display) and saved as PNG; each plotting helper returns
-the path written.
+The object is ArviZ's own, so it is saved and read back as ArviZ users do:
+``idata.to_netcdf("run.nc")`` and ``arviz.from_netcdf("run.nc")`` (the
+HDF5 engine, h5netcdf, is a dependency of specinit), on either generation.
+
+Convergence is reported with one definition everywhere in specinit
+(:func:`convergence`, :func:`max_rhat`, :func:`compare_table` and
+:mod:`specinit.compare`): ArviZ's rank-normalized split R-hat with the bulk
+effective sample size beside it (Vehtari et al. 2021).
+
+Figures are saved as PNG files; each plotting helper returns the path
+written and keeps no figure open.
 """
 
 from __future__ import annotations
 
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 
-import arviz as az
+# NumPyro before ArviZ: ArviZ 1.x registers ``numpyro`` as a lazily loaded module when it is imported first
+# (see _bind_numpyro_submodules).
+import numpyro
+import arviz as az  # noqa: I001
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -40,11 +56,13 @@ from specinit._validation import bad_argument, check_int, check_positive
 from specinit.align import align_draws
 
 __all__ = [
+    "LooResult",
     "group",
     "group_names",
     "to_inference_data",
     "estimate_to_inference_data",
     "compare_table",
+    "convergence",
     "max_rhat",
     "loo",
     "plot_forest_with_spectral",
@@ -54,7 +72,41 @@ __all__ = [
 
 _ARVIZ_1 = int(az.__version__.split(".")[0]) >= 1
 
-# ArviZ version boundary ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class LooResult:
+    """PSIS-LOO of a posterior, with the same names on both ArviZ generations.
+
+    Attributes
+    ----------
+    elpd_loo : float
+        Expected log pointwise predictive density (log scale).
+    se : float
+        Standard error of ``elpd_loo`` (as the installed ArviZ computes it).
+    p_loo : float
+        Effective number of parameters.
+    n_samples, n_data_points : int
+        Posterior draws (all chains) and observations (documents).
+    warning : bool
+        Some Pareto k above ``good_k``: the estimate is unreliable.
+    good_k : float
+        Threshold on the Pareto k diagnostic.
+    loo_i, pareto_k : xarray.DataArray or None
+        Pointwise ELPD and Pareto k per observation (``pointwise=True``).
+    """
+
+    elpd_loo: float
+    se: float
+    p_loo: float
+    n_samples: int
+    n_data_points: int
+    warning: bool
+    good_k: float
+    loo_i: xr.DataArray | None = None
+    pareto_k: xr.DataArray | None = None
+
+
+# ArviZ generation boundary -------------------------------------------------------------------------
 def _make(groups: dict):
     """An ArviZ container of ``xarray.Dataset`` groups."""
     if _ARVIZ_1:
@@ -113,25 +165,91 @@ def _put(data, name: str, dataset: xr.Dataset) -> None:
         data.add_groups({name: dataset})
 
 
-def _summary(data, var_names, hdi_prob: float) -> pd.DataFrame:
-    """``az.summary`` with columns ``mean, hdi_low, hdi_high, r_hat, ess_bulk``."""
+def _bind_numpyro_submodules() -> None:
+    """Bind every imported ``numpyro`` submodule on its parent package, as the import system does.
+
+    ArviZ 1.x puts a lazily loaded ``numpyro`` in ``sys.modules`` when it is
+    imported. If the first import that touches it is a submodule's (``from
+    numpyro.infer import MCMC`` after ``import arviz``), ``numpyro.infer`` is
+    executed twice and the copy left in ``sys.modules`` lacks the
+    submodule attributes (``numpyro.infer.initialization``) that ArviZ's
+    NumPyro converter reads.
+    """
+    for name, module in list(sys.modules.items()):
+        parent, _, child = name.rpartition(".")
+        if parent.startswith("numpyro") and module is not None and parent in sys.modules:
+            if getattr(sys.modules[parent], child, None) is not module:
+                setattr(sys.modules[parent], child, module)
+
+
+def _from_numpyro(mcmc, log_likelihood: bool, coords, event_dims):
+    """``az.from_numpyro`` (either generation)."""
     if _ARVIZ_1:
-        table = az.summary(data, var_names=var_names, ci_prob=hdi_prob, ci_kind="hdi")
+        _bind_numpyro_submodules()
+    return az.from_numpyro(mcmc, log_likelihood=log_likelihood, coords=coords, extra_event_dims=event_dims)
+
+
+def _summary(data, var_names, hdi_prob: float) -> pd.DataFrame:
+    """Unrounded ``az.summary`` with columns ``mean, hdi_low, hdi_high, r_hat, ess_bulk``."""
+    if _ARVIZ_1:
+        table = az.summary(data, var_names=var_names, ci_prob=hdi_prob, ci_kind="hdi", round_to="none")
         low, high = [c for c in table.columns if c.endswith("_lb")][0], [c for c in table.columns if c.endswith("_ub")][0]
     else:
-        table = az.summary(data, var_names=var_names, hdi_prob=hdi_prob)
+        table = az.summary(data, var_names=var_names, hdi_prob=hdi_prob, round_to="none")
         low, high = [c for c in table.columns if c.startswith("hdi_")]
     return table.rename(columns={low: "hdi_low", high: "hdi_high"})[["mean", "hdi_low", "hdi_high", "r_hat", "ess_bulk"]]
 
 
-def _forest(data, var_names, hdi_prob: float, ax) -> None:
-    """Draw ``az.plot_forest`` (one combined interval per scalar) on ``ax``."""
+def _rhat_ess(draws: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
+    """Rank-normalized split R-hat and bulk ESS of every element (dims ``chain``, ``draw`` first)."""
+    return az.rhat(draws, method="rank"), az.ess(draws, method="bulk")
+
+
+def _loo(data, pointwise: bool) -> LooResult:
+    """``az.loo`` under one set of names."""
+    result = az.loo(data, pointwise=pointwise)
+    names = ("se", "n_samples", "n_data_points", "warning", "good_k", "pareto_k")
     if _ARVIZ_1:
-        raise NotImplementedError(
-            "plot_forest_with_spectral draws on matplotlib axes with the ArviZ 0.x plot_forest; ArviZ "
-            f"{az.__version__} plots through PlotCollection. Use compare_table for the numbers."
-        )
-    az.plot_forest(data, var_names=var_names, combined=True, hdi_prob=hdi_prob, ax=ax)
+        fields = {"elpd_loo": result.elpd, "p_loo": result.p, "loo_i": result.elpd_i,
+                  **{name: getattr(result, name) for name in names}}
+    else:
+        fields = {name: result.get(name) for name in ("elpd_loo", "p_loo", "loo_i", *names)}
+    return LooResult(
+        elpd_loo=float(fields["elpd_loo"]), se=float(fields["se"]), p_loo=float(fields["p_loo"]),
+        n_samples=int(fields["n_samples"]), n_data_points=int(fields["n_data_points"]),
+        warning=bool(fields["warning"]), good_k=float(fields["good_k"]),
+        loo_i=fields["loo_i"] if pointwise else None, pareto_k=fields["pareto_k"] if pointwise else None,
+    )
+
+
+def _forest(data, names: list, spectral: xr.Dataset, hdi_prob: float, path: Path) -> None:
+    """Forest plot of ``names`` (one combined HDI per scalar) with the spectral values marked, saved to ``path``."""
+    legend = f"x: spectral estimate; o: posterior mean; lines: {hdi_prob:.0%} HDI"
+    if _ARVIZ_1:
+        from arviz_plots.visuals import scatter_x
+        from matplotlib import pyplot
+
+        inner = 0.5 if hdi_prob > 0.5 else hdi_prob / 2
+        plots = az.plot_forest(data, var_names=names, combined=True, point_estimate="mean", ci_kind="hdi",
+                               ci_probs=(inner, hdi_prob), backend="matplotlib")
+        plots.map(scatter_x, "spectral", data=spectral, coords={"column": "forest"}, ignore_aes={"alpha", "overlay"},
+                  color="C3", marker="x")
+        plots.add_title(legend + f" (thick: {inner:.0%})", size=9)
+        figure = plots.get_viz("figure")
+        try:
+            _save(figure, path)
+        finally:
+            pyplot.close(figure)
+        return
+    values = np.concatenate([spectral[n].values.ravel() for n in names])
+    fig = Figure(figsize=(6, 1 + 0.25 * values.size))
+    ax = fig.add_subplot()
+    az.plot_forest(data, var_names=names, combined=True, hdi_prob=hdi_prob, ax=ax)
+    rows = sorted((tick.get_position()[1] for tick in ax.get_yticklabels()), reverse=True)
+    ax.scatter(values, rows, marker="x", color="C3", zorder=3, label="spectral")
+    ax.legend(loc="upper right")
+    ax.set_title(legend, fontsize=9)
+    _save(fig, path)
 
 
 # conversion ---------------------------------------------------------------------------------------
@@ -221,7 +339,7 @@ def to_inference_data(mcmc, estimate=None, *, align: bool = True, log_likelihood
     func = "to_inference_data"
     coords = _coords(estimate) if estimate is not None else None
     event_dims = {k: list(v) for k, v in estimate.facts.event_dims.items()} if estimate is not None else None
-    data = az.from_numpyro(mcmc, log_likelihood=bool(log_likelihood), coords=coords, extra_event_dims=event_dims or None)
+    data = _from_numpyro(mcmc, bool(log_likelihood), coords, event_dims or None)
     if estimate is None:
         return data
     posterior = group(data, "posterior")
@@ -234,13 +352,18 @@ def to_inference_data(mcmc, estimate=None, *, align: bool = True, log_likelihood
         posterior = posterior.assign({name: (posterior[name].dims, value) for name, value in aligned.items()})
         posterior.attrs["aligned_to"] = "spectral"
         _put(data, "posterior", posterior)
-    spectral = xr.Dataset(
-        {name: (posterior[name].dims, value[None, None]) for name, value in estimate.params.items()},
-        coords={dim: posterior.coords[dim] for name in estimate.params for dim in posterior[name].dims[2:]},
-        attrs=_attrs(estimate),
-    )
+    spectral = _spectral_values(posterior, estimate, list(estimate.params)).expand_dims(chain=[0], draw=[0])
+    spectral.attrs.update(_attrs(estimate))
     _put(data, "spectral", spectral)
     return data
+
+
+def _spectral_values(posterior: xr.Dataset, estimate, names: list) -> xr.Dataset:
+    """The estimate's values of ``names`` with the posterior's per-draw dims and coords."""
+    return xr.Dataset(
+        {name: (posterior[name].dims[2:], estimate.params[name]) for name in names},
+        coords={dim: posterior.coords[dim] for name in names for dim in posterior[name].dims[2:] if dim in posterior.coords},
+    )
 
 
 # tables -------------------------------------------------------------------------------------------
@@ -252,6 +375,13 @@ def _var_names(posterior: xr.Dataset, estimate, var_names, func: str) -> list:
             "var_names", func, f"sites of both the estimate ({sorted(estimate.params)}) and the posterior", missing or names
         )
     return names
+
+
+def _check_prob(hdi_prob, func: str) -> float:
+    hdi_prob = check_positive(hdi_prob, "hdi_prob", func)
+    if hdi_prob >= 1:
+        raise bad_argument("hdi_prob", func, "a probability in (0, 1)", hdi_prob)
+    return hdi_prob
 
 
 def compare_table(idata, estimate, var_names=None, hdi_prob: float = 0.94) -> pd.DataFrame:
@@ -272,7 +402,8 @@ def compare_table(idata, estimate, var_names=None, hdi_prob: float = 0.94) -> pd
     pandas.DataFrame
         Indexed like ``az.summary`` (``"beta[0, 3]"``), with columns
         ``spectral``, ``mean``, ``hdi_low``, ``hdi_high``, ``inside``
-        (``hdi_low <= spectral <= hdi_high``), ``r_hat``, ``ess_bulk``.
+        (``hdi_low <= spectral <= hdi_high``), ``r_hat`` (rank-normalized
+        split R-hat, as :func:`convergence`), ``ess_bulk``; unrounded.
 
     Raises
     ------
@@ -281,9 +412,7 @@ def compare_table(idata, estimate, var_names=None, hdi_prob: float = 0.94) -> pd
         whose shapes differ from the posterior's.
     """
     func = "compare_table"
-    hdi_prob = check_positive(hdi_prob, "hdi_prob", func)
-    if hdi_prob >= 1:
-        raise bad_argument("hdi_prob", func, "a probability in (0, 1)", hdi_prob)
+    hdi_prob = _check_prob(hdi_prob, func)
     posterior = group(idata, "posterior")
     _check_shapes(posterior, estimate, func)
     names = _var_names(posterior, estimate, var_names, func)
@@ -293,25 +422,96 @@ def compare_table(idata, estimate, var_names=None, hdi_prob: float = 0.94) -> pd
     return table
 
 
+def _draws(data, var_names, func: str) -> xr.Dataset:
+    """Posterior draws as a Dataset with dims ``(chain, draw, ...)``, from an ArviZ object or a dict of arrays."""
+    if isinstance(data, dict):
+        if not data:
+            raise bad_argument("data", func, "a non-empty dict of site -> draws", data)
+        variables = {}
+        for name, value in data.items():
+            value = np.asarray(value)
+            if value.ndim < 2 or value.shape[0] < 2 or value.shape[1] < 4:
+                raise bad_argument("data", func, "draws with leading (chain, draw) axes, >= 2 chains and >= 4 draws",
+                                   f"shape {value.shape} for {name!r}", describe=False)
+            variables[name] = (["chain", "draw", *(f"{name}_dim_{i}" for i in range(value.ndim - 2))], value)
+        draws = xr.Dataset(variables)
+    else:
+        draws = group(data, "posterior")
+    if var_names is None:
+        return draws
+    names = [var_names] if isinstance(var_names, str) else list(var_names)
+    missing = [n for n in names if n not in draws]
+    if missing or not names:
+        raise bad_argument("var_names", func, f"variables of the posterior ({sorted(draws.data_vars)})", missing or names)
+    return draws[names]
+
+
+def convergence(data, var_names=None) -> pd.DataFrame:
+    """Worst rank-normalized split R-hat and bulk ESS of each variable.
+
+    The one convergence measure of specinit (ArviZ's ``rhat`` with
+    ``method="rank"`` and ``ess`` with ``method="bulk"``): the split R-hat
+    of the rank-normalized draws and of the folded draws, whichever is
+    larger [1]_. Values below 1.01 (with bulk ESS above 100 per chain) are
+    the usual bar for pooled chains.
+
+    Parameters
+    ----------
+    data : arviz.InferenceData, xarray.DataTree or dict of str -> array-like
+        An ArviZ object with a ``posterior`` group, or draws with leading
+        ``(chain, draw)`` axes (``mcmc.get_samples(group_by_chain=True)``;
+        at least 2 chains of 4 draws).
+    var_names : str or list of str, optional
+        Variables to include (default: all).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per variable, columns ``r_hat`` (the largest over the
+        variable's entries) and ``ess_bulk`` (the smallest). NaN where a
+        variable is constant within every chain (R-hat undefined).
+
+    Raises
+    ------
+    ValueError
+        Unknown ``var_names``, or draws without a chain and a draw axis.
+
+    References
+    ----------
+    .. [1] Vehtari, Gelman, Simpson, Carpenter, Buerkner, "Rank-normalization,
+       folding, and localization: an improved R-hat for assessing convergence
+       of MCMC", Bayesian Analysis 16(2), 2021.
+    """
+    draws = _draws(data, var_names, "convergence")
+    rhat, ess = _rhat_ess(draws)
+    names = list(draws.data_vars)
+    return pd.DataFrame(
+        {"r_hat": [float(np.max(rhat[n].values)) for n in names], "ess_bulk": [float(np.min(ess[n].values)) for n in names]},
+        index=pd.Index(names, name="variable"),
+    )
+
+
 def max_rhat(idata, var_names=None) -> float:
     """Largest rank-normalized split R-hat over ``var_names``.
 
     Parameters
     ----------
-    idata : arviz.InferenceData or xarray.DataTree
-        With a ``posterior`` group of several chains.
+    idata : arviz.InferenceData, xarray.DataTree or dict of str -> array-like
+        With a ``posterior`` group of several chains, or draws as for
+        :func:`convergence`.
     var_names : str or list of str, optional
         Variables to include (default: all posterior variables).
 
     Returns
     -------
     float
-        The maximum of ``az.summary``'s ``r_hat`` column.
+        The maximum of :func:`convergence`'s ``r_hat`` column (the same
+        values as :func:`compare_table`'s ``r_hat``).
     """
-    return float(_summary(idata, var_names, 0.94)["r_hat"].max())
+    return float(convergence(idata, var_names)["r_hat"].max())
 
 
-def loo(idata, *, pointwise: bool = False):
+def loo(idata, *, pointwise: bool = False) -> LooResult:
     """PSIS-LOO of the per-document log-likelihood (``az.loo``).
 
     Parameters
@@ -323,8 +523,10 @@ def loo(idata, *, pointwise: bool = False):
 
     Returns
     -------
-    ELPDData
-        ArviZ's LOO result (``elpd_loo``, ``p_loo``, ...).
+    LooResult
+        ``elpd_loo``, ``se``, ``p_loo``, ... and, with ``pointwise=True``,
+        ``loo_i`` and ``pareto_k`` (one entry per document), under these
+        names on both ArviZ generations.
 
     Raises
     ------
@@ -332,7 +534,7 @@ def loo(idata, *, pointwise: bool = False):
         If ``idata`` has no ``log_likelihood`` group.
     """
     group(idata, "log_likelihood")
-    return az.loo(idata, pointwise=pointwise)
+    return _loo(idata, bool(pointwise))
 
 
 # plots ----------------------------------------------------------------------------------------------
@@ -343,11 +545,16 @@ def _save(fig: Figure, path) -> Path:
 
 
 def plot_forest_with_spectral(idata, estimate, var_names, path, *, hdi_prob: float = 0.94) -> Path:
-    """``az.plot_forest`` of the posterior with the spectral values marked.
+    """Forest plot of the posterior (``az.plot_forest``) with the spectral values marked.
+
+    One row per scalar parameter: the posterior mean, its highest-density
+    interval (chains combined) and the spectral value as a red cross. Drawn
+    with ArviZ 0.x's matplotlib ``plot_forest`` or arviz-plots'
+    ``plot_forest`` (a ``PlotCollection``, matplotlib backend) on ArviZ 1.x.
 
     Parameters
     ----------
-    idata : arviz.InferenceData
+    idata : arviz.InferenceData or xarray.DataTree
         From :func:`to_inference_data` (aligned to ``estimate``).
     estimate : SpectralEstimate
     var_names : str or list of str
@@ -355,24 +562,27 @@ def plot_forest_with_spectral(idata, estimate, var_names, path, *, hdi_prob: flo
     path : str or Path
         PNG file to write.
     hdi_prob : float
+        Probability mass of the interval, in (0, 1).
 
     Returns
     -------
     Path
         ``path``.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``var_names``, ``hdi_prob`` outside (0, 1), or an estimate
+        whose shapes differ from the posterior's.
     """
     func = "plot_forest_with_spectral"
+    hdi_prob = _check_prob(hdi_prob, func)
     posterior = group(idata, "posterior")
     _check_shapes(posterior, estimate, func)
     names = _var_names(posterior, estimate, var_names, func)
-    values = np.concatenate([estimate.params[n].ravel() for n in names])
-    fig = Figure(figsize=(6, 1 + 0.25 * values.size))
-    ax = fig.add_subplot()
-    _forest(idata, names, hdi_prob, ax)
-    rows = sorted((tick.get_position()[1] for tick in ax.get_yticklabels()), reverse=True)
-    ax.scatter(values, rows, marker="x", color="C3", zorder=3, label="spectral")
-    ax.legend(loc="upper right")
-    return _save(fig, path)
+    path = Path(path)
+    _forest(idata, names, _spectral_values(posterior, estimate, names), hdi_prob, path)
+    return path
 
 
 def plot_topic_heatmap(beta, path, vocabulary=None, top_n: int = 10) -> Path:

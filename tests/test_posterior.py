@@ -1,17 +1,29 @@
-"""Tests for specinit.posterior on a tiny warm-started LDA run."""
+"""Tests for specinit.posterior on a tiny warm-started LDA run, on either ArviZ generation (0.x on Python 3.11,
+1.x on Python >= 3.12): every test here crosses the NumPyro/ArviZ boundary."""
 
 from __future__ import annotations
+
+import os
+import subprocess
+import sys
 
 import arviz as az
 import jax
 import numpy as np
+import pandas as pd
 import pytest
-from matplotlib.figure import Figure
+import xarray as xr
+from matplotlib import pyplot
+from matplotlib.colors import to_rgb
+from matplotlib.image import imread
 from numpyro.infer import MCMC, NUTS
+from scipy import stats
 from specinit.models import lda
 
 from specinit import posterior
 from specinit.estimate import SpectralEstimate
+
+pytestmark = pytest.mark.boundary
 
 K, V, N = 2, 20, 40
 
@@ -69,20 +81,18 @@ def test_arviz_summary_accepts_the_result(fit):
     assert np.isfinite(posterior.max_rhat(idata, ["alpha", "beta"]))
 
 
-# ArviZ tiers: 0.x (InferenceData, Python 3.11) draws forests on matplotlib axes; 1.x (DataTree, Python >= 3.12)
-# plots through PlotCollection. Exactly one of the two tests below runs, whichever generation is installed.
-@pytest.mark.skipif(posterior._ARVIZ_1, reason="ArviZ 0.x API (matplotlib axes); the 1.x tier runs instead")
-def test_arviz_0x_plot_forest_accepts_the_result(fit, tmp_path):
+def test_plot_forest_with_spectral_marks_the_estimate(fit, tmp_path):
+    # Both ArviZ generations: matplotlib axes (0.x) and arviz-plots' PlotCollection (1.x). The spectral values are
+    # drawn as crosses in matplotlib's "C3" red, a colour no other element of the forest uses: count those pixels.
     _, estimate, idata = fit
-    fig = Figure()
-    az.plot_forest(idata, var_names=["alpha"], combined=True, ax=fig.add_subplot())
-    assert posterior.plot_forest_with_spectral(idata, estimate, ["alpha"], tmp_path / "f.png").stat().st_size > 0
-
-
-@pytest.mark.skipif(not posterior._ARVIZ_1, reason="ArviZ 1.x API (PlotCollection); the 0.x tier runs instead")
-def test_arviz_1x_plot_forest_accepts_the_result(fit):
-    _, _, idata = fit
-    assert az.plot_forest(idata, var_names=["alpha"]) is not None
+    open_figures = pyplot.get_fignums()
+    path = posterior.plot_forest_with_spectral(idata, estimate, ["alpha"], tmp_path / "forest.png")
+    assert pyplot.get_fignums() == open_figures  # no figure left open
+    image = imread(path)[..., :3]
+    red = np.all(np.abs(image - np.array(to_rgb("C3"))) < 0.05, axis=-1)
+    assert red.sum() > 20
+    with pytest.raises(ValueError, match="'hdi_prob'"):
+        posterior.plot_forest_with_spectral(idata, estimate, ["alpha"], tmp_path / "f.png", hdi_prob=1.5)
 
 
 @pytest.mark.filterwarnings(
@@ -91,8 +101,96 @@ def test_arviz_1x_plot_forest_accepts_the_result(fit):
 )
 def test_loo_uses_per_document_log_likelihood(fit):
     result = posterior.loo(fit[2], pointwise=True)
-    assert result["loo_i"].shape == (N,)
-    assert np.isfinite(result["elpd_loo"])
+    assert isinstance(result, posterior.LooResult)
+    assert result.loo_i.shape == result.pareto_k.shape == (N,)
+    assert result.loo_i.dims == ("documents",)
+    assert result.n_data_points == N and result.n_samples == 60
+    # PSIS-LOO: elpd is the sum of the pointwise values; p_loo = lppd - elpd_loo.
+    assert result.elpd_loo == pytest.approx(float(result.loo_i.sum()), rel=1e-12)
+    log_lik = posterior.group(fit[2], "log_likelihood")["counts"].values.reshape(60, N).astype(np.float64)
+    lppd = np.sum(np.log(np.mean(np.exp(log_lik - log_lik.max(0)), axis=0)) + log_lik.max(0))
+    assert result.p_loo == pytest.approx(lppd - result.elpd_loo, rel=1e-10)
+    assert posterior.loo(fit[2]).loo_i is None
+
+
+def _split(x):
+    half = x.shape[1] // 2
+    return np.concatenate([x[:, :half], x[:, x.shape[1] - half:]])
+
+
+def _z_scale(x):
+    ranks = stats.rankdata(x, method="average").reshape(x.shape)
+    return stats.norm.ppf((ranks - 0.375) / (x.size + 0.25))
+
+
+def _rhat(x):
+    n = x.shape[1]
+    between, within = n * np.var(x.mean(axis=1), ddof=1), np.mean(np.var(x, axis=1, ddof=1))
+    return np.sqrt((between / within + n - 1) / n)
+
+
+def rank_normalized_split_rhat(x):
+    """Vehtari et al. (2021), eqs. 3-4 and Sec. 4: max of the bulk and folded (tail) split R-hat of z-scored ranks."""
+    split = _split(x)
+    return max(_rhat(_z_scale(split)), _rhat(_z_scale(np.abs(split - np.median(split)))))
+
+
+def test_one_rhat_everywhere(fit):
+    # convergence, max_rhat and compare_table report the same number, and it is the rank-normalized split R-hat
+    # of the paper (computed here from its formulas), not the classic split R-hat.
+    _, estimate, idata = fit
+    draws = {name: posterior.group(idata, "posterior")[name].values for name in ("alpha", "beta")}
+    table = posterior.convergence(idata, ["alpha", "beta"])
+    assert list(table.columns) == ["r_hat", "ess_bulk"] and list(table.index) == ["alpha", "beta"]
+    pd.testing.assert_frame_equal(posterior.convergence(draws), table, rtol=1e-12, atol=0)
+    oracle = max(rank_normalized_split_rhat(draws["alpha"][..., i]) for i in range(K))
+    assert table.loc["alpha", "r_hat"] == pytest.approx(oracle, rel=1e-12)
+    compared = posterior.compare_table(idata, estimate, var_names=["alpha"])
+    assert compared["r_hat"].max() == pytest.approx(oracle, rel=1e-12)
+    assert compared["ess_bulk"].min() == pytest.approx(table.loc["alpha", "ess_bulk"], rel=1e-12)
+    assert posterior.max_rhat(idata, ["alpha", "beta"]) == table["r_hat"].max()
+    with pytest.raises(ValueError, match="'data' argument of convergence"):
+        posterior.convergence({"alpha": draws["alpha"][:1]})
+    with pytest.raises(ValueError, match="'var_names' argument of convergence"):
+        posterior.convergence(idata, ["gamma"])
+
+
+def test_saved_to_netcdf_and_read_back(fit, tmp_path):
+    # As a user saves an ArviZ object, on either generation (h5netcdf is a dependency of specinit).
+    _, estimate, idata = fit
+    idata.to_netcdf(tmp_path / "run.nc")
+    loaded = az.from_netcdf(tmp_path / "run.nc")
+    assert set(posterior.group_names(idata)) <= set(posterior.group_names(loaded))
+    for name in ("posterior", "log_likelihood", "spectral"):
+        xr.testing.assert_identical(posterior.group(loaded, name).load(), posterior.group(idata, name))
+    assert posterior.group(loaded, "spectral").attrs["model"] == "lda"
+    pd.testing.assert_frame_equal(posterior.compare_table(loaded, estimate), posterior.compare_table(idata, estimate))
+
+
+IMPORT_ARVIZ_FIRST = """
+import arviz as az  # first, as many users write it
+from numpyro.infer import MCMC, NUTS
+import jax
+import numpy as np
+from specinit import posterior
+from specinit.models import lda
+
+X = np.random.default_rng(0).poisson(2.0, size=(20, 10)).astype(np.float32)
+estimate = lda.spectral(X, 2, 1.0)
+mcmc = MCMC(NUTS(lda.model, max_tree_depth=2), num_warmup=5, num_samples=5, progress_bar=False)
+mcmc.run(jax.random.PRNGKey(0), X, k=2)
+data = posterior.to_inference_data(mcmc, estimate)
+print(sorted(posterior.group_names(data)))
+"""
+
+
+def test_to_inference_data_when_arviz_is_imported_before_numpyro():
+    # ArviZ 1.x registers numpyro as a lazy module; `from numpyro.infer import ...` right after `import arviz` used to
+    # leave numpyro.infer without its submodule attributes, and ArviZ's converter raised AttributeError.
+    result = subprocess.run([sys.executable, "-c", IMPORT_ARVIZ_FIRST], capture_output=True, text=True, timeout=300,
+                            env=dict(os.environ, PYTHONWARNINGS="error::RuntimeWarning"))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "'log_likelihood'" in result.stdout and "'spectral'" in result.stdout
 
 
 def test_compare_table(fit):
@@ -110,7 +208,6 @@ def test_compare_table(fit):
 def test_plots_are_written(fit, tmp_path):
     _, estimate, idata = fit
     paths = [
-        posterior.plot_forest_with_spectral(idata, estimate, ["alpha"], tmp_path / "forest.png"),
         posterior.plot_topic_heatmap(estimate.params["beta"], tmp_path / "topics.png",
                                        vocabulary=[f"w{i}" for i in range(V)], top_n=5),
         posterior.plot_elbo_traces({"warm": np.linspace(3, 1, 50), "cold": np.linspace(5, 2, 50)}, tmp_path / "elbo.png"),
