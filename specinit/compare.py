@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 
 import jax
 import numpy as np
-from numpyro.diagnostics import split_gelman_rubin
 from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO, init_to_uniform
 from numpyro.infer.autoguide import AutoDelta, AutoNormal
 from numpyro.optim import Adam
 
 from specinit._validation import bad_argument, check_choice, check_int, check_positive
+from specinit.posterior import convergence
 from specinit.warmstart import site_info
 
 __all__ = ["NutsComparison", "SviComparison", "compare_nuts", "compare_svi", "local_sites"]
@@ -58,10 +58,6 @@ def local_sites(model, model_args=(), model_kwargs=None) -> tuple:
     )
 
 
-def _max_rhat(samples: dict) -> dict:
-    return {name: float(np.max(split_gelman_rubin(np.asarray(value)))) for name, value in samples.items()}
-
-
 @dataclass
 class NutsComparison:
     """Result of :func:`compare_nuts`.
@@ -74,7 +70,9 @@ class NutsComparison:
     warm_time, cold_time : float
         Wall-clock seconds of ``MCMC.run`` (warm-up, sampling, compilation).
     warm_rhat, cold_rhat : dict of str -> float
-        Max split R-hat of every latent site, per-document sites included.
+        Largest rank-normalized split R-hat of every latent site, per-document
+        sites included (:func:`specinit.posterior.convergence`, the one
+        R-hat of specinit).
     global_sites : tuple of str
         The estimate's sites outside the data plates; :meth:`summary`
         reports R-hat over these.
@@ -111,7 +109,7 @@ def _nuts_run(model, init_params, key, model_args, model_kwargs, settings, nuts_
     samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
     elapsed = time.perf_counter() - start
     steps = float(np.mean(np.asarray(mcmc.get_extra_fields()["num_steps"])))
-    return mcmc, elapsed, _max_rhat(samples), steps
+    return mcmc, elapsed, convergence(samples)["r_hat"].to_dict(), steps
 
 
 def compare_nuts(

@@ -109,7 +109,8 @@ def test_loo_uses_per_document_log_likelihood(fit):
     assert result.elpd_loo == pytest.approx(float(result.loo_i.sum()), rel=1e-12)
     log_lik = posterior.group(fit[2], "log_likelihood")["counts"].values.reshape(60, N).astype(np.float64)
     lppd = np.sum(np.log(np.mean(np.exp(log_lik - log_lik.max(0)), axis=0)) + log_lik.max(0))
-    assert result.p_loo == pytest.approx(lppd - result.elpd_loo, rel=1e-10)
+    # the log-likelihood group is float32 (NumPyro's default), and ArviZ sums it in that precision
+    assert result.p_loo == pytest.approx(lppd - result.elpd_loo, rel=1e-5)
     assert posterior.loo(fit[2]).loo_i is None
 
 
