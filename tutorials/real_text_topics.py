@@ -96,7 +96,7 @@ print(f"anchor words: fit in {anchor_seconds:.2f} s, held-out perplexity {anchor
 # %%
 frequency = np.asarray(X.sum(axis=0)).ravel()  # whole-corpus word counts (every word occurs)
 for i, words in enumerate(top_relevant_words(estimate.params["beta"], frequency, corpus.vocabulary, n=8)):
-    print(f"topic {i:2d}  alpha {estimate.params['alpha'][i]:.3f}  UMass {coherence[i]:7.1f}  {' '.join(words)}")
+    print(f"topic {i:2d}  alpha {estimate.params['alpha'][i]:.3f}  UMass {coherence[i]:6.2f}  {' '.join(words)}")
 
 # %% [markdown]
 # ## Refinement with NumPyro: warm-started SVI

@@ -33,7 +33,7 @@ estimate = lda.spectral(X, k, alpha0=1.0, vocabulary=corpus.vocabulary, seed=0)
 print(f"fit in {time.perf_counter() - start:.2f} s; sum(alpha_hat) = {estimate.diagnostics['alpha_sum']:.2f}")
 coherence = umass_coherence(estimate.params["beta"], X, n=10)
 for i, words in enumerate(top_words(estimate.params["beta"], corpus.vocabulary, n=8)):
-    print(f"topic {i}  alpha {estimate.params['alpha'][i]:.3f}  UMass {coherence[i]:6.1f}  {' '.join(words)}")
+    print(f"topic {i}  alpha {estimate.params['alpha'][i]:.3f}  UMass {coherence[i]:6.2f}  {' '.join(words)}")
 
 # %% [markdown]
 # Frequent words ("said", "year") dominate raw probabilities; relevance

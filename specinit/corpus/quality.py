@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import bad_argument, check_count_matrix, check_int
+from specinit._validation import bad_argument, check_count_matrix, check_int, check_positive
 from specinit.corpus import Corpus
 
 __all__ = ["relevance", "top_relevant_words", "top_words", "umass_coherence"]
@@ -103,17 +103,23 @@ def _counts_matrix(counts, func: str) -> sp.csr_matrix:
     return check_count_matrix(counts, "counts", func)
 
 
-def umass_coherence(beta: Any, counts, n: int = 10) -> np.ndarray:
-    r"""UMass coherence of each topic's ``n`` top words.
+def umass_coherence(beta: Any, counts, n: int = 10, *, smoothing: float = 1.0) -> np.ndarray:
+    r"""UMass coherence of each topic's ``n`` top words: the mean over ranked word pairs.
 
     .. math::
 
-        C(t) = \sum_{j=2}^{n} \sum_{i=1}^{j-1} \log \frac{D(w_i, w_j) + 1}{D(w_i)}
+        C(t) = \binom{n}{2}^{-1} \sum_{j=2}^{n} \sum_{i=1}^{j-1}
+               \log \frac{D(w_i, w_j) + \epsilon}{D(w_i)}
 
     with :math:`w_1, \dots, w_n` the topic's top words (most probable first),
-    :math:`D(w)` the number of documents containing :math:`w` and
-    :math:`D(w_i, w_j)` the number containing both. Only the columns of the
-    top words are read (never a V x V matrix).
+    :math:`D(w)` the number of documents containing :math:`w`,
+    :math:`D(w_i, w_j)` the number containing both and :math:`\epsilon` the
+    ``smoothing``. Mimno et al. define the sum with :math:`\epsilon = 1`;
+    the mean over pairs is gensim's ``CoherenceModel(coherence="u_mass")``
+    convention, so scores are comparable across ``n``. gensim smooths the
+    probability instead of the count (:math:`\epsilon = 10^{-12} N` for
+    N documents gives its numbers exactly). Only the columns of the top
+    words are read (never a V x V matrix).
 
     Parameters
     ----------
@@ -123,11 +129,13 @@ def umass_coherence(beta: Any, counts, n: int = 10) -> np.ndarray:
         The reference corpus.
     n : int, default 10
         Top words per topic (at least 1, at most V are used; ``n=1`` gives 0).
+    smoothing : float, default 1.0
+        Added to every co-document frequency (positive).
 
     Returns
     -------
     numpy.ndarray of shape (k,)
-        Coherence per topic (<= 0 up to the +1 smoothing; higher is better).
+        Mean coherence per topic (<= 0 up to the smoothing; higher is better).
 
     Raises
     ------
@@ -139,6 +147,8 @@ def umass_coherence(beta: Any, counts, n: int = 10) -> np.ndarray:
     ----------
     Mimno, Wallach, Talley, Leenders and McCallum (2011), Optimizing semantic
     coherence in topic models, EMNLP; seed paper 003, Sec. 4.3.
+    Roeder, Both and Hinneburg (2015), Exploring the space of topic coherence
+    measures, WSDM (the mean aggregation).
     """
     func = "umass_coherence"
     beta = _check_beta(beta, func)
@@ -146,6 +156,7 @@ def umass_coherence(beta: Any, counts, n: int = 10) -> np.ndarray:
     if matrix.shape[1] != beta.shape[1]:
         raise bad_argument("counts", func, f"a matrix with V={beta.shape[1]} columns like beta", matrix)
     n = min(check_int(n, "n", func, minimum=1), beta.shape[1])
+    smoothing = check_positive(smoothing, "smoothing", func)
     top = _top_indices(beta, n)
     used, position = np.unique(top, return_inverse=True)
     present = (matrix[:, used] > 0).astype(np.float64).tocsc()
@@ -159,9 +170,10 @@ def umass_coherence(beta: Any, counts, n: int = 10) -> np.ndarray:
                 "counts", func, "a corpus in which every top word occurs in some document",
                 f"word {word} (a top word of topic {topic}) in no document", describe=False,
             )
-        block = present[:, columns]
-        co_freq = (block.T @ block).toarray()
-        coherence[topic] = np.sum(np.log((co_freq[upper_i, upper_j] + 1.0) / doc_freq[columns[upper_i]]))
+        if n > 1:
+            block = present[:, columns]
+            co_freq = (block.T @ block).toarray()
+            coherence[topic] = np.mean(np.log((co_freq[upper_i, upper_j] + smoothing) / doc_freq[columns[upper_i]]))
     return coherence
 
 

@@ -21,17 +21,17 @@ def random_beta(rng, k, n_words):
 
 
 def coherence_oracle(beta, dense_counts, n):
-    """Direct double loop over ranked word pairs on the dense binary matrix."""
+    """Direct double loop over ranked word pairs on the dense binary matrix: the mean of the pair scores."""
     present = np.asarray(dense_counts) > 0
     scores = []
     for row in np.asarray(beta):
         ranked = sorted(range(len(row)), key=lambda w: (-row[w], w))[:n]
-        total = 0.0
+        pairs = []
         for j in range(1, n):
             for i in range(j):
                 both = np.sum(present[:, ranked[i]] & present[:, ranked[j]])
-                total += np.log((both + 1) / np.sum(present[:, ranked[i]]))
-        scores.append(total)
+                pairs.append(np.log((both + 1) / np.sum(present[:, ranked[i]])))
+        scores.append(np.mean(pairs))
     return np.array(scores)
 
 
@@ -84,10 +84,34 @@ def test_umass_coherence_hand_computed():
     # documents: {a, b}, {a}, {b, c}, {a, b, c}; D(a)=3, D(b)=3, D(a,b)=2, D(a,c)=1, D(b,c)=2
     counts = np.array([[1, 2, 0], [3, 0, 0], [0, 1, 1], [1, 1, 4]])
     beta = np.array([[0.5, 0.3, 0.2]])
-    # pairs (a,b), (a,c), (b,c) with the higher-ranked word's frequency below: 3/3, 2/3, 3/3
-    np.testing.assert_allclose(umass_coherence(beta, counts, n=3), [np.log(2 / 3)], rtol=1e-12)
+    # pairs (a,b), (a,c), (b,c) with the higher-ranked word's frequency below: 3/3, 2/3, 3/3; their mean
+    np.testing.assert_allclose(umass_coherence(beta, counts, n=3), [np.log(2 / 3) / 3], rtol=1e-12)
     np.testing.assert_allclose(umass_coherence(beta, counts, n=1), [0.0])
-    np.testing.assert_allclose(umass_coherence(beta, counts), [np.log(2 / 3)], rtol=1e-12)  # n=10 > V uses all V
+    np.testing.assert_allclose(umass_coherence(beta, counts), [np.log(2 / 3) / 3], rtol=1e-12)  # n=10 > V: all V
+    # pairs (a,b), (a,c) with smoothing 0.5: log(2.5/3), log(1.5/3)
+    np.testing.assert_allclose(umass_coherence(beta, counts, n=3, smoothing=0.5),
+                               [(np.log(2.5 / 3) + np.log(1.5 / 3) + np.log(2.5 / 3)) / 3], rtol=1e-12)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_umass_coherence_equals_gensim(seed):
+    # gensim's u_mass smooths the probability by 1e-12, i.e. the co-document count by 1e-12 * N; with that smoothing
+    # the two agree to round-off on every topic.
+    from gensim.corpora import Dictionary
+    from gensim.models.coherencemodel import CoherenceModel
+
+    rng = np.random.default_rng(seed)
+    dense = rng.poisson(0.8, size=(60, 25))
+    dense[:, dense.sum(axis=0) == 0] = 1
+    beta = random_beta(rng, 5, 25)
+    words = [f"w{v}" for v in range(25)]
+    texts = [[words[v] for v in np.flatnonzero(row) for _ in range(row[v])] for row in dense]
+    dictionary = Dictionary(texts)
+    topics = [[words[v] for v in np.argsort(-row, kind="stable")[:7]] for row in beta]
+    gensim = CoherenceModel(topics=topics, corpus=[dictionary.doc2bow(t) for t in texts], dictionary=dictionary,
+                            coherence="u_mass", topn=7).get_coherence_per_topic()
+    ours = umass_coherence(beta, dense, n=7, smoothing=1e-12 * dense.shape[0])
+    np.testing.assert_allclose(ours, gensim, rtol=1e-9)
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -110,7 +134,9 @@ def test_umass_coherence_errors():
     with pytest.raises(ValueError, match=r"every top word occurs in some document; got word 0 \(a top word of topic 0\)"):
         umass_coherence(beta, unused_top_word, n=2)
     # the lowest-ranked word only appears in numerators, so it may be absent: 2/2, 1/2, 1/1
-    np.testing.assert_allclose(umass_coherence(np.array([[0.2, 0.5, 0.3]]), unused_top_word, n=3), [np.log(1 / 2)])
+    np.testing.assert_allclose(umass_coherence(np.array([[0.2, 0.5, 0.3]]), unused_top_word, n=3), [np.log(1 / 2) / 3])
+    with pytest.raises(ValueError, match=r"'smoothing' argument of umass_coherence must be a finite number > 0; got 0.0"):
+        umass_coherence(beta, np.ones((4, 3)), smoothing=0.0)
     with pytest.raises(ValueError, match=r"'counts' argument of umass_coherence must be non-negative"):
         umass_coherence(beta, -np.ones((2, 3)))
 
