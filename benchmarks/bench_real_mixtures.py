@@ -21,13 +21,7 @@ Usage: ``python benchmarks/bench_real_mixtures.py [--quick] [--skip-nuts] [--onl
 from __future__ import annotations
 
 import argparse
-import codecs
 import os
-import contextlib
-import importlib
-import inspect
-import io
-import re
 import sys
 import time
 import warnings
@@ -43,14 +37,10 @@ from sklearn.cluster import KMeans  # noqa: E402
 from sklearn.metrics import adjusted_rand_score  # noqa: E402
 from sklearn.mixture import GaussianMixture  # noqa: E402
 
+from specinit.corpus import load_letter_sequences  # noqa: E402
 from specinit.models import gmm, hmm  # noqa: E402
 from specinit.models import multiview as mv  # noqa: E402
 
-ALPHABET = "abcdefghijklmnopqrstuvwxyz "
-MODULES = ("argparse", "textwrap", "collections", "json", "inspect", "unittest", "logging", "pathlib", "difflib",
-           "random", "statistics", "decimal", "fractions", "calendar", "typing", "email.message", "http.client",
-           "urllib.request", "tarfile", "zipfile", "subprocess", "threading", "asyncio.events", "datetime",
-           "string", "shutil", "tempfile", "pprint", "heapq", "functools", "itertools", "enum", "dataclasses")
 
 
 def standardize(x):
@@ -103,28 +93,10 @@ def bench_gmm(tol):
                   "sklearn 3 fits (s)", "LL >= sklearn best of 3", "less time"], rows)
 
 
-def letter_sequences(n_letters):
-    with contextlib.redirect_stdout(io.StringIO()):
-        import this
-    parts = [codecs.decode(this.s, "rot13")]
-    for name in MODULES:
-        module = importlib.import_module(name)
-        for _, obj in sorted(vars(module).items()):
-            if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == module.__name__ and obj.__doc__:
-                parts.append(inspect.getdoc(obj) or "")
-    paragraphs = [re.sub(r"[^a-z]+", " ", p).strip() for p in re.split(r"\n\s*\n", "\n\n".join(parts).lower())]
-    seqs, total = [], 0
-    for p in paragraphs:
-        if len(p) >= 3 and total < n_letters:
-            seqs.append(np.array([ALPHABET.index(c) for c in p]))
-            total += len(p)
-    return seqs
-
-
 def bench_hmm(n_letters, ks, n_iter):
     from hmmlearn.hmm import CategoricalHMM
 
-    seqs = letter_sequences(n_letters)
+    seqs = load_letter_sequences(max_letters=n_letters)
     n = sum(s.size for s in seqs)
     X, lengths = np.concatenate(seqs)[:, None], [s.size for s in seqs]
     rows = []
@@ -185,7 +157,7 @@ def bench_k_auto(n_letters):
                      "yes" if est.k == sk.n_components or held_ours >= held_sk else "no",
                      "yes" if t_ours <= t_sk else "no"])
         print(rows[-1], flush=True)
-    seqs = letter_sequences(n_letters)
+    seqs = load_letter_sequences(max_letters=n_letters)
     train, test = _split(len(seqs))
     seq_train, seq_test = [seqs[i] for i in train], [seqs[i] for i in test]
     start = time.perf_counter()
@@ -264,7 +236,7 @@ def bench_nuts(small):
                        model_kwargs={"k": 3, "covariance": "spherical"}, **settings).summary()
     rows.append(["gmm (spherical), wine (178 x 13), k = 3", res])
     print(rows[-1], flush=True)
-    seqs = letter_sequences(3000)
+    seqs = load_letter_sequences(max_letters=3000)
     padded, lengths = hmm.pad_sequences(seqs)
     est, _ = quiet(hmm.spectral, seqs, 2, 27)
     est = quiet(hmm.refine, seqs, est, max_iter=100)[0].estimate

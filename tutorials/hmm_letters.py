@@ -1,9 +1,9 @@
 # %% [markdown]
 # # Letters of English text as a hidden Markov model
 #
-# Text shipped with Python itself (the Zen of Python and the docstrings of a
-# few standard-library modules; nothing is downloaded) becomes sequences of 27
-# symbols (a-z and space), one sequence per paragraph. A 2-state HMM of
+# Text shipped with Python itself (the docstrings of a few standard-library
+# modules, `specinit.corpus.load_letter_sequences`; nothing is downloaded)
+# becomes sequences of 27 symbols (a-z and space), one sequence per paragraph. A 2-state HMM of
 # letters is the classic vowel/consonant example.
 #
 # 1. The spectral estimate on the raw text: real letters are NOT a 2-state
@@ -21,13 +21,7 @@
 #    fraction of a second, and warm-starts SVI.
 
 # %%
-import codecs
-import contextlib
-import importlib
-import inspect
-import io
 import os
-import re
 import time
 import warnings
 
@@ -39,22 +33,13 @@ from numpyro.optim import Adam
 from scipy.optimize import linear_sum_assignment
 from specinit.models import hmm
 
+from specinit.corpus import LETTERS, load_letter_sequences
+
 from specinit.engine.whitening import IndefiniteMomentError
 
 SMALL = os.environ.get("SPECINIT_TUTORIAL_SMALL") == "1"
-ALPHABET = "abcdefghijklmnopqrstuvwxyz "
 
-with contextlib.redirect_stdout(io.StringIO()):  # `import this` prints the Zen
-    import this
-parts = [codecs.decode(this.s, "rot13")]
-for name in ("argparse", "textwrap", "collections", "json", "inspect", "unittest", "logging", "pathlib", "difflib",
-             "random", "statistics", "decimal", "fractions", "calendar"):
-    module = importlib.import_module(name)
-    for _, obj in sorted(vars(module).items()):
-        if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == module.__name__ and obj.__doc__:
-            parts.append(inspect.getdoc(obj))
-paragraphs = [re.sub(r"[^a-z]+", " ", p).strip() for p in re.split(r"\n\s*\n", "\n\n".join(parts).lower())]
-sequences = [np.array([ALPHABET.index(c) for c in p]) for p in paragraphs if len(p) >= 3]
+sequences = load_letter_sequences()
 print(f"{len(sequences)} paragraphs, {sum(s.size for s in sequences)} symbols")
 
 # %% [markdown]
@@ -86,9 +71,9 @@ d = raw.diagnostics
 print(f"jennrich: middle-state weights {np.round(d['middle_state_weights'], 3)}, imaginary ratio "
       f"{d['jennrich_imaginary_ratio']:.2g}, eigenvector condition {d['jennrich_condition_number']:.3g}, "
       f"weight off-diagonal {d['jennrich_weights_offdiagonal']:.2f}")
-vowels = [ALPHABET.index(c) for c in "aeiou"]
+vowels = [LETTERS.index(c) for c in "aeiou"]
 for i, row in enumerate(raw.params["emission"]):
-    top = "".join(ALPHABET[c] for c in np.argsort(-row)[:12]).replace(" ", "_")
+    top = "".join(LETTERS[c] for c in np.argsort(-row)[:12]).replace(" ", "_")
     print(f"raw-text state {i}: top letters {top}; vowel mass {row[vowels].sum():.2f}")
 
 # %% [markdown]
@@ -119,7 +104,7 @@ print(f"spectral + Baum-Welch: log-likelihood {refined.log_likelihood[-1]:.1f} a
       f"in {t_ours:.2f} s; hmmlearn (random start): {peer.score(X, lengths):.1f} after {peer.monitor_.iter} "
       f"iterations in {t_peer:.2f} s")
 for i, row in enumerate(refined.params["emission"]):
-    print(f"refined state {i}: top letters {''.join(ALPHABET[c] for c in np.argsort(-row)[:12]).replace(' ', '_')}; "
+    print(f"refined state {i}: top letters {''.join(LETTERS[c] for c in np.argsort(-row)[:12]).replace(' ', '_')}; "
           f"vowel mass {row[vowels].sum():.2f}")
 
 nuts_seqs = sorted(train, key=len)[:8] if SMALL else sorted(train, key=len)[:60]  # short paragraphs: padding is cheap
@@ -138,7 +123,7 @@ print(f"NUTS warm (spectral + EM) max split-R-hat {summary['warm_max_rhat']:.3f}
 # matrix (row = from-state) and each label's letter frequencies.
 
 # %%
-vowel = np.isin(np.arange(27), [ALPHABET.index(c) for c in "aeiou"]).astype(int)
+vowel = np.isin(np.arange(27), [LETTERS.index(c) for c in "aeiou"]).astype(int)
 labels = [vowel[s] for s in sequences]
 symbols, states = np.concatenate(sequences), np.concatenate(labels)
 pairs = np.concatenate([lab[:-1] * 2 + lab[1:] for lab in labels])
@@ -166,7 +151,7 @@ print(f"spectral fit in {time.perf_counter() - start:.2f} s on {generated.size} 
 cost = np.abs(estimate.params["emission"][:, None] - reference["emission"][None]).sum(axis=-1)
 rows, cols = linear_sum_assignment(cost)
 for i, j in zip(rows, cols):
-    top = " ".join(repr(ALPHABET[c]) for c in np.argsort(-estimate.params["emission"][i])[:8])
+    top = " ".join(repr(LETTERS[c]) for c in np.argsort(-estimate.params["emission"][i])[:8])
     print(f"spectral state {i} ~ {('consonant', 'vowel')[j]:9s} (emission L1 {cost[i, j]:.3f}): {top}")
 
 # %% [markdown]

@@ -34,7 +34,14 @@ from specinit.corpus.shards import (
     read_uci_blocks,
     save_npz_shards,
 )
-from specinit.corpus.shipped import corpus_from_texts, load_man_pages, load_python_docs
+from specinit.corpus.shipped import (
+    LETTERS,
+    LETTER_MODULES,
+    corpus_from_texts,
+    load_letter_sequences,
+    load_man_pages,
+    load_python_docs,
+)
 from specinit.corpus.text_files import ENGLISH_STOP_WORDS, from_text_files
 
 __all__ = [
@@ -46,6 +53,9 @@ __all__ = [
     "fold_in",
     "load_man_pages",
     "load_python_docs",
+    "load_letter_sequences",
+    "LETTERS",
+    "LETTER_MODULES",
     "split_tokens",
     "from_matrix",
     "from_text_files",

@@ -12,6 +12,9 @@ specinit:
   (Debian packages ``manpages``, ``manpages-dev`` and every package's own
   pages), read from the roff source, split into paragraphs or sections.
 
+For sequence models, :func:`load_letter_sequences` turns docstrings into
+sequences of letters (27 symbols).
+
 Both are deterministic (files sorted, documents in file order), lowercase,
 drop :data:`~specinit.corpus.text_files.ENGLISH_STOP_WORDS`, prune the
 vocabulary by document frequency and keep documents with at least
@@ -35,7 +38,7 @@ from specinit.corpus._files import check_path
 from specinit.corpus.containers import Corpus
 from specinit.corpus.text_files import ENGLISH_STOP_WORDS
 
-__all__ = ["load_python_docs", "load_man_pages", "corpus_from_texts"]
+__all__ = ["load_python_docs", "load_man_pages", "load_letter_sequences", "corpus_from_texts", "LETTERS", "LETTER_MODULES"]
 
 _TOKEN = re.compile(r"[a-z][a-z]+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
@@ -223,6 +226,70 @@ def load_python_docs(packages=("stdlib",), *, min_df: int = 5, max_df: float = 0
         raise ValueError(f"{func}: no docstring found in packages={tuple(packages)!r}.")
     return corpus_from_texts(texts, names, min_df=min_df, max_df=max_df, max_words=max_words, min_tokens=min_tokens,
                              max_documents=max_documents)
+
+
+LETTERS = "abcdefghijklmnopqrstuvwxyz "
+"""The 27 symbols of :func:`load_letter_sequences`: symbol ``i`` is ``LETTERS[i]`` (26 is the space)."""
+
+_LETTER_INDEX = np.zeros(128, dtype=np.int64)
+_LETTER_INDEX[np.frombuffer(LETTERS.encode("ascii"), dtype=np.uint8)] = np.arange(len(LETTERS))
+
+LETTER_MODULES = ("argparse", "textwrap", "collections", "json", "inspect", "unittest", "logging", "pathlib",
+                  "difflib", "random", "statistics", "decimal", "fractions", "calendar")
+"""The standard-library modules whose docstrings :func:`load_letter_sequences` reads by default."""
+
+
+def load_letter_sequences(modules=LETTER_MODULES, *, max_letters: int | None = None, min_length: int = 3) -> list:
+    """Real English as letter sequences: one sequence per docstring paragraph, 27 symbols.
+
+    The docstrings of the named modules (parsed with :mod:`ast` from their
+    source files, in sorted file order, never imported) are lowercased,
+    every run of characters outside a-z becomes one space, and each
+    paragraph becomes a sequence of symbol indices into :data:`LETTERS`:
+    the classic test bed of hidden Markov models on text (two states
+    separate vowels from consonants).
+
+    Parameters
+    ----------
+    modules : sequence of str, default :data:`LETTER_MODULES`
+        Importable module or package names.
+    max_letters : int, optional
+        Stop adding paragraphs once this many letters are collected.
+    min_length : int, default 3
+        Shortest paragraph kept (in symbols).
+
+    Returns
+    -------
+    list of numpy.ndarray of int
+        The sequences, in file order.
+
+    Raises
+    ------
+    ImportError
+        A named module is not installed.
+    ValueError
+        Bad arguments, or no paragraph survives ``min_length``.
+    """
+    func = "load_letter_sequences"
+    if isinstance(modules, str) or not hasattr(modules, "__iter__"):
+        raise bad_argument("modules", func, "a sequence of module names such as ('argparse',)", modules, kind=TypeError)
+    min_length = check_int(min_length, "min_length", func, minimum=1)
+    if max_letters is not None:
+        max_letters = check_int(max_letters, "max_letters", func, minimum=1)
+    sequences, total = [], 0
+    for module in modules:
+        for path in sorted(_package_files(module, func), key=lambda p: p.as_posix()):
+            for _, paragraph in _docstring_paragraphs(path, module):
+                letters = re.sub(r"[^a-z]+", " ", paragraph.lower()).strip()
+                if len(letters) < min_length:
+                    continue
+                if max_letters is not None and total >= max_letters:
+                    return sequences
+                sequences.append(_LETTER_INDEX[np.frombuffer(letters.encode("ascii"), dtype=np.uint8)])
+                total += len(letters)
+    if not sequences:
+        raise ValueError(f"{func}: no docstring paragraph of {min_length} or more letters in modules={tuple(modules)!r}.")
+    return sequences
 
 
 # roff: font and size escapes, named characters, strings, zero-width and other escapes.

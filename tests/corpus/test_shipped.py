@@ -10,7 +10,9 @@ import pytest
 
 from specinit.corpus import (
     ENGLISH_STOP_WORDS,
+    LETTERS,
     corpus_from_texts,
+    load_letter_sequences,
     load_man_pages,
     load_python_docs,
 )
@@ -42,6 +44,28 @@ def test_python_docs_pruning_and_errors():
         load_python_docs(("no_such_package_xyz",))
     with pytest.raises(TypeError, match="'packages' argument"):
         load_python_docs("json")
+
+
+def test_letter_sequences_are_the_docstrings_letters():
+    import json
+
+    sequences = load_letter_sequences(("json",))
+    text = [" ".join("".join(c if c.isascii() and c.isalpha() else " " for c in json.__doc__.lower().split("\n\n")[0])
+                     .split())]
+    assert "".join(LETTERS[i] for i in sequences[0]) == text[0]  # the module docstring's first paragraph comes first
+    assert all(s.dtype == np.int64 and s.min() >= 0 and s.max() < 27 and s.size >= 3 for s in sequences)
+    assert all(s[0] != 26 and s[-1] != 26 for s in sequences)  # stripped of spaces
+    vowels = np.isin(np.concatenate(sequences), [LETTERS.index(c) for c in "aeiou"]).mean()
+    assert 0.25 < vowels < 0.45  # English text
+    capped = load_letter_sequences(("json", "textwrap"), max_letters=1000)
+    assert 1000 <= sum(s.size for s in capped) < 1000 + max(s.size for s in capped)
+    assert all(np.array_equal(a, b) for a, b in zip(capped, sequences))
+    with pytest.raises(ImportError, match="not installed"):
+        load_letter_sequences(("no_such_package_xyz",))
+    with pytest.raises(TypeError, match="'modules' argument"):
+        load_letter_sequences("json")
+    with pytest.raises(ValueError, match="no docstring paragraph of 100000 or more letters"):
+        load_letter_sequences(("json",), min_length=100_000)
 
 
 def test_corpus_from_texts_counts_and_prunes():

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import codecs
-import contextlib
-import importlib
-import inspect
-import io
 import itertools
 import re
 import warnings
@@ -18,6 +13,8 @@ import pytest
 from numpyro import handlers
 from numpyro.infer import log_likelihood
 from specinit.models import gaussian_hmm, hmm
+
+from specinit.corpus import load_letter_sequences
 
 from specinit.engine.whitening import IndefiniteMomentError
 from tests.conftest import best_permutation
@@ -177,29 +174,13 @@ def test_recovery_error_shrinks_with_length():
         assert long[0] < 0.05 and long[1] < 0.02, (approach, long)
 
 
-ALPHABET = "abcdefghijklmnopqrstuvwxyz "
-
-
-def letter_sequences():
-    """The corpus of tutorials/hmm_letters.py: Zen of Python + stdlib docstrings, 27 symbols, one sequence per paragraph."""
-    with contextlib.redirect_stdout(io.StringIO()):
-        import this
-    parts = [codecs.decode(this.s, "rot13")]
-    for name in ("argparse", "textwrap", "collections", "json", "inspect", "unittest", "logging", "pathlib",
-                 "difflib", "random", "statistics", "decimal", "fractions", "calendar"):
-        module = importlib.import_module(name)
-        for _, obj in sorted(vars(module).items()):
-            if (inspect.isfunction(obj) or inspect.isclass(obj)) and obj.__module__ == module.__name__ and obj.__doc__:
-                parts.append(inspect.getdoc(obj))
-    paragraphs = [re.sub(r"[^a-z]+", " ", p).strip() for p in re.split(r"\n\s*\n", "\n\n".join(parts).lower())]
-    return [np.array([ALPHABET.index(c) for c in p]) for p in paragraphs if len(p) >= 3]
 
 
 def test_real_letters_fall_back_by_default_and_refine_improves():
     # Raw English letters are far from a 2-state HMM: the symmetrized moment is indefinite. approach="symmetric"
     # refuses; the default ("auto") falls back to the Jennrich path with a warning and says so in the
     # diagnostics; Baum-Welch from there raises the likelihood monotonically.
-    sequences = letter_sequences()[:150]
+    sequences = load_letter_sequences()[:150]
     with pytest.raises(IndefiniteMomentError, match="top 2"):
         hmm.spectral(sequences, 2, 27, approach="symmetric")
     with pytest.warns(RuntimeWarning) as record:  # the fallback, and the Jennrich path's misfit warnings
