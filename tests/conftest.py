@@ -1,4 +1,4 @@
-"""Shared test helpers: one Hungarian matcher for every recovery test.
+"""Shared test helpers: one Hungarian matcher for every recovery test; the ``boundary`` marker.
 
 Import with ``from tests.conftest import best_permutation`` (the tests are a
 package). The matcher is an independent oracle built on SciPy, not
@@ -7,8 +7,22 @@ package). The matcher is an independent oracle built on SciPy, not
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 from scipy.optimize import linear_sum_assignment
+
+# Test modules that cross the NumPyro/ArviZ/scikit-learn boundary or run the demo, the README or a tutorial: .ci/run
+# runs them (`pytest -m boundary`) under every supported Python beside the full suite.
+BOUNDARY_MODULES = {"test_posterior.py", "test_compare.py", "test_demo.py", "test_tutorials.py", "test_readme.py",
+                    "test_estimators.py", "test_warmstart.py", "test_topic_svi.py"}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if Path(str(item.fspath)).name in BOUNDARY_MODULES:
+            item.add_marker(pytest.mark.boundary)
 
 
 def best_permutation(truth, estimated, metric: str = "l1") -> np.ndarray:

@@ -23,8 +23,6 @@ from specinit.models import lda
 from specinit import posterior
 from specinit.estimate import SpectralEstimate
 
-pytestmark = pytest.mark.boundary
-
 K, V, N = 2, 20, 40
 
 
