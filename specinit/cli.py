@@ -1,23 +1,43 @@
-"""Command line: ``specinit demo`` and ``specinit fit``."""
+"""Command line: ``specinit demo`` and ``specinit fit <family> <data>`` for every family of the registry.
+
+Exit status: 0 success; 2 a bad command line, argument or input file (the message names it); 3 the data do
+not support the fit (for example an indefinite second moment for the requested ``k``); 1 any other failure.
+Every failure is one line on standard error, never a traceback (``--traceback`` shows it).
+"""
 
 from __future__ import annotations
 
 import argparse
+import ast
+import json
+import os
 import sys
 import time
 from pathlib import Path
 
-__all__ = ["main"]
+__all__ = ["EXIT_FAILED", "EXIT_INPUT", "EXIT_OK", "EXIT_UNSUPPORTED", "main"]
 
-_FORMATS = ("auto", "ldac", "uci", "npz", "dir", "reuters")
+#: Exit statuses of :func:`main`.
+EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_UNSUPPORTED = 0, 1, 2, 3
 
+_COUNT_FORMATS = ("auto", "ldac", "uci", "npz", "dir", "reuters")
+_TOPIC_FAMILIES = ("lda", "single_topic")
+
+
+class CommandError(Exception):
+    """A failure of the command line itself (a flag, a file): exit status 2."""
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# data in, by the family's data kind
+# ---------------------------------------------------------------------------------------------------------------
 
 def _load_corpus(path: str, fmt: str, vocab: str | None):
     from specinit import corpus as data
 
     if fmt == "reuters" or path == "reuters":
         return data.load_reuters()
-    p = Path(path)
+    p = _existing(path)
     if fmt == "auto":
         if p.is_dir():
             fmt = "dir"
@@ -28,70 +48,261 @@ def _load_corpus(path: str, fmt: str, vocab: str | None):
         else:
             fmt = "ldac"
     if fmt == "dir":
+        if not p.is_dir():
+            raise CommandError(f"--format dir needs a directory of .txt files; {p} is a file")
         return data.from_text_files(p, stop_words="english")
+    if p.is_dir():
+        raise CommandError(f"{p} is a directory; --format {fmt} reads a file")
     if fmt == "uci":
         return data.load_uci_bow(p, vocab)
     if fmt == "npz":
         import scipy.sparse as sp
 
-        return data.from_matrix(sp.load_npz(p), vocabulary=data.read_vocabulary(vocab, "specinit fit") if vocab else None)
+        try:
+            matrix = sp.load_npz(p)
+        except Exception as exc:  # zipfile, zlib and numpy errors of a damaged file
+            raise CommandError(f"{p} is not a readable scipy.sparse .npz file ({type(exc).__name__}: {exc})") from exc
+        return data.from_matrix(matrix, vocabulary=data.read_vocabulary(vocab, "specinit fit") if vocab else None)
     return data.load_ldac(p, vocab)
 
 
-def _fit(args) -> int:
-    from specinit.corpus import top_words, umass_coherence
-    from specinit.models import lda, single_topic
+def _existing(path: str) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise CommandError(f"data file {p} does not exist")
+    return p
 
-    corpus = _load_corpus(args.data, args.format, args.vocab)
+
+def _load_arrays(path: str) -> list:
+    """The arrays of a ``.npy``/``.npz`` file (an ``.npz`` in archive order), or the rows of a text file."""
+    import numpy as np
+
+    p = _existing(path)
+    if p.is_dir():
+        raise CommandError(f"{p} is a directory; this family reads a .npy, .npz, .csv or text file")
+    try:
+        if p.suffix in (".npy", ".npz"):
+            with open(p, "rb") as handle:  # closed even when numpy fails on a damaged archive
+                loaded = np.load(handle, allow_pickle=False)
+                if p.suffix == ".npy":
+                    return [loaded]
+                with loaded as archive:
+                    return [archive[name] for name in archive.files]
+        delimiter = "," if p.suffix == ".csv" else None
+        return [np.loadtxt(p, delimiter=delimiter, ndmin=2)]
+    except (OSError, ValueError, EOFError) as exc:
+        raise CommandError(f"cannot read {p}: {exc}") from exc
+    except Exception as exc:  # zipfile/zlib errors of a truncated or corrupt archive
+        raise CommandError(f"{p} is damaged or not an array file ({type(exc).__name__}: {exc})") from exc
+
+
+def _load_sequences(path: str, dtype) -> list:
+    """Sequences: one per line of a text file (whitespace-separated values), or the arrays of a .npy/.npz."""
+    import numpy as np
+
+    p = _existing(path)
+    if p.suffix in (".npy", ".npz"):
+        return [np.asarray(a) for a in _load_arrays(path)]
+    if p.is_dir():
+        raise CommandError(f"{p} is a directory; sequences are read from a .npy, .npz or text file")
+    sequences = []
+    try:
+        with open(p, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if line.strip():
+                    try:
+                        sequences.append(np.array(line.split(), dtype=dtype))
+                    except ValueError as exc:
+                        raise CommandError(f"{p}, line {number}: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise CommandError(f"{p} is not UTF-8 text ({exc})") from exc
+    if not sequences:
+        raise CommandError(f"{p} holds no sequence")
+    return sequences
+
+
+def load_data(family: str, args):
+    """The data argument of ``family``'s ``spectral`` read from ``args.data``, and a vocabulary (or None)."""
+    from specinit.models import family as family_module
+
+    kind = family_module(family).FAMILY.data_kind
+    if kind == "counts":
+        corpus = _load_corpus(args.data, args.format, args.vocab)
+        return corpus.counts, corpus.vocabulary
+    if kind == "sequences":
+        return _load_sequences(args.data, int if family == "hmm" else float), None
+    arrays = _load_arrays(args.data)
+    if kind == "views":
+        return arrays, None
+    if len(arrays) != 1:
+        raise CommandError(f"{args.data} holds {len(arrays)} arrays; this family reads one (N, d) array")
+    return arrays[0], None
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# fit
+# ---------------------------------------------------------------------------------------------------------------
+
+def _options(pairs) -> dict:
+    options = {}
+    for pair in pairs or ():
+        name, sep, text = pair.partition("=")
+        if not sep or not name.isidentifier():
+            raise CommandError(f"--option expects NAME=VALUE; got {pair!r}")
+        try:
+            options[name] = ast.literal_eval(text)
+        except (ValueError, SyntaxError):
+            options[name] = text
+    return options
+
+
+def _check_out(path: str | None) -> Path | None:
+    """Refuse an unusable ``--out`` before any work starts."""
+    if path is None:
+        return None
+    out = Path(path)
+    if out.is_dir():
+        raise CommandError(f"--out {out} is a directory; give a file name such as {out / 'estimate.npz'}")
+    parent = out.parent
+    if not parent.exists():
+        raise CommandError(f"--out {out}: the directory {parent} does not exist")
+    if not parent.is_dir():
+        raise CommandError(f"--out {out}: {parent} is not a directory")
+    if not os.access(parent, os.W_OK):
+        raise CommandError(f"--out {out}: the directory {parent} is not writable")
+    return out
+
+
+def _json_value(value):
+    import numpy as np
+
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)
+    return value
+
+
+def _fit(args) -> int:
+    from specinit.models import FAMILIES
+    from specinit.models import family as family_module
+
+    name = args.model.replace("-", "_")
+    if name not in FAMILIES:
+        raise CommandError(f"unknown family {args.model!r}; choose one of {', '.join(FAMILIES)}")
+    out = _check_out(args.out)
+    module = family_module(name)
+    options = _options(args.option)
+    if args.alpha0 is not None:
+        if name != "lda":
+            raise CommandError("--alpha0 applies to the lda family only")
+        options["alpha0"] = args.alpha0
+    if args.method is not None:
+        options["method"] = args.method
+    k = args.k if args.k == "auto" else _int_k(args.k)
+    data, vocabulary = load_data(name, args)
+    if name in _TOPIC_FAMILIES:
+        options.setdefault("vocabulary", vocabulary)
     start = time.perf_counter()
-    if args.model == "lda":
-        estimate = lda.spectral(corpus.counts, args.k, args.alpha0, method=args.method, seed=args.seed, vocabulary=corpus.vocabulary)
-    else:
-        estimate = single_topic.spectral(corpus.counts, args.k, method=args.method, seed=args.seed, vocabulary=corpus.vocabulary)
+    estimate = module.spectral(data, k, seed=args.seed, **options)
     elapsed = time.perf_counter() - start
-    n_docs, n_words = corpus.counts.shape
-    print(f"{args.model}: k={args.k}, {n_docs} documents, V={n_words}, {corpus.counts.nnz} non-zeros; fit in {elapsed:.2f} s")
-    d = estimate.diagnostics
-    print(f"documents used {d['n_documents']}, dropped (< 3 tokens) {d['n_dropped']}; "
-          f"M2 condition number {d['m2_condition_number']:.3g}; decomposition residual {d['decomposition_residual']:.3g}")
-    weights = estimate.params["alpha" if args.model == "lda" else "weights"]
-    if args.model == "lda":
-        chosen = " chosen from the data" if d.get("alpha0_selected") else ""
-        print(f"sum(alpha_hat) = {d['alpha_sum']:.3g} (alpha0 = {d['alpha0']:.3g}{chosen})")
-    coherence = umass_coherence(estimate.params["beta"], corpus.counts, n=args.top)
-    for i, words in enumerate(top_words(estimate.params["beta"], corpus.vocabulary, n=args.top)):
-        print(f"topic {i:2d}  weight {weights[i]:.3f}  coherence {coherence[i]:7.1f}  {' '.join(words)}")
-    if args.out:
-        print(f"estimate saved to {estimate.save(args.out)}")
-    return 0
+    diagnostics = {key: _json_value(value) for key, value in estimate.diagnostics.items()}
+    if args.json:
+        print(json.dumps({"family": name, "k": estimate.k, "seconds": elapsed,
+                          "params": {key: _json_value(value) for key, value in estimate.params.items()},
+                          "diagnostics": diagnostics}, indent=1))
+    else:
+        _print_summary(name, estimate, data, elapsed, args.top)
+    if out is not None:
+        path = estimate.save(out)
+        print(f"estimate saved to {path}", file=sys.stderr if args.json else sys.stdout)
+    return EXIT_OK
+
+
+def _int_k(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise CommandError(f"--k must be a positive integer or 'auto'; got {text!r}") from None
+
+
+def _print_summary(name: str, estimate, data, elapsed: float, top: int) -> None:
+    shapes = ", ".join(f"{site} {tuple(value.shape)}" for site, value in estimate.params.items())
+    print(f"{name}: k={estimate.k}, {_describe_data(data)}; fit in {elapsed:.2f} s; params {shapes}")
+    scalars = {key: value for key, value in estimate.diagnostics.items()
+               if isinstance(value, (bool, int, float, str)) and not key.startswith("k_auto/")}
+    for key in sorted(scalars)[:40]:
+        value = scalars[key]
+        print(f"  {key} = {value:.4g}" if isinstance(value, float) else f"  {key} = {value}")
+    if name in _TOPIC_FAMILIES:
+        from specinit.corpus import top_words, umass_coherence
+
+        beta = estimate.params["beta"]
+        weights = estimate.params["alpha" if name == "lda" else "weights"]
+        coherence = umass_coherence(beta, data, n=top)
+        for i, words in enumerate(top_words(beta, estimate.vocabulary, n=top)):
+            print(f"topic {i:2d}  weight {weights[i]:.3f}  coherence {coherence[i]:7.2f}  {' '.join(words)}")
+
+
+def _describe_data(data) -> str:
+    if hasattr(data, "nnz"):
+        return f"{data.shape[0]} documents, V={data.shape[1]}, {data.nnz} non-zeros"
+    if isinstance(data, list):
+        return f"{len(data)} arrays"
+    return f"data of shape {tuple(data.shape)}"
 
 
 def _demo(args) -> int:
     from specinit.demo import run_demo
 
-    run_demo(out_dir=Path(args.out), quick=args.quick, seed=args.seed, log=lambda msg: print(msg, flush=True))
-    return 0
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise CommandError(f"--out {out} is a file; the demo writes a folder of plots")
+    size = "quick" if args.quick else "full" if args.full else "default"
+    run_demo(out_dir=out, size=size, seed=args.seed, log=lambda msg: print(msg, flush=True))
+    return EXIT_OK
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="specinit", description="Spectral (method-of-moments) estimates for NumPyro models.")
+    """The argument parser of the ``specinit`` command."""
+    from specinit import __version__
+    from specinit.models import FAMILIES
+
+    parser = argparse.ArgumentParser(
+        prog="specinit", description="Spectral (method-of-moments) estimates for NumPyro models.",
+        epilog="Exit status: 0 success, 2 bad command line or input, 3 the data do not support the fit, 1 other failure.")
+    parser.add_argument("--version", action="version", version=f"specinit {__version__}")
+    parser.add_argument("--traceback", action="store_true", help="show the traceback of a failure")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="spectral fit, warm vs default NUTS and SVI on a corpus drawn from LDA")
+    demo = sub.add_parser("demo", help="spectral fit, warm vs default NUTS and SVI on a corpus drawn from LDA, ArviZ plots")
     demo.add_argument("--out", default="specinit-demo", help="folder for plots and the saved estimate")
-    demo.add_argument("--quick", action="store_true", help="tiny sizes (seconds), as run by the tests")
+    length = demo.add_mutually_exclusive_group()
+    length.add_argument("--quick", action="store_true", help="tiny sizes (seconds), as run by the tests")
+    length.add_argument("--full", action="store_true", help="larger corpora and longer chains (several minutes)")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=_demo)
-    fit = sub.add_parser("fit", help="fit a topic model to a corpus and print its top words")
-    fit.add_argument("model", choices=("lda", "single-topic"))
-    fit.add_argument("data", help="LDA-C file, UCI docword file, .npz sparse matrix, directory of .txt files, or 'reuters'")
-    fit.add_argument("--k", type=int, required=True, help="number of topics")
+    fit = sub.add_parser(
+        "fit", help="fit any family to a data file and print the estimate's summary",
+        description="Data by family: topic models (lda, single_topic) read LDA-C, UCI docword, scipy.sparse .npz, a "
+                    "directory of .txt files or 'reuters'; gmm and factors an (N, d) .npy/.csv/text array; hmm and "
+                    "gaussian_hmm one sequence per line of a text file (or the arrays of a .npy/.npz); multiview and "
+                    "kernel_multiview an .npz with one array per view. Other arguments of the family's spectral() "
+                    "go in --option NAME=VALUE (e.g. --option n_symbols=27 for hmm).")
+    fit.add_argument("model", metavar="family", help=f"one of {', '.join(FAMILIES)} (or with '-' for '_')")
+    fit.add_argument("data", help="data file, directory, or 'reuters'")
+    fit.add_argument("--k", required=True, help="number of components, or 'auto' to choose it from the data")
+    fit.add_argument("--option", action="append", metavar="NAME=VALUE",
+                     help="a keyword argument of the family's spectral() (Python literal or string); repeatable")
     fit.add_argument("--alpha0", type=float, default=None,
-                     help="LDA: sum of the Dirichlet parameters used in the moments (default: chosen from the data)")
-    fit.add_argument("--method", default="tpm", choices=("tpm", "svtd", "eca", "als"))
-    fit.add_argument("--format", default="auto", choices=_FORMATS)
-    fit.add_argument("--vocab", default=None, help="vocabulary file, one word per line")
-    fit.add_argument("--top", type=int, default=10, help="top words per topic")
+                     help="lda: sum of the Dirichlet parameters used in the moments (default: chosen from the data)")
+    fit.add_argument("--method", default=None, help="decomposition method (default: the family's)")
+    fit.add_argument("--format", default="auto", choices=_COUNT_FORMATS, help="topic models: the corpus format")
+    fit.add_argument("--vocab", default=None, help="topic models: vocabulary file, one word per line")
+    fit.add_argument("--top", type=int, default=10, help="topic models: top words per topic")
     fit.add_argument("--seed", type=int, default=0)
+    fit.add_argument("--json", action="store_true", help="print the estimate (params and diagnostics) as JSON")
     fit.add_argument("--out", default=None, help="save the estimate (.npz; SpectralEstimate.load reads it)")
     fit.set_defaults(handler=_fit)
     return parser
@@ -108,15 +319,26 @@ def main(argv=None) -> int:
     Returns
     -------
     int
-        The exit status (0 on success).
+        The exit status: 0 success, 2 a bad command line or input, 3 the data do not support the fit, 1 any
+        other failure (see the module notes).
     """
+    from specinit.engine.whitening import IndefiniteMomentError
+
     args = build_parser().parse_args(argv)
     try:
         return args.handler(args)
-    except (ValueError, TypeError, FileNotFoundError, ImportError) as exc:
-        print(f"specinit: error: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    except KeyboardInterrupt:
+        print("specinit: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        if args.traceback:
+            raise
+        if isinstance(exc, IndefiniteMomentError):
+            status = EXIT_UNSUPPORTED
+        elif isinstance(exc, (CommandError, ValueError, TypeError, OSError, ImportError)):
+            status = EXIT_INPUT
+        else:
+            status = EXIT_FAILED
+        message = " ".join(str(exc).split()) or type(exc).__name__
+        print(f"specinit: error: {message}", file=sys.stderr)
+        return status

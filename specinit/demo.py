@@ -21,6 +21,7 @@ from typing import Callable
 
 import numpy as np
 
+from specinit._validation import check_choice
 from specinit.align import topic_error
 from specinit.models import lda
 from specinit.synthetic import sample_lda
@@ -29,22 +30,26 @@ __all__ = ["DEMO_SIZES", "run_demo"]
 
 # (documents, vocabulary, topics) of the spectral fit; then of the MCMC/SVI comparison, warm-up, draws, SVI steps.
 DEMO_SIZES = {
-    "full": {"fit": (20_000, 2_000, 10), "mcmc": (120, 120, 4), "warmup": 300, "draws": 300, "svi_steps": 2000,
+    "default": {"fit": (20_000, 2_000, 10), "mcmc": (60, 60, 3), "warmup": 200, "draws": 200, "svi_steps": 1000,
+                "refine_steps": 200},
+    "full": {"fit": (100_000, 5_000, 20), "mcmc": (120, 120, 4), "warmup": 300, "draws": 300, "svi_steps": 2000,
              "refine_steps": 400},
     "quick": {"fit": (1_000, 200, 4), "mcmc": (30, 30, 2), "warmup": 30, "draws": 30, "svi_steps": 100, "max_tree_depth": 5,
               "refine_steps": 20},
 }
 
 
-def run_demo(out_dir: Path, *, quick: bool = False, seed: int = 0, log: Callable[[str], None] = lambda msg: None) -> dict:
+def run_demo(out_dir: Path, *, size: str = "default", seed: int = 0, log: Callable[[str], None] = lambda msg: None) -> dict:
     """Run the demo; return its headline numbers and write plots to ``out_dir``.
 
     Parameters
     ----------
     out_dir : path
         Folder for the PNG plots and the saved estimate (created).
-    quick : bool
-        Tiny sizes (seconds), as executed by the test suite.
+    size : {"default", "full", "quick"}
+        ``"default"`` runs in about a minute on two cores, ``"full"`` takes
+        larger corpora and longer chains (several minutes), ``"quick"`` tiny
+        sizes (seconds), as executed by the test suite (:data:`DEMO_SIZES`).
     seed : int
     log : callable
         Receives progress lines (the CLI prints them).
@@ -57,7 +62,8 @@ def run_demo(out_dir: Path, *, quick: bool = False, seed: int = 0, log: Callable
     from specinit import posterior
     from specinit.compare import compare_nuts, compare_svi
 
-    sizes = DEMO_SIZES["quick" if quick else "full"]
+    quick = check_choice(size, "size", "run_demo", DEMO_SIZES) == "quick"
+    sizes = DEMO_SIZES[size]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict = {}

@@ -27,7 +27,7 @@ def test_fit_single_topic_from_ldac_file(tmp_path, capsys):
     path = tmp_path / "corpus.ldac"
     save_ldac(from_matrix(corpus.counts), path)
     assert main(["fit", "single-topic", str(path), "--k", "3", "--method", "svtd"]) == 0
-    assert "single-topic: k=3, 300 documents, V=50" in capsys.readouterr().out
+    assert "single_topic: k=3, 300 documents, V=50" in capsys.readouterr().out
 
 
 def test_fit_reports_bad_k_without_traceback(tmp_path, capsys):
@@ -40,23 +40,120 @@ def test_fit_reports_bad_k_without_traceback(tmp_path, capsys):
 
 def test_fit_missing_file_is_an_error(capsys):
     assert main(["fit", "lda", "/nonexistent/corpus.ldac", "--k", "3"]) == 2
-    assert "error" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "/nonexistent/corpus.ldac does not exist" in err and err.count("\n") == 1
 
 
-def test_saved_estimate_loads_back_exactly(tmp_path):
-    corpus = sample_lda(400, 40, 3, alpha=0.2, seed=1)
+def _family_files(tmp_path):
+    """One small data file per family, in the format `specinit fit` documents for its data kind."""
+    rng = np.random.default_rng(0)
+    files = {}
+    corpus = sample_lda(300, 30, 3, alpha=0.2, seed=2)
+    files["lda"] = files["single_topic"] = (tmp_path / "c.ldac", [])
+    save_ldac(from_matrix(corpus.counts), files["lda"][0])
+    params = {"init": np.full(2, 0.5), "transition": np.array([[0.9, 0.1], [0.2, 0.8]]),
+              "emission": np.array([[0.6, 0.3, 0.05, 0.05], [0.05, 0.05, 0.3, 0.6]])}
+    seqs = []
+    for _ in range(20):
+        state, seq = rng.choice(2, p=params["init"]), []
+        for _ in range(200):
+            seq.append(rng.choice(4, p=params["emission"][state]))
+            state = rng.choice(2, p=params["transition"][state])
+        seqs.append(seq)
+    path = tmp_path / "seqs.txt"
+    path.write_text("\n".join(" ".join(map(str, s)) for s in seqs) + "\n")
+    files["hmm"] = (path, ["--option", "n_symbols=4"])
+    path = tmp_path / "real.txt"
+    path.write_text("\n".join(" ".join(f"{v:.4f}" for v in rng.normal(size=300) + 3 * (rng.random(300) < 0.5))
+                              for _ in range(10)) + "\n")
+    files["gaussian_hmm"] = (path, [])
+    centres = np.array([[0.0, 0, 0, 0, 0], [4, 4, 0, 0, 0], [0, 0, 4, 4, 4]])
+    x = centres[rng.integers(0, 3, 600)] + rng.normal(size=(600, 5))
+    np.save(tmp_path / "rows.npy", x)
+    files["gmm"] = (tmp_path / "rows.npy", [])
+    np.savetxt(tmp_path / "rows.csv", rng.gamma(2.0, size=(2000, 4)) @ rng.normal(size=(4, 6)), delimiter=",")
+    files["factors"] = (tmp_path / "rows.csv", ["--option", "noise='isotropic'"])
+    labels = rng.integers(0, 3, 900)
+    views = {f"view{v}": centres[labels][:, :4] + rng.normal(size=(900, 4)) for v in range(3)}
+    np.savez(tmp_path / "views.npz", **views)
+    files["multiview"] = (tmp_path / "views.npz", ["--option", "kinds=('gaussian', 'gaussian', 'gaussian')"])
+    files["kernel_multiview"] = (tmp_path / "views.npz", ["--option", "rank=32"])
+    return files
+
+
+@pytest.mark.parametrize("name", ["lda", "single_topic", "hmm", "gaussian_hmm", "gmm", "factors", "multiview",
+                                  "kernel_multiview"])
+def test_fit_every_family_from_its_file_format_with_json(tmp_path, capsys, name):
+    import json
+    import warnings
+
+    path, extra = _family_files(tmp_path)[name]
+    out = tmp_path / f"{name}.npz"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # fallbacks and repairs on tiny data are reported in the diagnostics
+        status = main(["fit", name, str(path), "--k", "2" if "hmm" in name else "3", "--json", "--out", str(out),
+                       *extra])
+    captured = capsys.readouterr()
+    assert status == 0, captured.err
+    report = json.loads(captured.out)
+    assert report["family"] == name and report["k"] == (2 if "hmm" in name else 3)
+    assert isinstance(report["diagnostics"], dict) and report["diagnostics"]
+    loaded = SpectralEstimate.load(out)
+    for site, value in report["params"].items():
+        np.testing.assert_allclose(loaded.params[site], np.asarray(value))
+
+
+def test_version_and_module_entry_point():
+    import subprocess
+    import sys
+
+    import specinit
+
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    done = subprocess.run([sys.executable, "-m", "specinit", "--version"], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == f"specinit {specinit.__version__}"
+
+
+@pytest.mark.parametrize("case", ["out_is_dir", "out_below_file", "out_missing_dir", "dir_format_on_file",
+                                  "truncated_npz", "not_utf8_sequences", "bad_option", "bad_k", "unknown_family",
+                                  "alpha0_for_gmm"])
+def test_fit_failures_are_one_line_with_exit_2(tmp_path, capsys, case):
+    corpus = sample_lda(50, 20, 2, seed=0)
+    ldac = tmp_path / "c.ldac"
+    save_ldac(from_matrix(corpus.counts), ldac)
+    argv = {
+        "out_is_dir": ["fit", "lda", str(ldac), "--k", "2", "--out", str(tmp_path)],
+        "out_below_file": ["fit", "lda", str(ldac), "--k", "2", "--out", str(ldac / "e.npz")],
+        "out_missing_dir": ["fit", "lda", str(ldac), "--k", "2", "--out", str(tmp_path / "no" / "e.npz")],
+        "dir_format_on_file": ["fit", "lda", str(ldac), "--k", "2", "--format", "dir"],
+        "truncated_npz": ["fit", "gmm", str(tmp_path / "t.npz"), "--k", "2"],
+        "not_utf8_sequences": ["fit", "hmm", str(tmp_path / "s.txt"), "--k", "2", "--option", "n_symbols=3"],
+        "bad_option": ["fit", "lda", str(ldac), "--k", "2", "--option", "no-equals"],
+        "bad_k": ["fit", "lda", str(ldac), "--k", "two"],
+        "unknown_family": ["fit", "nonsense", str(ldac), "--k", "2"],
+        "alpha0_for_gmm": ["fit", "gmm", str(ldac), "--k", "2", "--alpha0", "1"],
+    }[case]
+    np.savez(tmp_path / "t.npz", x=np.ones((50, 3)))
+    (tmp_path / "t.npz").write_bytes((tmp_path / "t.npz").read_bytes()[:60])
+    (tmp_path / "s.txt").write_bytes(b"0 1 2\n\xff\xfe 1\n")
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specinit: error: ") and err.count("\n") == 1
+    assert "Traceback" not in err
+
+
+def test_fit_unsupported_by_the_data_exits_3(tmp_path, capsys, monkeypatch):
+    from specinit.engine.whitening import IndefiniteMomentError
     from specinit.models import lda
 
-    est = lda.spectral(corpus.counts, 3, alpha0=0.6)
-    loaded = SpectralEstimate.load(est.save(tmp_path / "e.npz"))
-    for name, value in est.params.items():
-        np.testing.assert_array_equal(loaded.params[name], value)
-    assert loaded.diagnostics["alpha0"] == est.diagnostics["alpha0"]
-    np.testing.assert_array_equal(loaded.diagnostics["m2_eigenvalues"], est.diagnostics["m2_eigenvalues"])
+    path = tmp_path / "c.ldac"
+    save_ldac(from_matrix(sample_lda(40, 12, 2, seed=1).counts), path)
 
+    def indefinite(*args, **kwargs):
+        raise IndefiniteMomentError("M2 is indefinite on its top 2 eigenvectors.\nTry k <= 1.")
 
-@pytest.mark.parametrize("argv", [["fit"], ["demo", "--seed", "x"], ["nonsense"]])
-def test_bad_command_lines_exit_with_usage(argv):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    assert info.value.code == 2
+    monkeypatch.setattr(lda, "spectral", indefinite)
+    assert main(["fit", "lda", str(path), "--k", "2"]) == 3
+    assert capsys.readouterr().err == "specinit: error: M2 is indefinite on its top 2 eigenvectors. Try k <= 1.\n"
