@@ -126,17 +126,34 @@ def read_npz_shards(folder, pattern: str = "*.npz"):
 # ----------------------------------------------------------------------------- UCI docword
 
 
+def _nonnegative_int(field: bytes) -> int:
+    """An integer count or id of a text format (``int`` accepts bytes); ValueError for anything else."""
+    value = int(field)
+    if value < 0:
+        raise ValueError(field)
+    return value
+
+
 def _uci_offsets(path: Path, rows_per_block: int) -> tuple[int, int, list]:
-    """Header (D, W) and the byte offsets where each block of documents starts (one scan)."""
+    """Header (D, W) and the byte offsets where each block of documents starts.
+
+    One scan checks every line, so the blocks read later hold every entry of the file: each entry is three
+    non-negative integers with ``1 <= docID <= D`` (sorted), ``1 <= wordID <= W``, and the number of entries
+    equals the header's NNZ.
+    """
     with open(path, "rb") as handle:
-        header = [handle.readline() for _ in range(3)]
-        try:
-            n_docs, n_words = int(header[0]), int(header[1])
-        except ValueError:
-            raise file_error(path, 1, "expected the UCI header integers D, W, NNZ on the first three lines.") from None
+        header = []
+        for line_number, label in enumerate(("D (number of documents)", "W (vocabulary size)",
+                                             "NNZ (number of entries)"), 1):
+            line = handle.readline()
+            try:
+                header.append(_nonnegative_int(line))
+            except ValueError:
+                raise file_error(path, line_number, f"expected the header integer {label}, found "
+                                                    f"{line.decode('utf-8', errors='replace').strip()!r}.") from None
+        n_docs, n_words, n_entries = header
         offsets = [(0, handle.tell())]  # (first doc index of the block, byte offset)
-        next_start = rows_per_block
-        line_number = 3
+        next_start, line_number, entries, previous = rows_per_block, 3, 0, 0
         while True:
             position = handle.tell()
             line = handle.readline()
@@ -146,13 +163,27 @@ def _uci_offsets(path: Path, rows_per_block: int) -> tuple[int, int, list]:
             fields = line.split()
             if not fields:
                 continue
+            text = line.decode("utf-8", errors="replace").strip()
             try:
-                doc = int(fields[0]) - 1
+                if len(fields) != 3:
+                    raise ValueError
+                doc, word, _ = (_nonnegative_int(f) for f in fields)
             except ValueError:
-                raise file_error(path, line_number, f"expected 'docID wordID count', found {line.strip()!r}.") from None
-            while doc >= next_start:
+                raise file_error(path, line_number, "expected 'docID wordID count' (non-negative integers), found "
+                                                    f"{text!r}.") from None
+            if not (1 <= doc <= n_docs and 1 <= word <= n_words):
+                raise file_error(path, line_number, f"entry {text!r} outside the header's D={n_docs}, "
+                                                    f"W={n_words}.")
+            if doc < previous:
+                raise file_error(path, line_number, f"docID {doc} after docID {previous}: the file is not sorted "
+                                                    "by docID (sort it or use load_uci_bow).")
+            previous, entries = doc, entries + 1
+            while doc - 1 >= next_start:
                 offsets.append((next_start, position))
                 next_start += rows_per_block
+    if entries != n_entries:
+        raise file_error(path, 3, f"the header gives NNZ={n_entries} but the file has {entries} entries (a "
+                                  "truncated or edited file?).")
     return n_docs, n_words, offsets
 
 
@@ -164,14 +195,9 @@ def _read_uci_block(path: str, start_doc: int, stop_doc: int, offset: int, n_wor
             fields = line.split()
             if not fields:
                 continue
-            doc, word, count = (int(f) for f in fields)
+            doc, word, count = (int(f) for f in fields)  # checked by the scan of _uci_offsets
             if doc - 1 >= stop_doc:
                 break
-            if doc - 1 < start_doc:
-                raise ValueError(f"{path}: docIDs are not sorted (docID {doc} after block start {start_doc + 1}); "
-                                 "sort the file by docID or use load_uci_bow.")
-            if not 1 <= word <= n_words or count < 0:
-                raise ValueError(f"{path}: entry '{line.decode().strip()}' out of range (W = {n_words}).")
             rows.append(doc - 1 - start_doc)
             cols.append(word - 1)
             vals.append(count)
@@ -202,7 +228,9 @@ def read_uci_blocks(docword_path, rows_per_block: int = 100_000):
     Raises
     ------
     ValueError
-        A malformed header or line, a gzip file, ``rows_per_block < 1``.
+        A malformed header or line (named with its number), an entry outside
+        the header's D and W, docIDs out of order, a number of entries that
+        differs from the header's NNZ, a gzip file, ``rows_per_block < 1``.
     """
     func = "read_uci_blocks"
     path = check_path(docword_path, "docword_path", func)
@@ -224,16 +252,36 @@ def read_uci_blocks(docword_path, rows_per_block: int = 100_000):
 # ----------------------------------------------------------------------------- LDA-C
 
 
-def _ldac_offsets(path: Path, rows_per_block: int) -> list:
-    offsets, n = [], 0
+def _ldac_offsets(path: Path, rows_per_block: int, vocab_size: int) -> list:
+    """Byte offsets and row counts of the blocks; one scan checks every line (``M`` pairs ``term:count`` of
+    non-negative integers, ``term < vocab_size``), so the blocks read later hold every count of the file."""
+    offsets, n, line_number = [], 0, 0
     with open(path, "rb") as handle:
         while True:
             position = handle.tell()
             line = handle.readline()
             if not line:
                 break
-            if not line.strip():
+            line_number += 1
+            fields = line.split()
+            if not fields:
                 continue
+            try:
+                n_pairs = _nonnegative_int(fields[0])
+                pairs = [field.split(b":") for field in fields[1:]]
+                if any(len(pair) != 2 for pair in pairs):
+                    raise ValueError
+                terms = [_nonnegative_int(term) for term, _ in pairs]
+                for _, count in pairs:
+                    _nonnegative_int(count)
+            except ValueError:
+                raise file_error(path, line_number, "expected 'M term:count ...' with non-negative integer terms "
+                                                    f"and counts, found {line.decode('utf-8', errors='replace').strip()[:80]!r}.") from None
+            if n_pairs != len(pairs):
+                raise file_error(path, line_number, f"M={n_pairs} but the line has {len(pairs)} term:count pairs.")
+            if terms and max(terms) >= vocab_size:
+                raise file_error(path, line_number, f"term id {max(terms)} outside 0..{vocab_size - 1} "
+                                                    f"(vocab_size={vocab_size}).")
             if n % rows_per_block == 0:
                 offsets.append([position, 0])
             offsets[-1][1] += 1
@@ -246,21 +294,16 @@ def _read_ldac_block(path: str, offset: int, n_rows: int, n_cols: int) -> sp.csr
     with open(path, "rb") as handle:
         handle.seek(offset)
         while len(indptr) <= n_rows:
-            line = handle.readline().decode()
-            if not line.strip():
+            fields = handle.readline().split()
+            if not fields:
                 continue
-            fields = line.split()
-            for field in fields[1:]:
-                term, count = field.split(":")
+            for field in fields[1:]:  # checked by the scan of _ldac_offsets
+                term, count = field.split(b":")
                 cols.append(int(term))
-                vals.append(float(count))
-            if int(fields[0]) != len(fields) - 1:
-                raise ValueError(f"{path}: M={fields[0]} but the line has {len(fields) - 1} term:count pairs.")
+                vals.append(int(count))
             indptr.append(len(cols))
-    cols = np.asarray(cols, dtype=np.int64)
-    if cols.size and (cols.min() < 0 or cols.max() >= n_cols):
-        raise ValueError(f"{path}: term id {cols.max() if cols.max() >= n_cols else cols.min()} outside 0..{n_cols - 1}.")
-    matrix = sp.csr_matrix((np.asarray(vals), cols, np.asarray(indptr)), shape=(n_rows, n_cols))
+    matrix = sp.csr_matrix((np.asarray(vals, dtype=np.float64), np.asarray(cols, dtype=np.int64), np.asarray(indptr)),
+                           shape=(n_rows, n_cols))
     matrix.sum_duplicates()
     return matrix
 
@@ -286,8 +329,9 @@ def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000):
     Raises
     ------
     ValueError
-        A gzip file, an empty file, bad ``vocab_size`` / ``rows_per_block``;
-        malformed lines are reported by the task that reads them.
+        A gzip file, an empty file, bad ``vocab_size`` / ``rows_per_block``, or a
+        malformed line (named with its number: bad ``M``, a negative or
+        fractional count, a term id outside the vocabulary).
     """
     func = "read_ldac_blocks"
     path = check_path(path, "path", func)
@@ -295,7 +339,7 @@ def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000):
     rows_per_block = check_int(rows_per_block, "rows_per_block", func, minimum=1)
     if path.suffix == ".gz":
         raise bad_argument("path", func, "an uncompressed file (blocks are read from byte offsets)", str(path))
-    offsets = _ldac_offsets(path, rows_per_block)
+    offsets = _ldac_offsets(path, rows_per_block, vocab_size)
     if not offsets:
         raise bad_argument("path", func, "a file with at least one document", str(path))
     tasks = [(_read_ldac_block, (str(path), offset, rows, vocab_size)) for offset, rows in offsets]

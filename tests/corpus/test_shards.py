@@ -66,8 +66,37 @@ def test_reader_errors(tmp_path):
         read_npz_shards(tmp_path)
     bad = tmp_path / "docword.txt"
     bad.write_text("3\n4\n2\n1 1 2\n1 9 1\n")
-    lazy = read_uci_blocks(bad, rows_per_block=2)
-    with pytest.raises(ValueError, match="out of range"):
-        lazy.compute()
+    with pytest.raises(ValueError, match=r"docword.txt, line 5: entry '1 9 1' outside the header's D=3, W=4"):
+        read_uci_blocks(bad, rows_per_block=2)
     with pytest.raises(ValueError, match="uncompressed"):
         read_uci_blocks(tmp_path / "docword.txt.gz")
+
+
+@pytest.mark.parametrize("body, problem", [
+    ("3\n4\n3\n1 1 2\n2 2 1\n4 1 1\n", r"line 6: entry '4 1 1' outside the header's D=3"),  # doc beyond D
+    ("3\n4\n3\n1 1 2\n2 2 1\n", r"line 3: the header gives NNZ=3 but the file has 2 entries"),  # truncated
+    ("3\n4\n1\n1 1 2\n2 2 1\n", r"line 3: the header gives NNZ=1 but the file has 2 entries"),
+    ("3\n4\n2\n1 1 2\n2 2 -1\n", r"line 5: expected 'docID wordID count' \(non-negative integers\)"),
+    ("3\n4\n2\n1 1 2\n2 2 1.5\n", r"line 5: expected 'docID wordID count'"),
+    ("3\n4\n2\n2 1 2\n1 2 1\n", r"line 5: docID 1 after docID 2"),
+    ("3\nfour\n2\n", r"line 2: expected the header integer W"),
+])
+def test_uci_blocks_never_lose_entries(tmp_path, body, problem):
+    path = tmp_path / "docword.txt"
+    path.write_text(body)
+    with pytest.raises(ValueError, match=problem):
+        read_uci_blocks(path, rows_per_block=2)
+
+
+@pytest.mark.parametrize("body, problem", [
+    ("2 0:1 1:2.5\n", r"line 1: expected 'M term:count \.\.\.' with non-negative integer"),
+    ("2 0:1 1:-2\n", r"line 1: expected 'M term:count"),
+    ("1 0:1\n3 0:1 1:2\n", r"line 2: M=3 but the line has 2 term:count pairs"),
+    ("1 0:1\n1 7:1\n", r"line 2: term id 7 outside 0..3"),
+    ("1 0:1\n1 0-1\n", r"line 2: expected 'M term:count"),
+])
+def test_ldac_blocks_refuse_what_they_cannot_keep(tmp_path, body, problem):
+    path = tmp_path / "c.ldac"
+    path.write_bytes(body.encode())
+    with pytest.raises(ValueError, match=problem):
+        read_ldac_blocks(path, vocab_size=4, rows_per_block=1)
