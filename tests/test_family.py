@@ -292,3 +292,13 @@ def test_k_auto_on_samples_with_a_clear_eigengap(name):
     estimate = _quiet(module.spectral, data, "auto", seed=0, **options)
     assert estimate.k == K and estimate.diagnostics["k_auto/chosen"] == K
     assert estimate.diagnostics["k_auto/spectrum"].ndim == 1
+
+
+def test_toy_family_in_the_family_docstring_runs():
+    """The Family docstring builds a complete new family and fits it: 'where a new model goes' is executable."""
+    import doctest
+
+    import specinit.family
+
+    result = doctest.testmod(specinit.family, optionflags=doctest.NORMALIZE_WHITESPACE, verbose=False)
+    assert result.attempted >= 15 and result.failed == 0
