@@ -589,6 +589,15 @@ def svi(counts, k: int, *, init=None, max_steps: int = 2000, tol: float = 0.01, 
     TypeError
         Counts or settings of the wrong type.
 
+    Notes
+    -----
+    The update is compiled once per process for each set of shapes and
+    settings (N, V, ``k``, ``batch_size``, the step and model settings): a
+    second call on the same corpus compiles nothing (see
+    ``first_step_seconds``). To keep the compiled update across processes,
+    turn on JAX's persistent compilation cache before the first call, e.g.
+    ``jax.config.update("jax_compilation_cache_dir", "/path/to/cache")``.
+
     References
     ----------
     .. [1] Hoffman, Blei, Bach. "Online learning for latent Dirichlet
