@@ -1013,6 +1013,8 @@ def run_svi(model, guide, shapes: dict, counts, k: int, *, init, num_steps, max_
         if done:
             batch = next_batch()
         if num_steps is None and done % _CHECK_EVERY == 0 and done:
+            if check_batch.count.shape[0] < capacity:  # padded like the training batches: no second compilation
+                check_batch, check_tokens = batch_of(check_rows)
             # The loss of the check batch at the current parameters (the returned state is dropped).
             checks.append((done, float(step(state._replace(rng_key=check_key), check_batch)[1]) / (scale * check_tokens)))
             if len(checks) >= 4:
