@@ -24,8 +24,14 @@
    spread of the chains' mean potential energies (a chain in another mode
    shows up there), with sparse counts.
 
+3. Time to quality (``--curves``): held-out perplexity against wall time in one process for spectral +
+   ``lda.svi`` with its defaults (stopping rule; the first call, so the JIT compilation counts), scikit-learn
+   online VB (``partial_fit`` passes, scored after each) and tomotopy (10 sweeps at a time, scored after
+   each); targets: online VB's final perplexity in at most 0.5x its time, tomotopy-100's in at most its time.
+
 Run: ``python benchmarks/bench_lda_svi.py [--quick] [--skip-nuts] [--skip-real] [--steps S] [--k K]
-[--nuts-inits spectral,refined,...] [--chain-method parallel]``.
+[--nuts-inits spectral,refined,...] [--chain-method parallel]``, or
+``python benchmarks/bench_lda_svi.py --curves [--corpus python,man] [--man-docs N] [--compilation-cache DIR]``.
 """
 
 from __future__ import annotations
@@ -132,6 +138,95 @@ def bench_real(k: int, num_steps: int, batch_size: int, quick: bool, corpus_name
                 [[s, w, c] for (s, w), (_, c) in zip(curves["warm"], curves["cold"])]))
 
 
+def first_time_at(curve, target: float):
+    """Wall time of the first point of ``curve`` ((seconds, perplexity), in time order) at or below ``target``."""
+    return next((seconds for seconds, p in curve if p <= target), None)
+
+
+def bench_time_to_quality(k: int, corpus_name: str, man_docs: int, seed: int = 0, sklearn_epochs: int = 10,
+                          tomotopy_iterations: int = 100, tomotopy_every: int = 10):
+    """Held-out perplexity against wall time for spectral + ``lda.svi`` (defaults), online VB and tomotopy.
+
+    Every method runs once in this process: ``lda.svi`` with its defaults (stopping rule, ``max_steps=2000``) from
+    the spectral estimate, its first call in the process (the JIT compilation of the update counted); the
+    parameters are kept every 25 steps and the time of step s is the spectral time plus the first step (compile)
+    plus s - 1 steps at the run's mean step time. scikit-learn online VB: ``partial_fit`` over the training set
+    (one pass of 128-document minibatches, as ``fit(max_iter=1)``), ``sklearn_epochs`` times, scored after each.
+    tomotopy: ``train(tomotopy_every)`` until ``tomotopy_iterations`` sweeps, scored after each. Scoring is not
+    timed.
+    """
+    from bench_lda_real import as_token_lists
+    from sklearn.decomposition import LatentDirichletAllocation
+
+    X, vocabulary, description = load_real(corpus_name, False, man_docs, seed)
+    train, test = split_rows(X, 2_000, seed)
+    print(f"\ncorpus: {description}, {train.shape[0]:,} train / {test.shape[0]:,} held out, V = {X.shape[1]:,}, "
+          f"k = {k}", flush=True)
+    curves = {}
+
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        est = lda.spectral(train, k, seed=seed, doc_topics=False)
+    t_spec = time.perf_counter() - start
+    fit = lda.svi(train, k, init=est, seed=seed, snapshot_every=25, progress=False)
+    per_step = (fit.seconds - fit.first_step_seconds) / max(fit.n_steps - 1, 1)
+    curves["spectral + lda.svi"] = [(t_spec, perplexity(test, est.params["beta"], est.params["alpha"]))] + [
+        (t_spec + fit.first_step_seconds + (step - 1) * per_step, perplexity(test, p["beta"], p["alpha"]))
+        for step, p in fit.snapshots]
+    svi_note = (f"spectral {t_spec:.1f} s; lda.svi stopped after {fit.n_steps} steps ({fit.stop_reason}) in "
+                f"{fit.seconds:.1f} s, of which the first step (compilation) {fit.first_step_seconds:.1f} s")
+
+    model = LatentDirichletAllocation(n_components=k, learning_method="online", random_state=seed,
+                                      total_samples=train.shape[0])
+    elapsed, curve = 0.0, []
+    for _ in range(sklearn_epochs):
+        start = time.perf_counter()
+        model.partial_fit(train)
+        elapsed += time.perf_counter() - start
+        beta = model.components_ / model.components_.sum(axis=1, keepdims=True)
+        curve.append((elapsed, perplexity(test, beta, np.full(k, model.doc_topic_prior_))))
+    curves[f"scikit-learn online VB ({sklearn_epochs} passes)"] = curve
+
+    import tomotopy as tp
+
+    tm = tp.LDAModel(k=k, seed=seed)
+    for words in as_token_lists(train, vocabulary):
+        if words:
+            tm.add_doc(words)
+    elapsed, curve = 0.0, []
+    for _ in range(tomotopy_iterations // tomotopy_every):
+        start = time.perf_counter()
+        tm.train(tomotopy_every, workers=2)
+        elapsed += time.perf_counter() - start
+        index = {w: i for i, w in enumerate(tm.used_vocabs)}
+        order = np.array([index.get(w, -1) for w in vocabulary])
+        beta = np.full((k, len(vocabulary)), 1e-12)
+        for t in range(k):
+            beta[t, order >= 0] = np.asarray(tm.get_topic_word_dist(t), dtype=np.float64)[order[order >= 0]]
+        beta /= beta.sum(axis=1, keepdims=True)
+        curve.append((elapsed, perplexity(test, beta, np.asarray(tm.alpha, dtype=np.float64))))
+    curves[f"tomotopy ({tomotopy_iterations} Gibbs sweeps, 2 threads)"] = curve
+
+    rows = []
+    for name, curve in curves.items():
+        picks = curve if len(curve) <= 8 else [curve[int(i)] for i in np.linspace(0, len(curve) - 1, 8)]
+        rows.append([name, "; ".join(f"{t:.1f} s: {p:.0f}" for t, p in picks)])
+    print(table(["method", "(wall time, held-out perplexity) along the run"], rows))
+    print(svi_note)
+    ours, sk, tomo = curves.values()
+    t_sk, p_sk = sk[-1]
+    t_tp, p_tp = tomo[-1]
+    reach_sk, reach_tp = first_time_at(ours, p_sk), first_time_at(ours, p_tp)
+    print(f"target 1: online VB's final perplexity {p_sk:.0f} (reached in {t_sk:.1f} s) by spectral + lda.svi in at most "
+          f"{0.5 * t_sk:.1f} s: " + (f"reached at {reach_sk:.1f} s ({reach_sk / t_sk:.2f}x)" if reach_sk is not None
+                                     else "not reached") + f"; final {ours[-1][1]:.0f} at {ours[-1][0]:.1f} s")
+    print(f"target 2: tomotopy's perplexity {p_tp:.0f} (in {t_tp:.1f} s) by spectral + lda.svi in at most its time: "
+          + (f"reached at {reach_tp:.1f} s ({reach_tp / t_tp:.2f}x)" if reach_tp is not None else
+             f"not reached (best {min(p for _, p in ours):.0f})"), flush=True)
+    return curves
+
+
 NUTS_INITS = {
     "spectral": "spectral (init_params, jitter 0.05)",
     "refined": "spectral + lda.refine (400 steps; jitter 0.05)",
@@ -195,10 +290,23 @@ def main():
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--corpus", default="python", help="comma-separated: python, man")
     parser.add_argument("--man-docs", type=int, default=40_000)
+    parser.add_argument("--curves", action="store_true", help="only the time-to-quality curves (section 3)")
+    parser.add_argument("--compilation-cache", default=None, metavar="DIR",
+                        help="turn on JAX's persistent compilation cache in DIR (a second run then loads the update)")
     parser.add_argument("--nuts-inits", default=",".join(NUTS_INITS), help="comma-separated keys of NUTS_INITS")
     parser.add_argument("--chain-method", default="sequential", choices=["sequential", "parallel", "vectorized"])
     args = parser.parse_args()
     print(f"machine: {machine()}\n")
+    if args.compilation_cache:
+        import jax
+
+        jax.config.update("jax_compilation_cache_dir", args.compilation_cache)
+        print(f"JAX persistent compilation cache: {args.compilation_cache}\n")
+    if args.curves:
+        print("3. time to quality: held-out perplexity against wall time, one run each")
+        for name in args.corpus.split(","):
+            bench_time_to_quality(args.k, name, args.man_docs)
+        return
     if not args.skip_real:
         steps = args.steps or (100 if args.quick else 2000)
         print(f"1. spectral + lda.svi vs scikit-learn online LDA ({steps} SVI steps of {args.batch_size} documents)")

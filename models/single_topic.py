@@ -369,7 +369,8 @@ def guide(counts=None, *, k, vocab_size=None, doc_lengths=None, eta=0.1, subsamp
 
 
 @public
-def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 256, seed: int = 0, progress=None,
+def svi(counts, k: int, *, init=None, max_steps: int = 2000, tol: float = 0.01, num_steps: int | None = None,
+        batch_size: int = 256, seed: int = 0, progress=None,
         lr: float = 0.05, decay_steps: float = 200.0, eta: float = 0.1, snapshot_every: int | None = None):
     """Minibatch SVI of the sparse single-topic model (point masses for ``weights`` and ``beta``).
 
@@ -390,8 +391,20 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     init : SpectralEstimate or dict, optional
         Start from these constrained ``beta`` (k, V) and ``weights`` (k,)
         (e.g. :func:`spectral`); ``None`` is NumPyro's default start.
-    num_steps : int
-        Optimization steps (one minibatch each).
+    max_steps : int
+        Most optimization steps (one minibatch each) when ``num_steps`` is
+        None; reaching it before the stopping rule fires warns.
+    tol : float
+        The stopping rule: a fixed, seeded batch of ``batch_size``
+        documents is scored every 25 steps (the negative objective per
+        token, at fixed random numbers: ``checks``); from step 100 on, the
+        run stops at the second check in a row where the mean of the last
+        quarter of the checks is less than ``tol`` nats per word below the
+        mean of the quarter before (about a factor ``exp(tol)`` in the
+        batch's perplexity). The checks cost about one step in 25.
+    num_steps : int, optional
+        Exactly this many steps, without the stopping rule (``max_steps``
+        and ``tol`` unused).
     batch_size : int
         Documents per minibatch, at most N.
     seed : int
@@ -399,9 +412,11 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     progress : None, bool or int
         Progress lines to the ``specinit`` logger (INFO; shown only when the
         application configures logging, e.g. ``logging.basicConfig(level="INFO")``).
-        ``None`` (default): a line with the recent mean loss every 15 s,
-        only in runs that last that long; ``True``: 20 lines per run;
-        an int: a line every ``progress`` steps; ``False``/0: none.
+        ``None`` (default): a line with the recent mean loss per word every
+        15 s, only in runs that last that long, and a tqdm bar when standard
+        error is a terminal; ``True``: the same lines and always the bar; an
+        int: a line every ``progress`` steps, no bar; ``False``/0: none. A
+        last line says why and when the run stopped.
     lr : float
         Adam step size at step 0, decaying like ``lr / sqrt(1 + t / decay_steps)``.
     decay_steps : float
@@ -415,7 +430,9 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     -------
     TopicSVIResult
         ``params`` (``"beta"``, ``"weights"``), ``losses``, ``guide``,
-        ``guide_params``, ``seconds``, ``snapshots``.
+        ``guide_params``, ``seconds``, ``snapshots``, ``checks``,
+        ``n_steps``, ``stop_reason`` (``"plateau"``, ``"max_steps"`` or
+        ``"num_steps"``), ``diagnostics``.
 
     Raises
     ------
@@ -425,6 +442,15 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     TypeError
         Counts or settings of the wrong type.
 
+    Notes
+    -----
+    The update is compiled once per process for each set of shapes and
+    settings (N, V, ``k``, ``batch_size``, the step and model settings): a
+    second call on the same corpus compiles nothing (see
+    ``first_step_seconds``). To keep the compiled update across processes,
+    turn on JAX's persistent compilation cache before the first call, e.g.
+    ``jax.config.update("jax_compilation_cache_dir", "/path/to/cache")``.
+
     References
     ----------
     .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, JMLR 2014, Sec. 3.1.
@@ -432,5 +458,5 @@ def svi(counts, k: int, *, init=None, num_steps: int = 2000, batch_size: int = 2
     k = check_int(k, "k", None, minimum=1)
     kwargs = {"k": k, "eta": check_positive(eta, "eta", None)}
     return run_svi(model, guide, lambda vocab: {"weights": (k,), "beta": (k, vocab)}, counts, k,
-                   init=init, num_steps=num_steps, batch_size=batch_size, seed=seed, progress=progress, lr=lr,
-                   decay_steps=decay_steps, snapshot_every=snapshot_every, model_kwargs=kwargs)
+                   init=init, num_steps=num_steps, max_steps=max_steps, tol=tol, batch_size=batch_size, seed=seed,
+                   progress=progress, lr=lr, decay_steps=decay_steps, snapshot_every=snapshot_every, model_kwargs=kwargs)

@@ -140,6 +140,7 @@ def test_svi_reduces_loss_and_params_inside_support(runs, corpus):
     _, warm, cold = runs
     for result in (warm, cold):
         assert result.losses.shape == (150,) and np.all(np.isfinite(result.losses))
+        assert result.n_steps == 150 and result.stop_reason == "num_steps" and np.isnan(result.improvement)
         beta, alpha = result.params["beta"], result.params["alpha"]
         assert beta.shape == (K, 60) and alpha.shape == (K,)
         assert beta.min() > 0 and alpha.min() > 0
@@ -220,8 +221,86 @@ def test_svi_progress_goes_to_the_logger_not_stdout(corpus, capsys, caplog):
     with caplog.at_level(logging.INFO, logger="specinit"):
         single_topic.svi(corpus.counts, K, num_steps=4, batch_size=50, progress=2)
     lines = [record.getMessage() for record in caplog.records if record.name == "specinit"]
-    assert len(lines) == 2 and lines[-1].startswith("single_topic.svi: step 4/4")
+    assert len(lines) == 3 and lines[1].startswith("single_topic.svi: step 4/4")
+    assert lines[2].startswith("single_topic.svi: stopped after 4 steps (num_steps")
     assert capsys.readouterr().out == ""
+
+
+def test_svi_progress_bar_only_when_asked(corpus, capsys):
+    """progress=True draws a tqdm bar on stderr; the default draws none when stderr is not a terminal (pytest)."""
+    lda.svi(corpus.counts, K, num_steps=3, batch_size=64, progress=True)
+    assert "lda.svi" in capsys.readouterr().err
+    lda.svi(corpus.counts, K, num_steps=3, batch_size=64)
+    assert capsys.readouterr().err == ""
+
+
+# ----------------------------------------------------------------------------- stopping and compilation
+def test_svi_stops_on_a_plateau_and_reports_why(corpus):
+    """From the spectral start on an easy corpus the check loss levels off long before the cap: the run stops at
+    the first pair of consecutive checks (every 25 steps, from step 100) where the last quarter of the run gained
+    less than tol per word; the check losses fall on the whole (the start is far from the optimum)."""
+    from specinit.models._topics import _plateau_gain
+
+    est = lda.spectral(corpus.counts, K, alpha0=0.6, doc_topics=False, seed=0)
+    result = lda.svi(corpus.counts, K, init=est, batch_size=64, seed=0, max_steps=2000, tol=2e-3)
+    n, checks = result.n_steps, [tuple(c) for c in result.checks]
+    assert result.stop_reason == "plateau" and 125 <= n < 2000 and n % 25 == 0
+    assert result.losses.shape == (n,) and [c[0] for c in checks] == list(range(25, n + 1, 25))
+    # Two checks in a row below tol, and never two in a row before.
+    gains = [_plateau_gain(checks[:i]) for i in range(4, len(checks) + 1)]
+    assert result.improvement == gains[-1] < 2e-3 and gains[-2] < 2e-3
+    assert not any(a < 2e-3 and b < 2e-3 for a, b in zip(gains[:-2], gains[1:-1]))
+    assert checks[-1][1] < checks[0][1]
+    assert result.diagnostics["stop_reason"] == "plateau" and result.diagnostics["n_steps"] == n
+    assert result.diagnostics["check_loss"] == checks[-1][1]
+    # A looser tolerance stops no later.
+    assert lda.svi(corpus.counts, K, init=est, batch_size=64, seed=0, tol=0.05).n_steps <= n
+
+
+def test_svi_max_steps_is_a_cap_and_warns(corpus):
+    with pytest.warns(RuntimeWarning, match=r"single_topic.svi reached max_steps=30 .* step 100 on"):
+        result = single_topic.svi(corpus.counts, K, max_steps=30, batch_size=50, seed=0)
+    assert result.n_steps == 30 and result.losses.shape == (30,) and result.stop_reason == "max_steps"
+    with pytest.warns(RuntimeWarning, match=r"lda.svi reached max_steps=125 .* gained"):
+        result = lda.svi(corpus.counts, K, max_steps=125, batch_size=64, seed=0, tol=1e-9)
+    assert result.n_steps == 125 and result.stop_reason == "max_steps" and np.isfinite(result.improvement)
+
+
+def test_second_run_of_the_same_shapes_compiles_nothing(corpus):
+    """Counted with JAX's compile events: a second run (another start and seed, same corpus and settings) reuses
+    every compiled function, the update step included."""
+    X = corpus.counts[:200]
+    compiles = []
+
+    def listener(event, seconds, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(kwargs.get("fun_name"))
+
+    jax.monitoring.register_event_duration_secs_listener(listener)
+    try:
+        first = single_topic.svi(X, K, num_steps=5, batch_size=40, seed=0)
+        n_first = len(compiles)
+        second = single_topic.svi(X, K, init=first, num_steps=5, batch_size=40, seed=3)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(listener)
+    assert n_first > 0 and len(compiles) == n_first and second.n_steps == 5
+
+
+@pytest.mark.parametrize("module, sites", [(lda, {"alpha_unconstrained": (K,)}), (single_topic, {"weights_unconstrained": (K - 1,)})])
+def test_sorted_elbo_is_trace_elbo_summed_in_a_fixed_order(small, module, sites):
+    """The ELBO of the compiled update is Trace_ELBO's (same key, same random numbers) up to float32 rounding."""
+    from numpyro.infer import Trace_ELBO
+
+    from specinit.models._topics import _SortedTraceELBO
+
+    batch = from_csr(sp.csr_matrix(small[0]), num_documents=20)
+    rng = np.random.default_rng(0)
+    params = {name: jnp.asarray(rng.normal(size=shape), jnp.float32)
+              for name, shape in {**sites, "beta_unconstrained": (K, V - 1)}.items()}
+    key = jax.random.PRNGKey(3)
+    ours = _SortedTraceELBO().loss(key, params, module.model, module.guide, batch, k=K)
+    theirs = Trace_ELBO().loss(key, params, module.model, module.guide, batch, k=K)
+    np.testing.assert_allclose(float(ours), float(theirs), rtol=1e-6)
 
 
 # ----------------------------------------------------------------------------- bad input
@@ -237,6 +316,18 @@ def test_bad_inputs(corpus, small):
         lda.svi(X, K, init={"beta": np.full((K, 7), 1 / 7), "alpha": np.ones(K)})
     with pytest.raises(ValueError, match="'local' argument of lda.svi"):
         lda.svi(X, K, local="adam")
+    with pytest.raises(ValueError, match="'max_steps' argument of lda.svi must be an integer >= 1; got 0"):
+        lda.svi(X, K, max_steps=0)
+    with pytest.raises(TypeError, match="'max_steps' argument of single_topic.svi must be an integer; got 10.5"):
+        single_topic.svi(X, K, max_steps=10.5)
+    with pytest.raises(ValueError, match="'tol' argument of lda.svi must be a finite number > 0; got 0.0"):
+        lda.svi(X, K, tol=0)
+    with pytest.raises(TypeError, match="'tol' argument of single_topic.svi must be a positive real number; got 'x'"):
+        single_topic.svi(X, K, tol="x")
+    with pytest.raises(ValueError, match="'num_steps' argument of lda.svi must be an integer >= 1; got 0"):
+        lda.svi(X, K, num_steps=0)
+    with pytest.raises(ValueError, match="'progress' argument of lda.svi"):
+        lda.svi(X, K, progress=-1)
     dense = small[0]
     with pytest.raises(ValueError, match="'counts' argument of lda.model must be counts over the vocabulary of size V=9"):
         numpyro.handlers.seed(lda.model, 0)(sp.csr_matrix(dense), k=K, vocab_size=9)
