@@ -51,6 +51,10 @@ class SingleTopic(TopicFamily):
     }
     match_site = "beta"
     advice = "The documents may not follow a k-topic mixture: try a smaller k."
+    # The all-word pair moment of short documents is a positive semi-definite signal plus sampling noise of both
+    # signs, whose negative eigenvalues can exceed the smaller topics' eigenvalues: whiten with the top-k positive
+    # eigenspace.
+    whitening_eigenspace = "positive"
 
     def population_moments(self, params, **options) -> FactoredMoments:
         weights = np.asarray(params["weights"], dtype=np.float64)

@@ -96,6 +96,43 @@ def test_negative_eigenvalue_raises_naming_k():
     assert isinstance(info.value, ValueError)
 
 
+def test_positive_eigenspace_skips_larger_negative_eigenvalues():
+    """Spectrum 5, 3, -2, 0.5: the top 3 by magnitude are indefinite; eigenspace="positive" whitens with 5, 3,
+    0.5 exactly (W^T M2 W = I on the positive eigenvectors), counts the skipped -2 and warns."""
+    m2 = spectrum_matrix([5.0, 3.0, -2.0, 0.5])
+    with pytest.warns(RuntimeWarning, match=r"1 negative eigenvalue\(s\).*1 of the k kept eigenvalues"):
+        wh = whiten(DenseMoments(m2), 3, oversample=10, n_iter=3, seed=0, eigenspace="positive")
+    np.testing.assert_allclose(wh.eigenvalues, [5.0, 3.0, 0.5], rtol=1e-10)
+    np.testing.assert_allclose(wh.W.T @ m2 @ wh.W, np.eye(3), atol=1e-10)
+    assert wh.diagnostics["negative_skipped"] == 1
+    np.testing.assert_allclose(wh.diagnostics["signed_eigenvalues"][:4], [5.0, 3.0, -2.0, 0.5], atol=1e-8)
+    assert wh.diagnostics["spectral_gap"] > 1e10  # only round-off after 0.5
+
+
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_positive_eigenspace_equals_magnitude_on_psd_moments(k):
+    """Exact rank-k PSD moments: both choices keep the same pairs, nothing is skipped, no warning."""
+    fm = factored(k=k, seed=k)
+    a, b = whiten(fm, k, seed=1), whiten(fm, k, seed=1, eigenspace="positive")
+    np.testing.assert_allclose(b.eigenvalues, a.eigenvalues, rtol=1e-10)
+    np.testing.assert_allclose(np.abs(b.U.T @ a.U), np.eye(k), atol=1e-8)
+    assert b.diagnostics["negative_skipped"] == 0
+
+
+def test_positive_eigenspace_with_too_few_positive_eigenvalues_says_how_many():
+    m2 = spectrum_matrix([5.0, -3.0, -2.0, 0.5])
+    with pytest.raises(IndefiniteMomentError, match=r"only 2 eigenvalues that are positive.*fewer than k=3.*at most "
+                                                    r"k=2"):
+        whiten(DenseMoments(m2), 3, seed=0, eigenspace="positive")
+
+
+def test_bad_eigenspace_and_order():
+    with pytest.raises(ValueError, match=r"eigenspace.*'magnitude', 'positive'.*'largest'"):
+        whiten(factored(), 2, eigenspace="largest")
+    with pytest.raises(ValueError, match=r"order.*'magnitude', 'positive'.*'algebraic'"):
+        krylov_eigenspace(lambda Q: Q, np.eye(4)[:, :2], 1, order="algebraic")
+
+
 def test_zero_eigenvalue_raises():
     """Rank-2 M2 whitened to k = 3: the third eigenvalue is numerically zero."""
     fm = factored(k=2, seed=3)
