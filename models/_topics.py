@@ -426,6 +426,7 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
         "m2_passes": sub.passes,
         "m2_spectral_gap": float(s[-1] / abs(ritz[k])) if ritz.size > k and ritz[k] != 0 else np.inf,
         "m2_eigengaps": np.abs(ritz[:-1]) / np.maximum(np.abs(ritz[1:]), 1e-300),
+        "m2_negative_skipped": int(np.count_nonzero((ritz < 0) & (np.abs(ritz) > s[-1]))),
         "k_supported": _supported_k(ritz),
         "tensor_eigenvalues": fit["dec"].weights,
         "sign_flips": fit["flips"],

@@ -20,9 +20,11 @@ from specinit.engine.moments import CountMoments
 from specinit.engine.whitening import IndefiniteMomentError, whiten
 from tests.conftest import (
     best_permutation,
+    SHORT_TOPICS,
     random_instance,
     sample_lda,
     sample_single_topic,
+    short_documents,
 )
 
 
@@ -99,18 +101,6 @@ def test_single_topic_error_shrinks_with_n(single_topic_instance):
     assert err_large < 0.15
 
 
-def short_documents(beta, weights, N, seed):
-    """N documents of 3 or 4 tokens from the single-topic model."""
-    rng = np.random.default_rng(seed)
-    z = rng.choice(len(weights), size=N, p=weights)
-    lengths = rng.integers(3, 5, size=N)
-    X = np.zeros((N, beta.shape[1]), dtype=np.int64)
-    for length in (3, 4):
-        rows = np.flatnonzero(lengths == length)
-        X[rows] = rng.multinomial(length, beta[z[rows]])
-    return sp.csr_matrix(X)
-
-
 def test_single_topic_fits_very_short_documents_and_error_shrinks_with_n():
     """Documents of 3-4 tokens: the pooled pair moment is the topics' rank-6 PSD part plus sampling noise of
     both signs. With 2,000 documents (this seed) a negative noise eigenvalue (about -0.0018) is larger in
@@ -118,9 +108,8 @@ def test_single_topic_fits_very_short_documents_and_error_shrinks_with_n():
     with them is refused. The top-6 positive eigenspace is whitened instead (the skipped eigenvalue counted,
     with a warning), and the error shrinks as 1/sqrt(N): 50x the documents, expected ratio ~7, required 2;
     absolute bound 0.3 at N = 100,000 (measured ~0.07)."""
-    k, V = 6, 120
-    beta = np.random.default_rng(5).dirichlet(np.full(V, 0.1), size=k)
-    weights = np.array([0.3, 0.25, 0.2, 0.15, 0.07, 0.03])
+    beta, weights = SHORT_TOPICS
+    k = len(weights)
     small = short_documents(beta, weights, 2_000, 2)
     with pytest.raises(IndefiniteMomentError, match="top 6 eigenvectors"):
         whiten(CountMoments(small), k, seed=0, eigenspace="magnitude")
