@@ -97,6 +97,10 @@ class TopicFamily(Family):
 
     options = {"weighting": Options(WEIGHTINGS)}
     data_kind = "counts"
+    # The pair moment of short documents is a positive semi-definite signal plus sampling noise of both signs,
+    # whose negative eigenvalues can exceed the smaller topics' eigenvalues: whiten with the top-k positive
+    # eigenspace.
+    whitening_eigenspace = "positive"
 
     def moments(self, counts, *, k, backend, weighting: str = "pooled", **options) -> CountMoments:
         return CountMoments(counts, alpha0=options.get("alpha0"), weighting=weighting, backend=backend)
