@@ -340,7 +340,7 @@ def whiten(
         if eigenspace == "positive":
             n_positive = int(np.count_nonzero(s > scale * 1e-12))
             raise IndefiniteMomentError(
-                f"The second moment has only {n_positive} eigenvalues that are positive and not numerically zero, "
+                f"The second moment has only {n_positive} eigenvalue(s) that are positive and not numerically zero, "
                 f"fewer than k={k} (signed top eigenvalues: {np.array2string(ritz[: k + 1], precision=3)}): "
                 f"the data support at most k={n_positive} components; try a smaller k or more data.")
         bad = int(np.count_nonzero(s <= scale * 1e-12))

@@ -121,7 +121,7 @@ def test_positive_eigenspace_equals_magnitude_on_psd_moments(k):
 
 def test_positive_eigenspace_with_too_few_positive_eigenvalues_says_how_many():
     m2 = spectrum_matrix([5.0, -3.0, -2.0, 0.5])
-    with pytest.raises(IndefiniteMomentError, match=r"only 2 eigenvalues that are positive.*fewer than k=3.*at most "
+    with pytest.raises(IndefiniteMomentError, match=r"only 2 eigenvalue\(s\) that are positive.*fewer than k=3.*at most "
                                                     r"k=2"):
         whiten(DenseMoments(m2), 3, seed=0, eigenspace="positive")
 
@@ -147,7 +147,7 @@ def test_lda_indefinite_error_names_alpha0():
     rng = np.random.default_rng(0)
     m2 = spectrum_matrix([5.0, -3.0, -1.0], d=d)
     m3 = rng.standard_normal((d, d, d))
-    with pytest.raises(IndefiniteMomentError, match=r"only 1 eigenvalues that are positive.*alpha0 may be "
+    with pytest.raises(IndefiniteMomentError, match=r"only 1 eigenvalue\(s\) that are positive.*alpha0 may be "
                                                     r"misspecified"):
         lda.spectral_from_moments(DenseMoments(m2, m3), 2, alpha0=1.0)
 

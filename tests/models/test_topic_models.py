@@ -129,7 +129,7 @@ def test_single_topic_k_beyond_the_positive_eigenvalues_says_how_many():
     positive eigenvalues for this seed, so k = 4 is refused with the number the data support."""
     rng = np.random.default_rng(0)
     X = rng.multinomial(4, rng.dirichlet(np.ones(5)), size=400)
-    with pytest.raises(IndefiniteMomentError, match=r"single_topic.spectral: .*only \d eigenvalues that are positive.*"
+    with pytest.raises(IndefiniteMomentError, match=r"single_topic.spectral: .*only \d eigenvalue\(s\) that are positive.*"
                                                     r"than k=4.*at most k=\d"):
         single_topic.spectral(X, 4)
 
