@@ -99,6 +99,10 @@ class TopicFamily(Family):
 
     options = {"weighting": Options(WEIGHTINGS)}
     data_kind = "counts"
+    # The pair moment of short documents is a positive semi-definite signal plus sampling noise of both signs,
+    # whose negative eigenvalues can exceed the smaller topics' eigenvalues: whiten with the top-k positive
+    # eigenspace.
+    whitening_eigenspace = "positive"
 
     def moments(self, counts, *, k, backend, weighting: str = "pooled", **options) -> CountMoments:
         return CountMoments(counts, alpha0=options.get("alpha0"), weighting=weighting, backend=backend)
@@ -217,7 +221,8 @@ def raw_subspace(raw, k: int, *, oversample: int = 10, n_iter: int = 1, max_iter
     r = min(d - 1, k + oversample)
     m1 = raw.m1
     start = np.column_stack([m1, rng.standard_normal((d, r - 1))])
-    space = krylov_eigenspace(raw.m2_matmat, start, k, min_passes=n_iter + 1, max_passes=max_iter + 1, tol=tol)
+    space = krylov_eigenspace(raw.m2_matmat, start, k, min_passes=n_iter + 1, max_passes=max_iter + 1, tol=tol,
+                              order="positive")
     passes = space.passes
     # The top r - 1 Ritz vectors, augmented by the direction of m1 outside them (so that the rank-one alpha0
     # terms live inside span(Q)); E2 on that direction comes from the Krylov passes while m1 is in the space (it
@@ -248,19 +253,20 @@ def _lda_whitened(sub: RawSubspace, a0: float, k: int):
     """Whitening of ``M2(a0)`` inside span(Q) and the whitened ``M3(a0)``.
 
     Returns ``(ritz, A, s, T)``: all signed eigenvalues of ``Q^T M2(a0) Q``
-    by decreasing magnitude, and (when the top k are all positive) the
-    (r, k) whitening ``A`` (``W = Q A``), the top-k eigenvalues ``s`` and the
-    (k, k, k) tensor ``M3(a0)(W, W, W)``; ``A, s, T`` are None otherwise.
+    by decreasing magnitude, and (when it has k positive eigenvalues) the
+    (r, k) whitening ``A`` (``W = Q A``) on the eigenvectors of the k
+    largest ones ``s``, and the (k, k, k) tensor ``M3(a0)(W, W, W)``;
+    ``A, s, T`` are None otherwise.
     """
     q = sub.q
     m2 = sub.e2 - a0 / (a0 + 1.0) * np.outer(q, q)
     vals, vecs = np.linalg.eigh(m2)
-    order = np.argsort(-np.abs(vals))
-    vals, vecs = vals[order], vecs[:, order]
-    s = vals[:k]
+    top = np.argsort(-vals)[:k]  # the k largest: the top-k positive eigenspace (noise of both signs is skipped)
+    s = vals[top]
+    vals = vals[np.argsort(-np.abs(vals))]
     if np.any(s <= np.max(np.abs(vals)) * 1e-12):
         return vals, None, None, None
-    A = vecs[:, :k] / np.sqrt(s)
+    A = vecs[:, top] / np.sqrt(s)
     e3 = np.einsum("abc,ai,bj,cl->ijl", sub.e3, A, A, A, optimize=True)
     e2w, m = A.T @ sub.e2 @ A, A.T @ q
     T = e3 - a0 / (a0 + 2.0) * _sym3(np.einsum("ij,l->ijl", e2w, m)) \
@@ -380,9 +386,8 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
     if not fits:
         ks = _supported_k(ritz)
         raise IndefiniteMomentError(
-            f"The pair moment E2 itself is not positive definite on its top {k} eigenvectors (only the first "
-            f"{ks} eigenvalues by magnitude are positive; signed eigenvalues {max(ks - 1, 0) + 1} to {ks + 2}: "
-            f"{np.array2string(ritz[max(ks - 1, 0): ks + 2], precision=3)}): the data do not support k={k} "
+            f"The pair moment E2 itself has only {ks} positive eigenvalues, fewer than k={k} (signed top "
+            f"eigenvalues: {np.array2string(ritz[: k + 1], precision=3)}): the data do not support k={k} "
             f"topics. Try k <= {ks} or more documents.").advise(func, "")
     scores = {r[0]: r[2] for r in rows if r[1]}
     top = max(scores, key=scores.get)
@@ -427,6 +432,7 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
         "m2_passes": sub.passes,
         "m2_spectral_gap": float(s[-1] / abs(ritz[k])) if ritz.size > k and ritz[k] != 0 else np.inf,
         "m2_eigengaps": np.abs(ritz[:-1]) / np.maximum(np.abs(ritz[1:]), 1e-300),
+        "m2_negative_skipped": int(np.count_nonzero((ritz < 0) & (np.abs(ritz) > s[-1]))),
         "k_supported": _supported_k(ritz),
         "tensor_eigenvalues": fit["dec"].weights,
         "sign_flips": fit["flips"],
@@ -442,9 +448,8 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
 
 
 def _supported_k(ritz: np.ndarray) -> int:
-    """Leading eigenvalues (by magnitude) that are positive: the largest k whose M2 whitening exists."""
-    negative = np.flatnonzero(ritz <= 0)
-    return int(negative[0]) if negative.size else int(ritz.size)
+    """Positive eigenvalues (not numerically zero): the largest k whose M2 whitening exists."""
+    return int(np.count_nonzero(ritz > 1e-12 * np.max(np.abs(ritz))))
 
 
 def _dec_report(dec) -> dict:

@@ -436,7 +436,7 @@ def spectral(
         ``params``: ``"alpha"`` (k,), ``"beta"`` (k, V), and ``"theta"``
         (N, k) when computed; ``diagnostics`` include the signed M2
         eigenvalues (``m2_eigenvalues``, ``m2_eigengaps`` and
-        ``k_supported``, the number of leading positive eigenvalues: a guide
+        ``k_supported``, the number of positive eigenvalues: a guide
         to choosing k), condition number, decomposition residual, eigengaps
         and convergence, negative mass of each topic before projection,
         ``alpha_sum`` vs ``alpha0``, the ``alpha0`` selection table and

@@ -185,7 +185,7 @@ def spectral_from_moments(moments, k: int, *, method: str = "tpm", seed=0, vocab
     ValueError
         Bad ``k``, or degenerate moments.
     specinit.engine.whitening.IndefiniteMomentError
-        If the second moment is not positive definite on its top k eigenvectors.
+        If the second moment has fewer than k positive eigenvalues (k beyond what the data support).
     """
     return FAMILY.spectral_from_moments(moments, k, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
                                         decompose_options=decompose_options)
@@ -228,17 +228,28 @@ def spectral(counts, k: int | str, *, method: str = "tpm", weighting: str = "poo
     SpectralEstimate
         ``params["beta"]`` (k, V) and ``params["weights"]`` (k,).
         Use :func:`predict` for the MAP clustering of documents and
-        :func:`refine` for EM from the estimate.
+        :func:`refine` for EM from the estimate. The second moment is
+        whitened with its top-k positive eigenspace: on very short documents
+        (a few tokens each) its sampling noise has negative eigenvalues
+        larger than the smaller topics' eigenvalues; they are skipped,
+        counted in ``diagnostics["m2_negative_skipped"]`` and warned about.
 
     Raises
     ------
     ValueError
         Bad counts (negative, non-integer, NaN) or ``k`` (``k >= V`` or more
         than the usable documents).
+
+    Warns
+    -----
+    RuntimeWarning
+        Negative eigenvalues of the second moment skipped by the whitening
+        (the smaller kept components are within its sampling noise: refine
+        the estimate), or topics that needed repair.
     TypeError
         Unknown ``decompose_options`` keys, or counts of a non-numeric type.
     specinit.engine.whitening.IndefiniteMomentError
-        If the second moment is not positive definite on its top k eigenvectors.
+        If the second moment has fewer than k positive eigenvalues (k beyond what the data support).
     """
     return FAMILY.spectral(counts, k, method=method, weighting=weighting, seed=seed, vocabulary=vocabulary, floor=floor,
                            decompose_options=decompose_options, backend=backend)

@@ -134,6 +134,12 @@ class Family:
         What the data are.
     k_dependent_moments : bool
         Whether :meth:`moments` depends on ``k`` (a noise estimate).
+    whitening_eigenspace : {"magnitude", "positive"}
+        The eigenpairs an exchangeable fit whitens with
+        (:func:`specinit.engine.whitening.whiten`): the top k by magnitude,
+        all positive (a negative one is a symptom the error reports), or the
+        k largest positive ones (moments whose sampling noise has both signs
+        and can exceed the smaller signal eigenvalues).
 
     Notes
     -----
@@ -155,6 +161,7 @@ class Family:
     optional_sites: ClassVar[frozenset] = frozenset()
     data_kind: ClassVar[str] = "rows"
     k_dependent_moments: ClassVar[bool] = False
+    whitening_eigenspace: ClassVar[str] = "magnitude"
 
     def __init__(self):
         register_sites(self.name, self.site_table)
@@ -248,7 +255,7 @@ class Family:
             diagnostics = dict(fit.diagnostics)
         else:
             fit = fit_exchangeable(fit_moments, k, order=self.tensor_order(**options), method=method, seed=rng,
-                                   decompose_options=decompose_options)
+                                   decompose_options=decompose_options, eigenspace=self.whitening_eigenspace)
             diagnostics = fit.diagnostics
         params, report = self.unwhiten(fit, moments, k, floor, rng=rng, **options)
         return params, {**diagnostics, **report}

@@ -164,7 +164,7 @@ DEGENERATE = {
     "lda counts of 1e150": (lambda: lda.spectral(_X * 1e150, 3), "The 'counts' argument of lda.spectral"),
     "single_topic k=1": (lambda: single_topic.spectral(_X, 1), None),
     "single_topic identical documents": (lambda: single_topic.spectral(sp.csr_matrix(np.tile([3, 2, 1, 0], (30, 1))), 2),
-                                         "single_topic.spectral: The second moment is not positive definite"),
+                                         "single_topic.spectral: The second moment has only 1 eigenvalue(s)"),
     "hmm k=1": (lambda: hmm.spectral(_SEQ, 1, 4), None),
     "hmm constant sequence": (lambda: hmm.spectral(np.zeros(100, int), 2, 3), "hmm.spectral: The cross moment"),
     "hmm one triple": (lambda: hmm.spectral(np.array([0, 1, 2]), 2, 3), "hmm.spectral: The cross moment"),

@@ -37,7 +37,9 @@ from specinit.corpus.shards import (
 from specinit.corpus.shipped import (
     LETTERS,
     LETTER_MODULES,
+    SUMMARY_PACKAGES,
     corpus_from_texts,
+    load_docstring_summaries,
     load_letter_sequences,
     load_man_pages,
     load_python_docs,
@@ -52,6 +54,8 @@ __all__ = [
     "document_completion",
     "fold_in",
     "load_man_pages",
+    "load_docstring_summaries",
+    "SUMMARY_PACKAGES",
     "load_python_docs",
     "load_letter_sequences",
     "LETTERS",

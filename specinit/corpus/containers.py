@@ -34,12 +34,15 @@ class Corpus:
         The word of each column. Stored as a tuple.
     names : sequence of str of length N, optional
         The name of each document. Stored as a tuple.
+    labels : sequence of str of length N, optional
+        A known category of each document (e.g. the package of a docstring),
+        to judge clusterings against. Stored as a tuple.
 
     Raises
     ------
     ValueError
         If ``counts`` is not a valid count matrix, or ``vocabulary`` /
-        ``names`` do not have one entry per column / row.
+        ``names`` / ``labels`` do not have one entry per column / row.
     TypeError
         If an entry of ``vocabulary`` or ``names`` is not a string.
     """
@@ -47,12 +50,15 @@ class Corpus:
     counts: sp.csr_matrix
     vocabulary: tuple[str, ...] | None = None
     names: tuple[str, ...] | None = None
+    labels: tuple[str, ...] | None = None
 
     def __post_init__(self):
         counts, vocabulary, names = _validated_fields(self.counts, self.vocabulary, self.names, "Corpus")
         object.__setattr__(self, "counts", counts)
         object.__setattr__(self, "vocabulary", vocabulary)
         object.__setattr__(self, "names", names)
+        object.__setattr__(self, "labels", as_strings(self.labels, "labels", "Corpus", counts.shape[0],
+                                                      "document labels (one per row of counts)"))
 
     def __repr__(self) -> str:
         n_docs, n_words = self.counts.shape

@@ -11,6 +11,9 @@ specinit:
 * :func:`load_man_pages` -- the manual pages under ``/usr/share/man``
   (Debian packages ``manpages``, ``manpages-dev`` and every package's own
   pages), read from the roff source, split into paragraphs or sections.
+* :func:`load_docstring_summaries` -- short texts with known categories: the
+  one-sentence summaries that open the docstrings of installed packages,
+  labelled by package (3-8 tokens a document after pruning).
 
 For sequence models, :func:`load_letter_sequences` turns docstrings into
 sequences of letters (27 symbols).
@@ -35,13 +38,15 @@ import scipy.sparse as sp
 
 from specinit._validation import bad_argument, check_choice, check_int
 from specinit.corpus._files import check_path
-from specinit.corpus.containers import Corpus
+from specinit.corpus.containers import Corpus, as_strings
 from specinit.corpus.text_files import ENGLISH_STOP_WORDS
 
-__all__ = ["load_python_docs", "load_man_pages", "load_letter_sequences", "corpus_from_texts", "LETTERS", "LETTER_MODULES"]
+__all__ = ["load_python_docs", "load_man_pages", "load_docstring_summaries", "load_letter_sequences", "corpus_from_texts",
+           "LETTERS", "LETTER_MODULES", "SUMMARY_PACKAGES"]
 
 _TOKEN = re.compile(r"[a-z][a-z]+")
 _PARAGRAPH = re.compile(r"\n\s*\n")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 # Stdlib directories that are not documentation of the library itself (tests, vendored or generated code).
 _STDLIB_SKIP = ("test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages", "__pycache__", "ensurepip",
                 "turtledemo", "pydoc_data")
@@ -54,7 +59,8 @@ def _check_fraction(value, name, func) -> float:
 
 
 def corpus_from_texts(texts, names=None, *, min_df: int = 5, max_df: float = 0.5, max_words: int = 10_000,
-                      min_tokens: int = 5, stop_words=ENGLISH_STOP_WORDS, max_documents: int | None = None) -> Corpus:
+                      min_tokens: int = 5, stop_words=ENGLISH_STOP_WORDS, max_documents: int | None = None,
+                      labels=None) -> Corpus:
     """Tokenize texts and build a pruned bag-of-words :class:`Corpus`.
 
     Tokens are lowercase runs of at least two ASCII letters, minus
@@ -81,11 +87,13 @@ def corpus_from_texts(texts, names=None, *, min_df: int = 5, max_df: float = 0.5
         Words removed before counting.
     max_documents : int, optional
         Keep only the first ``max_documents`` surviving documents.
+    labels : sequence of str, optional
+        One category per text (kept for the documents that survive).
 
     Returns
     -------
     Corpus
-        Counts, vocabulary and document names.
+        Counts, vocabulary, document names (and labels when given).
 
     Raises
     ------
@@ -103,6 +111,8 @@ def corpus_from_texts(texts, names=None, *, min_df: int = 5, max_df: float = 0.5
     names = [f"doc{i}" for i in range(len(texts))] if names is None else list(names)
     if len(names) != len(texts):
         raise bad_argument("names", func, f"one name per text ({len(texts)})", f"{len(names)} names", describe=False)
+    if labels is not None:
+        labels = as_strings(labels, "labels", func, len(texts), "labels (one per text)")
     stop = frozenset(stop_words)
     index: dict[str, int] = {}
     indptr, indices = [0], []
@@ -131,7 +141,8 @@ def corpus_from_texts(texts, names=None, *, min_df: int = 5, max_df: float = 0.5
         raise ValueError(f"{func}: no document keeps min_tokens={min_tokens} tokens after pruning; lower min_tokens.")
     counts = counts[rows]
     used = np.flatnonzero(np.asarray(counts.sum(axis=0)).ravel() > 0)
-    return Corpus(counts[:, used].astype(np.int64), tuple(words[kept][used]), tuple(names[i] for i in rows))
+    return Corpus(counts[:, used].astype(np.int64), tuple(words[kept][used]), tuple(names[i] for i in rows),
+                  None if labels is None else tuple(labels[i] for i in rows))
 
 
 def _stdlib_files() -> list[Path]:
@@ -226,6 +237,66 @@ def load_python_docs(packages=("stdlib",), *, min_df: int = 5, max_df: float = 0
         raise ValueError(f"{func}: no docstring found in packages={tuple(packages)!r}.")
     return corpus_from_texts(texts, names, min_df=min_df, max_df=max_df, max_words=max_words, min_tokens=min_tokens,
                              max_documents=max_documents)
+
+
+SUMMARY_PACKAGES = ("stdlib", "numpy", "scipy", "jax", "pandas", "matplotlib")
+"""The packages :func:`load_docstring_summaries` reads by default (the standard library and dependencies of specinit)."""
+
+
+def load_docstring_summaries(packages=SUMMARY_PACKAGES, *, min_df: int = 5, max_df: float = 0.5, max_words: int = 5_000,
+                             min_tokens: int = 3, max_documents: int | None = None) -> Corpus:
+    """One-sentence summaries of the docstrings of installed packages, labelled by package: short texts.
+
+    Every module, class and function docstring of each package (parsed with
+    :mod:`ast` from the sorted source files, never imported) contributes its
+    summary: the first sentence of its first paragraph (PEP 257's summary
+    line, e.g. "Return the cumulative sum of the elements along a given
+    axis."). Each document is labelled by the package it comes from, a known
+    category to judge clusterings against. With the default packages and
+    pruning: about 23,000 documents of 3 or more tokens, 5.6 tokens on
+    average (median 5), V about 3,300 (Python 3.11, NumPy 2.4, SciPy 1.17).
+
+    Parameters
+    ----------
+    packages : sequence of str, default :data:`SUMMARY_PACKAGES`
+        ``"stdlib"`` and/or names of installed packages; each is one label.
+    min_df, max_df, max_words, min_tokens, max_documents
+        Vocabulary and document pruning, as for :func:`corpus_from_texts`.
+
+    Returns
+    -------
+    Corpus
+        With ``labels`` (the package of each document); names are
+        ``"<package>/<file>:<qualified name>"``.
+
+    Raises
+    ------
+    ImportError
+        A named package is not installed.
+    TypeError
+        ``packages`` is not a sequence of names.
+    ValueError
+        Bad pruning arguments, or nothing survives them.
+    """
+    func = "load_docstring_summaries"
+    if isinstance(packages, str) or not hasattr(packages, "__iter__"):
+        raise bad_argument("packages", func, "a sequence of package names such as ('stdlib', 'numpy')", packages,
+                           kind=TypeError)
+    texts, names, labels = [], [], []
+    for package in packages:
+        files = _package_files(package, func)
+        root = Path(sysconfig.get_paths()["stdlib"]) if package == "stdlib" else None
+        for path in sorted(files, key=lambda p: p.as_posix()):
+            rel = path.relative_to(root).as_posix() if root else path.name
+            for name, para in _docstring_paragraphs(path, f"{package}/{rel}:"):
+                if name.endswith("#0"):
+                    names.append(name[:-2])
+                    texts.append(_SENTENCE_END.split(para, maxsplit=1)[0])
+                    labels.append(package)
+    if not texts:
+        raise ValueError(f"{func}: no docstring found in packages={tuple(packages)!r}.")
+    return corpus_from_texts(texts, names, min_df=min_df, max_df=max_df, max_words=max_words, min_tokens=min_tokens,
+                             max_documents=max_documents, labels=labels)
 
 
 LETTERS = "abcdefghijklmnopqrstuvwxyz "

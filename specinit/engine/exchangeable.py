@@ -59,6 +59,7 @@ class ExchangeableFit:
             "m2_ritz_residual": w["ritz_residual"],
             "m2_passes": w["power_iterations"] + 1,
             "m2_spectral_gap": w["spectral_gap"],
+            "m2_negative_skipped": w["negative_skipped"],
             "tensor_eigenvalues": self.eigenvalues,
             **{f"decomposition_{key}": value for key, value in d.items()},
         }
@@ -83,6 +84,7 @@ def fit_exchangeable(
     n_power_iter: int = 1,
     max_slice_directions: int = 200,
     decompose_options: dict | None = None,
+    eigenspace: str = "magnitude",
 ) -> ExchangeableFit:
     """Whiten ``moments``, decompose the whitened third (or fourth) moment, unwhiten.
 
@@ -111,6 +113,10 @@ def fit_exchangeable(
     decompose_options : dict, optional
         Keyword arguments of the decomposition (``n_restarts``, ``n_iter``,
         ``tol``...; checked against the method's keywords).
+    eigenspace : {"magnitude", "positive"}
+        The eigenpairs of the second moment that whiten it
+        (:func:`specinit.engine.whitening.whiten`): the top k by magnitude,
+        or the k largest positive ones.
 
     Returns
     -------
@@ -121,7 +127,7 @@ def fit_exchangeable(
     Raises
     ------
     specinit.engine.whitening.IndefiniteMomentError
-        If the second moment is not positive definite on its top k eigenvectors.
+        If the second moment is not positive definite on the k eigenvectors it is whitened with.
     TypeError
         If ``decompose_options`` names a keyword the decomposition does not take.
     """
@@ -131,7 +137,7 @@ def fit_exchangeable(
     max_slice_directions = check_int(max_slice_directions, "max_slice_directions", None, minimum=1)
     rng = as_generator(seed, None)
     options = (check_options if order == 3 else check_options4)(method, decompose_options, None)
-    wh = whiten(moments, k, oversample=oversample, n_iter=n_power_iter, seed=rng)
+    wh = whiten(moments, k, oversample=oversample, n_iter=n_power_iter, seed=rng, eigenspace=eigenspace)
     if order == 4:
         dec = decompose4(moments.whitened_m4(wh.W), k, method, seed=rng, options=options)
     else:

@@ -7,11 +7,17 @@ come from the whole space, not only from the last block as in the
 randomized range finder with power iterations (Musco & Musco 2015; Halko,
 Martinsson, Tropp 2011, Alg. 4.4 / 5.3). The gap-dependence of the number of
 passes drops from ``1/gap`` to ``1/sqrt(gap)``, and ``M2`` is touched only
-through products ``M2 @ Q``. The k eigenvalues of largest magnitude are kept WITH
-their signs: a moment matrix that should be positive semi-definite but has a
-negative or zero eigenvalue among the top k is a symptom (alpha0
-misspecified, k too large, too little data) and raises an error instead of
-being silently absorbed by an absolute value.
+through products ``M2 @ Q``. Eigenvalues are kept WITH their signs. By
+default the k of largest magnitude are whitened: a moment matrix that should
+be positive semi-definite but has a negative or zero eigenvalue among the top
+k is a symptom (alpha0 misspecified, k too large, too little data) and raises
+an error instead of being silently absorbed by an absolute value. With
+``eigenspace="positive"`` the k largest positive eigenpairs are whitened and
+negative eigenvalues of larger magnitude are skipped and counted: the
+estimator of an unbiased pair moment from very short documents is a positive
+semi-definite signal plus noise with both signs, and its top-k positive
+eigenspace is the signal's estimate (only fewer than k positive eigenvalues
+raise).
 """
 
 from __future__ import annotations
@@ -20,13 +26,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specinit._validation import as_generator, check_int, public, warn
+from specinit._validation import as_generator, check_choice, check_int, public, warn
 
-__all__ = ["Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace", "signed_spectrum", "whiten"]
+__all__ = ["EIGENSPACES", "Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace", "signed_spectrum",
+           "wanted_pairs", "whiten"]
+
+
+#: Which k eigenpairs :func:`whiten` keeps: the top k by magnitude (all must be positive), or the k largest positive.
+EIGENSPACES = ("magnitude", "positive")
 
 
 class IndefiniteMomentError(ValueError):
-    """The second moment has a non-positive eigenvalue among its top k."""
+    """The second moment has a non-positive eigenvalue among the k it should whiten."""
 
     def advise(self, func: str, advice: str) -> "IndefiniteMomentError":
         """The same error with the public entry ``func`` and a model's ``advice`` added.
@@ -57,14 +68,17 @@ class Whitening:
     U : ndarray, shape (d, k)
         Orthonormal top-k eigenvectors of ``M2``.
     eigenvalues : ndarray, shape (k,)
-        The top-k eigenvalues, positive, descending.
+        The kept eigenvalues, positive, descending.
     diagnostics : dict
         ``signed_eigenvalues`` (the top ``k + oversample`` Ritz values, by
-        decreasing magnitude, with signs), ``condition_number``,
+        decreasing magnitude, with signs), ``negative_skipped`` (negative
+        eigenvalues larger in magnitude than the smallest kept one, skipped
+        by ``eigenspace="positive"``; 0 otherwise), ``condition_number``,
         ``ritz_residual`` (max relative residual ``||M2 u - s u|| / s`` of
         the kept pairs), ``power_iterations`` (passes after the first),
         ``spectral_gap``
-        (``s_k / |s_(k+1)|``, inf when not computed).
+        (``s_k / |s_(k+1)|``, with ``s_(k+1)`` the eigenvalue after the
+        smallest kept one by magnitude; inf when not computed).
     """
 
     W: np.ndarray
@@ -89,11 +103,11 @@ class RitzSubspace:
     image : ndarray, shape (d, m)
         ``M2 @ basis`` (exact: every column came from a pass over the data).
     ritz : ndarray, shape (m,)
-        Ritz values, by decreasing magnitude, with signs.
+        Ritz values with signs, by decreasing magnitude.
     vectors : ndarray, shape (m, m)
         Ritz vectors in the coordinates of ``basis`` (columns, same order).
     residual : float
-        Largest relative residual ``||M2 u - s u|| / |s|`` of the top-k Ritz pairs.
+        Largest relative residual ``||M2 u - s u|| / |s|`` of the wanted Ritz pairs (:func:`wanted_pairs`).
     passes : int
         Products with ``M2`` (passes over the data).
     """
@@ -106,26 +120,49 @@ class RitzSubspace:
     passes: int
 
 
-def _ritz_pairs(B: np.ndarray, G: np.ndarray, k: int):
+def wanted_pairs(ritz: np.ndarray, k: int, order: str) -> np.ndarray:
+    """Indices of the wanted Ritz pairs among ``ritz`` (by decreasing magnitude): the first k, or the first k positive.
+
+    Parameters
+    ----------
+    ritz : ndarray
+        Signed Ritz values by decreasing magnitude.
+    k : int
+    order : {"magnitude", "positive"}
+
+    Returns
+    -------
+    ndarray of int
+        At most k indices (fewer when fewer than k values are positive).
+    """
+    return np.arange(min(k, ritz.size)) if order == "magnitude" else np.flatnonzero(ritz > 0)[:k]
+
+
+def _ritz_pairs(B: np.ndarray, G: np.ndarray, k: int, order: str):
     """Ritz pairs from ``B = Q^T M2 Q`` and ``G = (M2 Q)^T (M2 Q)``, by decreasing magnitude.
 
-    The residuals come from the small matrices, ``||M2 u - s u||^2 =
-    v^T G v - s^2`` for ``u = Q v`` (orthonormal Q): no product with the
-    tall basis. Cancellation limits them to about ``1e-8`` relative, far
-    below the stopping tolerance; the reported residual is recomputed from
-    the tall arrays (:func:`_exact_residual`).
+    The residuals (of the wanted pairs, :func:`wanted_pairs`) come from the
+    small matrices, ``||M2 u - s u||^2 = v^T G v - s^2`` for ``u = Q v``
+    (orthonormal Q): no product with the tall basis. Cancellation limits
+    them to about ``1e-8`` relative, far below the stopping tolerance; the
+    reported residual is recomputed from the tall arrays (:func:`_exact_residual`).
     """
     ritz, vecs = np.linalg.eigh(0.5 * (B + B.T))
-    order = np.argsort(-np.abs(ritz))
-    ritz, vecs = ritz[order], vecs[:, order]
-    s, top = ritz[:k], vecs[:, :k]
+    rank = np.argsort(-np.abs(ritz))
+    ritz, vecs = ritz[rank], vecs[:, rank]
+    wanted = wanted_pairs(ritz, k, order)
+    if wanted.size == 0:
+        return ritz, vecs, np.inf
+    s, top = ritz[wanted], vecs[:, wanted]
     squared = np.maximum(np.einsum("ij,ij->j", top, G @ top) - s**2, 0.0)
     return ritz, vecs, float(np.max(np.sqrt(squared) / np.maximum(np.abs(s), np.finfo(float).tiny)))
 
 
-def _exact_residual(basis: np.ndarray, image: np.ndarray, ritz: np.ndarray, vecs: np.ndarray, k: int) -> float:
-    """``max_i ||M2 u_i - s_i u_i|| / |s_i|`` over the top-k Ritz pairs, from the tall arrays."""
-    s, top = ritz[:k], vecs[:, :k]
+def _exact_residual(basis: np.ndarray, image: np.ndarray, ritz: np.ndarray, vecs: np.ndarray, wanted) -> float:
+    """``max_i ||M2 u_i - s_i u_i|| / |s_i|`` over the wanted Ritz pairs, from the tall arrays."""
+    if len(wanted) == 0:
+        return np.inf
+    s, top = ritz[wanted], vecs[:, wanted]
     residual = np.linalg.norm(image @ top - (basis @ top) * s, axis=0) / np.maximum(np.abs(s), np.finfo(float).tiny)
     return float(residual.max())
 
@@ -153,7 +190,7 @@ def _next_block(basis: np.ndarray, candidates: np.ndarray) -> np.ndarray:
 
 
 def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2, max_passes: int = 13,
-                      tol: float = 1e-2, max_blocks: int = 4) -> RitzSubspace:
+                      tol: float = 1e-2, max_blocks: int = 4, order: str = "magnitude") -> RitzSubspace:
     """Top-k eigenpairs of a symmetric operator by randomized block Krylov iteration.
 
     Block Lanczos with full reorthogonalization: the search space starts as
@@ -173,18 +210,24 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
         Start block (random; columns that must lie in the space, such as a
         mean vector, can be included). ``b >= k``.
     k : int
-        Number of wanted eigenpairs (largest magnitude).
+        Number of wanted eigenpairs.
     min_passes, max_passes : int
         Passes always done, and at most done.
     tol : float
         Stop when the top-k relative Ritz residual is below ``tol``.
     max_blocks : int
         Blocks kept in the space before a thick restart.
+    order : {"magnitude", "positive"}
+        The wanted eigenpairs, whose residual decides convergence: the k of
+        largest magnitude, or the first k positive ones in that order
+        (negative ones of larger magnitude stay in the space and are
+        skipped). A thick restart keeps the Ritz vectors of largest magnitude.
 
     Returns
     -------
     RitzSubspace
     """
+    order = check_choice(order, "order", None, EIGENSPACES)
     first = np.linalg.qr(start)[0]
     d, width = first.shape
     capacity = min(d, max_blocks * width)
@@ -196,7 +239,7 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
     B = first.T @ image[:, :m]
     G = image[:, :m].T @ image[:, :m]
     while True:
-        ritz, vecs, residual = _ritz_pairs(B, G, k)
+        ritz, vecs, residual = _ritz_pairs(B, G, k, order)
         if passes >= max_passes or (passes >= min_passes and residual < tol):
             break
         newest = image[:, m - added : m]
@@ -217,14 +260,15 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
         basis[:, m : m + added], image[:, m : m + added] = block, Y
         m += added
     basis, image = basis[:, :m], image[:, :m]
-    ritz, vecs, _ = _ritz_pairs(B, G, k)  # of the final space (a thick restart may have rotated it)
-    residual = _exact_residual(basis, image, ritz, vecs, k)
+    ritz, vecs, _ = _ritz_pairs(B, G, k, order)  # of the final space (a thick restart may have rotated it)
+    residual = _exact_residual(basis, image, ritz, vecs, wanted_pairs(ritz, k, order))
     return RitzSubspace(basis=basis, image=image, ritz=ritz, vectors=vecs, residual=residual, passes=passes)
 
 
 @public
 def whiten(
-    moments, k: int, *, oversample: int = 10, n_iter: int = 1, max_iter: int = 12, tol: float = 1e-2, seed=0
+    moments, k: int, *, oversample: int = 10, n_iter: int = 1, max_iter: int = 12, tol: float = 1e-2, seed=0,
+    eigenspace: str = "magnitude",
 ) -> Whitening:
     """Whiten the second moment ``M2`` of ``moments`` to rank ``k``.
 
@@ -248,6 +292,14 @@ def whiten(
         Convergence tolerance on the relative Ritz residual.
     seed : int or numpy.random.Generator
         Randomness of the test matrix.
+    eigenspace : {"magnitude", "positive"}
+        ``"magnitude"``: whiten with the k eigenpairs of largest magnitude,
+        which must all be positive. ``"positive"``: with the k largest
+        positive eigenpairs; negative eigenvalues of larger magnitude than
+        the smallest kept one are skipped and counted in
+        ``diagnostics["negative_skipped"]`` (a sampled unbiased moment of
+        very short documents: a positive semi-definite signal plus noise of
+        both signs).
 
     Returns
     -------
@@ -256,28 +308,41 @@ def whiten(
     Raises
     ------
     IndefiniteMomentError
-        If any of the top-k eigenvalues is <= 0 (or numerically zero).
+        If a kept eigenvalue is <= 0 (or numerically zero): one of the top k
+        by magnitude, or, with ``eigenspace="positive"``, fewer than k
+        positive eigenvalues (the message states how many there are).
 
     Warns
     -----
     RuntimeWarning
         If the residual is still above ``tol`` after ``max_iter`` iterations
         (the top-k eigenvalues are nearly tied with the rest of the
-        spectrum: k may be too large for the data).
+        spectrum: k may be too large for the data); with
+        ``eigenspace="positive"``, if negative eigenvalues were skipped (the
+        smallest kept eigenvalues are within the moment's sampling noise,
+        whose scale the negative ones show).
     """
     d = moments.n_features
     k = check_int(k, "k", None, minimum=1, maximum=d)
     oversample = check_int(oversample, "oversample", None, minimum=0)
     n_iter = check_int(n_iter, "n_iter", None, minimum=0)
     max_iter = check_int(max_iter, "max_iter", None, minimum=n_iter)
+    eigenspace = check_choice(eigenspace, "eigenspace", None, EIGENSPACES)
     rng = as_generator(seed, None)
     r = min(d, k + oversample)
     space = krylov_eigenspace(moments.m2_matmat, rng.standard_normal((d, r)), k, min_passes=n_iter + 1,
-                              max_passes=max_iter + 1, tol=tol)
-    ritz, residual = space.ritz[:r], space.residual
-    s = ritz[:k]
+                              max_passes=max_iter + 1, tol=tol, order=eigenspace)
+    residual, ritz = space.residual, space.ritz[:r]
+    kept = wanted_pairs(space.ritz, k, eigenspace)
+    s = space.ritz[kept]
     scale = np.max(np.abs(ritz))
-    if np.any(s <= scale * 1e-12):
+    if kept.size < k or np.any(s <= scale * 1e-12):
+        if eigenspace == "positive":
+            n_positive = int(np.count_nonzero(s > scale * 1e-12))
+            raise IndefiniteMomentError(
+                f"The second moment has only {n_positive} eigenvalue(s) that are positive and not numerically zero, "
+                f"fewer than k={k} (signed top eigenvalues: {np.array2string(ritz[: k + 1], precision=3)}): "
+                f"the data support at most k={n_positive} components; try a smaller k or more data.")
         bad = int(np.count_nonzero(s <= scale * 1e-12))
         raise IndefiniteMomentError(
             f"The second moment is not positive definite on its top {k} eigenvectors: {bad} of the "
@@ -285,13 +350,16 @@ def whiten(
             f"{np.array2string(ritz[: k + 1], precision=3)}). Likely causes: k too large for the data "
             f"(try a smaller k), too little data, or a misspecified model."
         )
-    U = space.basis @ space.vectors[:, :k]
+    U = space.basis @ space.vectors[:, kept]
     # Eigenvectors are defined up to sign: make each column's largest entry positive, so that backends whose
     # sums differ only by round-off hand the decomposition the same whitened tensor.
     U = U * np.where(U[np.argmax(np.abs(U), axis=0), np.arange(k)] < 0, -1.0, 1.0)
-    gap = float(s[-1] / abs(ritz[k])) if ritz.size > k and ritz[k] != 0 else np.inf
+    skipped = int(kept[-1] + 1 - k)  # the negative values before the k-th positive one (by magnitude)
+    following = space.ritz[kept[-1] + 1] if space.ritz.size > kept[-1] + 1 else 0.0
+    gap = float(s[-1] / abs(following)) if following != 0 else np.inf
     diagnostics = {
         "signed_eigenvalues": ritz,
+        "negative_skipped": skipped,
         "condition_number": float(s[0] / s[-1]),
         "ritz_residual": residual,
         "power_iterations": space.passes - 1,
@@ -302,6 +370,13 @@ def whiten(
             f"whitening: the randomized eigensolver did not converge in max_iter={max_iter} passes after the first "
             f"(relative Ritz residual {residual:.2g}, spectral gap s_k/|s_k+1| = {gap:.3g}); the top-{k} "
             "eigenvalues are barely separated from the rest: try a smaller k, or larger max_iter/oversample.")
+    if skipped:
+        below = int(np.count_nonzero(s < abs(float(np.min(space.ritz[: kept[-1]])))))
+        warn(f"whitening: {skipped} negative eigenvalue(s) of the second moment are larger in magnitude than the "
+             f"smallest of the top-{k} positive ones it is whitened with (skipped; "
+             f"diagnostics['m2_negative_skipped']): {below} of the k kept eigenvalues are within the moment's "
+             "sampling noise (very short documents, or k beyond what the data resolve). Refine the estimate "
+             "(EM) before using it, or try a smaller k.")
     return Whitening(W=U / np.sqrt(s), U=U, eigenvalues=s, diagnostics=diagnostics)
 
 

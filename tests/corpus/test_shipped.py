@@ -11,7 +11,9 @@ import pytest
 from specinit.corpus import (
     ENGLISH_STOP_WORDS,
     LETTERS,
+    Corpus,
     corpus_from_texts,
+    load_docstring_summaries,
     load_letter_sequences,
     load_man_pages,
     load_python_docs,
@@ -124,3 +126,33 @@ def test_man_pages_from_a_roff_tree(tmp_path):
 def test_man_pages_missing_tree_names_what_to_install(tmp_path):
     with pytest.raises(FileNotFoundError, match="apt-get install man-db manpages manpages-dev"):
         load_man_pages(tmp_path / "nothing")
+
+
+def test_docstring_summaries_are_short_labelled_documents():
+    """One document per docstring: its first sentence, labelled by the package it comes from."""
+    packages = ("json", "email", "logging")
+    corpus = load_docstring_summaries(packages, min_df=3)
+    lengths = np.asarray(corpus.counts.sum(axis=1)).ravel()
+    assert corpus.counts.shape[0] > 200 and lengths.min() >= 3 and 3 <= np.median(lengths) <= 8
+    assert set(corpus.labels) == set(packages) and len(corpus.labels) == corpus.counts.shape[0]
+    assert all(name.startswith(label + "/") for name, label in zip(corpus.names, corpus.labels))
+    # json/decoder.py's JSONDecoder.decode: "Return the Python representation of ``s`` (a ``str`` instance
+    # containing a JSON document)." -- one sentence, stop words dropped
+    row = corpus.names.index("json/decoder.py:.JSONDecoder.decode")
+    words = {corpus.vocabulary[j] for j in corpus.counts[row].indices}
+    assert {"python", "representation", "json", "document"} <= words
+    again = load_docstring_summaries(packages, min_df=3)
+    assert again.labels == corpus.labels and (again.counts != corpus.counts).nnz == 0
+
+
+def test_docstring_summaries_and_labels_bad_input():
+    with pytest.raises(TypeError, match="packages"):
+        load_docstring_summaries("json")
+    with pytest.raises(ImportError, match="not installed"):
+        load_docstring_summaries(("no_such_package_xyz",))
+    with pytest.raises(ValueError, match=r"labels.*3 labels \(one per text\).*2 entries"):
+        corpus_from_texts(["a b", "c d", "e f"], labels=["x", "y"], min_df=1, min_tokens=1)
+    with pytest.raises(ValueError, match=r"labels.*2 document labels.*1 entries"):
+        Corpus([[1, 0], [0, 2]], labels=["x"])
+    with pytest.raises(TypeError, match="labels"):
+        Corpus([[1, 0], [0, 2]], labels=["x", 3])

@@ -16,12 +16,15 @@ from sklearn.metrics import adjusted_rand_score
 from specinit.models import lda, single_topic
 
 from specinit.engine.decompose import METHODS
-from specinit.engine.whitening import IndefiniteMomentError
+from specinit.engine.moments import CountMoments
+from specinit.engine.whitening import IndefiniteMomentError, whiten
 from tests.conftest import (
     best_permutation,
+    SHORT_TOPICS,
     random_instance,
     sample_lda,
     sample_single_topic,
+    short_documents,
 )
 
 
@@ -96,6 +99,39 @@ def test_single_topic_error_shrinks_with_n(single_topic_instance):
     err_small, err_large = errors
     assert err_large < err_small / 2
     assert err_large < 0.15
+
+
+def test_single_topic_fits_very_short_documents_and_error_shrinks_with_n():
+    """Documents of 3-4 tokens: the pooled pair moment is the topics' rank-6 PSD part plus sampling noise of
+    both signs. With 2,000 documents (this seed) a negative noise eigenvalue (about -0.0018) is larger in
+    magnitude than the smallest topic's (about 0.0017): the top-6 by magnitude are indefinite, and whitening
+    with them is refused. The top-6 positive eigenspace is whitened instead (the skipped eigenvalue counted,
+    with a warning), and the error shrinks as 1/sqrt(N): 50x the documents, expected ratio ~7, required 2;
+    absolute bound 0.3 at N = 100,000 (measured ~0.07)."""
+    beta, weights = SHORT_TOPICS
+    k = len(weights)
+    small = short_documents(beta, weights, 2_000, 2)
+    with pytest.raises(IndefiniteMomentError, match="top 6 eigenvectors"):
+        whiten(CountMoments(small), k, seed=0, eigenspace="magnitude")
+    with pytest.warns(RuntimeWarning, match=r"1 negative eigenvalue\(s\) .*\(skipped"):
+        est_small = single_topic.spectral(small, k, seed=0)
+    assert est_small.diagnostics["m2_negative_skipped"] == 1
+    errors = []
+    for est in (est_small, single_topic.spectral(short_documents(beta, weights, 100_000, 10), k, seed=0)):
+        perm = best_permutation(beta, est.params["beta"])
+        errors.append(np.abs(est.params["beta"][perm] - beta).sum(1).max())
+    assert errors[1] < errors[0] / 2
+    assert errors[1] < 0.3
+
+
+def test_single_topic_k_beyond_the_positive_eigenvalues_says_how_many():
+    """Documents from ONE topic over 5 words: the pair moment is rank one plus noise, with fewer than 4
+    positive eigenvalues for this seed, so k = 4 is refused with the number the data support."""
+    rng = np.random.default_rng(0)
+    X = rng.multinomial(4, rng.dirichlet(np.ones(5)), size=400)
+    with pytest.raises(IndefiniteMomentError, match=r"single_topic.spectral: .*only \d eigenvalue\(s\) that are positive.*"
+                                                    r"than k=4.*at most k=\d"):
+        single_topic.spectral(X, 4)
 
 
 def test_lda_error_shrinks_with_n():

@@ -1,0 +1,133 @@
+"""Short texts: one-sentence documents with known categories (docstring summaries labelled by package).
+
+Corpus: :func:`specinit.corpus.load_docstring_summaries` over nine installed packages (the first sentence of
+every docstring, 3-8 tokens a document), documents split 80/20 into train and test (seeded). For each k, fitted
+on the training documents:
+
+* ``single_topic.spectral`` (the top-k positive eigenspace of the pair moment, tensor power method);
+* ``single_topic.refine`` (EM from the spectral estimate, with its default 6 spectral-seeded restarts; time
+  includes the spectral step), and the same with ``restarts=0`` (plain EM from the spectral estimate), also
+  stopped after 20 steps (time to quality);
+* best-of-3 random EM: the same EM (``single_topic.refine``, no restarts) from 3 random starts (topics = the
+  smoothed word frequencies of a random partition of the documents), the best training likelihood kept; time
+  for all 3;
+* k-means (scikit-learn ``KMeans``, 3 inits) on l2-normalized tf-idf rows: a clustering, no likelihood;
+* ``lda.spectral`` alone (its default method).
+
+Columns: held-out log-likelihood of the test documents under the single-topic model (nats per word, topic
+summed out, multinomial coefficient included), held-out document-completion perplexity
+(:func:`specinit.corpus.document_completion`: half of each test document's tokens fold in the topic
+proportions, the other half are scored; the single-topic estimates are scored with ``alpha = weights``), NMI
+of the training documents' clusters (MAP topic, argmax of the LDA document topics, k-means labels) against the
+packages, wall and CPU time (all threads; the steadier measure on a shared machine), and the number of distinct
+warnings the fit emitted.
+
+Run: ``python benchmarks/bench_short_text.py [--k 10 25] [--seed 0]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+import warnings
+
+import numpy as np
+from _common import machine, table
+from sklearn.cluster import KMeans
+from sklearn.feature_extraction.text import TfidfTransformer
+from sklearn.metrics import normalized_mutual_info_score
+from specinit.models import lda, single_topic
+
+from specinit.corpus import document_completion, load_docstring_summaries
+
+PACKAGES = ("stdlib", "numpy", "scipy", "sklearn", "jax", "pandas", "matplotlib", "sympy", "networkx")
+
+
+def held_out_per_word(test, estimate) -> float:
+    return float(np.sum(single_topic.log_likelihood(test, estimate)) / test.sum())
+
+
+def random_start(train, k: int, rng: np.random.Generator) -> dict:
+    """Topics from a random partition of the documents (word frequencies, add-one smoothed), uniform weights."""
+    assign = rng.integers(k, size=train.shape[0])
+    beta = np.vstack([np.asarray(train[assign == i].sum(axis=0)).ravel() + 1.0 for i in range(k)])
+    return {"weights": np.full(k, 1.0 / k), "beta": beta / beta.sum(axis=1, keepdims=True)}
+
+
+def best_of_random_em(train, k: int, seed: int, n_starts: int = 3):
+    rng = np.random.default_rng(seed)
+    runs = [single_topic.refine(train, random_start(train, k, rng), restarts=0) for _ in range(n_starts)]
+    return max(runs, key=lambda run: run.log_likelihood[-1]).estimate
+
+
+def run(train, test, labels, k: int, seed: int) -> list[list]:
+    rows = []
+
+    def add(name, fit, topics=None):
+        start, cpu = time.perf_counter(), time.process_time()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = fit()
+        seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
+        notes = len({str(w.message) for w in caught})
+        if topics is None:  # a clustering only
+            rows.append([k, name, "-", "-", normalized_mutual_info_score(labels, out), seconds, cpu, notes])
+            return out
+        beta, alpha, clusters, per_word = topics(out)
+        perplexity = document_completion(test, beta, alpha, seed=seed).perplexity
+        rows.append([k, name, per_word, perplexity, normalized_mutual_info_score(labels, clusters), seconds, cpu,
+                     notes])
+        return out
+
+    def single(estimate):
+        return (estimate.params["beta"], estimate.params["weights"], single_topic.predict(train, estimate)[1],
+                held_out_per_word(test, estimate))
+
+    def refined(result):
+        return single(result.estimate)
+
+    def lda_topics(estimate):
+        theta = lda.document_topics(train, estimate.params["beta"], estimate.params["alpha"])
+        return estimate.params["beta"], estimate.params["alpha"], theta.argmax(axis=1), "-"  # not a mixture likelihood
+
+    add("single_topic.spectral", lambda: single_topic.spectral(train, k, seed=seed), single)
+    add("single_topic.refine", lambda: single_topic.refine(train, single_topic.spectral(train, k, seed=seed),
+                                                           seed=seed), refined)
+    add("single_topic.refine, restarts=0",
+        lambda: single_topic.refine(train, single_topic.spectral(train, k, seed=seed), restarts=0), refined)
+    add("single_topic.refine, restarts=0, max_iter=20",
+        lambda: single_topic.refine(train, single_topic.spectral(train, k, seed=seed), restarts=0, max_iter=20),
+        refined)
+    add("EM, best of 3 random starts", lambda: best_of_random_em(train, k, seed), single)
+    tfidf = TfidfTransformer().fit_transform(train)
+    add("k-means (tf-idf, 3 inits)", lambda: KMeans(k, n_init=3, random_state=seed).fit_predict(tfidf))
+    add("lda.spectral", lambda: lda.spectral(train, k, seed=seed, doc_topics=False), lda_topics)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--k", type=int, nargs="+", default=[10, 25])
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
+    start = time.perf_counter()
+    corpus = load_docstring_summaries(PACKAGES)
+    X, labels = corpus.counts, np.asarray(corpus.labels)
+    lengths = np.asarray(X.sum(axis=1)).ravel()
+    order = np.random.default_rng(args.seed).permutation(X.shape[0])
+    cut = X.shape[0] // 5
+    train_rows, test_rows = np.sort(order[cut:]), np.sort(order[:cut])
+    train, test = X[train_rows], X[test_rows]
+    print(f"corpus: {X.shape[0]} docstring summaries of {len(PACKAGES)} packages, V={X.shape[1]}, "
+          f"{lengths.mean():.1f} tokens a document (median {np.median(lengths):.0f}); train {train.shape[0]}, "
+          f"test {test.shape[0]}; loaded in {time.perf_counter() - start:.0f} s\n")
+    rows = [row for k in args.k for row in run(train, test, labels[train_rows], k, args.seed)]
+    headers = ["k", "method", "held-out nats/word", "completion perplexity", "NMI vs package", "wall (s)",
+               "CPU (s)", "warnings"]
+    print(table(headers, rows))
+
+
+if __name__ == "__main__":
+    main()
