@@ -384,7 +384,9 @@ class Family:
 
         The signed eigenvalues of the exchangeable moment (or the singular values of a cross moment of the
         views) have exactly k leading positive values under a k-component model with exact moments; with
-        data, the largest ratio of consecutive leading values (the eigengap) is the guess.
+        data, the largest ratio of consecutive leading values (the eigengap) is the guess. Families that
+        whiten with the positive eigenspace (``whitening_eigenspace = "positive"``) count the positive values
+        past any larger negative (noise) ones.
 
         Parameters
         ----------
@@ -411,6 +413,11 @@ class Family:
         else:
             spectrum = signed_spectrum(fit_moments, min(r, fit_moments.n_features), rng)
         scale = max(abs(float(spectrum[0])), np.finfo(float).tiny)
+        if self.whitening_eigenspace == "positive":
+            # Whitening keeps the top positive eigenpairs, skipping negative noise ones: the positive values
+            # first (decreasing), then the rest by magnitude.
+            keep = spectrum > 1e-10 * scale
+            spectrum = np.concatenate([np.sort(spectrum[keep])[::-1], spectrum[~keep]])
         positive = int(np.argmax(np.append(spectrum, -1.0) <= 1e-10 * scale))
         magnitudes = np.maximum(np.abs(spectrum), 1e-10 * scale)
         ratios = (magnitudes[:-1] / magnitudes[1:])[:max(positive, 1)]  # ratio i separates k = i + 1

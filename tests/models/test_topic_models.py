@@ -319,3 +319,17 @@ def test_lda_chunked_input_equals_whole():
     # whitening/decomposition (~1e3 at most): 1e-9
     np.testing.assert_allclose(chunked.params["beta"], whole.params["beta"], atol=1e-9)
     np.testing.assert_allclose(chunked.params["alpha"], whole.params["alpha"], rtol=1e-9)
+
+
+def test_k_auto_spectrum_counts_positive_eigenvalues_past_negative_noise():
+    """The k='auto' bound reads the spectrum the topic families whiten with: on 2,000 documents of 3-4 tokens a
+    negative noise eigenvalue (about -0.0018) is the 6th largest in magnitude, yet the positive values go on
+    (the smallest topic's is about 0.0017), so the candidate bound is not cut at the first negative value; with
+    100,000 documents the eigengap finds the 6 planted topics."""
+    beta, weights = SHORT_TOPICS
+    rng = np.random.default_rng(0)
+    _, small = single_topic.FAMILY.spectrum_k(CountMoments(short_documents(beta, weights, 2_000, 2)), 10, rng)
+    assert small["k_auto/positive"] >= 6
+    assert np.all(np.diff(small["k_auto/spectrum"][: small["k_auto/positive"]]) <= 0)
+    k, large = single_topic.FAMILY.spectrum_k(CountMoments(short_documents(beta, weights, 100_000, 10)), 10, rng)
+    assert k == 6 and large["k_auto/positive"] >= 6
