@@ -30,14 +30,13 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 import numpy as np
-from scipy.special import logsumexp
 
 from specinit._validation import Interval, bad_argument, check_arguments, current_entry, warn
 from specinit.engine.support import project
 from specinit.estimate import SpectralEstimate
 
 __all__ = ["DRIVERS", "RESTART_SPREADS", "RefineResult", "check_estimate", "em", "map_estimate", "mixture_e_step",
-           "perturbed"]
+           "normalized_rows", "perturbed"]
 
 _EM_OPTIONS = {"max_iter": Interval(int, 0), "tol": Interval(float, 0.0, open="low"),
                "floor": Interval(float, 0.0, 1.0, open="both")}
@@ -173,9 +172,27 @@ def mixture_e_step(family, params: Mapping, data, per_observation: bool = False)
     with x64():
         log_joint = np.asarray(family.component_log_prob(params, data), dtype=np.float64)
     log_joint = log_joint + np.log(np.asarray(params["weights"], dtype=np.float64))
-    row = logsumexp(log_joint, axis=1)
-    resp = np.exp(log_joint - row[:, None])
+    resp, row = normalized_rows(log_joint)
     return resp, (row if per_observation else float(row.sum()))
+
+
+def normalized_rows(log_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``exp(log_values)`` with rows scaled to sum to one, and every row's log-sum-exp (one ``exp``, NumPy).
+
+    Parameters
+    ----------
+    log_values : ndarray, shape (N, k)
+        Finite in every row's largest entry.
+
+    Returns
+    -------
+    normalized : ndarray, shape (N, k)
+    log_sums : ndarray, shape (N,)
+    """
+    top = np.max(log_values, axis=1, keepdims=True)
+    scaled = np.exp(log_values - top)
+    sums = scaled.sum(axis=1)
+    return scaled / sums[:, None], top[:, 0] + np.log(sums)
 
 
 #: Spreads (log-scale for probabilities and scales, in units of the components' spread for locations) of the
@@ -270,7 +287,8 @@ def _split_merge(family, prepared, run: _Run, sites, floor, n_obs, tol, max_iter
 
     A move (the family's :meth:`~specinit.family.Family.split_merge`) takes the least needed component away and
     splits another; EM runs from it and replaces ``run`` once it passes ``run``'s log-likelihood (then
-    continues to convergence), or is dropped when it has not passed it after ``horizon`` steps.
+    continues to convergence), or is dropped when it has not passed it after ``horizon`` steps or as many
+    steps as ``run`` took.
     """
     failures, tried, accepted, spent = 0, 0, 0, 0
     while failures < patience:
@@ -280,7 +298,7 @@ def _split_merge(family, prepared, run: _Run, sites, floor, n_obs, tol, max_iter
         tried += 1
         move = _start_run(family, prepared, project(start, sites, floor)[0])
         while move.n_iter < max_iter and not move.converged and (move.trace[-1] > run.trace[-1]
-                                                                 or move.n_iter < horizon):
+                                                                 or move.n_iter < min(horizon, run.n_iter)):
             _step(family, prepared, move, sites, floor, n_obs, tol, options)
         if move.trace[-1] > run.trace[-1] + tol * n_obs:
             spent, run, failures, accepted = spent + run.n_iter, move, 0, accepted + 1
@@ -319,7 +337,8 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     restart_iter : int
         Largest number of EM steps of each candidate before the best is kept; a candidate stops earlier when
         it converges or falls behind (even gaining its last gain in every remaining step, it would end below
-        the leader). Also the steps a split-merge move gets to pass the incumbent.
+        the leader). Also the most steps a split-merge move gets to pass the incumbent (no more than the
+        incumbent took).
     split_merge : int
         After convergence, split-merge moves (the family's :meth:`~specinit.family.Family.split_merge`: the
         weakest component taken away, another split in two) run EM and replace the estimate when they reach a

@@ -30,6 +30,22 @@ def test_gaussian_mixture_likelihood_equals_scipy():
                                rtol=1e-12)
 
 
+def test_host_gaussian_densities_equal_scipy_also_where_the_expansion_overflows():
+    from specinit.distributions.mixtures import gaussian_components_host
+
+    rng = np.random.default_rng(1)
+    x, loc = rng.normal(size=(6, 3)), rng.normal(size=(2, 3))
+    scale = rng.uniform(0.5, 2.0, size=(2, 3))
+    expected = np.stack([norm.logpdf(x, loc[i], scale[i]).sum(axis=1) for i in range(2)], axis=1)
+    np.testing.assert_allclose(gaussian_components_host(x, loc, scale), expected, rtol=1e-12)
+    # scales 1e-160 (collapsed components): x^2 / scale^2 overflows, the differences do not
+    tiny, points = np.full((2, 1), 1e-160), loc[[0, 1, 0]]
+    got = gaussian_components_host(points, loc, tiny)
+    own = -3 * np.log(1e-160) - 1.5 * np.log(2 * np.pi)
+    np.testing.assert_allclose(got[[0, 1, 2], [0, 1, 0]], own, rtol=1e-12)
+    assert np.all(got[[0, 1, 2], [1, 0, 1]] == -np.inf)
+
+
 def brute_force_counts(seqs, init, A, E):
     k, V = E.shape
     ll, IC, TC, EC = 0.0, np.zeros(k), np.zeros((k, k)), np.zeros((k, V))
