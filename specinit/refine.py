@@ -57,8 +57,8 @@ class RefineResult:
         The objective at the start and after every iteration (EM: the
         total log-likelihood; MAP: the log joint; SVI: the ELBO).
     n_iter : int
-        Iterations taken in all (for EM with restarts, the candidates' short
-        runs included; ``log_likelihood`` traces the final run only).
+        Iterations taken in all (for EM with restarts or split-merge moves, the other candidates' and the
+        moves' steps included; ``log_likelihood`` traces the run that gave the estimate, from its start).
     converged : bool
         Whether the stopping rule was met.
     method : str
