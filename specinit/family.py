@@ -478,7 +478,7 @@ class Family:
 
     # ---- likelihood, refinement, prediction -----------------------------------------------------------------
     def component_log_prob(self, params: Mapping, data):
-        """``log p(x_n | h = i)`` for every observation and component, shape (N, k) (JAX; mixtures)."""
+        """``log p(x_n | h = i)`` for every observation and component, shape (N, k) (JAX or NumPy; mixtures)."""
         raise NotImplementedError(f"{self.name} is not a mixture with a per-component likelihood")
 
     def refine_data(self, data, estimate: SpectralEstimate, **options):
@@ -494,6 +494,28 @@ class Family:
     def m_step(self, data, stats, params: Mapping, **options) -> dict:
         """Parameters maximizing the expected complete-data log-likelihood (before projection)."""
         raise NotImplementedError(f"{self.name} has no EM refinement")
+
+    def split_merge(self, params: Mapping, data, stats, rng: np.random.Generator, attempt: int = 0) -> dict | None:
+        """A split-merge move for EM: the least needed component taken away, another split in two (mixtures).
+
+        Parameters
+        ----------
+        params : dict
+            A converged iterate.
+        data : object
+            In the form :meth:`refine_data` returns.
+        stats : object
+            The expected statistics at ``params`` (:meth:`e_step`).
+        rng : numpy.random.Generator
+        attempt : int
+            Moves from ``params`` that failed so far: the next move should differ from them.
+
+        Returns
+        -------
+        dict or None
+            The moved parameters (before projection), or None when no move applies.
+        """
+        raise NotImplementedError(f"{self.name} has no split-merge move for EM")
 
     def n_observations(self, data) -> int:
         """What divides the log-likelihood gain in EM's stopping rule (observations, symbols)."""

@@ -30,14 +30,13 @@ from dataclasses import dataclass, field, replace
 from typing import Mapping
 
 import numpy as np
-from scipy.special import logsumexp
 
 from specinit._validation import Interval, bad_argument, check_arguments, current_entry, warn
 from specinit.engine.support import project
 from specinit.estimate import SpectralEstimate
 
 __all__ = ["DRIVERS", "RESTART_SPREADS", "RefineResult", "check_estimate", "em", "map_estimate", "mixture_e_step",
-           "perturbed"]
+           "normalized_rows", "perturbed"]
 
 _EM_OPTIONS = {"max_iter": Interval(int, 0), "tol": Interval(float, 0.0, open="low"),
                "floor": Interval(float, 0.0, 1.0, open="both")}
@@ -58,8 +57,8 @@ class RefineResult:
         The objective at the start and after every iteration (EM: the
         total log-likelihood; MAP: the log joint; SVI: the ELBO).
     n_iter : int
-        Iterations taken in all (for EM with restarts, the candidates' short
-        runs included; ``log_likelihood`` traces the final run only).
+        Iterations taken in all (for EM with restarts or split-merge moves, the other candidates' and the
+        moves' steps included; ``log_likelihood`` traces the run that gave the estimate, from its start).
     converged : bool
         Whether the stopping rule was met.
     method : str
@@ -156,7 +155,7 @@ def mixture_e_step(family, params: Mapping, data, per_observation: bool = False)
     ----------
     family : Family
         Provides ``component_log_prob(params, data)`` (JAX, evaluated under
-        a scoped float64 context) and a ``weights`` site.
+        a scoped float64 context, or NumPy) and a ``weights`` site.
     params : dict
     data : object
         In the form ``component_log_prob`` reads.
@@ -173,9 +172,27 @@ def mixture_e_step(family, params: Mapping, data, per_observation: bool = False)
     with x64():
         log_joint = np.asarray(family.component_log_prob(params, data), dtype=np.float64)
     log_joint = log_joint + np.log(np.asarray(params["weights"], dtype=np.float64))
-    row = logsumexp(log_joint, axis=1)
-    resp = np.exp(log_joint - row[:, None])
+    resp, row = normalized_rows(log_joint)
     return resp, (row if per_observation else float(row.sum()))
+
+
+def normalized_rows(log_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``exp(log_values)`` with rows scaled to sum to one, and every row's log-sum-exp (one ``exp``, NumPy).
+
+    Parameters
+    ----------
+    log_values : ndarray, shape (N, k)
+        Finite in every row's largest entry.
+
+    Returns
+    -------
+    normalized : ndarray, shape (N, k)
+    log_sums : ndarray, shape (N,)
+    """
+    top = np.max(log_values, axis=1, keepdims=True)
+    scaled = np.exp(log_values - top)
+    sums = scaled.sum(axis=1)
+    return scaled / sums[:, None], top[:, 0] + np.log(sums)
 
 
 #: Spreads (log-scale for probabilities and scales, in units of the components' spread for locations) of the
@@ -214,32 +231,92 @@ def perturbed(params: dict, sites: dict, rng: np.random.Generator, spread: float
     return out
 
 
-def _em_steps(family, prepared, params, sites, floor, n_obs, max_iter, tol, options):
-    """EM from ``params`` for at most ``max_iter`` M-steps: (params, trace, n_iter, converged, decreases)."""
+@dataclass
+class _Run:
+    """One EM run: its iterate, the expected statistics at it, and its log-likelihood trace."""
+
+    params: dict
+    stats: object
+    trace: list
+    decreases: int = 0
+    converged: bool = False
+
+    @property
+    def n_iter(self) -> int:
+        return len(self.trace) - 1
+
+
+def _start_run(family, prepared, params) -> _Run:
     stats, ll = family.e_step(params, prepared)
-    trace = [float(ll)]
-    converged, decreases, n_iter = False, 0, 0
-    for n_iter in range(1, max_iter + 1):
-        params, _ = project(family.m_step(prepared, stats, params, **options), sites, floor)
-        stats, ll = family.e_step(params, prepared)
-        trace.append(float(ll))
-        gain = (trace[-1] - trace[-2]) / n_obs
-        if gain < -1e-9 * max(1.0, abs(trace[-2]) / n_obs):
-            decreases += 1
-        if abs(gain) < tol:
-            converged = True
+    return _Run(params, stats, [float(ll)])
+
+
+def _step(family, prepared, run: _Run, sites, floor, n_obs, tol, options) -> None:
+    """One M-step and E-step of ``run`` (in place); ``converged`` when the gain per observation is below ``tol``."""
+    run.params, _ = project(family.m_step(prepared, run.stats, run.params, **options), sites, floor)
+    run.stats, ll = family.e_step(run.params, prepared)
+    run.trace.append(float(ll))
+    gain = (run.trace[-1] - run.trace[-2]) / n_obs
+    if gain < -1e-9 * max(1.0, abs(run.trace[-2]) / n_obs):
+        run.decreases += 1
+    run.converged = abs(gain) < tol
+
+
+def _race(family, prepared, runs: list, sites, floor, n_obs, tol, steps, options) -> np.ndarray:
+    """Step ``runs`` side by side for at most ``steps`` rounds; the steps each took.
+
+    A run stops when it converges, or when it falls behind: even gaining its last step's gain in every
+    remaining round, it would end below the leader's current log-likelihood.
+    """
+    active = np.ones(len(runs), dtype=bool)
+    for done in range(1, steps + 1):
+        for i in np.flatnonzero(active):
+            _step(family, prepared, runs[i], sites, floor, n_obs, tol, options)
+            active[i] = not runs[i].converged
+        last = np.array([run.trace[-1] for run in runs])
+        gains = np.array([max(run.trace[-1] - run.trace[-2], 0.0) for run in runs])
+        active &= last + (steps - done) * gains >= last.max()
+        if not active.any():
             break
-    return params, trace, n_iter, converged, decreases
+    return np.array([run.n_iter for run in runs])
+
+
+def _split_merge(family, prepared, run: _Run, sites, floor, n_obs, tol, max_iter, horizon, patience, rng,
+                 options) -> tuple[_Run, dict]:
+    """Split-merge moves from a converged ``run`` until ``patience`` moves in a row fail; the best run and counts.
+
+    A move (the family's :meth:`~specinit.family.Family.split_merge`) takes the least needed component away and
+    splits another; EM runs from it and replaces ``run`` once it passes ``run``'s log-likelihood (then
+    continues to convergence), or is dropped when it has not passed it after ``horizon`` steps or as many
+    steps as ``run`` took.
+    """
+    failures, tried, accepted, spent = 0, 0, 0, 0
+    while failures < patience:
+        start = family.split_merge(run.params, prepared, run.stats, rng, failures)
+        if start is None:
+            break
+        tried += 1
+        move = _start_run(family, prepared, project(start, sites, floor)[0])
+        while move.n_iter < max_iter and not move.converged and (move.trace[-1] > run.trace[-1]
+                                                                 or move.n_iter < min(horizon, run.n_iter)):
+            _step(family, prepared, move, sites, floor, n_obs, tol, options)
+        if move.trace[-1] > run.trace[-1] + tol * n_obs:
+            spent, run, failures, accepted = spent + run.n_iter, move, 0, accepted + 1
+        else:
+            spent, failures = spent + move.n_iter, failures + 1
+    return run, {"split_merge_moves": tried, "split_merge_accepted": accepted, "split_merge_iterations": spent}
 
 
 def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: float = 1e-3, floor: float = 1e-10,
-       restarts: int = 0, restart_iter: int = 20, seed: int = 0, **options) -> RefineResult:
+       restarts: int = 0, restart_iter: int = 20, split_merge: int = 0, seed: int = 0, **options) -> RefineResult:
     """EM from ``estimate`` until the log-likelihood gain per observation is below ``tol``.
 
     With ``restarts``, EM first runs ``restart_iter`` steps from the start and from ``restarts`` perturbed
     copies of it (:func:`perturbed`, spreads cycling through :data:`RESTART_SPREADS`), then continues from the
     best of them: copies of a spectral start explore its neighbourhood and beyond at the cost of a few short
-    runs, escaping the saddles and duplicated components where EM stalls.
+    runs, escaping the saddles and duplicated components where EM stalls. With ``split_merge``, the
+    converged estimate then meets split-merge moves (Ueda, Nakano, Ghahramani, Hinton 2000): a component
+    moves from where it is least needed to where another component covers two clusters.
 
     Parameters
     ----------
@@ -249,7 +326,7 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     estimate : SpectralEstimate
         A checked start (:func:`check_estimate`).
     max_iter : int
-        Largest number of M-steps of the final run.
+        Largest number of M-steps of a run (the chosen candidate's restart steps included).
     tol : float
         Stop when the gain per observation is below ``tol`` (scikit-learn's
         ``GaussianMixture`` convention).
@@ -258,18 +335,29 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     restarts : int
         Perturbed copies of the start run alongside it (0: plain EM from the start).
     restart_iter : int
-        EM steps of each candidate before the best is kept.
+        Largest number of EM steps of each candidate before the best is kept; a candidate stops earlier when
+        it converges or falls behind (even gaining its last gain in every remaining step, it would end below
+        the leader). Also the most steps a split-merge move gets to pass the incumbent (no more than the
+        incumbent took).
+    split_merge : int
+        After convergence, split-merge moves (the family's :meth:`~specinit.family.Family.split_merge`: the
+        weakest component taken away, another split in two) run EM and replace the estimate when they reach a
+        higher log-likelihood; the moves stop after ``split_merge`` failures in a row (0: none). They escape
+        the optima where two components share one cluster while another cluster has none.
     seed : int
-        Randomness of the perturbations.
+        Randomness of the perturbations and moves.
     **options
         The family's M-step options (covariance kind, regularization).
 
     Returns
     -------
     RefineResult
-        ``diagnostics`` add ``restart_log_likelihoods`` (each candidate after ``restart_iter`` steps; the
-        first is the start's), ``chosen_restart`` and ``restart_iterations`` (the candidates' steps, counted
-        in ``n_iter``).
+        ``log_likelihood`` traces the run that gave the estimate, from its start; ``n_iter`` counts every
+        step. ``diagnostics`` add ``restart_log_likelihoods`` (each candidate where it stopped; the first is
+        the start's), ``restart_steps`` (the steps each candidate took), ``chosen_restart`` and
+        ``restart_iterations`` (the other candidates' steps); ``split_merge_moves``,
+        ``split_merge_accepted`` and ``split_merge_iterations`` (the steps of the moves and of the runs they
+        replaced).
 
     Warns
     -----
@@ -277,29 +365,35 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
         EM did not converge in ``max_iter`` iterations.
     """
     settings = check_arguments({**_EM_OPTIONS, "restarts": Interval(int, 0), "restart_iter": Interval(int, 1),
-                                "seed": Interval(int, 0)},
+                                "split_merge": Interval(int, 0), "seed": Interval(int, 0)},
                                {"max_iter": max_iter, "tol": tol, "floor": floor, "restarts": restarts,
-                                "restart_iter": restart_iter, "seed": seed})
+                                "restart_iter": restart_iter, "split_merge": split_merge, "seed": seed})
     max_iter, tol, floor = settings["max_iter"], settings["tol"], settings["floor"]
     prepared = family.refine_data(data, estimate, **options)
     n_obs = family.n_observations(prepared)
     sites = estimate.sites
     params, _ = project(dict(estimate.params), sites, floor)
+    rng = np.random.default_rng(settings["seed"])
+    run = _start_run(family, prepared, params)
     extra = {}
-    if settings["restarts"]:
-        rng = np.random.default_rng(settings["seed"])
-        candidates = [params] + [project(perturbed(params, sites, rng, RESTART_SPREADS[i % len(RESTART_SPREADS)]),
-                                         sites, floor)[0] for i in range(settings["restarts"])]
-        runs = [_em_steps(family, prepared, c, sites, floor, n_obs, settings["restart_iter"], tol, options)
-                for c in candidates]
-        finals = np.array([run[1][-1] for run in runs])
+    if settings["restarts"] and max_iter > 0:
+        runs = [run] + [_start_run(family, prepared, project(perturbed(params, sites, rng, spread), sites, floor)[0])
+                        for spread in np.resize(RESTART_SPREADS, settings["restarts"])]
+        steps = _race(family, prepared, runs, sites, floor, n_obs, tol, min(settings["restart_iter"], max_iter),
+                      options)
+        finals = np.array([candidate.trace[-1] for candidate in runs])
         chosen = int(np.argmax(finals))
-        params = runs[chosen][0]
-        extra = {"restart_log_likelihoods": finals, "chosen_restart": chosen,
-                 "restart_iterations": sum(run[2] for run in runs)}
-    params, trace, n_iter, converged, decreases = _em_steps(family, prepared, params, sites, floor, n_obs, max_iter,
-                                                            tol, options)
-    n_iter = n_iter + extra.get("restart_iterations", 0) if max_iter > 0 else 0
+        run = runs[chosen]
+        extra = {"restart_log_likelihoods": finals, "chosen_restart": chosen, "restart_steps": steps,
+                 "restart_iterations": int(steps.sum() - steps[chosen])}
+    while run.n_iter < max_iter and not run.converged:
+        _step(family, prepared, run, sites, floor, n_obs, tol, options)
+    if settings["split_merge"] and max_iter > 0:
+        run, moves = _split_merge(family, prepared, run, sites, floor, n_obs, tol, max_iter, settings["restart_iter"],
+                                  settings["split_merge"], rng, options)
+        extra.update(moves)
+    params, trace, converged, decreases = run.params, run.trace, run.converged, run.decreases
+    n_iter = run.n_iter + extra.get("restart_iterations", 0) + extra.get("split_merge_iterations", 0)
     if not converged and max_iter > 0:
         warn(f"{current_entry()}: EM did not converge in max_iter={max_iter} iterations (last gain per observation "
              f"{(trace[-1] - trace[-2]) / n_obs:.3g} > tol={tol:g}); raise max_iter or tol.")

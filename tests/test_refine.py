@@ -30,6 +30,22 @@ def test_gaussian_mixture_likelihood_equals_scipy():
                                rtol=1e-12)
 
 
+def test_host_gaussian_densities_equal_scipy_also_where_the_expansion_overflows():
+    from specinit.distributions.mixtures import gaussian_components_host
+
+    rng = np.random.default_rng(1)
+    x, loc = rng.normal(size=(6, 3)), rng.normal(size=(2, 3))
+    scale = rng.uniform(0.5, 2.0, size=(2, 3))
+    expected = np.stack([norm.logpdf(x, loc[i], scale[i]).sum(axis=1) for i in range(2)], axis=1)
+    np.testing.assert_allclose(gaussian_components_host(x, loc, scale), expected, rtol=1e-12)
+    # scales 1e-160 (collapsed components): x^2 / scale^2 overflows, the differences do not
+    tiny, points = np.full((2, 1), 1e-160), loc[[0, 1, 0]]
+    got = gaussian_components_host(points, loc, tiny)
+    own = -3 * np.log(1e-160) - 1.5 * np.log(2 * np.pi)
+    np.testing.assert_allclose(got[[0, 1, 2], [0, 1, 0]], own, rtol=1e-12)
+    assert np.all(got[[0, 1, 2], [1, 0, 1]] == -np.inf)
+
+
 def brute_force_counts(seqs, init, A, E):
     k, V = E.shape
     ll, IC, TC, EC = 0.0, np.zeros(k), np.zeros((k, k)), np.zeros((k, V))
@@ -89,13 +105,13 @@ def _blobs(seed=0, n=600):
 def test_em_increases_the_likelihood_stops_on_tol_and_warns_on_max_iter():
     x = _blobs()
     start = gmm.spectral(x, 3, covariance="spherical", seed=0)
-    result = gmm.refine(x, start, tol=1e-8, max_iter=500, restarts=0)
+    result = gmm.refine(x, start, tol=1e-8, max_iter=500, restarts=0, split_merge=0)
     assert result.converged and result.diagnostics["decreases"] == 0
     assert np.all(np.diff(result.log_likelihood) > -1e-9 * abs(result.log_likelihood[0]))
     assert result.n_iter == result.log_likelihood.size - 1
     assert result.estimate.diagnostics["refine/n_iter"] == result.n_iter
     with pytest.warns(RuntimeWarning, match="did not converge in max_iter=1"):
-        gmm.refine(x, start, tol=1e-12, max_iter=1, restarts=0)
+        gmm.refine(x, start, tol=1e-12, max_iter=1, restarts=0, split_merge=0)
 
 
 def test_refine_checks_its_start_and_never_repairs_it_silently():
@@ -130,3 +146,49 @@ def test_restarts_keep_the_best_candidate_and_never_lose_to_the_plain_start():
     assert several.log_likelihood[-1] >= plain.log_likelihood[-1] - 1e-6 * x.shape[0]
     again = gmm.refine(x, start, restarts=4, tol=1e-6, max_iter=500)
     np.testing.assert_array_equal(again.params["loc"], several.params["loc"])  # seeded
+
+
+def _planted_local_optimum():
+    """Three separated clusters and a start with two components on the first and one wide over the others."""
+    rng = np.random.default_rng(5)
+    centres = np.array([[0.0, 0.0], [12.0, 0.0], [0.0, 12.0]])
+    x = centres[rng.choice(3, 900)] + rng.standard_normal((900, 2))
+    start = gmm.FAMILY.estimate(3, {"weights": np.array([1 / 6, 1 / 6, 2 / 3]),
+                                    "loc": np.array([[-0.5, 0.0], [0.5, 0.0], [6.0, 6.0]]),
+                                    "scale": np.array([1.0, 1.0, 6.0])}, {})
+    return x, centres, start
+
+
+def test_split_merge_leaves_the_optimum_with_two_components_on_one_cluster():
+    x, centres, start = _planted_local_optimum()
+    plain = gmm.refine(x, start, restarts=0, split_merge=0, tol=1e-6, max_iter=500)
+    # plain EM keeps a wide component over two clusters
+    assert np.min(np.linalg.norm(plain.params["loc"] - centres[1], axis=1)) > 3.0
+    moved = gmm.refine(x, start, restarts=0, split_merge=2, tol=1e-6, max_iter=500)
+    assert moved.diagnostics["split_merge_accepted"] >= 1
+    assert moved.diagnostics["split_merge_moves"] == moved.diagnostics["split_merge_accepted"] + 2
+    # one component per cluster, at the cluster's mean up to sampling error (900 rows, unit noise)
+    perm = [int(np.argmin(np.linalg.norm(moved.params["loc"] - c, axis=1))) for c in centres]
+    assert sorted(perm) == [0, 1, 2]
+    np.testing.assert_allclose(moved.params["loc"][perm], centres, atol=0.2)
+    truth = gmm.FAMILY.estimate(3, {"weights": np.ones(3) / 3, "loc": centres, "scale": np.ones(3)}, {})
+    best = gmm.refine(x, truth, restarts=0, split_merge=0, tol=1e-6, max_iter=500)
+    assert moved.mean_log_likelihood == pytest.approx(best.mean_log_likelihood, abs=1e-5)
+    assert moved.mean_log_likelihood > plain.mean_log_likelihood + 1.0
+    # every step is counted: the kept run's, the replaced run's and the failed moves'
+    assert moved.n_iter == moved.log_likelihood.size - 1 + moved.diagnostics["split_merge_iterations"]
+    assert moved.estimate.diagnostics["refine/split_merge_accepted"] == moved.diagnostics["split_merge_accepted"]
+
+
+def test_restarts_that_fall_behind_stop_early():
+    x, _, start = _planted_local_optimum()
+    # tol=1e-9: no candidate converges within 20 steps, so every early stop is a candidate fallen behind
+    result = gmm.refine(x, start, restarts=4, split_merge=0, tol=1e-9, max_iter=3000)
+    steps, lls = result.diagnostics["restart_steps"], result.diagnostics["restart_log_likelihoods"]
+    assert steps.shape == (5,) and steps.max() <= 20 and steps.min() < 20
+    assert result.diagnostics["chosen_restart"] == int(np.argmax(lls))
+    chosen = result.diagnostics["chosen_restart"]
+    assert result.diagnostics["restart_iterations"] == steps.sum() - steps[chosen]
+    assert result.n_iter == result.log_likelihood.size - 1 + result.diagnostics["restart_iterations"]
+    # the kept run goes on from where its race ended: its trace starts at its own start
+    assert result.log_likelihood.size - 1 >= steps[chosen]
