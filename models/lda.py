@@ -36,6 +36,7 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
+from threadpoolctl import threadpool_limits
 
 from specinit._validation import Interval, Options, as_generator, bad_argument, check_int, check_positive, \
     current_entry, public, warn
@@ -103,8 +104,16 @@ class LDA(TopicFamily):
         a0 = alpha.sum()
         return FactoredMoments(beta, alpha / ((a0 + 1) * a0), 2 * alpha / ((a0 + 2) * (a0 + 1) * a0))
 
-    def recover(self, moments, k, *, method, approach, rng, floor, decompose_options, alpha0=None, alpha_sum=1.0,
-                alpha0_grid=None, **options):
+    def recover(self, moments, k, *, method, approach, rng, floor, decompose_options, **options):
+        # The recovery's dense linear algebra is small (eigenproblems of k + 10 columns, (V, k) products, k^3
+        # tensors): extra BLAS threads only add lock waits and fight the passes, whose sparse products run on
+        # their own threads (bench_lda_real.py on 2 busy cores: 0.6 s with one BLAS thread, 5.8 s with two).
+        with threadpool_limits(limits=1, user_api="blas"):
+            return self._recover(moments, k, method=method, approach=approach, rng=rng, floor=floor,
+                                 decompose_options=decompose_options, **options)
+
+    def _recover(self, moments, k, *, method, approach, rng, floor, decompose_options, alpha0=None, alpha_sum=1.0,
+                 alpha0_grid=None, **options):
         if method == "anchor":
             if alpha0 is not None or decompose_options is not None or alpha0_grid is not None:
                 raise bad_argument("method", None, "'tpm', 'svtd', 'eca' or 'als' when alpha0, alpha0_grid or "
