@@ -757,7 +757,7 @@ def _token_ratio(X, theta: np.ndarray, beta: np.ndarray):
     """``c_dw / (theta_d . beta_w)`` on the nonzeros of the CSR counts ``X`` (same sparsity)."""
     rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
     ratio = X.copy()
-    ratio.data = X.data / np.einsum("nk,kn->n", theta[rows], beta[:, X.indices])
+    ratio.data = X.data / np.einsum("nk,nk->n", theta[rows], np.ascontiguousarray(beta.T)[X.indices])
     return ratio
 
 
@@ -778,7 +778,7 @@ CLOSING_ETA = 0.1
 
 
 def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, floor: float, eta: float = CLOSING_ETA,
-                 fold_in_steps: int = 8) -> tuple[np.ndarray, np.ndarray, dict]:
+                 fold_in_steps: int = 3) -> tuple[np.ndarray, np.ndarray, dict]:
     """A few EM sweeps over the corpus from given topics: the closing step of ``lda.spectral``.
 
     Each sweep streams the chunks of ``source`` once: per document,

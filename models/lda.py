@@ -67,7 +67,7 @@ __all__ = ["FACTS", "FAMILY", "LDA", "document_topics", "guide", "log_likelihood
 PAIR_SAMPLE = 20_000
 
 #: EM sweeps that close ``spectral`` by default (:func:`specinit.models._topics.close_topics`).
-EM_SWEEPS = 3
+EM_SWEEPS = 4
 
 
 class LDA(TopicFamily):
@@ -469,7 +469,7 @@ def spectral(
         ``sum(alpha)`` of the returned prior when ``alpha0=None`` or
         ``method="anchor"`` (ignored when ``alpha0`` is given: the tensor's
         ``alpha_hat`` is returned).
-    em_sweeps : int, default 3
+    em_sweeps : int, default 4
         EM sweeps over the corpus after the moment estimate (one pass each;
         ``0``: the moment estimate alone). They keep ``sum(alpha)``.
 

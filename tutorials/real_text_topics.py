@@ -40,7 +40,7 @@ train, test = X[perm[n_test:]], X[perm[:n_test]]
 # eigenpairs -- negative eigenvalues and the tail are estimator noise -- and
 # anchor words (Arora et al. 2013: a farthest-point search, every word a
 # convex combination of the anchors) are found on that low-rank moment without
-# forming it. Three EM sweeps over the corpus close the estimate.
+# forming it. Four EM sweeps over the corpus close the estimate.
 
 # %%
 k = 5 if SMALL else 20
