@@ -753,19 +753,26 @@ def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4)
     return theta / theta.sum(axis=1, keepdims=True)
 
 
-def _token_ratio(X, theta: np.ndarray, beta: np.ndarray):
-    """``c_dw / (theta_d . beta_w)`` on the nonzeros of the CSR counts ``X`` (same sparsity)."""
-    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
+def _tokens(X, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per nonzero of the CSR counts ``X``: its row and its word's topic column ``beta[:, w]`` (nnz, k)."""
+    return np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)), np.ascontiguousarray(beta.T)[X.indices]
+
+
+def _token_ratio(X, theta: np.ndarray, tokens):
+    """``c_dw / (theta_d . beta_w)`` on the nonzeros of the CSR counts ``X`` (same sparsity; ``tokens``: :func:`_tokens`)."""
+    rows, word_topics = tokens
     ratio = X.copy()
-    ratio.data = X.data / np.einsum("nk,nk->n", theta[rows], np.ascontiguousarray(beta.T)[X.indices])
+    ratio.data = X.data / np.einsum("nk,nk->n", theta[rows], word_topics)
     return ratio
 
 
-def _fold_in(X, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray, n_iter: int, tol: float) -> np.ndarray:
+def _fold_in(X, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray, n_iter: int, tol: float,
+             tokens=None) -> np.ndarray:
     """Fixed-point steps of :func:`document_topics` from ``theta``, until no entry moves by ``tol``."""
     lengths = np.asarray(X.sum(axis=1)).ravel()
+    tokens = _tokens(X, beta) if tokens is None else tokens
     for _ in range(n_iter):
-        new = (alpha + theta * np.asarray(_token_ratio(X, theta, beta) @ beta.T)) / (lengths[:, None] + alpha.sum())
+        new = (alpha + theta * np.asarray(_token_ratio(X, theta, tokens) @ beta.T)) / (lengths[:, None] + alpha.sum())
         done = np.max(np.abs(new - theta), initial=0.0) < tol
         theta = new
         if done:
@@ -797,19 +804,20 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
     alpha = np.asarray(alpha, dtype=np.float64)
     thetas, loglik = {}, []
     for _ in range(sweeps):
-        stats, total, tokens = np.zeros_like(beta), 0.0, 0.0
+        stats, total, n_tokens = np.zeros_like(beta), 0.0, 0.0
         for i, X in enumerate(source.chunks()):
             theta = thetas.get(i)
             if theta is None:
                 theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1))
-            theta = _fold_in(X, beta, alpha, theta, fold_in_steps, 0.0)
-            ratio = _token_ratio(X, theta, beta)
+            tokens = _tokens(X, beta)
+            theta = _fold_in(X, beta, alpha, theta, fold_in_steps, 0.0, tokens)
+            ratio = _token_ratio(X, theta, tokens)
             stats += np.asarray(ratio.T @ theta).T
             total += float(np.sum(X.data * np.log(X.data / ratio.data)))
-            tokens += float(X.data.sum())
+            n_tokens += float(X.data.sum())
             thetas[i] = theta
         counts = beta * stats
-        loglik.append(total / max(tokens, 1.0))
+        loglik.append(total / max(n_tokens, 1.0))
         smoothed = counts + eta
         beta, _ = project_to_simplex(smoothed / smoothed.sum(axis=1, keepdims=True), floor)
         mass = counts.sum(axis=1)
