@@ -15,9 +15,11 @@ eigenvalues are ``lambda_i = 2/(a0+2) sqrt(a0 (a0+1) / alpha_i)``, so
     \\alpha_i = \\frac{4 a_0 (a_0+1)}{(a_0+2)^2 \\lambda_i^2}, \\qquad
     b_i = \\frac{a_0+2}{2} \\lambda_i (W^T)^+ v_i .
 
-``alpha0`` is :math:`\\alpha_0` in [1]_. :func:`spectral` chooses it from
-the data by default (one set of passes serves a whole grid of ``alpha0``
-values; see its docstring); :func:`spectral_from_moments` takes moments
+``alpha0`` is :math:`\\alpha_0` in [1]_. On this tensor path
+(``spectral(method="tpm")``) it is chosen from the data unless given (one
+set of passes serves a whole grid of ``alpha0`` values; see its docstring).
+The default of :func:`spectral` is anchor-word recovery from the pair
+moment alone, which needs no ``alpha0``; :func:`spectral_from_moments` takes moments
 already corrected with a given ``alpha0``. With a given ``alpha0``,
 ``sum(alpha_hat)`` is reported beside it in the diagnostics (a large
 mismatch signals misspecification) and is NOT silently renormalized.
