@@ -82,8 +82,9 @@ from specinit.family import Family
 
 LOGGER = logging.getLogger("specinit")
 
-__all__ = ["TopicData", "TopicFamily", "TopicSVIResult", "default_alpha0_grid", "document_topics", "fit_anchor",
-           "fit_lda_grid", "lda_moment_fit", "local_gamma", "raw_subspace", "run_svi", "svi_batch", "check_local", "word_pairs"]
+__all__ = ["TopicData", "TopicFamily", "TopicSVIResult", "check_local", "close_topics", "default_alpha0_grid",
+           "document_topics", "fit_anchor", "fit_lda_grid", "lda_moment_fit", "local_gamma", "positive_eigenspace",
+           "raw_subspace", "run_svi", "svi_batch", "word_pairs"]
 
 
 @dataclass(frozen=True)
@@ -411,6 +412,8 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
     e2_misfit, e3_misfit = lda_moment_fit(sub, fit["beta"], fit["alpha"])
     report = {
         **_dec_report(fit["dec"]),
+        "method": method,
+        "weighting": getattr(raw, "weighting", "pooled"),
         "alpha0": float(best),
         "alpha0_selected": True,
         "alpha0_criterion_name": "pair composite log-likelihood per token pair (higher is better)",
@@ -536,20 +539,56 @@ def _simplex_projection(Y: np.ndarray) -> np.ndarray:
     return np.maximum(Y - theta[:, None], 0.0)
 
 
-def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: float = 1.0, n_project: int = 200,
-               n_candidates: int | None = None, n_iter: int = 60):
-    """Anchor-word recovery (RecoverL2) from the pair moment ``E2``, matrix-free.
+def positive_eigenspace(raw, k: int, *, seed, oversample: int = 10, max_passes: int = 13, tol: float = 1e-2):
+    """The top-k positive eigenpairs of ``E2`` (block Krylov, matrix-free): ``E2 ~ U diag(s) U^T``.
 
-    ([1]_ Alg. 2 FastAnchorWords, Alg. 3 RecoverL2): the rows of the
-    row-normalized co-occurrence matrix ``Qbar_w = E2[w, :] / sum(E2[w, :])``
-    are convex combinations of the k anchor rows. Anchors are found by a
-    greedy farthest-point search (Gram-Schmidt) on a random projection of
-    the rows (``n_project`` columns: one pass); the convex weights ``C_w``
-    minimize ``||Qbar_w - C_w Qbar_S||^2`` over the simplex, which needs only
-    the exact inner products ``Qbar Qbar_S^T`` (two passes:
-    ``E2 e_S`` and ``E2 (E2 e_S)``), solved for all words at once by
-    accelerated projected gradient. Then ``A_wk ~ C_wk p(w)`` and each topic
-    is a column of ``A`` normalized. No third moment, no ``alpha0``.
+    Returns ``(U, s, space)``: ``U`` (V, k) orthonormal, ``s`` (k,) the k
+    largest positive Ritz values (descending) and the
+    :class:`~specinit.engine.whitening.RitzSubspace` (its signed Ritz values,
+    residual and passes go to the diagnostics). Negative eigenvalues -- the
+    sampling noise of the unbiased pair estimator, which a moment matrix of
+    the model cannot have -- are cut, and so is everything beyond rank k.
+
+    Raises
+    ------
+    IndefiniteMomentError
+        When fewer than k Ritz values of the space are positive (k beyond
+        what the data support).
+    """
+    rng = as_generator(seed, "positive_eigenspace")
+    d = raw.n_features
+    width = min(d, k + oversample)
+    space = krylov_eigenspace(raw.m2_matmat, rng.standard_normal((d, width)), k, min_passes=2,
+                              max_passes=max_passes, tol=tol)
+    positive = np.flatnonzero(space.ritz > 1e-12 * np.max(np.abs(space.ritz)))
+    positive = positive[np.argsort(-space.ritz[positive], kind="stable")][:k]
+    if positive.size < k:
+        raise IndefiniteMomentError(
+            f"The pair moment E2 has only {positive.size} positive eigenvalues among its top {space.ritz.size} "
+            f"(signed: {np.array2string(space.ritz[:k + 1], precision=3)}): the data do not support k={k} "
+            f"topics. Try k <= {max(positive.size, 1)} or more documents.")
+    return space.basis @ space.vectors[:, positive], space.ritz[positive], space
+
+
+def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: float = 1.0,
+               n_candidates: int | None = None, n_iter: int = 60):
+    """Anchor-word recovery (RecoverL2) from the top-k positive eigenspace of the pair moment ``E2``.
+
+    ([1]_ Alg. 2 FastAnchorWords, Alg. 3 RecoverL2 on the low-rank pair
+    moment, as in [2]_): ``E2`` is cut to its k largest positive eigenpairs,
+    ``E2 ~ U diag(s) U^T`` (:func:`positive_eigenspace`; the noise of the
+    estimator -- negative eigenvalues and the tail of the spectrum -- is
+    dropped, which is what rectification buys). The rows of the
+    row-normalized matrix, ``Qbar_w = E2[w, :] / d_w`` with row sums
+    ``d = U (s * U^T 1)``, are convex combinations of the k anchor rows, and
+    their inner products are exactly those of the k-dimensional embedding
+    ``X_w = U_w s / d_w`` (``U^T U = I``). Anchors come from a greedy
+    farthest-point search (Gram-Schmidt) on ``X`` over the frequent words;
+    the convex weights ``C_w = p(topic | w)`` minimize
+    ``||X_w - C_w X_S||^2`` over the simplex, solved for all words at once
+    by accelerated projected gradient. Then ``A_wk ~ C_wk p(w)`` and each
+    topic is a column of ``A`` normalized, with ``p(w)`` the first moment.
+    Memory O(V k); passes over the data: those of the eigensolver only.
 
     Returns ``(beta, alpha, report)`` with ``alpha = alpha_sum * p(topic)``.
 
@@ -557,72 +596,76 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     ----------
     .. [1] Arora, Ge, Halpern, Mimno, Moitra, Sontag, Wu, Zhu. "A practical
        algorithm for topic modeling with provable guarantees", ICML 2013.
+    .. [2] Lee, Cho, Bindel, Mimno. "Practical correlated topic modeling and
+       analysis via the rectified anchor word algorithm", EMNLP 2019 (the
+       low-rank anchor step).
     """
     d = raw.n_features
     rng = as_generator(seed, func)
-    m = min(d, n_project)
-    P = rng.standard_normal((d, m)) / np.sqrt(m)
-    Z = raw.m2_matmat(np.column_stack([P, np.ones(d)]))
-    rowsum = Z[:, -1]
-    counts = raw.m1 * raw.stats.m1_norm if getattr(raw, "weighting", "pooled") == "pooled" else raw.m1 * raw.n_documents
+    U, s, space = positive_eigenspace(raw, k, seed=rng)
+    rowsum = U @ (s * U.sum(axis=0))
     valid = rowsum > 0
+    X = (U * s) / np.where(valid, rowsum, 1.0)[:, None]
     # Anchor candidates: the most frequent words (rare words have noisy co-occurrence rows and make poor
     # anchors; [1]_ Sec. 5 keeps words above a document-frequency cut-off).
     n_candidates = 8 * k if n_candidates is None else n_candidates
-    order = np.argsort(-np.where(valid, counts, -np.inf), kind="stable")
+    order = np.argsort(-np.where(valid, raw.m1, -np.inf), kind="stable")
     candidates = np.sort(order[: min(max(n_candidates, k), int(valid.sum()))])
     if candidates.size < k:
         raise ValueError(f"{func}: only {candidates.size} words have a positive co-occurrence row; k={k} anchors "
                          "cannot be found. Try a smaller k or more documents.")
-    R = Z[candidates, :-1] / rowsum[candidates, None]
+    R = X[candidates]
     first = int(np.argmax(np.einsum("ij,ij->i", R, R)))
     anchors = [first]
-    X = R - R[first]
+    Z = R - R[first]
     for _ in range(k - 1):
-        norms = np.einsum("ij,ij->i", X, X)
+        norms = np.einsum("ij,ij->i", Z, Z)
         nxt = int(np.argmax(norms))
         anchors.append(nxt)
-        b = X[nxt] / np.sqrt(norms[nxt])
-        X = X - np.outer(X @ b, b)
+        b = Z[nxt] / np.sqrt(norms[nxt])
+        Z = Z - np.outer(Z @ b, b)
     S = candidates[anchors]
-    E_S = np.zeros((d, k))
-    E_S[S, np.arange(k)] = 1.0
-    C1 = raw.m2_matmat(E_S)  # E2[:, S]
-    C2 = raw.m2_matmat(C1)  # (E2 E2)[:, S]
-    scale = np.where(valid, rowsum, 1.0)
-    H = C2 / scale[:, None] / rowsum[S][None, :]  # Qbar_w . Qbar_s
+    H = X @ X[S].T  # Qbar_w . Qbar_s
     G = H[S]
     G = 0.5 * (G + G.T)
     L = 2.0 * max(np.linalg.eigvalsh(G)[-1], 1e-300)
     C = np.full((d, k), 1.0 / k)
     Y, t = C.copy(), 1.0
     steps = 0
-    for steps in range(1, n_iter + 1):  # FISTA on all words at once, until no weight moves by 1e-7
+    for steps in range(1, n_iter + 1):  # FISTA on all words at once, until no weight moves by 1e-10
         new = _simplex_projection(Y - (2.0 * (Y @ G - H)) / L)
         t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
         Y = new + (t - 1.0) / t_new * (new - C)
-        done = np.max(np.abs(new - C)) < 1e-7
+        done = np.max(np.abs(new - C)) < 1e-10
         C, t = new, t_new
         if done:
             break
     C[~valid] = 1.0 / k
-    p_word = np.where(valid, rowsum, 0.0)
-    p_word = p_word / p_word.sum() if p_word.sum() > 0 else np.full(d, 1.0 / d)
-    A = C * p_word[:, None]
+    A = C * raw.m1[:, None]  # p(topic, word) = p(topic | word) p(word)
     topic_mass = A.sum(axis=0)
     beta, _ = project_to_simplex((A / np.maximum(topic_mass, 1e-300)).T, floor)
     weights = topic_mass / topic_mass.sum()
     residual = np.sum(C * (C @ G), axis=1) - 2 * np.sum(C * H, axis=1)
+    ritz = space.ritz
     report = {
         "method": "anchor",
+        "weighting": getattr(raw, "weighting", "pooled"),
         "anchors": S,
+        "anchor_rank": k,
+        "anchor_eigenvalues": s,
+        # negative eigenvalues that a top-k by magnitude would have kept
+        "anchor_negative_eigenvalues_cut": int(np.count_nonzero(ritz < -s[-1])),
         "anchor_recovery_objective": float(np.mean(residual[valid]) + 0.0),
         "anchor_recovery_steps": steps,
         "n_words_without_pairs": int(np.count_nonzero(~valid)),
+        "m2_eigenvalues": ritz,
+        "m2_ritz_residual": space.residual,
+        "m2_passes": space.passes,
+        "k_supported": _supported_k(ritz),
         "alpha_sum": float(alpha_sum),
-        "n_documents": raw.n_documents,
-        "n_dropped": raw.n_dropped,
     }
+    if hasattr(raw, "n_documents"):
+        report.update(n_documents=raw.n_documents, n_dropped=raw.n_dropped)
     return beta, alpha_sum * weights, report
 
 
@@ -713,20 +756,81 @@ def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4)
     if X.shape[1] != beta.shape[1]:
         raise bad_argument("counts", None, f"{beta.shape[1]} columns (the topics' V)", X)
     n_iter = check_int(n_iter, "n_iter", None, minimum=1)
-    rows = np.repeat(np.arange(X.shape[0]), np.diff(X.indptr))
-    cols = X.indices
+    theta = _fold_in(X, beta, alpha, np.tile(alpha / alpha.sum(), (X.shape[0], 1)), n_iter, tol)
+    return theta / theta.sum(axis=1, keepdims=True)
+
+
+def _tokens(X, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per nonzero of the CSR counts ``X``: its row and its word's topic column ``beta[:, w]`` (nnz, k)."""
+    return np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)), np.ascontiguousarray(beta.T)[X.indices]
+
+
+def _token_ratio(X, theta: np.ndarray, tokens):
+    """``c_dw / (theta_d . beta_w)`` on the nonzeros of the CSR counts ``X`` (same sparsity; ``tokens``: :func:`_tokens`)."""
+    rows, word_topics = tokens
+    ratio = X.copy()
+    ratio.data = X.data / np.einsum("nk,nk->n", theta[rows], word_topics)
+    return ratio
+
+
+def _fold_in(X, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray, n_iter: int, tol: float,
+             tokens=None) -> np.ndarray:
+    """Fixed-point steps of :func:`document_topics` from ``theta``, until no entry moves by ``tol``."""
     lengths = np.asarray(X.sum(axis=1)).ravel()
-    theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1))
+    tokens = _tokens(X, beta) if tokens is None else tokens
     for _ in range(n_iter):
-        probs = np.einsum("nk,kn->n", theta[rows], beta[:, cols])
-        ratio = X.copy()
-        ratio.data = X.data / probs
-        new = (alpha + theta * np.asarray(ratio @ beta.T)) / (lengths[:, None] + alpha.sum())
-        done = np.max(np.abs(new - theta)) < tol
+        new = (alpha + theta * np.asarray(_token_ratio(X, theta, tokens) @ beta.T)) / (lengths[:, None] + alpha.sum())
+        done = np.max(np.abs(new - theta), initial=0.0) < tol
         theta = new
         if done:
             break
-    return theta / theta.sum(axis=1, keepdims=True)
+    return theta
+
+
+#: Dirichlet concentration of each topic in the closing EM sweeps (the ``eta`` of ``lda.model``).
+CLOSING_ETA = 0.1
+
+
+def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, floor: float, eta: float = CLOSING_ETA,
+                 fold_in_steps: int = 3) -> tuple[np.ndarray, np.ndarray, dict]:
+    """A few EM sweeps over the corpus from given topics: the closing step of ``lda.spectral``.
+
+    Each sweep streams the chunks of ``source`` once: per document,
+    ``fold_in_steps`` fixed-point steps of its topic proportions
+    (:func:`document_topics`' update, warm-started from the previous sweep),
+    then the expected topic-word counts
+    ``n_kw = beta_kw sum_d theta_dk c_dw / (theta_d . beta_w)`` give the new
+    topics ``beta_k ~ n_k + eta`` (the mean of the topic's Dirichlet
+    posterior with concentration ``eta``). The topic weights follow the
+    expected tokens per topic, ``alpha`` keeps its sum. Memory: the (N, k)
+    proportions.
+
+    Returns ``(beta, alpha, report)``; the report holds the training
+    log-likelihood per token before each M-step (``closing_log_likelihood``).
+    """
+    alpha = np.asarray(alpha, dtype=np.float64)
+    thetas, loglik = {}, []
+    for _ in range(sweeps):
+        stats, total, n_tokens = np.zeros_like(beta), 0.0, 0.0
+        for i, X in enumerate(source.chunks()):
+            theta = thetas.get(i)
+            if theta is None:
+                theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1))
+            tokens = _tokens(X, beta)
+            theta = _fold_in(X, beta, alpha, theta, fold_in_steps, 0.0, tokens)
+            ratio = _token_ratio(X, theta, tokens)
+            stats += np.asarray(ratio.T @ theta).T
+            total += float(np.sum(X.data * np.log(X.data / ratio.data)))
+            n_tokens += float(X.data.sum())
+            thetas[i] = theta
+        counts = beta * stats
+        loglik.append(total / max(n_tokens, 1.0))
+        smoothed = counts + eta
+        beta, _ = project_to_simplex(smoothed / smoothed.sum(axis=1, keepdims=True), floor)
+        mass = counts.sum(axis=1)
+        alpha = alpha.sum() * mass / mass.sum()
+    return beta, alpha, {"closing_sweeps": int(sweeps), "closing_eta": float(eta),
+                         "closing_log_likelihood": np.asarray(loglik)}
 
 
 def initial_unconstrained(init, shapes: dict, rng: np.random.Generator, func: str) -> dict:

@@ -207,7 +207,8 @@ class Family:
         raise NotImplementedError
 
     def complete(self, params: dict, data, moments, *, rng, **options) -> tuple[dict, dict]:
-        """Data-dependent additions after recovery (document topics, factor scores); default: none."""
+        """Data-dependent additions after recovery (document topics, factor scores, closing steps; ``floor`` is
+        :meth:`spectral`'s); default: none."""
         return params, {}
 
     # ---- the skeleton ---------------------------------------------------------------------------------------
@@ -357,7 +358,7 @@ class Family:
         moments = self.moments(data, k=k, backend=backend, **options)
         k, params, diagnostics = self._fit(moments, k, method=method, approach=approach, seed=rng, floor=floor,
                                            decompose_options=decompose_options, options=options)
-        params, extra = self.complete(params, data, moments, rng=rng, **options)
+        params, extra = self.complete(params, data, moments, rng=rng, floor=floor, **options)
         return self.estimate(k, params, {**diagnostics, **extra, **report}, vocabulary=vocabulary, options=options)
 
     # ---- k from the data ---------------------------------------------------------------------------------------

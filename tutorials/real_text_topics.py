@@ -4,7 +4,7 @@
 # A real English corpus that every Python installation ships: the docstrings of
 # the standard library, one document per paragraph (`load_python_docs`, parsed
 # with `ast`, nothing imported or downloaded). We fit LDA by the method of
-# moments with `alpha0` chosen from the data, judge it by held-out
+# moments (anchor words on the pair moment, closed by a few EM sweeps), judge it by held-out
 # document-completion perplexity and topic coherence, and read the topics.
 # (`load_man_pages()` gives a second, larger corpus on Debian/Ubuntu machines
 # with manual pages installed.)
@@ -35,11 +35,12 @@ n_test = X.shape[0] // 5
 train, test = X[perm[n_test:]], X[perm[:n_test]]
 
 # %% [markdown]
-# ## Spectral LDA, alpha0 chosen from the data
-# `alpha0=None` (the default): the data passes are made once, and for each
-# `alpha0` of a grid the whitening and the tensor decomposition are redone on
-# k-sized arrays. Each candidate is scored by the pairwise composite likelihood
-# of co-occurring words; the diagnostics hold the whole table.
+# ## Spectral LDA: anchor words on the cleaned pair moment (the default)
+# The pair moment E2 (per-document estimate) is cut to its k largest positive
+# eigenpairs -- negative eigenvalues and the tail are estimator noise -- and
+# anchor words (Arora et al. 2013: a farthest-point search, every word a
+# convex combination of the anchors) are found on that low-rank moment without
+# forming it. Four EM sweeps over the corpus close the estimate.
 
 # %%
 k = 5 if SMALL else 20
@@ -47,20 +48,20 @@ start = time.perf_counter()
 estimate = lda.spectral(train, k, seed=0, vocabulary=corpus.vocabulary)
 seconds = time.perf_counter() - start
 d = estimate.diagnostics
-print(f"fit in {seconds:.2f} s; alpha0 chosen = {d['alpha0']:.3g}")
-for a0, ok, score in zip(d["alpha0_grid"], d["alpha0_feasible"], d["alpha0_criterion"]):
-    print(f"  alpha0 {a0:8.3g}  {'pair log-lik %.4f' % score if ok else 'M2 indefinite on the top k'}")
+print(f"fit in {seconds:.2f} s: method {d['method']}, {d['weighting']} weighting, "
+      f"{d['anchor_negative_eigenvalues_cut']} negative eigenvalues cut; anchors:",
+      " ".join(corpus.vocabulary[i] for i in d["anchors"]))
+print("training log-likelihood per token before each closing EM sweep:", np.round(d["closing_log_likelihood"], 3))
 
 # %% [markdown]
-# ## Choosing k: the signed spectrum of M2
-# `k_supported` counts the leading eigenvalues of the corrected second moment
-# that are positive; large ratios between consecutive eigenvalues
-# (`m2_eigengaps`) mark natural cut-offs.
+# ## Choosing k: the signed spectrum of the pair moment
+# `k_supported` counts its leading eigenvalues (by magnitude) that are
+# positive; a sharp drop between consecutive eigenvalues marks a natural
+# cut-off.
 
 # %%
-print(f"k_supported = {d['k_supported']}; signed M2 eigenvalues:",
+print(f"k_supported = {d['k_supported']}; signed eigenvalues:",
       np.array2string(d["m2_eigenvalues"][: k + 5], formatter={"float_kind": "{:.2e}".format}))
-print("negative mass of each topic before projection:", np.round(d["negative_mass"], 2))
 
 # %% [markdown]
 # ## Held-out perplexity and coherence
@@ -75,19 +76,23 @@ print(f"held-out perplexity {held.perplexity:.0f} on {held.n_tokens} tokens of {
 print(f"mean UMass coherence {coherence.mean():.2f}")
 
 # %% [markdown]
-# ## Anchor words: the other moment method
-# `method="anchor"` recovers topics from the co-occurrence moment alone
-# (Arora et al. 2013: anchor words found by a farthest-point search, every
-# word a convex combination of the anchors). On real text it usually beats
-# the tensor path on held-out perplexity (see `benchmarks/bench_lda_real.py`).
+# ## The tensor path, alpha0 chosen from the data
+# `method="tpm"`: the Dirichlet-corrected third moment, decomposed for each
+# `alpha0` of a grid from one set of passes; each candidate is scored by the
+# pairwise composite likelihood of co-occurring words. It is the consistent
+# estimator for data drawn from LDA itself; on real text the anchor path
+# gives the lower held-out perplexity (see `benchmarks/bench_lda_real.py`).
 
 # %%
 start = time.perf_counter()
-anchored = lda.spectral(train, k, method="anchor", seed=0, vocabulary=corpus.vocabulary)
-anchor_seconds = time.perf_counter() - start
-anchor_held = document_completion(test, anchored.params["beta"], anchored.params["alpha"], seed=0)
-print(f"anchor words: fit in {anchor_seconds:.2f} s, held-out perplexity {anchor_held.perplexity:.0f}; anchors:",
-      " ".join(corpus.vocabulary[i] for i in anchored.diagnostics["anchors"]))
+tensor = lda.spectral(train, k, method="tpm", seed=0, vocabulary=corpus.vocabulary)
+tensor_seconds = time.perf_counter() - start
+tensor_held = document_completion(test, tensor.params["beta"], tensor.params["alpha"], seed=0)
+print(f"tensor path: fit in {tensor_seconds:.2f} s, alpha0 chosen = {tensor.diagnostics['alpha0']:.3g}, "
+      f"held-out perplexity {tensor_held.perplexity:.0f}")
+for a0, ok, score in zip(tensor.diagnostics["alpha0_grid"], tensor.diagnostics["alpha0_feasible"],
+                         tensor.diagnostics["alpha0_criterion"]):
+    print(f"  alpha0 {a0:8.3g}  {'pair log-lik %.4f' % score if ok else 'M2 indefinite on the top k'}")
 
 # %% [markdown]
 # ## The topics

@@ -28,7 +28,7 @@ def planted():
 @pytest.fixture(scope="module")
 def default_fit(planted):
     _, _, X = planted
-    return lda.spectral(X, K, seed=0)
+    return lda.spectral(X, K, method="tpm", seed=0)
 
 
 class ExactRaw:
@@ -136,18 +136,18 @@ def test_default_spectral_chooses_alpha0_and_recovers_topics(planted, default_fi
 
 def test_alpha_sum_and_grid_arguments(planted):
     _, _, X = planted
-    est = lda.spectral(X, K, seed=0, alpha_sum=2.5, alpha0_grid=[0.5, 1.0])
+    est = lda.spectral(X, K, method="tpm", seed=0, alpha_sum=2.5, alpha0_grid=[0.5, 1.0])
     assert est.params["alpha"].sum() == pytest.approx(2.5)
     np.testing.assert_array_equal(est.diagnostics["alpha0_grid"], [0.5, 1.0])
     with pytest.raises(ValueError, match="alpha_sum"):
         lda.spectral(X, K, alpha_sum=0.0)
     with pytest.raises(ValueError, match="alpha0_grid"):
-        lda.spectral(X, K, alpha0_grid=[-1.0])
+        lda.spectral(X, K, method="tpm", alpha0_grid=[-1.0])
 
 
 def test_same_seed_same_estimate(planted, default_fit):
     _, _, X = planted
-    again = lda.spectral(X, K, seed=0)
+    again = lda.spectral(X, K, method="tpm", seed=0)
     np.testing.assert_array_equal(again.params["beta"], default_fit.params["beta"])
 
 
@@ -161,9 +161,9 @@ def test_doc_topics_auto_only_for_small_corpora(planted, default_fit):
     _, _, X = planted
     assert default_fit.params["theta"].shape == (X.shape[0], K) and default_fit.diagnostics["doc_topics"]
     big = sp.vstack([X, X[:1001]]).tocsr()  # 5,001 documents
-    est = lda.spectral(big, K, seed=0, alpha0_grid=[1.0])
+    est = lda.spectral(big, K, method="tpm", seed=0, alpha0_grid=[1.0])
     assert "theta" not in est.params and not est.diagnostics["doc_topics"]
-    forced = lda.spectral(X[:50], K, seed=0, alpha0_grid=[1.0], doc_topics=False)
+    forced = lda.spectral(X[:50], K, method="tpm", seed=0, alpha0_grid=[1.0], doc_topics=False)
     assert "theta" not in forced.params
 
 
@@ -193,7 +193,7 @@ def test_non_integer_float_counts():
         lda.spectral(np.array([[1.5, 2.0, 3.0], [1.0, 1.0, 1.0]]), 1)
     # integer-valued floats are counts
     est = lda.spectral(np.array([[3.0, 2.0, 0.0, 1.0], [1.0, 4.0, 2.0, 0.0], [0.0, 1.0, 3.0, 2.0]]), 1,
-                       alpha0_grid=[1.0])
+                       method="tpm", alpha0_grid=[1.0])
     assert est.params["beta"].shape == (1, 4)
 
 
@@ -208,8 +208,9 @@ def test_k_beyond_what_the_data_support_says_what_to_try():
     positive eigenvalues for this seed, so k = 4 is not supported (the top-k positive eigenspace does not exist)."""
     rng = np.random.default_rng(0)
     X = rng.multinomial(4, rng.dirichlet(np.ones(5)), size=400)
-    with pytest.raises(IndefiniteMomentError, match=r"only 2 positive eigenvalues.*data do not support k=4.*Try k <= 2"):
-        lda.spectral(X, 4)
+    for method in ("anchor", "tpm"):
+        with pytest.raises(IndefiniteMomentError, match=r"only 2 positive eigenvalue.*Try k <= 2"):
+            lda.spectral(X, 4, method=method)
 
 
 def test_very_short_documents_fit_and_error_shrinks_with_n():
@@ -221,13 +222,17 @@ def test_very_short_documents_fit_and_error_shrinks_with_n():
     beta, weights = SHORT_TOPICS
     errors = []
     for N, seed in ((2_000, 2), (100_000, 10)):
-        est = lda.spectral(short_documents(beta, weights, N, seed), 6, seed=0, doc_topics=False)
+        est = lda.spectral(short_documents(beta, weights, N, seed), 6, method="tpm", seed=0, doc_topics=False,
+                           em_sweeps=0)
         perm = best_permutation(beta, est.params["beta"])
         errors.append(np.abs(est.params["beta"][perm] - beta).sum(1).max())
         if N == 2_000:
             assert est.diagnostics["m2_negative_skipped"] == 1
     assert errors[1] < errors[0] / 2
     assert errors[1] < 0.3
+    # The default (anchor words on the top-6 positive eigenspace) fits the same corpus and counts the cut.
+    anchor = lda.spectral(short_documents(beta, weights, 2_000, 2), 6, seed=0, doc_topics=False)
+    assert anchor.diagnostics["method"] == "anchor" and anchor.diagnostics["anchor_negative_eigenvalues_cut"] >= 1
 
 
 def test_noisy_topics_are_reported_not_handed_out_silently():
@@ -252,22 +257,79 @@ def test_noisy_topics_are_reported_not_handed_out_silently():
 
 
 # ----------------------------------------------------------------------------- anchor words
-def test_anchor_recovery_is_exact_with_exact_moments_and_anchor_words():
-    """Each topic owns a word no other topic uses (an anchor): RecoverL2 on exact E2 gives the topics back.
-    The convex weights come from 300 steps of accelerated projected gradient: 1e-4 is far above the round-off
-    and the remaining optimization error, far below any real error."""
-    beta, _ = random_instance(K, 10, 4)
-    beta[:, :K] = 0.0
-    beta[np.arange(K), np.arange(K)] = 0.2
-    beta /= beta.sum(axis=1, keepdims=True)
-    alpha = np.array([0.5, 0.3, 0.2])
-    raw = ExactRaw(beta, alpha)
-    raw.stats = type("S", (), {"m1_norm": 1e6})()
-    b, a, report = _topics.fit_anchor(raw, K, func="t", seed=0, floor=1e-12, n_iter=2000)
-    perm = best_permutation(beta, b)
-    assert sorted(report["anchors"]) == [0, 1, 2]
-    np.testing.assert_allclose(b[perm], beta, atol=1e-4)
-    np.testing.assert_allclose(a[perm], alpha / alpha.sum(), atol=1e-4)  # p(topic) = alpha / alpha0, sum 1
+class PopulationPairs:
+    """Exact LDA pair moment (``lda.population_moments``' M2) and first moment, as the anchor step reads them,
+    optionally with extra symmetric terms ``sum_j c_j v_j v_j^T`` (noise directions)."""
+
+    def __init__(self, beta, alpha, extra=()):
+        self.pop = lda.population_moments(beta, alpha)
+        self.m1 = beta.T @ alpha / alpha.sum()
+        self.n_features = beta.shape[1]
+        self.extra = list(extra)
+
+    def m2_matmat(self, Q):
+        out = self.pop.m2_matmat(Q)
+        for c, v in self.extra:
+            out = out + c * np.outer(v, v @ Q)
+        return out
+
+
+def separable_instance(k=3, V=12, seed=4):
+    """Topics in which word i < k belongs to topic i alone (an anchor word)."""
+    beta, _ = random_instance(k, V, seed)
+    beta[:, :k] = 0.0
+    beta[np.arange(k), np.arange(k)] = 0.2
+    return beta / beta.sum(axis=1, keepdims=True), np.array([0.5, 0.3, 0.2])[:k]
+
+
+def test_anchor_recovery_is_exact_on_population_moments():
+    """Separable topics and exact LDA moments: the top-k positive eigenspace is the row space of beta, RecoverL2 on
+    its exact embedding gives the topics and p(topic) = alpha / alpha0 back. Terms outside the row space -- a
+    negative eigenvalue as large as the topics' own and a small positive one, as sampling noise would add -- are
+    cut. The convex weights come from accelerated projected gradient run to convergence (no weight moving by
+    1e-10): 1e-8 is its accuracy."""
+    beta, alpha = separable_instance()
+    rng = np.random.default_rng(0)
+    noise = np.linalg.qr(np.column_stack([beta.T, rng.standard_normal((beta.shape[1], 2))]))[0][:, K:]
+    s = np.linalg.eigvalsh(lda.population_moments(beta, alpha).dense()[0])[::-1]
+    for extra in ([], [(-2 * s[0], noise[:, 0]), (0.5 * s[K - 1], noise[:, 1])]):
+        b, a, report = _topics.fit_anchor(PopulationPairs(beta, alpha, extra), K, func="t", seed=0, floor=1e-14,
+                                          n_iter=5000)
+        perm = best_permutation(beta, b)
+        assert sorted(report["anchors"]) == [0, 1, 2]
+        np.testing.assert_allclose(b[perm], beta, atol=1e-8)
+        np.testing.assert_allclose(a[perm], alpha / alpha.sum(), atol=1e-8)
+        np.testing.assert_allclose(np.sort(report["anchor_eigenvalues"])[::-1], s[:K], rtol=1e-10)
+        assert report["anchor_negative_eigenvalues_cut"] == len(extra) // 2
+
+
+def test_anchor_step_refuses_k_beyond_the_positive_spectrum():
+    """Exact moments of 3 topics have 3 positive eigenvalues: 4 anchors cannot be found, and the error says so."""
+    beta, alpha = separable_instance()
+    with pytest.raises(IndefiniteMomentError, match=r"only 3 positive eigenvalues.*do not support k=4.*Try k <= 3"):
+        _topics.fit_anchor(PopulationPairs(beta, alpha), 4, func="t", seed=0)
+
+
+def test_closing_sweeps_are_em_and_keep_a_fixed_point():
+    """close_topics is EM for the topics: the training log-likelihood per token rises sweep by sweep, topics of a
+    document collection that uses each topic's words alone are a fixed point up to the eta smoothing, and
+    sum(alpha) is kept."""
+    from specinit.engine.sources import CountSource
+
+    _, _, X = (None, None, sp.csr_matrix(sample_lda(*separable_instance(), 500, 40, 1)[0]))
+    est = lda.spectral(X, K, seed=0, em_sweeps=0, doc_topics=False)
+    beta, alpha, report = _topics.close_topics(CountSource(X), est.params["beta"], est.params["alpha"], 6,
+                                               floor=1e-3)
+    ll = report["closing_log_likelihood"]
+    assert ll.shape == (6,) and np.all(np.diff(ll) > 0)
+    assert alpha.sum() == pytest.approx(est.params["alpha"].sum()) and np.allclose(beta.sum(axis=1), 1.0)
+    # topics on disjoint sets of words and one document per topic with counts proportional to it: the topics are
+    # EM's fixed point up to eta / (tokens of the topic) per word
+    truth = np.kron(np.eye(K), np.arange(1.0, 5.0))
+    truth /= truth.sum(axis=1, keepdims=True)
+    counts = sp.csr_matrix(truth * 1e6)
+    fixed, _, _ = _topics.close_topics(CountSource(counts), truth, np.full(K, 1.0 / K), 2, floor=1e-12)
+    np.testing.assert_allclose(fixed, truth, atol=1e-6)
 
 
 def test_anchor_method_on_planted_lda(planted):
@@ -278,5 +340,18 @@ def test_anchor_method_on_planted_lda(planted):
     assert np.abs(est.params["beta"][perm] - beta).sum(axis=1).max() < 0.1
     np.testing.assert_allclose(est.params["alpha"][perm], alpha / alpha.sum(), atol=0.05)
     assert len(est.diagnostics["anchors"]) == K
-    with pytest.raises(ValueError, match="method='anchor' uses neither"):
+    with pytest.raises(ValueError, match="method='anchor' uses none of them"):
         lda.spectral(X, K, alpha0=1.0, method="anchor")
+    with pytest.raises(ValueError, match="method='anchor' uses none of them"):
+        lda.spectral(X, K, alpha0_grid=[1.0])
+
+
+def test_em_sweeps_argument(planted):
+    _, _, X = planted
+    with pytest.raises(ValueError, match=r"'em_sweeps' argument of lda.spectral must be an integer >= 0"):
+        lda.spectral(X, K, em_sweeps=-1)
+    with pytest.raises(TypeError, match=r"'em_sweeps' argument of lda.spectral must be an integer"):
+        lda.spectral(X, K, em_sweeps=1.5)
+    est = lda.spectral(X, K, em_sweeps=2, doc_topics=False)
+    assert est.diagnostics["closing_sweeps"] == 2 and est.diagnostics["closing_log_likelihood"].shape == (2,)
+    assert "closing_sweeps" not in lda.spectral(X, K, em_sweeps=0, doc_topics=False).diagnostics
