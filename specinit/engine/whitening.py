@@ -21,6 +21,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specinit._validation import as_generator, check_int, public, warn
+from specinit.engine.backends import one_blas_thread
 
 __all__ = ["Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace", "signed_spectrum", "whiten"]
 
@@ -115,7 +116,8 @@ def _ritz_pairs(B: np.ndarray, G: np.ndarray, k: int):
     below the stopping tolerance; the reported residual is recomputed from
     the tall arrays (:func:`_exact_residual`).
     """
-    ritz, vecs = np.linalg.eigh(0.5 * (B + B.T))
+    with one_blas_thread():
+        ritz, vecs = np.linalg.eigh(0.5 * (B + B.T))
     order = np.argsort(-np.abs(ritz))
     ritz, vecs = ritz[order], vecs[:, order]
     s, top = ritz[:k], vecs[:, :k]
@@ -143,13 +145,16 @@ def _next_block(basis: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     scale = np.linalg.norm(candidates)
     for _ in range(2):
         candidates = candidates - basis @ (basis.T @ candidates)
-    vals, vecs = np.linalg.eigh(candidates.T @ candidates)
+    with one_blas_thread():
+        vals, vecs = np.linalg.eigh(candidates.T @ candidates)
     keep = vals > (1e-7 * scale) ** 2
     if not keep.any():
         return candidates[:, :0]
     block = candidates @ (vecs[:, keep] / np.sqrt(vals[keep]))
     block = block - basis @ (basis.T @ block)
-    return np.linalg.solve(np.linalg.cholesky(block.T @ block), block.T).T
+    gram = block.T @ block
+    with one_blas_thread():
+        return np.linalg.solve(np.linalg.cholesky(gram), block.T).T
 
 
 def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2, max_passes: int = 13,
@@ -185,7 +190,8 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
     -------
     RitzSubspace
     """
-    first = np.linalg.qr(start)[0]
+    with one_blas_thread():
+        first = np.linalg.qr(start)[0]
     d, width = first.shape
     capacity = min(d, max_blocks * width)
     # The space lives in preallocated (d, capacity) arrays; B = Q^T M2 Q and G = (M2 Q)^T (M2 Q) grow by one block
