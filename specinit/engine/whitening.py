@@ -116,8 +116,7 @@ def _ritz_pairs(B: np.ndarray, G: np.ndarray, k: int):
     below the stopping tolerance; the reported residual is recomputed from
     the tall arrays (:func:`_exact_residual`).
     """
-    with one_blas_thread():
-        ritz, vecs = np.linalg.eigh(0.5 * (B + B.T))
+    ritz, vecs = np.linalg.eigh(0.5 * (B + B.T))
     order = np.argsort(-np.abs(ritz))
     ritz, vecs = ritz[order], vecs[:, order]
     s, top = ritz[:k], vecs[:, :k]
@@ -145,16 +144,13 @@ def _next_block(basis: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     scale = np.linalg.norm(candidates)
     for _ in range(2):
         candidates = candidates - basis @ (basis.T @ candidates)
-    with one_blas_thread():
-        vals, vecs = np.linalg.eigh(candidates.T @ candidates)
+    vals, vecs = np.linalg.eigh(candidates.T @ candidates)
     keep = vals > (1e-7 * scale) ** 2
     if not keep.any():
         return candidates[:, :0]
     block = candidates @ (vecs[:, keep] / np.sqrt(vals[keep]))
     block = block - basis @ (basis.T @ block)
-    gram = block.T @ block
-    with one_blas_thread():
-        return np.linalg.solve(np.linalg.cholesky(gram), block.T).T
+    return np.linalg.solve(np.linalg.cholesky(block.T @ block), block.T).T
 
 
 def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2, max_passes: int = 13,
@@ -168,7 +164,8 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
     spent on the Rayleigh quotient) are checked after every pass. When the
     space would exceed ``max_blocks`` blocks it is restarted on its top Ritz
     vectors (thick restart), which bounds memory at ``max_blocks * b``
-    columns of length d.
+    columns of length d. The algebra of the space (thin GEMMs, small
+    eigenproblems) runs on one BLAS thread: the passes use the cores.
 
     Parameters
     ----------
@@ -191,7 +188,11 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
     RitzSubspace
     """
     with one_blas_thread():
-        first = np.linalg.qr(start)[0]
+        return _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks)
+
+
+def _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks) -> RitzSubspace:
+    first = np.linalg.qr(start)[0]
     d, width = first.shape
     capacity = min(d, max_blocks * width)
     # The space lives in preallocated (d, capacity) arrays; B = Q^T M2 Q and G = (M2 Q)^T (M2 Q) grow by one block

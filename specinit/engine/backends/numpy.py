@@ -106,6 +106,20 @@ def first_order_stats(chunk: sp.csr_matrix, weighting: str) -> FirstOrderStats:
     )
 
 
+def _row_block_sum(n: int, width: int, block_sum, n_threads: int):
+    """``sum(block_sum(start, stop))`` over row blocks of at most about 64 MB of ``width`` columns.
+
+    With ``n_threads > 1`` there is at least one block per thread and the
+    blocks are summed on that many threads, each on one BLAS thread.
+    """
+    step = max(1, min(_CHUNK_BYTES // (8 * width), -(-n // n_threads)))
+    starts = range(0, max(n, 1), step)
+    if n_threads > 1 and len(starts) > 1:
+        with ThreadPoolExecutor(max_workers=n_threads) as pool, one_blas_thread():
+            return sum(pool.map(lambda start: block_sum(start, start + step), starts))
+    return sum(block_sum(start, start + step) for start in starts)
+
+
 def pair_products(A: np.ndarray, rhs: np.ndarray, n_threads: int = 1) -> np.ndarray:
     """``sum_r A[r, i] A[r, j] rhs[r, m]`` as a (k, k, m) array, symmetric in (i, j).
 
@@ -126,27 +140,21 @@ def pair_products(A: np.ndarray, rhs: np.ndarray, n_threads: int = 1) -> np.ndar
     ndarray, shape (k, k, m)
     """
     k, m = A.shape[1], rhs.shape[1]
-    n = A.shape[0]
-    step = max(1, min(_CHUNK_BYTES // (8 * k), -(-n // n_threads)))
 
-    def block_sum(start):
+    def block_sum(start, stop):
         out = np.zeros((k, k, m))
-        block, right = A[start : start + step], rhs[start : start + step]
+        block, right = A[start:stop], rhs[start:stop]
         for i in range(k):
             out[i, i:] = (block[:, i:] * block[:, i : i + 1]).T @ right
         return out
 
-    if n_threads > 1 and n > step:
-        with ThreadPoolExecutor(max_workers=n_threads) as pool, one_blas_thread():
-            out = sum(pool.map(block_sum, range(0, n, step)))
-    else:
-        out = sum(map(block_sum, range(0, max(n, 1), step)))
+    out = _row_block_sum(A.shape[0], k, block_sum, n_threads)
     iu, ju = np.triu_indices(k, 1)
     out[ju, iu] = out[iu, ju]
     return out
 
 
-def weighted_cubes(Y: np.ndarray, weights: np.ndarray) -> np.ndarray:
+def weighted_cubes(Y: np.ndarray, weights: np.ndarray, n_threads: int = 1) -> np.ndarray:
     """``sum_r weights[r] Y[r] (x) Y[r] (x) Y[r]`` as a symmetric (k, k, k) array.
 
     Only the entries ``i <= j, i <= l`` are computed, one GEMM
@@ -159,19 +167,24 @@ def weighted_cubes(Y: np.ndarray, weights: np.ndarray) -> np.ndarray:
     ----------
     Y : ndarray, shape (n, k)
     weights : ndarray, shape (n,)
+    n_threads : int
+        As for :func:`pair_products`.
 
     Returns
     -------
     ndarray, shape (k, k, k)
     """
     k = Y.shape[1]
-    out = np.zeros((k, k, k))
-    step = max(1, _CHUNK_BYTES // (8 * k))
-    for start in range(0, Y.shape[0], step):
-        block = Y[start : start + step]
-        weighted = block * weights[start : start + step, None]
+
+    def block_sum(start, stop):
+        out = np.zeros((k, k, k))
+        block = Y[start:stop]
+        weighted = block * weights[start:stop, None]
         for i in range(k):
-            out[i, i:, i:] += (block[:, i:] * weighted[:, i : i + 1]).T @ block[:, i:]
+            out[i, i:, i:] = (block[:, i:] * weighted[:, i : i + 1]).T @ block[:, i:]
+        return out
+
+    out = _row_block_sum(Y.shape[0], k, block_sum, n_threads)
     return out[tuple(np.sort(np.indices((k, k, k)), axis=0))]
 
 
