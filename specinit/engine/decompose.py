@@ -125,6 +125,9 @@ def _finish(T, weights, vectors, method, extra) -> Decomposition:
 #: Iterations over which a power iterate's rate of convergence is measured before it may be given up.
 STALL_WINDOW = 20
 
+#: The chosen restart of each component is polished to this fraction of the tolerance.
+POLISH = 1e-3
+
 
 def _power_iterate(T, U, n_iter, tol, contract_fn=None):
     """Run ``u <- T(I, u, ..., u)/||.||`` on every column until it moves less than ``tol`` (up to sign).
@@ -187,8 +190,9 @@ def deflated_power_method(T, k, n_restarts, n_iter, tol, rng, contract_fn, outer
     For each of ``k`` components: ``n_restarts`` random unit vectors are
     iterated together, each until it converges or is hopeless
     (:func:`_power_iterate`); the restart chosen by ``select`` on the values
-    ``T(u, ..., u)`` is polished, its eigenvalue recorded and
-    ``lambda u^(x)order`` (``outer_fn(u)``) deflated. The dense algebra runs
+    ``T(u, ..., u)`` is polished (to ``POLISH * tol``, or until it is
+    hopeless), its eigenvalue recorded and ``lambda u^(x)order``
+    (``outer_fn(u)``) deflated. The dense algebra runs
     on one BLAS thread (its products are small).
 
     Parameters
@@ -214,10 +218,10 @@ def deflated_power_method(T, k, n_restarts, n_iter, tol, rng, contract_fn, outer
     weights : ndarray, shape (k,)
     vectors : ndarray, shape (n, k)
     converged : ndarray of bool, shape (k,)
-        The polished iterate moved less than ``tol``.
+        One more step moves the polished iterate less than ``tol``.
     stalled : ndarray of bool, shape (k,)
-        The polished iterate was given up as hopeless before ``n_iter``
-        iterations (not converged and not converging fast enough).
+        Not converged, and given up as hopeless before ``n_iter``
+        iterations (not converging fast enough).
     n_iter : ndarray of int, shape (k,)
         Iterations used per component (the longest restart plus the polishing).
 
@@ -235,14 +239,18 @@ def deflated_power_method(T, k, n_restarts, n_iter, tol, rng, contract_fn, outer
             U /= np.linalg.norm(U, axis=0)
             U, it1, _, _ = _power_iterate(residual, U, n_iter, tol, contract_fn)
             values = np.einsum("im,im->m", U, contract_fn(residual, U))
-            u, it2, ok, gave_up = _power_iterate(residual, U[:, [int(select(values))]], n_iter, tol, contract_fn)
+            # The chosen iterate is polished well below tol (to POLISH * tol, or until it stops converging), so
+            # that sums differing by round-off, which may stop a step apart, still give the same component.
+            u, it2, _, gave_up = _power_iterate(residual, U[:, [int(select(values))]], n_iter, POLISH * tol,
+                                                contract_fn)
+            ok = _power_iterate(residual, u, 1, tol, contract_fn)[2]
             u = u[:, 0]
             lam = float(u @ contract_fn(residual, u[:, None])[:, 0])
             residual = residual - lam * outer_fn(u)
             weights.append(lam)
             vectors.append(u)
             converged.append(ok[0])
-            stalled.append(gave_up[0])
+            stalled.append(gave_up[0] and not ok[0])
             iters.append(it1.max() + it2[0])
     return np.array(weights), np.stack(vectors, axis=1), np.array(converged), np.array(stalled), np.array(iters)
 
