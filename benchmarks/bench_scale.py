@@ -123,11 +123,17 @@ t = time.perf_counter()
 est = lda.spectral(X, k, alpha0=0.1 * k, doc_topics=False, seed=0, backend=backend)
 seconds = time.perf_counter() - t
 np.save(sys.argv[4], est.params["beta"])
-print(json.dumps({"fit": seconds, "rss_after_load": base, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+d = est.diagnostics
+print(json.dumps({"fit": seconds, "rss_after_load": base, "input": (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) / 2**30,
+                  "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "passes": int(d["m2_passes"]),
+                  "stalled": int(d["decomposition_stalled"].sum()), "tpm_iterations": int(d["decomposition_n_iter"].sum())}))
 """
 
 
 def section_b(n, vocab, k, backends=("numpy",)):
+    """Fit time and peak RSS of a child process that loads the corpus and fits: ``ru_maxrss`` of the child is the
+    kernel's high-water mark of its whole resident set (all threads, BLAS buffers, the corpus), as ``/usr/bin/time
+    -v`` reports it."""
     corpus, X, t_sample = _corpus(n, vocab, k, seed=1)
     nnz = X.nnz
     bare = _bare_pass(X, k)
@@ -142,11 +148,13 @@ def section_b(n, vocab, k, backends=("numpy",)):
                              text=True, check=True)
         res = json.loads(out.stdout.strip().splitlines()[-1])
         err = matched_l1(corpus.beta, np.load(beta_path))
-        rows.append([backend, res["fit"], res["rss_after_load"], res["peak"], err])
+        rows.append([backend, res["fit"], res["passes"], f"{res['stalled']} / {res['tpm_iterations']}", res["input"],
+                     res["rss_after_load"], res["peak"], res["peak"] - res["input"], err])
     print(f"\n### b. N = {n:,}, V = {vocab:,}, k = {k}, nnz = {nnz / 1e6:.1f}M (sampled in {t_sample:.0f} s); "
-          f"one bare SciPy pass of width {k}: {bare:.1f} s\n")
-    print(table(["backend", "fit (s)", "RSS after loading the corpus (GB)", "peak RSS of the fit process (GB)",
-                 "mean L1 topic error"], rows))
+          f"one bare SciPy pass of width {k}: {bare:.1f} s; load average {os.getloadavg()[0]:.1f}\n")
+    print(table(["backend", "fit (s)", "m2 passes", "TPM components given up / iterations", "input CSR (GB)",
+                 "RSS after loading (GB)", "peak RSS of the process (GB)", "peak - input (GB)", "mean L1 topic error"],
+                rows))
 
 
 def _zero_partial(block, V, k):

@@ -38,12 +38,12 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
-from threadpoolctl import threadpool_limits
 
 from specinit._validation import Interval, Options, as_generator, bad_argument, check_int, check_positive, \
     current_entry, public, warn
 from specinit.distributions.continuous import TRANSFORMS, point_mass
 from specinit.distributions.counts import HIGHEST, DenseTopicCounts, ModelData, lda_loglik
+from specinit.engine.backends import one_blas_thread
 from specinit.engine.moments import CountMoments
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
@@ -110,7 +110,7 @@ class LDA(TopicFamily):
         # The recovery's dense linear algebra is small (eigenproblems of k + 10 columns, (V, k) products, k^3
         # tensors): extra BLAS threads only add lock waits and fight the passes, whose sparse products run on
         # their own threads (bench_lda_real.py on 2 busy cores: 0.6 s with one BLAS thread, 5.8 s with two).
-        with threadpool_limits(limits=1, user_api="blas"):
+        with one_blas_thread():
             return self._recover(moments, k, method=method, approach=approach, rng=rng, floor=floor,
                                  decompose_options=decompose_options, **options)
 

@@ -39,6 +39,7 @@ from specinit._validation import (
     check_positive,
     warn,
 )
+from specinit.engine.backends import one_blas_thread
 
 __all__ = ["Decomposition", "METHODS", "check_options", "cp_als", "decompose", "eca", "svtd", "tensor_power_method"]
 
@@ -121,33 +122,78 @@ def _finish(T, weights, vectors, method, extra) -> Decomposition:
     return Decomposition(weights=weights, vectors=vectors, diagnostics=diagnostics)
 
 
+#: Iterations over which a power iterate's rate of convergence is measured before it may be given up.
+STALL_WINDOW = 20
+
+#: The chosen restart of each component is polished to this fraction of the tolerance.
+POLISH = 1e-3
+
+
 def _power_iterate(T, U, n_iter, tol, contract_fn=None):
-    """Run ``u <- T(I, u, ..., u)/||.||`` on all columns until each moves less than ``tol`` (up to sign).
+    """Run ``u <- T(I, u, ..., u)/||.||`` on every column until it moves less than ``tol`` (up to sign).
 
     ``contract_fn(T, U)`` is the contraction of the tensor's order
     (:func:`contract` for order 3). The move is measured up to sign, since a
     negative eigenvalue of an even-order tensor flips the iterate each step
     (for order 3 with positive eigenvalues the iterate never flips).
+
+    Each column stops on its own: when it has converged, or when it is
+    hopeless -- after at least ``max(STALL_WINDOW, n_iter // 10)``
+    iterations, its move has not shrunk over the last ``STALL_WINDOW``
+    iterations, or shrinks at a linear rate that would not reach ``tol``
+    within ``n_iter`` iterations. Only the running columns are contracted.
+
+    Returns
+    -------
+    U : ndarray
+        The last iterates.
+    iterations : ndarray of int
+        Iterations run per column.
+    converged, stalled : ndarray of bool
+        Per column: moved less than ``tol``; given up as hopeless.
     """
     contract_fn = contract if contract_fn is None else contract_fn
+    U = np.array(U, dtype=np.float64)
+    m = U.shape[1]
+    iterations = np.zeros(m, dtype=int)
+    converged, stalled = np.zeros(m, dtype=bool), np.zeros(m, dtype=bool)
+    moves = np.empty((n_iter + 1, m))
+    running = np.arange(m)
+    patience = max(STALL_WINDOW, n_iter // 10)
     for it in range(1, n_iter + 1):
-        V = contract_fn(T, U)
+        current = U[:, running]
+        V = contract_fn(T, current)
         norms = np.linalg.norm(V, axis=0)
         V = V / np.where(norms > 0, norms, 1.0)
-        step = np.max(np.minimum(np.linalg.norm(V - U, axis=0), np.linalg.norm(V + U, axis=0)))
-        U = V
-        if step < tol:
-            return U, it, True
-    return U, n_iter, False
+        step = np.minimum(np.linalg.norm(V - current, axis=0), np.linalg.norm(V + current, axis=0))
+        U[:, running] = V
+        iterations[running] = it
+        moves[it, running] = step
+        done = step < tol
+        hopeless = np.zeros_like(done)
+        if it >= patience:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rate = (step / moves[it - STALL_WINDOW, running]) ** (1.0 / STALL_WINDOW)
+                needed = np.log(tol / step) / np.log(rate)
+            hopeless = ~done & ((rate >= 1.0) | (it + needed > n_iter))
+        converged[running[done]] = True
+        stalled[running[hopeless]] = True
+        running = running[~(done | hopeless)]
+        if running.size == 0:
+            break
+    return U, iterations, converged, stalled
 
 
 def deflated_power_method(T, k, n_restarts, n_iter, tol, rng, contract_fn, outer_fn, select=np.argmax):
     """Robust tensor power method with restarts and deflation, for a tensor of any order.
 
     For each of ``k`` components: ``n_restarts`` random unit vectors are
-    iterated together, the restart chosen by ``select`` on the values
-    ``T(u, ..., u)`` is polished, its eigenvalue recorded and
-    ``lambda u^(x)order`` (``outer_fn(u)``) deflated.
+    iterated together, each until it converges or is hopeless
+    (:func:`_power_iterate`); the restart chosen by ``select`` on the values
+    ``T(u, ..., u)`` is polished (to ``POLISH * tol``, or until it is
+    hopeless), its eigenvalue recorded and ``lambda u^(x)order``
+    (``outer_fn(u)``) deflated. The dense algebra runs
+    on one BLAS thread (its products are small).
 
     Parameters
     ----------
@@ -172,8 +218,12 @@ def deflated_power_method(T, k, n_restarts, n_iter, tol, rng, contract_fn, outer
     weights : ndarray, shape (k,)
     vectors : ndarray, shape (n, k)
     converged : ndarray of bool, shape (k,)
+        One more step moves the polished iterate less than ``tol``.
+    stalled : ndarray of bool, shape (k,)
+        Not converged, and given up as hopeless before ``n_iter``
+        iterations (not converging fast enough).
     n_iter : ndarray of int, shape (k,)
-        Iterations used per component.
+        Iterations used per component (the longest restart plus the polishing).
 
     References
     ----------
@@ -182,29 +232,37 @@ def deflated_power_method(T, k, n_restarts, n_iter, tol, rng, contract_fn, outer
     """
     n = T.shape[0]
     residual = T.copy()
-    weights, vectors, converged, iters = [], [], [], []
-    for _ in range(k):
-        U = rng.standard_normal((n, n_restarts))
-        U /= np.linalg.norm(U, axis=0)
-        U, it1, _ = _power_iterate(residual, U, n_iter, tol, contract_fn)
-        values = np.einsum("im,im->m", U, contract_fn(residual, U))
-        u, it2, ok = _power_iterate(residual, U[:, [int(select(values))]], n_iter, tol, contract_fn)
-        u = u[:, 0]
-        lam = float(u @ contract_fn(residual, u[:, None])[:, 0])
-        residual = residual - lam * outer_fn(u)
-        weights.append(lam)
-        vectors.append(u)
-        converged.append(ok)
-        iters.append(it1 + it2)
-    return np.array(weights), np.stack(vectors, axis=1), np.array(converged), np.array(iters)
+    weights, vectors, converged, stalled, iters = [], [], [], [], []
+    with one_blas_thread():
+        for _ in range(k):
+            U = rng.standard_normal((n, n_restarts))
+            U /= np.linalg.norm(U, axis=0)
+            U, it1, _, _ = _power_iterate(residual, U, n_iter, tol, contract_fn)
+            values = np.einsum("im,im->m", U, contract_fn(residual, U))
+            # The chosen iterate is polished well below tol (to POLISH * tol, or until it stops converging), so
+            # that sums differing by round-off, which may stop a step apart, still give the same component.
+            u, it2, _, gave_up = _power_iterate(residual, U[:, [int(select(values))]], n_iter, POLISH * tol,
+                                                contract_fn)
+            ok = _power_iterate(residual, u, 1, tol, contract_fn)[2]
+            u = u[:, 0]
+            lam = float(u @ contract_fn(residual, u[:, None])[:, 0])
+            residual = residual - lam * outer_fn(u)
+            weights.append(lam)
+            vectors.append(u)
+            converged.append(ok[0])
+            stalled.append(gave_up[0] and not ok[0])
+            iters.append(it1.max() + it2[0])
+    return np.array(weights), np.stack(vectors, axis=1), np.array(converged), np.array(stalled), np.array(iters)
 
 
 def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, tol: float = 1e-10, seed=0) -> Decomposition:
     """Robust tensor power method with restarts and deflation.
 
     For each of ``k`` components: ``n_restarts`` random unit vectors are
-    iterated together (``u <- T(I, u, u) / ||T(I, u, u)||``) until every one
-    moves less than ``tol`` or ``n_iter`` steps; the restart with the
+    iterated together (``u <- T(I, u, u) / ||T(I, u, u)||``), each until it
+    moves less than ``tol``, ``n_iter`` steps, or is given up as hopeless
+    (after ``max(20, n_iter // 10)`` steps, a move that does not shrink, or
+    shrinks too slowly to reach ``tol`` within ``n_iter``); the restart with the
     largest ``T(u, u, u)`` is polished by up to ``n_iter`` more steps, its
     eigenvalue ``lambda = T(u, u, u)`` recorded, and ``lambda u^(x)3``
     deflated from ``T``.
@@ -226,8 +284,8 @@ def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, t
     Returns
     -------
     Decomposition
-        ``diagnostics["converged"]`` (per component) and ``n_iter``;
-        ``eigengaps`` are the relative separations of each eigenvalue from
+        ``diagnostics["converged"]``, ``stalled`` (given up as hopeless)
+        and ``n_iter`` per component; ``eigengaps`` are the relative separations of each eigenvalue from
         the nearest other one (deflation order is fragile when they are
         tiny).
 
@@ -246,13 +304,14 @@ def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, t
     n_iter = check_int(n_iter, "n_iter", func, minimum=1)
     tol = check_positive(tol, "tol", func)
     rng = as_generator(seed, func)
-    weights, vectors, converged, iters = deflated_power_method(
+    weights, vectors, converged, stalled, iters = deflated_power_method(
         T, k, n_restarts, n_iter, tol, rng, contract, lambda u: np.einsum("a,b,c->abc", u, u, u))
     if not converged.all():
         warn(
             f"tensor_power_method: {k - converged.sum()} of {k} components did not converge in "
-            f"n_iter={n_iter} iterations; increase n_iter or n_restarts, or try method='svtd'.")
-    return _finish(T, weights, vectors, "tpm", {"converged": converged, "n_iter": iters})
+            f"n_iter={n_iter} iterations ({stalled.sum()} given up early: their iterates were not converging "
+            "fast enough); increase n_iter or n_restarts, or try method='svtd'.")
+    return _finish(T, weights, vectors, "tpm", {"converged": converged, "stalled": stalled, "n_iter": iters})
 
 
 def _slice_decomposition(T, theta, k, method, extra):

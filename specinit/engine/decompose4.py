@@ -140,8 +140,8 @@ def tensor_power_method4(T, k=None, *, n_restarts: int = 10, n_iter: int = 200, 
         ``weights`` signed, ordered by decreasing ``|lambda|``;
         ``diagnostics``: ``residual`` (``||T - sum||_F / ||T||_F``),
         ``eigengaps`` (relative separation of each eigenvalue from the
-        nearest other one), ``orthogonality``, ``converged`` (per component)
-        and ``n_iter``.
+        nearest other one), ``orthogonality``, ``converged``, ``stalled`` (given up
+        as hopeless) and ``n_iter`` per component.
 
     Raises
     ------
@@ -166,13 +166,13 @@ def tensor_power_method4(T, k=None, *, n_restarts: int = 10, n_iter: int = 200, 
     n_iter = check_int(n_iter, "n_iter", func, minimum=1)
     tol = check_positive(tol, "tol", func)
     rng = as_generator(seed, func)
-    weights, vectors, converged, iters = deflated_power_method(
+    weights, vectors, converged, stalled, iters = deflated_power_method(
         T, k, n_restarts, n_iter, tol, rng, contract4, lambda u: np.einsum("a,b,c,d->abcd", u, u, u, u),
         select=lambda values: np.argmax(np.abs(values)))
     if not converged.all():
         warn(f"tensor_power_method4: {k - converged.sum()} of {k} components did not converge in n_iter={n_iter} "
              "iterations (nearly tied eigenvalues); increase n_iter or n_restarts, or try method='eca'.")
-    return _finish4(T, weights, vectors, "tpm", {"converged": converged, "n_iter": iters})
+    return _finish4(T, weights, vectors, "tpm", {"converged": converged, "stalled": stalled, "n_iter": iters})
 
 
 def eca4(T, k=None, *, seed=0) -> Decomposition:

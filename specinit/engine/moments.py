@@ -24,6 +24,8 @@ References
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from specinit._validation import bad_argument, check_choice, check_positive, public
@@ -177,8 +179,9 @@ class CountMoments:
         stats = self.whitened_stats(W) if stats is None else stats
         s = self.stats
         k = W.shape[1]
-        # G[i, j, l] = sum_v W_vi W_vj Z_vl and H = sum_v f_v W_v^(x)3 in one pass over the words.
-        GH = pair_products(W, np.concatenate([stats.word_by, s.word_b[:, None] * W], axis=1))
+        # G[i, j, l] = sum_v W_vi W_vj Z_vl and H = sum_v f_v W_v^(x)3 in one pass over the words, on every core.
+        GH = pair_products(W, np.concatenate([stats.word_by, s.word_b[:, None] * W], axis=1),
+                           n_threads=os.cpu_count() or 1)
         G, H = GH[:, :, :k], GH[:, :, k:]
         e3 = (stats.y3 - (G + G.transpose(0, 2, 1) + G.transpose(2, 0, 1)) + 2.0 * H) / s.norm3
         if self.alpha0 is None:

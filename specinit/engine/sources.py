@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from specinit._validation import bad_argument, check_count_matrix
 
 __all__ = ["CountSource", "ViewSource", "as_float_block", "check_row_blocks", "check_rows", "from_jax",
-           "is_dask_array", "is_jax_array", "row_view"]
+           "is_dask_array", "is_jax_array", "row_view", "transpose_view"]
 
 _ROWS_PER_CHUNK = 65_536  # documents per pass-chunk of an in-memory matrix (bounds the (rows, k) products)
 _BLOCK_BYTES = 64 * 2**20  # bound on the dense row blocks of an in-memory view pass
@@ -62,6 +62,20 @@ def is_jax_array(value) -> bool:
     return type(value).__module__.split(".")[0] in ("jax", "jaxlib") and hasattr(value, "__array__")
 
 
+def _compressed_view(cls, data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape) -> sp.spmatrix:
+    """A CSR/CSC matrix on the given arrays, without the copy SciPy's constructor makes of a small view.
+
+    SciPy's constructor copies ``data`` and ``indices`` when they view less
+    than half of a larger array (``scipy._lib._util._prune_array``): every
+    row chunk of a pass would copy its share of the corpus. The arrays are
+    set on an empty matrix of the same shape instead (they are consistent
+    by construction: slices of a valid matrix).
+    """
+    out = cls(shape, dtype=data.dtype)
+    out.data, out.indices, out.indptr = data, indices, indptr
+    return out
+
+
 def row_view(matrix: sp.csr_matrix, start: int, stop: int) -> sp.csr_matrix:
     """Rows ``start:stop`` of a CSR matrix sharing its data and indices (no copy).
 
@@ -76,8 +90,22 @@ def row_view(matrix: sp.csr_matrix, start: int, stop: int) -> sp.csr_matrix:
     """
     lo, hi = matrix.indptr[start], matrix.indptr[stop]
     indptr = matrix.indptr[start : stop + 1] - lo
-    return sp.csr_matrix((matrix.data[lo:hi], matrix.indices[lo:hi], indptr), shape=(stop - start, matrix.shape[1]),
-                         copy=False)
+    return _compressed_view(sp.csr_matrix, matrix.data[lo:hi], matrix.indices[lo:hi], indptr,
+                            (stop - start, matrix.shape[1]))
+
+
+def transpose_view(matrix: sp.csr_matrix) -> sp.csc_matrix:
+    """``matrix.T`` as a CSC matrix on the same arrays (no copy, also for a :func:`row_view`).
+
+    Parameters
+    ----------
+    matrix : scipy.sparse.csr_matrix
+
+    Returns
+    -------
+    scipy.sparse.csc_matrix
+    """
+    return _compressed_view(sp.csc_matrix, matrix.data, matrix.indices, matrix.indptr, matrix.shape[::-1])
 
 
 def from_jax(counts, name: str, func: str | None = None) -> np.ndarray:

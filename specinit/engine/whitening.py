@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specinit._validation import as_generator, check_choice, check_int, public, warn
+from specinit.engine.backends import one_blas_thread
 
 __all__ = ["EIGENSPACES", "Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace", "signed_spectrum",
            "wanted_pairs", "whiten"]
@@ -200,7 +201,8 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
     spent on the Rayleigh quotient) are checked after every pass. When the
     space would exceed ``max_blocks`` blocks it is restarted on its top Ritz
     vectors (thick restart), which bounds memory at ``max_blocks * b``
-    columns of length d.
+    columns of length d. The algebra of the space (thin GEMMs, small
+    eigenproblems) runs on one BLAS thread: the passes use the cores.
 
     Parameters
     ----------
@@ -228,6 +230,11 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
     RitzSubspace
     """
     order = check_choice(order, "order", None, EIGENSPACES)
+    with one_blas_thread():
+        return _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks, order)
+
+
+def _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks, order) -> RitzSubspace:
     first = np.linalg.qr(start)[0]
     d, width = first.shape
     capacity = min(d, max_blocks * width)

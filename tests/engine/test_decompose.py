@@ -136,6 +136,42 @@ def test_tpm_nonconvergence_warns():
     assert not np.all(dec.diagnostics["converged"])
 
 
+def test_tpm_exact_components_stop_early():
+    """On an exact tensor every component converges (quadratically) long before n_iter; none is given up."""
+    T, lam, V = random_odeco(12, 21)
+    dec = tensor_power_method(T, 12, n_iter=100, seed=0)
+    assert max(match_error(dec.weights, dec.vectors, lam, V)) < 1e-8
+    assert dec.diagnostics["converged"].all() and not dec.diagnostics["stalled"].any()
+    assert dec.diagnostics["n_iter"].max() < 60
+
+
+def test_tpm_gives_up_hopeless_components():
+    """A random symmetric tensor (not orthogonally decomposable): iterates that do not converge, or converge too
+    slowly to reach tol within n_iter, are given up after max(20, n_iter // 10) steps instead of running 2 n_iter;
+    the converged ones are fixed points T(I, u, u) = lambda u of the deflated tensors."""
+    rng = np.random.default_rng(3)
+    A = rng.standard_normal((8, 8, 8))
+    T = sum(A.transpose(p) for p in ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))) / 6
+    with pytest.warns(RuntimeWarning, match="given up early"):
+        dec = tensor_power_method(T, 8, n_iter=300, tol=1e-12, seed=3)
+    converged, stalled, iters = (dec.diagnostics[key] for key in ("converged", "stalled", "n_iter"))
+    assert stalled.any() and converged.any()
+    assert not (converged & stalled).any()
+    assert np.all(iters[stalled] < 300)  # each phase stopped long before its 300 steps
+
+
+def test_tpm_restarts_stop_one_by_one():
+    """A restart started on an exact component stops after one step; the random restart beside it goes on."""
+    from specinit.engine.decompose import _power_iterate
+
+    T, _, V = random_odeco(6, 9)
+    start = np.column_stack([V[:, 0], np.random.default_rng(0).standard_normal(6)])
+    U, iterations, converged, stalled = _power_iterate(T, start / np.linalg.norm(start, axis=0), 100, 1e-10)
+    assert converged.all() and not stalled.any()
+    assert iterations[0] == 1 and iterations[1] > 1
+    np.testing.assert_allclose(np.abs(U[:, 0] @ V[:, 0]), 1.0, atol=1e-12)
+
+
 def test_svtd_repeated_eigenvalues_warns():
     """V = I and equal lambdas: the slice along any axis e_r is lambda e_r e_r^T,
     whose top-k eigenvalues (lambda, 0, ..., 0) repeat 0 -> relative gap 0."""

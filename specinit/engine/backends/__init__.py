@@ -34,7 +34,8 @@ import numpy as np
 
 from specinit._validation import bad_argument
 
-__all__ = ["BACKENDS", "FirstOrderStats", "Passes", "WhitenedStats", "accelerator_present", "resolve_backend"]
+__all__ = ["BACKENDS", "FirstOrderStats", "Passes", "WhitenedStats", "accelerator_present", "one_blas_thread",
+           "resolve_backend"]
 
 #: Backend name -> "module:class" (imported on first use).
 BACKENDS = {
@@ -163,6 +164,32 @@ class Passes:
     def triples(self, placed, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
         """``sum_rows (Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)`` (ka, kb, kc)."""
         raise NotImplementedError
+
+
+_blas_controller = None
+
+
+def one_blas_thread():
+    """A context in which the BLAS of this process runs on one thread.
+
+    Used where the work is already spread over threads (the row chunks of a
+    pass) and around small dense algebra (eigenproblems of the Krylov
+    space's projections, the tensor power method), where BLAS threads cost
+    more than they save; on a machine loaded by other processes, OpenBLAS's
+    spinning threads make a (240, 240) eigendecomposition a hundred times
+    slower.
+
+    Returns
+    -------
+    context manager
+        From :meth:`threadpoolctl.ThreadpoolController.limit`.
+    """
+    global _blas_controller
+    if _blas_controller is None:
+        from threadpoolctl import ThreadpoolController
+
+        _blas_controller = ThreadpoolController()
+    return _blas_controller.limit(limits=1, user_api="blas")
 
 
 def accelerator_present() -> bool:

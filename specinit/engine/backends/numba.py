@@ -25,7 +25,7 @@ import numba
 import numpy as np
 
 from specinit.engine.backends import WhitenedStats
-from specinit.engine.backends.numpy import NumpyPasses, document_weights, pair_products, usable_documents
+from specinit.engine.backends.numpy import NumpyPasses, document_weights, usable_documents, weighted_cubes
 
 __all__ = ["NumbaPasses"]
 
@@ -136,6 +136,7 @@ class NumbaPasses(NumpyPasses):
             Y = _matmat_kernel(chunk.indptr, chunk.indices, chunk.data, W)
             word_by = _rmatmat_kernel(chunk.indptr, chunk.indices, chunk.data, Y * b[:, None], W.shape[0],
                                       _parts(self.n_threads))
-            return WhitenedStats(y3=pair_products(Y, Y * b[:, None]), y2=(Y * a[:, None]).T @ Y, word_by=word_by)
+            return WhitenedStats(y3=weighted_cubes(Y, b, self.n_threads), y2=(Y * a[:, None]).T @ Y,
+                                 word_by=word_by)
 
         return self._reduce(self._chunks(placed), partial, workers=1)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -26,10 +27,11 @@ import numpy as np
 import scipy.sparse as sp
 
 from specinit._validation import check_int
-from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedStats
+from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedStats, one_blas_thread
+from specinit.engine.sources import transpose_view
 
 __all__ = ["NumpyPasses", "cross3", "document_weights", "first_order_stats", "m2_partial", "pair_products",
-           "usable_documents", "whitened_stats"]
+           "usable_documents", "weighted_cubes", "whitened_stats"]
 
 _CHUNK_BYTES = 64 * 2**20  # bound on any dense intermediate built per chunk
 
@@ -91,45 +93,99 @@ def first_order_stats(chunk: sp.csr_matrix, weighting: str) -> FirstOrderStats:
     w1, a, b = document_weights(n, weighting)
     pooled = weighting == "pooled"
     count = float(chunk.shape[0])
+    m1_sum, word_a, word_b = (transpose_view(chunk) @ np.column_stack([w1, a, b])).T
     return FirstOrderStats(
         n_documents=chunk.shape[0],
         n_dropped=n_dropped,
-        m1_sum=chunk.T @ w1,
+        m1_sum=m1_sum,
         m1_norm=float(n.sum()) if pooled else count,
-        word_a=chunk.T @ a,
+        word_a=word_a,
         norm2=float((n * (n - 1)).sum()) if pooled else count,
-        word_b=chunk.T @ b,
+        word_b=word_b,
         norm3=float((n * (n - 1) * (n - 2)).sum()) if pooled else count,
     )
 
 
-def pair_products(A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
+def _row_block_sum(n: int, width: int, block_sum, n_threads: int):
+    """``sum(block_sum(start, stop))`` over row blocks of at most about 64 MB of ``width`` columns.
+
+    With ``n_threads > 1`` there is at least one block per thread and the
+    blocks are summed on that many threads, each on one BLAS thread.
+    """
+    step = max(1, min(_CHUNK_BYTES // (8 * width), -(-n // n_threads)))
+    starts = range(0, max(n, 1), step)
+    if n_threads > 1 and len(starts) > 1:
+        with ThreadPoolExecutor(max_workers=n_threads) as pool, one_blas_thread():
+            return sum(pool.map(lambda start: block_sum(start, start + step), starts))
+    return sum(block_sum(start, start + step) for start in starts)
+
+
+def pair_products(A: np.ndarray, rhs: np.ndarray, n_threads: int = 1) -> np.ndarray:
     """``sum_r A[r, i] A[r, j] rhs[r, m]`` as a (k, k, m) array, symmetric in (i, j).
 
-    Only the k(k+1)/2 pairs ``i <= j`` are computed (one GEMM of
-    (p, n_block) by (n_block, m) per block of rows), halving the flops of the
-    full Khatri-Rao product; intermediates are bounded to about 64 MB.
+    Only the k(k+1)/2 pairs ``i <= j`` are computed: for each ``i`` one GEMM
+    ``(A[:, i:] * A[:, [i]])^T rhs`` of ((k - i), n) by (n, m), over blocks of
+    rows whose temporaries stay below about 64 MB.
 
     Parameters
     ----------
     A : ndarray, shape (n, k)
     rhs : ndarray, shape (n, m)
+    n_threads : int
+        With more than one, the row blocks (at least one per thread) are
+        summed on that many threads, each on one BLAS thread.
 
     Returns
     -------
     ndarray, shape (k, k, m)
     """
     k, m = A.shape[1], rhs.shape[1]
-    iu, ju = np.triu_indices(k)
-    upper = np.zeros((iu.size, m))
-    step = max(1, _CHUNK_BYTES // (8 * iu.size))
-    for start in range(0, A.shape[0], step):
-        block = A[start : start + step]
-        upper += (block[:, iu] * block[:, ju]).T @ rhs[start : start + step]
-    out = np.empty((k, k, m))
-    out[iu, ju] = upper
-    out[ju, iu] = upper
+
+    def block_sum(start, stop):
+        out = np.zeros((k, k, m))
+        block, right = A[start:stop], rhs[start:stop]
+        for i in range(k):
+            out[i, i:] = (block[:, i:] * block[:, i : i + 1]).T @ right
+        return out
+
+    out = _row_block_sum(A.shape[0], k, block_sum, n_threads)
+    iu, ju = np.triu_indices(k, 1)
+    out[ju, iu] = out[iu, ju]
     return out
+
+
+def weighted_cubes(Y: np.ndarray, weights: np.ndarray, n_threads: int = 1) -> np.ndarray:
+    """``sum_r weights[r] Y[r] (x) Y[r] (x) Y[r]`` as a symmetric (k, k, k) array.
+
+    Only the entries ``i <= j, i <= l`` are computed, one GEMM
+    ``(w Y[:, i] Y[:, i:])^T Y[:, i:]`` of ((k - i), n) by (n, (k - i)) per
+    ``i`` (``n k^3 / 3`` multiply-adds, a third of the full Khatri-Rao
+    product), over blocks of rows whose temporaries stay below about 64 MB;
+    the rest is filled by symmetry.
+
+    Parameters
+    ----------
+    Y : ndarray, shape (n, k)
+    weights : ndarray, shape (n,)
+    n_threads : int
+        As for :func:`pair_products`.
+
+    Returns
+    -------
+    ndarray, shape (k, k, k)
+    """
+    k = Y.shape[1]
+
+    def block_sum(start, stop):
+        out = np.zeros((k, k, k))
+        block = Y[start:stop]
+        weighted = block * weights[start:stop, None]
+        for i in range(k):
+            out[i, i:, i:] = (block[:, i:] * weighted[:, i : i + 1]).T @ block[:, i:]
+        return out
+
+    out = _row_block_sum(Y.shape[0], k, block_sum, n_threads)
+    return out[tuple(np.sort(np.indices((k, k, k)), axis=0))]
 
 
 def cross3(Za: np.ndarray, Zb: np.ndarray, Zc: np.ndarray) -> np.ndarray:
@@ -169,7 +225,7 @@ def m2_partial(chunk: sp.csr_matrix, weighting: str, Q: np.ndarray) -> np.ndarra
     """
     chunk, n, _ = usable_documents(chunk)
     _, a, _ = document_weights(n, weighting)
-    return np.asarray(chunk.T @ (a[:, None] * np.asarray(chunk @ Q)))
+    return np.asarray(transpose_view(chunk) @ (a[:, None] * np.asarray(chunk @ Q)))
 
 
 def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str) -> WhitenedStats:
@@ -188,8 +244,8 @@ def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str) -> White
     chunk, n, _ = usable_documents(chunk)
     _, a, b = document_weights(n, weighting)
     Y = np.asarray(chunk @ W)
-    return WhitenedStats(y3=pair_products(Y, Y * b[:, None]), y2=(Y * a[:, None]).T @ Y,
-                         word_by=np.asarray(chunk.T @ (Y * b[:, None])))
+    return WhitenedStats(y3=weighted_cubes(Y, b), y2=(Y * a[:, None]).T @ Y,
+                         word_by=np.asarray(transpose_view(chunk) @ (Y * b[:, None])))
 
 
 @dataclass(frozen=True)
@@ -230,10 +286,13 @@ class NumpyPasses(Passes):
         return self.n_threads
 
     def _reduce(self, chunks, partial, workers: int | None = None):
-        """Sum ``partial(chunk)`` over all chunks (one pass) on ``workers`` threads; None for no chunk."""
+        """Sum ``partial(chunk)`` over all chunks (one pass) on ``workers`` threads; None for no chunk.
+
+        With several workers each runs its chunk's dense products on one BLAS thread.
+        """
         total = None
         workers = workers or self.n_threads
-        with ThreadPoolExecutor(max_workers=workers) as pool:
+        with ThreadPoolExecutor(max_workers=workers) as pool, one_blas_thread() if workers > 1 else nullcontext():
             pending: deque = deque()
             for chunk in chunks:
                 pending.append(pool.submit(partial, chunk))
