@@ -41,7 +41,7 @@ import numpyro.distributions as dist
 
 from specinit._validation import Interval, Options, as_generator, bad_argument, check_int, check_positive, \
     current_entry, public, warn
-from specinit.distributions.continuous import TRANSFORMS, point_mass
+from specinit.distributions.continuous import TRANSFORMS, LogRatioDirichlet, point_mass
 from specinit.distributions.counts import HIGHEST, DenseTopicCounts, ModelData, lda_loglik
 from specinit.engine.backends import one_blas_thread
 from specinit.engine.moments import CountMoments
@@ -258,6 +258,15 @@ def model(
     ``theta_d @ beta`` evaluated in log space with HIGHEST-precision
     contractions ([2]_; see :mod:`specinit.distributions.counts`).
 
+    ``beta`` and ``theta`` are Dirichlet sites whose unconstrained
+    coordinates (what NUTS moves in, what ``init_params`` returns) are
+    centred log-ratios
+    (:class:`~specinit.distributions.continuous.LogRatioDirichlet`) rather
+    than NumPyro's stick-breaking: the same density on the simplex, a
+    log-concave prior in those coordinates, and none of the divergent
+    transitions stick-breaking gives with small ``eta``
+    (``benchmarks/bench_nuts.py``).
+
     References
     ----------
     .. [1] Anandkumar, Foster, Hsu, Kakade, Liu. "A spectral algorithm for
@@ -267,10 +276,10 @@ def model(
     data = ModelData(counts, "lda.model", vocab_size, doc_lengths, subsample_size)
     alpha = numpyro.sample("alpha", dist.Gamma(jnp.full(k, alpha_prior[0]), alpha_prior[1]).to_event(1))
     with numpyro.plate("topics", k):
-        beta = numpyro.sample("beta", dist.Dirichlet(jnp.full(data.vocab_size, eta)))
+        beta = numpyro.sample("beta", LogRatioDirichlet(jnp.full(data.vocab_size, eta)))
     with numpyro.handlers.scale(scale=data.scale), \
             numpyro.plate("documents", data.n_docs, subsample_size=subsample_size) as idx:
-        theta = numpyro.sample("theta", dist.Dirichlet(alpha))
+        theta = numpyro.sample("theta", LogRatioDirichlet(alpha))
         if data.sparse is not None:
             numpyro.factor("counts", lda_loglik(theta, beta, data.sparse))
         elif data.dense is not None:

@@ -39,7 +39,7 @@ def test_init_params_shapes_and_finite(small_lda, jittered_chains):
     X, est = small_lda
     N, V = X.shape
     chains = jittered_chains
-    # unconstrained: Dirichlet rows lose one dim (stick-breaking), positive alpha keeps its shape
+    # unconstrained: Dirichlet rows lose one dim (centred log-ratios), positive alpha keeps its shape
     assert set(chains) == {"alpha", "beta", "theta"}
     assert chains["beta"].shape == (N_CHAINS, 3, V - 1)
     assert chains["theta"].shape == (N_CHAINS, N, 3 - 1)

@@ -6,7 +6,7 @@
   collapsed topic-model likelihoods;
 * :mod:`~specinit.distributions.mixtures` -- mixture likelihoods with the component summed out;
 * :mod:`~specinit.distributions.continuous` -- the exponential-power factor family, the additive
-  log-ratio map of the simplex.
+  log-ratio map of the simplex, the Dirichlet in centred log-ratio coordinates.
 """
 
 from specinit.distributions.counts import DocumentCounts

@@ -4,7 +4,8 @@ Unit-variance factors with shape ``power`` (2: Gaussian; < 2: heavier tails,
 positive excess kurtosis; > 2: lighter tails, down to -1.2), the NumPyro
 distribution and the conversions between ``power`` and excess kurtosis
 (:mod:`specinit.models.factors`); the additive log-ratio coordinates of the
-simplex and point-mass guide sites in them (the topic models' SVI).
+simplex and point-mass guide sites in them (the topic models' SVI); the
+Dirichlet in centred log-ratio coordinates (the topic models' NUTS).
 """
 
 from __future__ import annotations
@@ -15,11 +16,11 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 from numpyro.distributions import constraints
-from numpyro.distributions.transforms import ExpTransform, Transform
+from numpyro.distributions.transforms import ExpTransform, Transform, ZeroSumTransform, biject_to
 from scipy.optimize import brentq
 from scipy.special import gammaln
 
-__all__ = ["ALR", "ALRSoftmaxTransform", "TRANSFORMS", "UnitExponentialPower", "excess_kurtosis_of_power",
+__all__ = ["ALR", "ALRSoftmaxTransform", "CenteredLogRatioTransform", "LogRatioDirichlet", "TRANSFORMS", "UnitExponentialPower", "excess_kurtosis_of_power",
            "point_mass", "power_of_excess_kurtosis"]
 
 _POWER_RANGE = (0.1, 100.0)      # exponential-power shape: excess kurtosis from ~-1.19 to ~4e4
@@ -162,6 +163,73 @@ class ALRSoftmaxTransform(Transform):
 
 
 ALR = ALRSoftmaxTransform()
+
+
+class CenteredLogRatioTransform(Transform):
+    """``x (..., V-1) -> softmax(H x) (..., V)``: isometric log-ratio coordinates of the simplex.
+
+    ``H`` is the orthonormal basis of the zero-sum vectors of NumPyro's
+    ``ZeroSumTransform``, so ``H x`` are the centred log-ratios
+    ``log p_w - mean_v log p_v`` (no word is the reference of the others;
+    ``x`` are their coordinates in that basis).
+    A bijection from R^(V-1) onto the open simplex with
+    ``log|det J| = sum_{w=1}^{V} log p_w + log(V) / 2``. Outputs are floored
+    at the smallest normal float.
+    """
+
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+
+    def __call__(self, x):
+        return jnp.maximum(jax.nn.softmax(ZeroSumTransform()(x), axis=-1), jnp.finfo(x.dtype).tiny)
+
+    def _inverse(self, y):
+        log_y = jnp.log(y)
+        return ZeroSumTransform().inv(log_y - jnp.mean(log_y, axis=-1, keepdims=True))
+
+    def log_abs_det_jacobian(self, x, y, intermediates=None):
+        log_p = jax.nn.log_softmax(ZeroSumTransform()(x), axis=-1)
+        return jnp.sum(log_p, axis=-1) + 0.5 * jnp.log(log_p.shape[-1])
+
+    def forward_shape(self, shape):
+        return shape[:-1] + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape):
+        return shape[:-1] + (shape[-1] - 1,)
+
+    def tree_flatten(self):
+        return (), ((), {})
+
+    def __eq__(self, other):
+        return isinstance(other, CenteredLogRatioTransform)
+
+
+class _LogRatioSimplex(constraints._Simplex):
+    """The simplex, mapped to unconstrained space by :class:`CenteredLogRatioTransform`."""
+
+
+log_ratio_simplex = _LogRatioSimplex()
+biject_to.register(_LogRatioSimplex, lambda constraint: CenteredLogRatioTransform())
+
+
+class LogRatioDirichlet(dist.Dirichlet):
+    """NumPyro's ``Dirichlet`` whose unconstrained coordinates are centred log-ratios.
+
+    The same density on the simplex (``log_prob``, ``sample`` and the
+    moments are the Dirichlet's); only the bijection that NUTS, SVI
+    autoguides and ``init_to_value`` use for the site differs: the softmax of
+    zero-sum coordinates (:class:`CenteredLogRatioTransform`) in place of
+    stick-breaking. In those coordinates a ``Dirichlet(c)`` has density
+    ``prod_w p_w^c_w`` times a constant: log-concave.
+
+    Parameters
+    ----------
+    concentration : array, shape (..., V)
+        As for ``numpyro.distributions.Dirichlet``.
+    validate_args : bool, optional
+    """
+
+    support = log_ratio_simplex
 #: The unconstrained coordinates of the topic models' global sites.
 TRANSFORMS = {"alpha": ExpTransform(), "beta": ALR, "weights": ALR}
 
