@@ -30,8 +30,8 @@ __all__ = ["DEMO_SIZES", "run_demo"]
 
 # (documents, vocabulary, topics) of the spectral fit; then of the MCMC/SVI comparison, warm-up, draws, SVI steps.
 DEMO_SIZES = {
-    "default": {"fit": (20_000, 2_000, 10), "mcmc": (60, 60, 3), "warmup": 200, "draws": 200, "svi_steps": 1000,
-                "refine_steps": 200},
+    "default": {"fit": (20_000, 2_000, 10), "mcmc": (40, 40, 3), "warmup": 150, "draws": 150, "svi_steps": 500,
+                "max_tree_depth": 7, "refine_steps": 100},
     "full": {"fit": (100_000, 5_000, 20), "mcmc": (120, 120, 4), "warmup": 300, "draws": 300, "svi_steps": 2000,
              "refine_steps": 400},
     "quick": {"fit": (1_000, 200, 4), "mcmc": (30, 30, 2), "warmup": 30, "draws": 30, "svi_steps": 100, "max_tree_depth": 5,
