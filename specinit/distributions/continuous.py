@@ -123,7 +123,26 @@ class UnitExponentialPower(dist.Distribution):
 
 # --- the simplex in additive log-ratio coordinates --------------------------------------------------------------
 
-class ALRSoftmaxTransform(Transform):
+class _LogRatioTransform(Transform):
+    """What the log-ratio bijections R^(V-1) -> open simplex share: domain, codomain, shapes, no parameters."""
+
+    domain = constraints.real_vector
+    codomain = constraints.simplex
+
+    def forward_shape(self, shape):
+        return shape[:-1] + (shape[-1] + 1,)
+
+    def inverse_shape(self, shape):
+        return shape[:-1] + (shape[-1] - 1,)
+
+    def tree_flatten(self):
+        return (), ((), {})
+
+    def __eq__(self, other):
+        return type(other) is type(self)
+
+
+class ALRSoftmaxTransform(_LogRatioTransform):
     """``x (..., V-1) -> softmax([x, 0]) (..., V)``: additive log-ratio coordinates of the simplex.
 
     A bijection from R^(V-1) onto the open simplex with
@@ -131,9 +150,6 @@ class ALRSoftmaxTransform(Transform):
     ``log_softmax``, so it is exact in float32 even where ``p`` underflows).
     Outputs are floored at the smallest normal float.
     """
-
-    domain = constraints.real_vector
-    codomain = constraints.simplex
 
     @staticmethod
     def _extend(x):
@@ -149,23 +165,12 @@ class ALRSoftmaxTransform(Transform):
     def log_abs_det_jacobian(self, x, y, intermediates=None):
         return jnp.sum(jax.nn.log_softmax(self._extend(x), axis=-1), axis=-1)
 
-    def forward_shape(self, shape):
-        return shape[:-1] + (shape[-1] + 1,)
-
-    def inverse_shape(self, shape):
-        return shape[:-1] + (shape[-1] - 1,)
-
-    def tree_flatten(self):
-        return (), ((), {})
-
-    def __eq__(self, other):
-        return isinstance(other, ALRSoftmaxTransform)
 
 
 ALR = ALRSoftmaxTransform()
 
 
-class CenteredLogRatioTransform(Transform):
+class CenteredLogRatioTransform(_LogRatioTransform):
     """``x (..., V-1) -> softmax(H x) (..., V)``: isometric log-ratio coordinates of the simplex.
 
     ``H`` is the orthonormal basis of the zero-sum vectors of NumPyro's
@@ -176,9 +181,6 @@ class CenteredLogRatioTransform(Transform):
     ``log|det J| = sum_{w=1}^{V} log p_w + log(V) / 2``. Outputs are floored
     at the smallest normal float.
     """
-
-    domain = constraints.real_vector
-    codomain = constraints.simplex
 
     def __call__(self, x):
         return jnp.maximum(jax.nn.softmax(ZeroSumTransform()(x), axis=-1), jnp.finfo(x.dtype).tiny)
@@ -191,17 +193,6 @@ class CenteredLogRatioTransform(Transform):
         log_p = jax.nn.log_softmax(ZeroSumTransform()(x), axis=-1)
         return jnp.sum(log_p, axis=-1) + 0.5 * jnp.log(log_p.shape[-1])
 
-    def forward_shape(self, shape):
-        return shape[:-1] + (shape[-1] + 1,)
-
-    def inverse_shape(self, shape):
-        return shape[:-1] + (shape[-1] - 1,)
-
-    def tree_flatten(self):
-        return (), ((), {})
-
-    def __eq__(self, other):
-        return isinstance(other, CenteredLogRatioTransform)
 
 
 class _LogRatioSimplex(constraints._Simplex):
