@@ -172,7 +172,7 @@ def _power_iterate(T, U, n_iter, tol, contract_fn=None):
         done = step < tol
         hopeless = np.zeros_like(done)
         if it >= patience:
-            with np.errstate(divide="ignore", invalid="ignore"):
+            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
                 rate = (step / moves[it - STALL_WINDOW, running]) ** (1.0 / STALL_WINDOW)
                 needed = np.log(tol / step) / np.log(rate)
             hopeless = ~done & ((rate >= 1.0) | (it + needed > n_iter))
