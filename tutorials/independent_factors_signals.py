@@ -169,7 +169,8 @@ try:
 except ValueError as exc:
     print("refused:", str(exc)[:110], "...")
 k_digits = 10
-digit_estimate = factors.spectral(pixels, k_digits, "kurtosis", seed=0, scores=False)
+digit_estimate = factors.spectral(pixels, k_digits, "kurtosis", seed=0, scores=False,
+                                  decompose_options={"n_iter": 2000})
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", ConvergenceWarning)
     digit_ica = FastICA(k_digits, whiten="unit-variance", random_state=0, max_iter=400).fit(pixels)
