@@ -252,7 +252,7 @@ def section_d(run_gpu, replicas=10):
                "topic error GPU / CPU float64"]
     if not run_gpu:
         print("\n### d. GPU\n")
-        print(table(headers, [[f"{n:,}", "50,000", 100, "", "not run: no GPU in this session", "", "", ""]
+        print(table(headers, [[f"{n:,}", "50,000", 100, "", "not run: no GPU on this machine", "", "", ""]
                               for n in (1_000_000, 10_000_000)]))
         return
     import jax
