@@ -45,8 +45,11 @@ References
 from __future__ import annotations
 
 import logging
+import os
 import time
 import warnings
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
@@ -74,6 +77,7 @@ from specinit._validation import (
 )
 from specinit.distributions.continuous import ALR, TRANSFORMS, point_mass
 from specinit.distributions.counts import HIGHEST, DocumentCounts, ModelData, _bucket, from_csr, topic_components
+from specinit.engine.backends import one_blas_thread
 from specinit.engine.decompose import check_options, decompose
 from specinit.engine.moments import WEIGHTINGS, CountMoments
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex
@@ -756,8 +760,44 @@ def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4)
     if X.shape[1] != beta.shape[1]:
         raise bad_argument("counts", None, f"{beta.shape[1]} columns (the topics' V)", X)
     n_iter = check_int(n_iter, "n_iter", None, minimum=1)
-    theta = _fold_in(X, beta, alpha, np.tile(alpha / alpha.sum(), (X.shape[0], 1)), n_iter, tol)
+    k = alpha.shape[0]
+
+    def fold_in(block):
+        return _fold_in(block, beta, alpha, np.tile(alpha / alpha.sum(), (block.shape[0], 1)), n_iter, tol)
+
+    theta = np.concatenate([np.zeros((0, k)), *_in_order(fold_in, _token_blocks(X, k))])
     return theta / theta.sum(axis=1, keepdims=True)
+
+
+#: Bytes of the per-nonzero (nonzeros, k) temporaries of one block of documents (fold-in, closing sweeps).
+TOKEN_BLOCK_BYTES = 64 * 2**20
+
+
+def _token_blocks(X, k: int):
+    """Consecutive row blocks of the CSR counts ``X`` whose (nonzeros, k) temporaries stay below TOKEN_BLOCK_BYTES."""
+    per_block = max(1, TOKEN_BLOCK_BYTES // (8 * k))
+    start, n = 0, X.shape[0]
+    while start < n:
+        stop = int(np.searchsorted(X.indptr, X.indptr[start] + per_block, side="right")) - 1
+        stop = min(max(stop, start + 1), n)
+        yield X[start:stop]
+        start = stop
+
+
+def _in_order(func, blocks):
+    """``func(block)`` for each block, in order, on every core (at most two blocks per thread in flight).
+
+    The blocks' work (gathers, sparse products) releases the GIL; each thread's BLAS runs single-threaded.
+    """
+    workers = os.cpu_count() or 1
+    with ThreadPoolExecutor(max_workers=workers) as pool, one_blas_thread():
+        pending: deque = deque()
+        for block in blocks:
+            pending.append(pool.submit(func, block))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _tokens(X, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -802,27 +842,38 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
     ``n_kw = beta_kw sum_d theta_dk c_dw / (theta_d . beta_w)`` give the new
     topics ``beta_k ~ n_k + eta`` (the mean of the topic's Dirichlet
     posterior with concentration ``eta``). The topic weights follow the
-    expected tokens per topic, ``alpha`` keeps its sum. Memory: the (N, k)
-    proportions.
+    expected tokens per topic, ``alpha`` keeps its sum. The documents are
+    processed in blocks of bounded (nonzeros, k) temporaries
+    (:data:`TOKEN_BLOCK_BYTES`) on every core. Memory: the (N, k)
+    proportions and a few blocks' temporaries.
 
     Returns ``(beta, alpha, report)``; the report holds the training
     log-likelihood per token before each M-step (``closing_log_likelihood``).
     """
     alpha = np.asarray(alpha, dtype=np.float64)
+    k = beta.shape[0]
     thetas, loglik = {}, []
+
+    def sweep(item, beta, alpha):
+        i, X = item
+        theta = thetas.get(i)
+        if theta is None:
+            theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1))
+        tokens = _tokens(X, beta)
+        theta = _fold_in(X, beta, alpha, theta, fold_in_steps, 0.0, tokens)
+        ratio = _token_ratio(X, theta, tokens)
+        return (i, theta, np.asarray(ratio.T @ theta).T, float(np.sum(X.data * np.log(X.data / ratio.data))),
+                float(X.data.sum()))
+
     for _ in range(sweeps):
         stats, total, n_tokens = np.zeros_like(beta), 0.0, 0.0
-        for i, X in enumerate(source.chunks()):
-            theta = thetas.get(i)
-            if theta is None:
-                theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1))
-            tokens = _tokens(X, beta)
-            theta = _fold_in(X, beta, alpha, theta, fold_in_steps, 0.0, tokens)
-            ratio = _token_ratio(X, theta, tokens)
-            stats += np.asarray(ratio.T @ theta).T
-            total += float(np.sum(X.data * np.log(X.data / ratio.data)))
-            n_tokens += float(X.data.sum())
+        blocks = enumerate(block for chunk in source.chunks() for block in _token_blocks(chunk, k))
+        for i, theta, block_stats, block_total, block_tokens in _in_order(partial(sweep, beta=beta, alpha=alpha),
+                                                                            blocks):
             thetas[i] = theta
+            stats += block_stats
+            total += block_total
+            n_tokens += block_tokens
         counts = beta * stats
         loglik.append(total / max(n_tokens, 1.0))
         smoothed = counts + eta

@@ -18,13 +18,14 @@ Each model turns ``(lambda_i, (W^T)^+ v_i)`` into its own parameters
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from specinit._validation import as_generator, check_choice, check_int, public
 from specinit.engine.decompose import METHODS, Decomposition, check_options, decompose
 from specinit.engine.decompose4 import METHODS4, check_options4, decompose4
+from specinit.engine.backends import resident_scope
 from specinit.engine.whitening import Whitening, whiten
 
 __all__ = ["ExchangeableFit", "fit_exchangeable"]
@@ -137,12 +138,17 @@ def fit_exchangeable(
     max_slice_directions = check_int(max_slice_directions, "max_slice_directions", None, minimum=1)
     rng = as_generator(seed, None)
     options = (check_options if order == 3 else check_options4)(method, decompose_options, None)
+    # The whitening's tall arrays stay where the moments' passes run (a JAX device) through the whitened pass;
+    # the decomposition and the unwhitening run on the host.
     wh = whiten(moments, k, oversample=oversample, n_iter=n_power_iter, seed=rng, eigenspace=eigenspace)
+    with resident_scope(moments):
+        tensor = moments.whitened_m4(wh.W) if order == 4 else moments.whitened_m3(wh.W)
+    host = replace(wh, W=np.asarray(wh.W), U=np.asarray(wh.U))
     if order == 4:
-        dec = decompose4(moments.whitened_m4(wh.W), k, method, seed=rng, options=options)
+        dec = decompose4(tensor, k, method, seed=rng, options=options)
     else:
         if method == "svtd":
-            options.setdefault("directions", _slice_directions(wh.unwhiten, max_slice_directions))
-        dec = decompose(moments.whitened_m3(wh.W), k, method, seed=rng, **options)
-    components = (wh.unwhiten @ dec.vectors).T
-    return ExchangeableFit(components=components, eigenvalues=dec.weights, whitening=wh, decomposition=dec)
+            options.setdefault("directions", _slice_directions(host.unwhiten, max_slice_directions))
+        dec = decompose(tensor, k, method, seed=rng, **options)
+    components = (host.unwhiten @ dec.vectors).T
+    return ExchangeableFit(components=components, eigenvalues=dec.weights, whitening=host, decomposition=dec)

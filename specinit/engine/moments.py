@@ -24,13 +24,10 @@ References
 
 from __future__ import annotations
 
-import os
-
 import numpy as np
 
 from specinit._validation import bad_argument, check_choice, check_positive, public
-from specinit.engine.backends import FirstOrderStats, WhitenedStats, resolve_backend
-from specinit.engine.backends.numpy import pair_products
+from specinit.engine.backends import FirstOrderStats, WhitenedStats, namespace, resolve_backend
 from specinit.engine.sources import CountSource
 
 __all__ = ["COUNT_PASSES", "CountMoments", "FirstOrderStats", "WhitenedStats"]
@@ -40,6 +37,11 @@ WEIGHTINGS = ("pooled", "per-document")
 
 #: The passes a count model needs from its backend.
 COUNT_PASSES = frozenset({"count_first", "count_m2", "count_whitened"})
+
+
+def _operand(A):
+    """A device array (array API, not NumPy) as it is; anything else as a float64 NumPy array."""
+    return A if hasattr(A, "__array_namespace__") and not isinstance(A, np.ndarray) else np.asarray(A, np.float64)
 
 
 class CountMoments:
@@ -161,34 +163,51 @@ class CountMoments:
     def _shift(self) -> float:
         return 0.0 if self.alpha0 is None else self.alpha0 / (self.alpha0 + 1.0)
 
+    def resident(self, A: np.ndarray):
+        """``A`` where the passes run (a device array for ``backend="jax"``, ``A`` itself on CPU backends).
+
+        :meth:`m2_matmat`, :meth:`whitened_stats` and the tall intermediates
+        of :meth:`whitened_m3` keep such an array where it is.
+        """
+        return self.passes.resident(A)
+
+    def scope(self):
+        """Context for arithmetic on :meth:`resident` arrays (float64 on a JAX device)."""
+        return self.passes.scope()
+
     def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
-        """``M2 @ Q`` for a (V, r) matrix, in one pass over the documents."""
+        """``M2 @ Q`` for a (V, r) matrix, in one pass over the documents (an array of ``Q``'s kind)."""
         s = self.stats
-        Q = np.asarray(Q, dtype=np.float64)
+        Q = _operand(Q)
+        xp = namespace(Q)
         raw = self.passes.count_m2(self._placed, Q)
-        e2q = (raw - s.word_a[:, None] * Q) / s.norm2
-        m1 = self.m1
-        return e2q - self._shift() * np.outer(m1, m1 @ Q)
+        e2q = (raw - xp.asarray(s.word_a)[:, None] * Q) / s.norm2
+        m1 = xp.asarray(self.m1)
+        return e2q - self._shift() * m1[:, None] * (m1 @ Q)[None, :]
 
     def whitened_stats(self, W: np.ndarray) -> WhitenedStats:
-        """One pass: the additive sums of the whitened third moment."""
-        return self.passes.count_whitened(self._placed, np.asarray(W, dtype=np.float64))
+        """One pass: the additive sums of the whitened third moment (``word_by`` of ``W``'s kind)."""
+        return self.passes.count_whitened(self._placed, _operand(W))
 
     def whitened_m3(self, W: np.ndarray, stats: WhitenedStats | None = None) -> np.ndarray:
-        """The (k, k, k) tensor ``M3(W, W, W)`` for a (V, k) whitening matrix."""
+        """The (k, k, k) tensor ``M3(W, W, W)`` for a (V, k) whitening matrix (a host array)."""
         stats = self.whitened_stats(W) if stats is None else stats
+        W = _operand(W)
+        xp = namespace(W)
         s = self.stats
         k = W.shape[1]
-        # G[i, j, l] = sum_v W_vi W_vj Z_vl and H = sum_v f_v W_v^(x)3 in one pass over the words, on every core.
-        GH = pair_products(W, np.concatenate([stats.word_by, s.word_b[:, None] * W], axis=1),
-                           n_threads=os.cpu_count() or 1)
+        # G[i, j, l] = sum_v W_vi W_vj Z_vl and H = sum_v f_v W_v^(x)3 in one pass over the words, where the
+        # passes run.
+        word_b, word_a = xp.asarray(s.word_b), xp.asarray(s.word_a)
+        GH = np.asarray(self.passes.pair_products(W, xp.concatenate([stats.word_by, word_b[:, None] * W], axis=1)))
         G, H = GH[:, :, :k], GH[:, :, k:]
-        e3 = (stats.y3 - (G + G.transpose(0, 2, 1) + G.transpose(2, 0, 1)) + 2.0 * H) / s.norm3
+        y3 = np.asarray(stats.y3)
+        e3 = (y3 - (G + G.transpose(0, 2, 1) + G.transpose(2, 0, 1)) + 2.0 * H) / s.norm3
         if self.alpha0 is None:
             return e3
         a0 = self.alpha0
-        m = W.T @ self.m1
-        e2 = (stats.y2 - (W * s.word_a[:, None]).T @ W) / s.norm2
+        m = np.asarray(W.T @ xp.asarray(self.m1))
+        e2 = (np.asarray(stats.y2) - np.asarray((W * word_a[:, None]).T @ W)) / s.norm2
         cross = np.einsum("ij,l->ijl", e2, m)
         cross = cross + cross.transpose(0, 2, 1) + cross.transpose(2, 0, 1)
         cube = np.einsum("i,j,l->ijl", m, m, m)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from specinit._validation import as_generator, check_choice, check_int, public, warn
-from specinit.engine.backends import one_blas_thread
+from specinit.engine.backends import namespace, one_blas_thread, resident_scope
 
 __all__ = ["EIGENSPACES", "Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace", "signed_spectrum",
            "wanted_pairs", "whiten"]
@@ -64,10 +64,12 @@ class Whitening:
 
     Attributes
     ----------
-    W : ndarray, shape (d, k)
-        ``U diag(s)^(-1/2)``, so that ``W.T @ M2 @ W = I_k``.
-    U : ndarray, shape (d, k)
-        Orthonormal top-k eigenvectors of ``M2``.
+    W : array, shape (d, k)
+        ``U diag(s)^(-1/2)``, so that ``W.T @ M2 @ W = I_k``; where the
+        moments' passes run (a NumPy array on the CPU backends, a JAX device
+        array for ``backend="jax"``).
+    U : array, shape (d, k)
+        Orthonormal top-k eigenvectors of ``M2`` (where ``W`` is).
     eigenvalues : ndarray, shape (k,)
         The kept eigenvalues, positive, descending.
     diagnostics : dict
@@ -99,9 +101,10 @@ class RitzSubspace:
 
     Attributes
     ----------
-    basis : ndarray, shape (d, m)
-        Orthonormal basis of the search space (it contains the start block).
-    image : ndarray, shape (d, m)
+    basis : array, shape (d, m)
+        Orthonormal basis of the search space (it contains the start block),
+        where the start block is (host or device).
+    image : array, shape (d, m)
         ``M2 @ basis`` (exact: every column came from a pass over the data).
     ritz : ndarray, shape (m,)
         Ritz values with signs, by decreasing magnitude.
@@ -159,16 +162,16 @@ def _ritz_pairs(B: np.ndarray, G: np.ndarray, k: int, order: str):
     return ritz, vecs, float(np.max(np.sqrt(squared) / np.maximum(np.abs(s), np.finfo(float).tiny)))
 
 
-def _exact_residual(basis: np.ndarray, image: np.ndarray, ritz: np.ndarray, vecs: np.ndarray, wanted) -> float:
+def _exact_residual(basis, image, ritz: np.ndarray, vecs: np.ndarray, wanted) -> float:
     """``max_i ||M2 u_i - s_i u_i|| / |s_i|`` over the wanted Ritz pairs, from the tall arrays."""
     if len(wanted) == 0:
         return np.inf
     s, top = ritz[wanted], vecs[:, wanted]
-    residual = np.linalg.norm(image @ top - (basis @ top) * s, axis=0) / np.maximum(np.abs(s), np.finfo(float).tiny)
-    return float(residual.max())
+    residual = np.linalg.norm(np.asarray(image @ top - (basis @ top) * s), axis=0)
+    return float(np.max(residual / np.maximum(np.abs(s), np.finfo(float).tiny)))
 
 
-def _next_block(basis: np.ndarray, candidates: np.ndarray) -> np.ndarray:
+def _next_block(basis, candidates):
     """Orthonormal directions of ``candidates`` outside span(basis).
 
     Projected out of the basis twice (classical Gram-Schmidt, "twice is
@@ -176,19 +179,20 @@ def _next_block(basis: np.ndarray, candidates: np.ndarray) -> np.ndarray:
     small Gram matrix (thin GEMMs instead of a tall QR or SVD); directions
     below ``1e-7`` of the largest (numerically inside the span: an invariant
     subspace was found) are dropped, and one more projection and Cholesky
-    sweep restore orthogonality to round-off.
+    sweep restore orthogonality to round-off. The tall products run where
+    the arrays are; the small Gram matrices come to the host.
     """
-    scale = np.linalg.norm(candidates)
+    scale = float(namespace(candidates).linalg.norm(candidates))
     for _ in range(2):
         candidates = candidates - basis @ (basis.T @ candidates)
-    vals, vecs = np.linalg.eigh(candidates.T @ candidates)
+    vals, vecs = np.linalg.eigh(np.asarray(candidates.T @ candidates))
     keep = vals > (1e-7 * scale) ** 2
     if not keep.any():
         return candidates[:, :0]
     block = candidates @ (vecs[:, keep] / np.sqrt(vals[keep]))
     block = block - basis @ (basis.T @ block)
-    return np.linalg.solve(np.linalg.cholesky(block.T @ block), block.T).T
-
+    chol = np.linalg.cholesky(np.asarray(block.T @ block))
+    return block @ np.linalg.inv(chol).T
 
 def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2, max_passes: int = 13,
                       tol: float = 1e-2, max_blocks: int = 4, order: str = "magnitude") -> RitzSubspace:
@@ -207,10 +211,13 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
     Parameters
     ----------
     matmat : callable
-        ``Q -> M2 @ Q`` for a (d, b) matrix; one call is one pass over the data.
-    start : ndarray, shape (d, b)
+        ``Q -> M2 @ Q`` for a (d, b) matrix, returning an array of ``Q``'s
+        kind; one call is one pass over the data.
+    start : array, shape (d, b)
         Start block (random; columns that must lie in the space, such as a
-        mean vector, can be included). ``b >= k``.
+        mean vector, can be included). ``b >= k``. A NumPy array, or a device
+        array (array API): the tall arrays of the space stay where it is and
+        only the small projections come to the host.
     k : int
         Number of wanted eigenpairs.
     min_passes, max_passes : int
@@ -235,38 +242,38 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
 
 
 def _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks, order) -> RitzSubspace:
-    first = np.linalg.qr(start)[0]
-    d, width = first.shape
+    # The tall arrays (basis, image: (d, m)) stay where ``start`` is (host or device: namespace); the projections
+    # B = Q^T M2 Q and G = (M2 Q)^T (M2 Q) are small host arrays grown by one block per pass (O(d m b) per pass).
+    xp = namespace(start)
+    basis = xp.linalg.qr(start)[0]
+    image = matmat(basis)
+    width = basis.shape[1]
+    d = basis.shape[0]
     capacity = min(d, max_blocks * width)
-    # The space lives in preallocated (d, capacity) arrays; B = Q^T M2 Q and G = (M2 Q)^T (M2 Q) grow by one block
-    # per pass (O(d m b) instead of O(d m^2) per pass).
-    basis, image = np.empty((d, capacity)), np.empty((d, capacity))
-    basis[:, :width], image[:, :width] = first, matmat(first)
-    m, added, passes = width, width, 1
-    B = first.T @ image[:, :m]
-    G = image[:, :m].T @ image[:, :m]
+    added, passes = width, 1
+    B = np.asarray(basis.T @ image)
+    G = np.asarray(image.T @ image)
     while True:
         ritz, vecs, residual = _ritz_pairs(B, G, k, order)
         if passes >= max_passes or (passes >= min_passes and residual < tol):
             break
-        newest = image[:, m - added : m]
+        m = basis.shape[1]
+        newest = image[:, m - added :]
         if m + width > capacity:  # thick restart on the top Ritz vectors
             keep = vecs[:, :width]
-            basis[:, :width], image[:, :width] = basis[:, :m] @ keep, image[:, :m] @ keep
-            B, G, m = keep.T @ B @ keep, keep.T @ G @ keep, width
-            newest = image[:, :m]
-        block = _next_block(basis[:, :m], newest)
+            basis, image = basis @ keep, image @ keep
+            B, G = keep.T @ B @ keep, keep.T @ G @ keep
+            newest = image
+        block = _next_block(basis, newest)
         added = block.shape[1]
         if added == 0:  # span(basis) is invariant: the Ritz pairs are exact
             break
         Y = matmat(block)
         passes += 1
-        C, H = basis[:, :m].T @ Y, image[:, :m].T @ Y
-        B = np.block([[B, C], [C.T, block.T @ Y]])
-        G = np.block([[G, H], [H.T, Y.T @ Y]])
-        basis[:, m : m + added], image[:, m : m + added] = block, Y
-        m += added
-    basis, image = basis[:, :m], image[:, :m]
+        C, H = np.asarray(basis.T @ Y), np.asarray(image.T @ Y)
+        B = np.block([[B, C], [C.T, np.asarray(block.T @ Y)]])
+        G = np.block([[G, H], [H.T, np.asarray(Y.T @ Y)]])
+        basis, image = xp.concatenate([basis, block], axis=1), xp.concatenate([image, Y], axis=1)
     ritz, vecs, _ = _ritz_pairs(B, G, k, order)  # of the final space (a thick restart may have rotated it)
     residual = _exact_residual(basis, image, ritz, vecs, wanted_pairs(ritz, k, order))
     return RitzSubspace(basis=basis, image=image, ritz=ritz, vectors=vecs, residual=residual, passes=passes)
@@ -282,7 +289,9 @@ def whiten(
     Parameters
     ----------
     moments : object
-        Anything with ``n_features`` and ``m2_matmat(Q)`` (``M2 @ Q``).
+        Anything with ``n_features`` and ``m2_matmat(Q)`` (``M2 @ Q``);
+        with ``resident(A)`` and ``scope()`` too (count moments), the start
+        block and the whole Krylov space live where its passes run.
     k : int
         Number of components, ``1 <= k <= n_features``.
     oversample : int
@@ -337,30 +346,23 @@ def whiten(
     eigenspace = check_choice(eigenspace, "eigenspace", None, EIGENSPACES)
     rng = as_generator(seed, None)
     r = min(d, k + oversample)
-    space = krylov_eigenspace(moments.m2_matmat, rng.standard_normal((d, r)), k, min_passes=n_iter + 1,
-                              max_passes=max_iter + 1, tol=tol, order=eigenspace)
-    residual, ritz = space.residual, space.ritz[:r]
-    kept = wanted_pairs(space.ritz, k, eigenspace)
-    s = space.ritz[kept]
-    scale = np.max(np.abs(ritz))
-    if kept.size < k or np.any(s <= scale * 1e-12):
-        if eigenspace == "positive":
-            n_positive = int(np.count_nonzero(s > scale * 1e-12))
-            raise IndefiniteMomentError(
-                f"The second moment has only {n_positive} eigenvalue(s) that are positive and not numerically zero, "
-                f"fewer than k={k} (signed top eigenvalues: {np.array2string(ritz[: k + 1], precision=3)}): "
-                f"the data support at most k={n_positive} components; try a smaller k or more data.")
-        bad = int(np.count_nonzero(s <= scale * 1e-12))
-        raise IndefiniteMomentError(
-            f"The second moment is not positive definite on its top {k} eigenvectors: {bad} of the "
-            f"top-{k} eigenvalues (by magnitude) are <= 0 or numerically zero (signed top eigenvalues: "
-            f"{np.array2string(ritz[: k + 1], precision=3)}). Likely causes: k too large for the data "
-            f"(try a smaller k), too little data, or a misspecified model."
-        )
-    U = space.basis @ space.vectors[:, kept]
-    # Eigenvectors are defined up to sign: make each column's largest entry positive, so that backends whose
-    # sums differ only by round-off hand the decomposition the same whitened tensor.
-    U = U * np.where(U[np.argmax(np.abs(U), axis=0), np.arange(k)] < 0, -1.0, 1.0)
+    start = rng.standard_normal((d, r))
+    with resident_scope(moments):
+        resident = getattr(moments, "resident", None)
+        space = krylov_eigenspace(moments.m2_matmat, start if resident is None else resident(start), k,
+                                  min_passes=n_iter + 1, max_passes=max_iter + 1, tol=tol, order=eigenspace)
+        residual, ritz = space.residual, space.ritz[:r]
+        kept = wanted_pairs(space.ritz, k, eigenspace)
+        s = space.ritz[kept]
+        scale = np.max(np.abs(ritz))
+        if kept.size < k or np.any(s <= scale * 1e-12):
+            raise _indefinite(ritz, s, k, scale, eigenspace)
+        U = space.basis @ space.vectors[:, kept]
+        # Eigenvectors are defined up to sign: make each column's largest entry positive, so that backends whose
+        # sums differ only by round-off hand the decomposition the same whitened tensor.
+        xp = namespace(U)
+        U = U * np.where(np.asarray(U[xp.argmax(xp.abs(U), axis=0), np.arange(k)]) < 0, -1.0, 1.0)
+        W = U / np.sqrt(s)
     skipped = int(kept[-1] + 1 - k)  # the negative values before the k-th positive one (by magnitude)
     following = space.ritz[kept[-1] + 1] if space.ritz.size > kept[-1] + 1 else 0.0
     gap = float(s[-1] / abs(following)) if following != 0 else np.inf
@@ -384,7 +386,24 @@ def whiten(
              f"diagnostics['m2_negative_skipped']): {below} of the k kept eigenvalues are within the moment's "
              "sampling noise (very short documents, or k beyond what the data resolve). Refine the estimate "
              "(EM) before using it, or try a smaller k.")
-    return Whitening(W=U / np.sqrt(s), U=U, eigenvalues=s, diagnostics=diagnostics)
+    return Whitening(W=W, U=U, eigenvalues=s, diagnostics=diagnostics)
+
+
+def _indefinite(ritz: np.ndarray, s: np.ndarray, k: int, scale: float, eigenspace: str) -> IndefiniteMomentError:
+    """The error for a kept eigenvalue that is not positive (fewer than k positive ones with ``"positive"``)."""
+    if eigenspace == "positive":
+        n_positive = int(np.count_nonzero(s > scale * 1e-12))
+        return IndefiniteMomentError(
+            f"The second moment has only {n_positive} eigenvalue(s) that are positive and not numerically zero, "
+            f"fewer than k={k} (signed top eigenvalues: {np.array2string(ritz[: k + 1], precision=3)}): "
+            f"the data support at most k={n_positive} components; try a smaller k or more data.")
+    bad = int(np.count_nonzero(s <= scale * 1e-12))
+    return IndefiniteMomentError(
+        f"The second moment is not positive definite on its top {k} eigenvectors: {bad} of the "
+        f"top-{k} eigenvalues (by magnitude) are <= 0 or numerically zero (signed top eigenvalues: "
+        f"{np.array2string(ritz[: k + 1], precision=3)}). Likely causes: k too large for the data "
+        f"(try a smaller k), too little data, or a misspecified model."
+    )
 
 
 def signed_spectrum(moments, r: int, seed=0) -> np.ndarray:

@@ -87,6 +87,33 @@ def test_lda_and_single_topic_spectral_backend_jax(corpus):
     assert _rel(c.params["beta"], d.params["beta"]) < 1e-8
 
 
+def test_tensor_fit_keeps_the_tall_arrays_on_the_device(corpus, monkeypatch):
+    """The Krylov space, the whitening and the same-token corrections of a JAX fit never come to the host."""
+    seen = []
+    for name in ("m2_sum", "whitened_sums"):
+        original = getattr(jax_passes.DeviceCounts, name)
+
+        def spy(self, A, original=original):
+            seen.append(isinstance(A, jax.Array))
+            return original(self, A)
+
+        monkeypatch.setattr(jax_passes.DeviceCounts, name, spy)
+    dev = lda.spectral(corpus, 4, alpha0=2.0, seed=1, doc_topics=False, backend="jax")
+    ref = lda.spectral(corpus, 4, alpha0=2.0, seed=1, doc_topics=False, backend="numpy")
+    assert len(seen) == dev.diagnostics["m2_passes"] + 1 and all(seen)
+    assert _rel(ref.params["beta"], dev.params["beta"]) < RTOL and _rel(ref.params["alpha"], dev.params["alpha"]) < RTOL
+    assert not jax.config.jax_enable_x64
+
+
+def test_whitening_of_device_moments_is_float64_on_the_device(corpus):
+    from specinit.engine.whitening import whiten
+
+    dev = whiten(CountMoments(corpus, alpha0=0.7, backend="jax"), 4, seed=0)
+    ref = whiten(CountMoments(corpus, alpha0=0.7, backend="numpy"), 4, seed=0)
+    assert isinstance(dev.W, jax.Array) and dev.W.dtype == jnp.float64
+    assert _rel(ref.W, dev.W) < RTOL and _rel(ref.eigenvalues, dev.eigenvalues) < RTOL
+
+
 def test_outputs_are_float64_and_global_x64_untouched(corpus):
     assert not jax.config.jax_enable_x64
     dev = CountMoments(corpus, backend="jax")

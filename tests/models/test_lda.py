@@ -355,3 +355,22 @@ def test_em_sweeps_argument(planted):
     est = lda.spectral(X, K, em_sweeps=2, doc_topics=False)
     assert est.diagnostics["closing_sweeps"] == 2 and est.diagnostics["closing_log_likelihood"].shape == (2,)
     assert "closing_sweeps" not in lda.spectral(X, K, em_sweeps=0, doc_topics=False).diagnostics
+
+
+def test_fold_in_and_closing_sweeps_stream_bounded_blocks(planted, monkeypatch):
+    """Per-document proportions and the closing EM sweeps give the same result in small blocks of documents."""
+    from specinit.engine.sources import CountSource
+
+    beta, alpha, X = planted
+    X = X[:400]
+    theta = _topics.document_topics(X, beta, alpha, n_iter=5, tol=0.0)
+    closed = _topics.close_topics(CountSource(X), beta, alpha, 2, floor=1e-3)
+    monkeypatch.setattr(_topics, "TOKEN_BLOCK_BYTES", 8 * K * 60)  # at most 60 non-zeros (a few documents) a block
+    blocks = list(_topics._token_blocks(X, K))
+    assert len(blocks) > 50 and all(b.nnz <= 60 or b.shape[0] == 1 for b in blocks)
+    assert sum(b.shape[0] for b in blocks) == X.shape[0]
+    np.testing.assert_allclose(_topics.document_topics(X, beta, alpha, n_iter=5, tol=0.0), theta, rtol=1e-12)
+    blocked = _topics.close_topics(CountSource(X), beta, alpha, 2, floor=1e-3)
+    for whole, part in zip(closed[:2], blocked[:2]):
+        np.testing.assert_allclose(part, whole, rtol=1e-12)
+    np.testing.assert_allclose(blocked[2]["closing_log_likelihood"], closed[2]["closing_log_likelihood"], rtol=1e-12)

@@ -22,20 +22,30 @@ neither JAX, Numba nor Dask.
 Moment objects (:class:`~specinit.engine.moments.CountMoments`,
 :class:`~specinit.engine.views.ViewMoments`) receive a placed data set and
 its backend and contain no backend branches.
+
+Where the tall arrays live: a count pass returns an array of the kind it
+was given. NumPy in, NumPy out (every backend); an array made
+:meth:`Passes.resident` (a JAX device array for ``jax``) in, the same kind
+out, so the whitening's Krylov space, the whitening matrix and the
+same-token corrections of the whitened third moment stay where the data
+are, and only small (k x k, k x k x k) results come back to the host
+(:func:`namespace` gives the array module of either kind).
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass, fields
+from contextlib import nullcontext
 from typing import ClassVar
 
 import numpy as np
 
 from specinit._validation import bad_argument
 
-__all__ = ["BACKENDS", "FirstOrderStats", "Passes", "WhitenedStats", "accelerator_present", "one_blas_thread",
-           "resolve_backend"]
+__all__ = ["BACKENDS", "FirstOrderStats", "Passes", "WhitenedStats", "accelerator_present", "namespace",
+           "one_blas_thread", "resident_scope", "resolve_backend"]
 
 #: Backend name -> "module:class" (imported on first use).
 BACKENDS = {
@@ -164,6 +174,59 @@ class Passes:
     def triples(self, placed, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
         """``sum_rows (Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)`` (ka, kb, kc)."""
         raise NotImplementedError
+
+    def resident(self, A: np.ndarray):
+        """``A`` (float64) where the passes run; count passes given such an array return the same kind.
+
+        The CPU backends compute on the host: ``A`` itself.
+        """
+        return np.asarray(A, dtype=np.float64)
+
+    def scope(self):
+        """Context for arithmetic on :meth:`resident` arrays (the JAX backend: float64 enabled). Default: none."""
+        return nullcontext()
+
+    def pair_products(self, A, rhs):
+        """``sum_r A[r, i] A[r, j] rhs[r, m]`` (k, k, m) of tall arrays of the kind :meth:`resident` returns.
+
+        The O(V k^3) same-token corrections of the whitened third moment. The
+        default runs :func:`specinit.engine.backends.numpy.pair_products` on
+        every core.
+        """
+        from specinit.engine.backends.numpy import pair_products
+
+        return pair_products(A, rhs, n_threads=os.cpu_count() or 1)
+
+
+def resident_scope(moments):
+    """The context for arithmetic on ``moments``' resident arrays (:meth:`Passes.scope`); none if it has no passes.
+
+    Parameters
+    ----------
+    moments : object
+        A moment object; those with a ``scope()`` method (count moments) name their backend's context.
+
+    Returns
+    -------
+    context manager
+    """
+    scope = getattr(moments, "scope", None)
+    return nullcontext() if scope is None else scope()
+
+
+def namespace(x):
+    """The array module of ``x``: :mod:`numpy` for host arrays, the array's own (``jax.numpy``) otherwise.
+
+    Parameters
+    ----------
+    x : array
+        A NumPy array or an array with ``__array_namespace__`` (array API).
+
+    Returns
+    -------
+    module
+    """
+    return np if isinstance(x, np.ndarray) else x.__array_namespace__()
 
 
 _blas_controller = None

@@ -317,23 +317,27 @@ class DeviceCounts:
             out = np.asarray(total)
         return out[:, 0], out[:, 1], out[:, 2]
 
-    def m2_sum(self, Q: np.ndarray) -> np.ndarray:
-        """``sum_d a_d c_d (c_d^T Q)`` over the corpus: (V, r)."""
+    def m2_sum(self, Q):
+        """``sum_d a_d c_d (c_d^T Q)`` over the corpus: (V, r), on the device when ``Q`` is a device array."""
         with x64():
-            Qd = jax.device_put(np.asarray(Q, dtype=np.float64), self.device)
+            Qd = self._put(Q)
             total = self._run(lambda blk: _m2_pass(blk.rows, blk.cols, blk.vals, blk.a, Qd, n_rows=blk.n_rows,
                                                    n_cols=self.n_cols), jnp.zeros((self.n_cols, Qd.shape[1])))
-            return np.asarray(total)
+            return total if Qd is Q else np.asarray(total)
 
-    def whitened_sums(self, W: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``(sum b y^(x)3, sum a y y^T, X^T (b Y))`` with ``Y = X W``."""
+    def whitened_sums(self, W):
+        """``(sum b y^(x)3, sum a y y^T, X^T (b Y))`` with ``Y = X W``; the last on the device when ``W`` is."""
         with x64():
-            Wd = jax.device_put(np.asarray(W, dtype=np.float64), self.device)
+            Wd = self._put(W)
             k = Wd.shape[1]
             zero = (jnp.zeros((k, k, k)), jnp.zeros((k, k)), jnp.zeros((self.n_cols, k)))
             y3, y2, wb = self._run(lambda blk: _whitened_pass(blk.rows, blk.cols, blk.vals, blk.a, blk.b, Wd,
                                                               n_rows=blk.n_rows, n_cols=self.n_cols), zero)
-            return np.asarray(y3), np.asarray(y2), np.asarray(wb)
+            return np.asarray(y3), np.asarray(y2), wb if Wd is W else np.asarray(wb)
+
+    def _put(self, A):
+        """``A`` itself if it is a device array, else a float64 copy on the device."""
+        return A if isinstance(A, jax.Array) else jax.device_put(np.asarray(A, dtype=np.float64), self.device)
 
 
 # ----------------------------------------------------------------------------- row-aligned views
@@ -483,3 +487,19 @@ class JaxPasses(Passes):
 
     def triples(self, placed: DeviceRows, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
         return placed.triples(a, b, c, Ua, Ub, Uc)
+
+    def resident(self, A: np.ndarray):
+        """A float64 copy of ``A`` on JAX's default device."""
+        with x64():
+            return jax.device_put(np.asarray(A, dtype=np.float64), jax.devices()[0])
+
+    def scope(self):
+        """Scoped float64 (:func:`x64`): eager arithmetic on device arrays stays in float64."""
+        return x64()
+
+    def pair_products(self, A, rhs):
+        """``sum_r A[r, i] A[r, j] rhs[r, m]`` on the device (rows padded to whole tiles of ROW_TILE)."""
+        with x64():
+            rows = ((0, -A.shape[0] % ROW_TILE), (0, 0))
+            A = jnp.pad(jnp.asarray(A), rows)
+            return _cross3_jit(A, A, jnp.pad(jnp.asarray(rhs), rows))
