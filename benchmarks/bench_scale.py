@@ -14,8 +14,12 @@ c. Dask: LocalCluster with 1 and 2 worker processes (one thread each), the corpu
    HMM (T symbols of one sequence) and GMM (N points) through the in-memory and Dask paths.
 d. GPU (``--gpu``, JAX on an accelerator): N = 1M and 10M fits after and including compilation,
    topic error against the float64 CPU fit. Printed as "not run" without ``--gpu``.
+e. The other families at scale, in memory on all cores: a categorical HMM on one sequence of T = 10^7
+   symbols against hmmlearn's Baum-Welch, a Gaussian mixture of N = 10^7 points against scikit-learn's
+   GaussianMixture; fit time, peak RSS of the fitting child process, and each fit's log-likelihood per
+   observation on held-out data (scored by the peer's own code from the fitted parameters).
 
-Run: ``python benchmarks/bench_scale.py [--sections abcd] [--quick] [--large-n N] [--gpu]``.
+Run: ``python benchmarks/bench_scale.py [--sections abcde] [--quick] [--large-n N] [--gpu] [--seq-n T]``.
 """
 
 from __future__ import annotations
@@ -274,13 +278,105 @@ def section_d(run_gpu, replicas=10):
         del data
 
 
+_FAMILY_CHILD = r"""
+import json, resource, sys, time, warnings, numpy as np
+what, path, k, n_symbols = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+data = np.load(path)
+train = data["train"]
+t = time.perf_counter()
+if what == "hmm-specinit":
+    from specinit.models import hmm
+    est = hmm.spectral(train, k, n_symbols, seed=0)
+    params = {"start": est.params["init"], "transition": est.params["transition"], "emission": est.params["emission"]}
+elif what == "hmm-specinit-refine":
+    from specinit.models import hmm
+    est = hmm.refine(train, hmm.spectral(train, k, n_symbols, seed=0), max_iter=20, restarts=0)
+    params = {"start": est.params["init"], "transition": est.params["transition"], "emission": est.params["emission"]}
+elif what == "hmm-hmmlearn":
+    from hmmlearn.hmm import CategoricalHMM
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = CategoricalHMM(k, n_iter=20, tol=1e-7, random_state=0, n_features=n_symbols).fit(train[:, None])
+    params = {"start": model.startprob_, "transition": model.transmat_, "emission": model.emissionprob_}
+elif what == "gmm-specinit":
+    from specinit.models import gmm
+    est = gmm.spectral(train, k, seed=0)
+    params = {"weights": est.params["weights"], "loc": est.params["loc"], "scale": np.full(k, float(est.params["scale"]))}
+elif what == "gmm-specinit-refine":
+    from specinit.models import gmm
+    est = gmm.refine(train, gmm.spectral(train, k, seed=0), max_iter=20, split_merge=0)
+    params = {"weights": est.params["weights"], "loc": est.params["loc"], "scale": np.full(k, float(est.params["scale"]))}
+else:
+    from sklearn.mixture import GaussianMixture
+    model = GaussianMixture(k, covariance_type="spherical", max_iter=20, random_state=0).fit(train)
+    params = {"weights": model.weights_, "loc": model.means_, "scale": np.sqrt(model.covariances_)}
+seconds = time.perf_counter() - t
+np.savez(path + "." + what + ".npz", **params)
+print(json.dumps({"fit": seconds, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+"""
+
+
+def _held_out_hmm(params, test, n_symbols):
+    from hmmlearn.hmm import CategoricalHMM
+
+    model = CategoricalHMM(params["transition"].shape[0], n_features=n_symbols)
+    model.startprob_, model.transmat_, model.emissionprob_ = params["start"], params["transition"], params["emission"]
+    return model.score(test[:, None]) / test.size
+
+
+def _held_out_gmm(params, test):
+    from sklearn.mixture import GaussianMixture
+
+    k = params["weights"].size
+    model = GaussianMixture(k, covariance_type="spherical")
+    model.weights_, model.means_, model.covariances_ = params["weights"], params["loc"], params["scale"] ** 2
+    model.precisions_cholesky_ = 1.0 / params["scale"]
+    return model.score(test)
+
+
+def section_e(n, quick):
+    """HMM (T = n symbols) and GMM (N = n points) fits in child processes, against hmmlearn and scikit-learn."""
+    rng = np.random.default_rng(5)
+    k, V = 4, 30
+    T = rng.dirichlet(np.full(k, 1.0), size=k) + 3 * np.eye(k)
+    T /= T.sum(1, keepdims=True)
+    O = rng.dirichlet(np.full(V, 0.3), size=k)
+    states = _markov_chain(T, n + n // 10, 6)
+    symbols = (np.cumsum(O, axis=1)[states] < rng.random(states.size)[:, None]).sum(axis=1)
+    d = 10
+    loc = 4 * rng.standard_normal((k, d))
+    z = rng.choice(k, size=n + n // 10, p=[0.1, 0.2, 0.3, 0.4])
+    x = loc[z] + rng.standard_normal((z.size, d))
+    tmp = tempfile.mkdtemp(prefix="bench_scale_e_")
+    print(f"\n### e. HMM (one sequence, T = {n:,}, k = {k}, {V} symbols) and GMM (N = {n:,}, d = {d}, k = {k}); "
+          f"held-out: the next {n // 10:,}; load average {os.getloadavg()[0]:.1f}\n")
+    out = _Table(["model", "fit", "fit (s)", "peak RSS of the process (GB)", "input (GB)",
+                  "held-out log-likelihood per observation"])
+    jobs = [("hmm", symbols, ["hmm-specinit", "hmm-specinit-refine", "hmm-hmmlearn"]),
+            ("gmm", x, ["gmm-specinit", "gmm-specinit-refine", "gmm-sklearn"])]
+    names = {"hmm-specinit": "specinit hmm.spectral", "hmm-specinit-refine": "specinit spectral + 20 EM steps",
+             "hmm-hmmlearn": "hmmlearn CategoricalHMM, 20 Baum-Welch steps (random init)",
+             "gmm-specinit": "specinit gmm.spectral", "gmm-specinit-refine": "specinit spectral + 20 EM steps",
+             "gmm-sklearn": "scikit-learn GaussianMixture (spherical, k-means init, 20 EM steps)"}
+    for model, values, fits in jobs:
+        path = os.path.join(tmp, f"{model}.npz")
+        np.savez(path, train=values[:n])
+        for what in fits:
+            run = subprocess.run([sys.executable, "-c", _FAMILY_CHILD, what, path, str(k), str(V)], capture_output=True,
+                                 text=True, check=True)
+            res = json.loads(run.stdout.strip().splitlines()[-1])
+            params = dict(np.load(f"{path}.{what}.npz"))
+            score = (_held_out_hmm(params, values[n:], V) if model == "hmm" else _held_out_gmm(params, values[n:]))
+            out.row([model.upper(), names[what], res["fit"], res["peak"], values[:n].nbytes / 2**30, f"{score:.4f}"])
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--sections", default="abcd")
+    parser.add_argument("--sections", default="abcde")
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--large-n", type=int, default=1_000_000)
     parser.add_argument("--gpu", action="store_true")
-    parser.add_argument("--seq-n", type=int, default=10_000_000, help="HMM length T and GMM points N in section c")
+    parser.add_argument("--seq-n", type=int, default=10_000_000, help="HMM length T and GMM points N (sections c, e)")
     parser.add_argument("--c-sizes", default="50000,100000,200000", help="corpus sizes N of section c")
     args = parser.parse_args()
     print(f"Machine: {machine()}; load average at start {os.getloadavg()[0]:.1f} (shared with other jobs); "
@@ -298,6 +394,8 @@ def main():
             section_c(sizes, 20_000, 50, max(sizes[0] // 2, 1), args.seq_n, args.seq_n)
     if "d" in args.sections:
         section_d(args.gpu)
+    if "e" in args.sections:
+        section_e(100_000 if q else args.seq_n, q)
     print(f"\npeak RSS of this process: {peak_rss_gb():.2f} GB")
 
 

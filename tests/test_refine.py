@@ -13,6 +13,7 @@ from specinit.models import gmm, hmm
 
 from specinit.distributions.hmm import CategoricalHMM, pad_sequences
 from specinit.engine.backends.jax import x64
+from specinit.engine import sequences
 from specinit.engine.sequences import SequenceBatch, forward_backward
 from specinit.refine import mixture_e_step
 
@@ -68,16 +69,33 @@ def brute_force_counts(seqs, init, A, E):
     return IC, TC, EC, ll
 
 
-def test_forward_backward_matches_brute_force_on_ragged_sequences():
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "numpy"])
+def test_forward_backward_matches_brute_force_on_ragged_sequences(compiled, monkeypatch):
+    if not compiled:
+        monkeypatch.setattr(sequences, "_compiled_forward_backward", lambda: None)
     rng = np.random.default_rng(1)
     k, V = 3, 4
     init, A, E = rng.dirichlet(np.ones(k)), rng.dirichlet(np.ones(k), size=k), rng.dirichlet(np.ones(V), size=k)
     seqs = [rng.integers(0, V, size=n) for n in (5, 1, 3, 5, 2)]
     batch = SequenceBatch(seqs)
+    for rank, i in enumerate(np.argsort([-len(s) for s in seqs], kind="stable")):  # time-major, longest first
+        np.testing.assert_array_equal(batch.values[batch.offsets[: len(seqs[i])] + rank], seqs[i])
     init_c, trans_c, gamma, ll = forward_backward(batch, init, A, E.T[batch.values])
     emit_c = np.stack([gamma[batch.values == v].sum(axis=0) for v in range(V)], axis=1)
     for g, e in zip((init_c, trans_c, emit_c, ll), brute_force_counts(seqs, init, A, E)):
         np.testing.assert_allclose(g, e, rtol=1e-10, atol=1e-12)  # exact enumeration: round-off only
+
+
+def test_compiled_and_numpy_forward_backward_agree_on_long_sequences(monkeypatch):
+    rng = np.random.default_rng(4)
+    k, V = 4, 6
+    init, A, E = rng.dirichlet(np.ones(k)), rng.dirichlet(np.ones(k), size=k), rng.dirichlet(np.ones(V), size=k)
+    batch = SequenceBatch([rng.integers(0, V, size=n) for n in (3000, 10, 1, 2500)])
+    compiled = forward_backward(batch, init, A, E.T[batch.values])
+    monkeypatch.setattr(sequences, "_compiled_forward_backward", lambda: None)
+    reference = forward_backward(batch, init, A, E.T[batch.values])
+    for c, r in zip(compiled, reference):
+        np.testing.assert_allclose(c, r, rtol=1e-12, atol=1e-300)
 
 
 def test_numpy_e_step_and_jax_forward_give_the_same_likelihood():

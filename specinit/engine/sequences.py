@@ -341,10 +341,9 @@ class SequenceBatch:
         self.active = np.searchsorted(-self.lengths, -np.arange(1, T + 1), side="right")
         self.offsets = np.concatenate([[0], np.cumsum(self.active)])
         self.values = np.empty(int(self.offsets[-1]), dtype=sequences[0].dtype)
-        sorted_seqs = [sequences[i] for i in order]
-        for t in range(T):
-            m = self.active[t]
-            self.values[self.offsets[t]: self.offsets[t] + m] = [s[t] for s in sorted_seqs[:m]]
+        # The i-th longest sequence is running at its steps 0..L_i - 1, where it is the i-th of the active ones.
+        for rank, i in enumerate(order):
+            self.values[self.offsets[: lengths[i]] + rank] = sequences[i]
 
     @property
     def n_observations(self) -> int:
@@ -352,8 +351,21 @@ class SequenceBatch:
         return int(self.values.size)
 
 
+def _compiled_forward_backward():
+    """The Numba forward-backward when Numba is installed (extra ``[fast]``), else None."""
+    try:
+        from specinit.engine.backends.numba import forward_backward
+    except ImportError:
+        return None
+    return forward_backward
+
+
 def forward_backward(batch: SequenceBatch, init: np.ndarray, transition: np.ndarray, likelihood: np.ndarray):
     """Expected counts of an HMM over ragged sequences (scaled forward-backward, [2]_ eqs. 91-93).
+
+    With Numba installed (extra ``[fast]``) the recursions run compiled
+    (:func:`specinit.engine.backends.numba.forward_backward`); otherwise
+    each time step is one NumPy operation over the sequences running at it.
 
     Parameters
     ----------
@@ -377,6 +389,9 @@ def forward_backward(batch: SequenceBatch, init: np.ndarray, transition: np.ndar
     .. [2] Rabiner, "A tutorial on hidden Markov models and selected applications in speech
        recognition", Proc. IEEE 77 (1989), eqs. 19-27, 91-93.
     """
+    compiled = _compiled_forward_backward()
+    if compiled is not None:
+        return compiled(batch, init, transition, likelihood)
     tiny = np.finfo(np.float64).tiny
     active, off = batch.active, batch.offsets
     T = active.size

@@ -1,5 +1,10 @@
 """The Numba backend: fused multi-threaded CSR kernels for the count passes (``pip install "specinit[fast]"``).
 
+It also holds the compiled HMM forward-backward (:func:`forward_backward`),
+which the EM E-step of the HMM families uses when Numba is installed: the
+NumPy version is one vectorized step per time step, a Python loop of T
+steps that dominates on a few long sequences.
+
 SciPy computes ``X^T (a * (X Q))`` as two single-threaded sparse products
 (a gather over the non-zeros, then a scatter through a transposed copy of the
 index structure). These Numba kernels fuse both into one read of the CSR
@@ -27,7 +32,7 @@ import numpy as np
 from specinit.engine.backends import WhitenedStats
 from specinit.engine.backends.numpy import NumpyPasses, document_weights, usable_documents, weighted_cubes
 
-__all__ = ["NumbaPasses"]
+__all__ = ["NumbaPasses", "forward_backward"]
 
 
 @numba.njit(parallel=True, cache=True, fastmath=False)
@@ -140,3 +145,72 @@ class NumbaPasses(NumpyPasses):
                                  word_by=word_by)
 
         return self._reduce(self._chunks(placed), partial, workers=1)
+
+
+@numba.njit(cache=True)
+def _forward_backward_kernel(active, offsets, init, transition, likelihood):  # pragma: no cover - compiled
+    n, k = likelihood.shape
+    T = active.size
+    tiny = np.finfo(np.float64).tiny
+    alpha = np.empty((n, k))
+    scale = np.empty(n)
+    for t in range(T):
+        m, o = active[t], offsets[t]
+        for i in range(m):
+            total = 0.0
+            for j in range(k):
+                if t == 0:
+                    a = init[j] * likelihood[o + i, j]
+                else:
+                    p = offsets[t - 1] + i
+                    a = 0.0
+                    for h in range(k):
+                        a += alpha[p, h] * transition[h, j]
+                    a *= likelihood[o + i, j]
+                alpha[o + i, j] = a
+                total += a
+            scale[o + i] = total
+            norm = max(total, tiny)
+            for j in range(k):
+                alpha[o + i, j] /= norm
+    log_likelihood = 0.0
+    for i in range(n):
+        log_likelihood += np.log(max(scale[i], tiny))
+    trans_counts = np.zeros((k, k))
+    beta = np.ones((active[0], k))
+    eb = np.empty(k)
+    for t in range(T - 1, -1, -1):
+        m, o = active[t], offsets[t]
+        ending = active[t + 1] if t + 1 < T else 0
+        for i in range(ending, m):  # sequences whose last step is t
+            beta[i, :] = 1.0
+        for i in range(m):
+            if t:
+                for j in range(k):
+                    eb[j] = likelihood[o + i, j] * beta[i, j] / scale[o + i]
+                p = offsets[t - 1] + i
+                for h in range(k):
+                    for j in range(k):
+                        trans_counts[h, j] += transition[h, j] * alpha[p, h] * eb[j]
+            for j in range(k):
+                alpha[o + i, j] *= beta[i, j]
+            if t:
+                for h in range(k):
+                    total = 0.0
+                    for j in range(k):
+                        total += eb[j] * transition[h, j]
+                    beta[i, h] = total
+    return alpha[: active[0]].sum(axis=0), trans_counts, alpha, log_likelihood
+
+
+def forward_backward(batch, init: np.ndarray, transition: np.ndarray, likelihood: np.ndarray):
+    """:func:`specinit.engine.sequences.forward_backward`, compiled: one loop over time steps and sequences.
+
+    The same recursions in the same order (scaled forward pass, backward pass
+    accumulating the transition counts), so the results equal the NumPy
+    version to float64 round-off.
+    """
+    init_counts, trans_counts, gamma, log_likelihood = _forward_backward_kernel(
+        batch.active, batch.offsets, np.ascontiguousarray(init, dtype=np.float64),
+        np.ascontiguousarray(transition, dtype=np.float64), np.ascontiguousarray(likelihood, dtype=np.float64))
+    return init_counts, trans_counts, gamma, float(log_likelihood)
