@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import platform
 import resource
+import sys
 import time
 
 import numpy as np
@@ -28,8 +29,21 @@ def timed(func, *args, **kwargs):
 
 
 def peak_rss_gb() -> float:
-    """Peak resident memory of this process so far (Linux: ru_maxrss in KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+    """Peak resident memory of this process so far, in GiB.
+
+    Linux: ``VmHWM``, the high-water mark of this process's own address space (``ru_maxrss`` would carry the
+    parent's peak over ``fork`` + ``exec``, so a benchmark's child process would report its parent's memory).
+    Elsewhere ``ru_maxrss``.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 2**20
+    except OSError:
+        pass
+    scale = 2**30 if sys.platform == "darwin" else 2**20  # bytes on macOS, KiB elsewhere
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / scale
 
 
 def matched_l1(reference: np.ndarray, estimate: np.ndarray) -> float:

@@ -119,25 +119,34 @@ def section_a(n, vocab, k, quick):
 
 
 _CHILD = r"""
-import json, resource, sys, time, numpy as np, scipy.sparse as sp
+import json, sys, time, numpy as np, scipy.sparse as sp
+from _common import peak_rss_gb
 from specinit.models import lda
 X = sp.load_npz(sys.argv[1]); k = int(sys.argv[2]); backend = sys.argv[3]
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+base = peak_rss_gb()
 t = time.perf_counter()
 est = lda.spectral(X, k, alpha0=0.1 * k, doc_topics=False, seed=0, backend=backend)
 seconds = time.perf_counter() - t
 np.save(sys.argv[4], est.params["beta"])
 d = est.diagnostics
 print(json.dumps({"fit": seconds, "rss_after_load": base, "input": (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) / 2**30,
-                  "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, "passes": int(d["m2_passes"]),
+                  "peak": peak_rss_gb(), "passes": int(d["m2_passes"]),
                   "stalled": int(d["decomposition_stalled"].sum()), "tpm_iterations": int(d["decomposition_n_iter"].sum())}))
 """
 
 
+def _child(script, *args):
+    """Run ``script`` in a fresh Python process (with this folder's ``_common`` importable); its last line as JSON."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [os.path.dirname(os.path.abspath(__file__)),
+                                                                     os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, check=True,
+                         env=env)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def section_b(n, vocab, k, backends=("numpy",)):
-    """Fit time and peak RSS of a child process that loads the corpus and fits: ``ru_maxrss`` of the child is the
-    kernel's high-water mark of its whole resident set (all threads, BLAS buffers, the corpus), as ``/usr/bin/time
-    -v`` reports it."""
+    """Fit time and peak RSS of a child process that loads the corpus and fits: ``VmHWM`` of the child is the
+    kernel's high-water mark of its whole resident set (all threads, BLAS buffers, the corpus)."""
     corpus, X, t_sample = _corpus(n, vocab, k, seed=1)
     nnz = X.nnz
     bare = _bare_pass(X, k)
@@ -148,9 +157,7 @@ def section_b(n, vocab, k, backends=("numpy",)):
     rows = []
     for backend in backends:
         beta_path = os.path.join(tmp, f"beta_{backend}.npy")
-        out = subprocess.run([sys.executable, "-c", _CHILD, path, str(k), backend, beta_path], capture_output=True,
-                             text=True, check=True)
-        res = json.loads(out.stdout.strip().splitlines()[-1])
+        res = _child(_CHILD, path, k, backend, beta_path)
         err = matched_l1(corpus.beta, np.load(beta_path))
         rows.append([backend, res["fit"], res["passes"], f"{res['stalled']} / {res['tpm_iterations']}", res["input"],
                      res["rss_after_load"], res["peak"], res["peak"] - res["input"], err])
@@ -279,7 +286,8 @@ def section_d(run_gpu, replicas=10):
 
 
 _FAMILY_CHILD = r"""
-import json, resource, sys, time, warnings, numpy as np
+import json, sys, time, warnings, numpy as np
+from _common import peak_rss_gb
 what, path, k, n_symbols = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 data = np.load(path)
 train = data["train"]
@@ -312,7 +320,7 @@ else:
     params = {"weights": model.weights_, "loc": model.means_, "scale": np.sqrt(model.covariances_)}
 seconds = time.perf_counter() - t
 np.savez(path + "." + what + ".npz", **params)
-print(json.dumps({"fit": seconds, "peak": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20}))
+print(json.dumps({"fit": seconds, "peak": peak_rss_gb()}))
 """
 
 
@@ -362,9 +370,7 @@ def section_e(n, quick):
         path = os.path.join(tmp, f"{model}.npz")
         np.savez(path, train=values[:n])
         for what in fits:
-            run = subprocess.run([sys.executable, "-c", _FAMILY_CHILD, what, path, str(k), str(V)], capture_output=True,
-                                 text=True, check=True)
-            res = json.loads(run.stdout.strip().splitlines()[-1])
+            res = _child(_FAMILY_CHILD, what, path, k, V)
             params = dict(np.load(f"{path}.{what}.npz"))
             score = (_held_out_hmm(params, values[n:], V) if model == "hmm" else _held_out_gmm(params, values[n:]))
             out.row([model.upper(), names[what], res["fit"], res["peak"], values[:n].nbytes / 2**30, f"{score:.4f}"])

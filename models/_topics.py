@@ -800,6 +800,15 @@ def _in_order(func, blocks):
             yield pending.popleft().result()
 
 
+def _compiled_sweep():
+    """The Numba closing sweep (:func:`specinit.engine.backends.numba.closing_sweep`) when Numba is installed."""
+    try:
+        from specinit.engine.backends.numba import closing_sweep
+    except ImportError:
+        return None
+    return closing_sweep
+
+
 def _tokens(X, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per nonzero of the CSR counts ``X``: its row and its word's topic column ``beta[:, w]`` (nnz, k)."""
     return np.repeat(np.arange(X.shape[0]), np.diff(X.indptr)), np.ascontiguousarray(beta.T)[X.indices]
@@ -842,7 +851,9 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
     ``n_kw = beta_kw sum_d theta_dk c_dw / (theta_d . beta_w)`` give the new
     topics ``beta_k ~ n_k + eta`` (the mean of the topic's Dirichlet
     posterior with concentration ``eta``). The topic weights follow the
-    expected tokens per topic, ``alpha`` keeps its sum. The documents are
+    expected tokens per topic, ``alpha`` keeps its sum. With Numba installed
+    (extra ``[fast]``) a compiled kernel runs each chunk's documents on every
+    core without per-token temporaries; otherwise the documents are
     processed in blocks of bounded (nonzeros, k) temporaries
     (:data:`TOKEN_BLOCK_BYTES`) on every core. Memory: the (N, k)
     proportions and a few blocks' temporaries.
@@ -854,11 +865,15 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
     k = beta.shape[0]
     thetas, loglik = {}, []
 
+    compiled = _compiled_sweep()
+
     def sweep(item, beta, alpha):
         i, X = item
         theta = thetas.get(i)
         if theta is None:
             theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1))
+        if compiled is not None:
+            return (i, *compiled(X, beta, alpha, theta, fold_in_steps), float(X.data.sum()))
         tokens = _tokens(X, beta)
         theta = _fold_in(X, beta, alpha, theta, fold_in_steps, 0.0, tokens)
         ratio = _token_ratio(X, theta, tokens)
@@ -867,9 +882,12 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
 
     for _ in range(sweeps):
         stats, total, n_tokens = np.zeros_like(beta), 0.0, 0.0
-        blocks = enumerate(block for chunk in source.chunks() for block in _token_blocks(chunk, k))
-        for i, theta, block_stats, block_total, block_tokens in _in_order(partial(sweep, beta=beta, alpha=alpha),
-                                                                            blocks):
+        if compiled is not None:  # the kernel runs on every core over a chunk's documents, without temporaries
+            results = map(partial(sweep, beta=beta, alpha=alpha), enumerate(source.chunks()))
+        else:
+            blocks = enumerate(block for chunk in source.chunks() for block in _token_blocks(chunk, k))
+            results = _in_order(partial(sweep, beta=beta, alpha=alpha), blocks)
+        for i, theta, block_stats, block_total, block_tokens in results:
             thetas[i] = theta
             stats += block_stats
             total += block_total

@@ -30,6 +30,7 @@ __all__ = ["CountSource", "ViewSource", "as_float_block", "check_row_blocks", "c
 
 _ROWS_PER_CHUNK = 65_536  # documents per pass-chunk of an in-memory matrix (bounds the (rows, k) products)
 _BLOCK_BYTES = 64 * 2**20  # bound on the dense row blocks of an in-memory view pass
+_PRODUCT_WIDTH = 128  # the widest product X @ Q a pass forms from a sparse view block (k + oversample columns)
 
 
 def is_dask_array(value) -> bool:
@@ -476,7 +477,8 @@ class ViewSource:
             for parts in zip(*(_iter_dask_blocks(v) for v in chosen)):
                 yield tuple(as_float_block(p) for p in parts)
             return
-        width = sum(v.shape[1] for v in chosen if not sp.issparse(v))
+        # Dense views are sliced, and the products of a sparse block with the pass's (d, r) matrix are dense.
+        width = sum(min(v.shape[1], _PRODUCT_WIDTH) if sp.issparse(v) else v.shape[1] for v in chosen)
         step = max(1, _BLOCK_BYTES // (8 * max(width, 1)))
         if step >= self.n_observations:
             yield tuple(chosen)

@@ -358,13 +358,19 @@ def test_em_sweeps_argument(planted):
 
 
 def test_fold_in_and_closing_sweeps_stream_bounded_blocks(planted, monkeypatch):
-    """Per-document proportions and the closing EM sweeps give the same result in small blocks of documents."""
+    """The closing EM sweeps compiled and in NumPy agree; in small blocks of documents they give the same result."""
     from specinit.engine.sources import CountSource
 
     beta, alpha, X = planted
     X = X[:400]
     theta = _topics.document_topics(X, beta, alpha, n_iter=5, tol=0.0)
+    compiled = _topics.close_topics(CountSource(X), beta, alpha, 2, floor=1e-3)
+    assert _topics._compiled_sweep() is not None  # the test extra installs Numba
+    monkeypatch.setattr(_topics, "_compiled_sweep", lambda: None)
     closed = _topics.close_topics(CountSource(X), beta, alpha, 2, floor=1e-3)
+    for c, r in zip(compiled[:2], closed[:2]):  # the compiled sweep equals the NumPy one to round-off
+        np.testing.assert_allclose(c, r, rtol=1e-10)
+    np.testing.assert_allclose(compiled[2]["closing_log_likelihood"], closed[2]["closing_log_likelihood"], rtol=1e-12)
     monkeypatch.setattr(_topics, "TOKEN_BLOCK_BYTES", 8 * K * 60)  # at most 60 non-zeros (a few documents) a block
     blocks = list(_topics._token_blocks(X, K))
     assert len(blocks) > 50 and all(b.nnz <= 60 or b.shape[0] == 1 for b in blocks)

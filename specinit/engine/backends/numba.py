@@ -1,9 +1,10 @@
 """The Numba backend: fused multi-threaded CSR kernels for the count passes (``pip install "specinit[fast]"``).
 
-It also holds the compiled HMM forward-backward (:func:`forward_backward`),
-which the EM E-step of the HMM families uses when Numba is installed: the
-NumPy version is one vectorized step per time step, a Python loop of T
-steps that dominates on a few long sequences.
+It also holds two compiled E-steps used when Numba is installed: the HMM
+forward-backward (:func:`forward_backward`; the NumPy version is one
+vectorized step per time step, a Python loop of T steps that dominates on a
+few long sequences), and the per-document fold-in of LDA's closing sweeps
+(:func:`closing_sweep`; the NumPy version gathers (non-zeros, k) arrays).
 
 SciPy computes ``X^T (a * (X Q))`` as two single-threaded sparse products
 (a gather over the non-zeros, then a scatter through a transposed copy of the
@@ -32,7 +33,7 @@ import numpy as np
 from specinit.engine.backends import WhitenedStats
 from specinit.engine.backends.numpy import NumpyPasses, document_weights, usable_documents, weighted_cubes
 
-__all__ = ["NumbaPasses", "forward_backward"]
+__all__ = ["NumbaPasses", "closing_sweep", "forward_backward"]
 
 
 @numba.njit(parallel=True, cache=True, fastmath=False)
@@ -214,3 +215,65 @@ def forward_backward(batch, init: np.ndarray, transition: np.ndarray, likelihood
         batch.active, batch.offsets, np.ascontiguousarray(init, dtype=np.float64),
         np.ascontiguousarray(transition, dtype=np.float64), np.ascontiguousarray(likelihood, dtype=np.float64))
     return init_counts, trans_counts, gamma, float(log_likelihood)
+
+
+@numba.njit(parallel=True, cache=True, fastmath=False)
+def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, n_parts):  # pragma: no cover - compiled
+    n, k = theta.shape
+    V = beta_t.shape[0]
+    a0 = alpha.sum()
+    stats = np.zeros((n_parts, V, k))
+    totals = np.zeros(n_parts)
+    step = (n + n_parts - 1) // n_parts
+    for p in numba.prange(n_parts):
+        acc = np.empty(k)
+        for d in range(p * step, min(n, (p + 1) * step)):
+            lo, hi = indptr[d], indptr[d + 1]
+            length = 0.0
+            for e in range(lo, hi):
+                length += data[e]
+            for _ in range(steps):
+                acc[:] = 0.0
+                for e in range(lo, hi):
+                    w = indices[e]
+                    dot = 0.0
+                    for j in range(k):
+                        dot += theta[d, j] * beta_t[w, j]
+                    ratio = data[e] / dot
+                    for j in range(k):
+                        acc[j] += ratio * beta_t[w, j]
+                for j in range(k):
+                    theta[d, j] = (alpha[j] + theta[d, j] * acc[j]) / (length + a0)
+            for e in range(lo, hi):
+                w = indices[e]
+                dot = 0.0
+                for j in range(k):
+                    dot += theta[d, j] * beta_t[w, j]
+                totals[p] += data[e] * np.log(dot)
+                ratio = data[e] / dot
+                for j in range(k):
+                    stats[p, w, j] += theta[d, j] * ratio
+    return stats.sum(axis=0), totals.sum()
+
+
+def closing_sweep(chunk, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray, steps: int):
+    """One closing EM sweep over a CSR chunk, compiled: fold-in steps per document, then its expected counts.
+
+    The unit of :func:`specinit.models._topics.close_topics`: ``steps``
+    fixed-point steps of each document's proportions from ``theta`` (updated
+    in place), then ``stats[i, w] = sum_d theta_di c_dw / (theta_d . beta_w)``
+    and ``sum c_dw log(theta_d . beta_w)``, in parallel over documents with
+    no per-non-zero temporaries.
+
+    Returns
+    -------
+    theta : ndarray, shape (n, k)
+    stats : ndarray, shape (k, V)
+    log_likelihood : float
+        Sum over the chunk's tokens.
+    """
+    theta = np.ascontiguousarray(theta, dtype=np.float64)
+    stats, total = _closing_kernel(chunk.indptr, chunk.indices, np.asarray(chunk.data, dtype=np.float64),
+                                   np.ascontiguousarray(beta.T), theta, np.asarray(alpha, dtype=np.float64),
+                                   int(steps), max(1, min(numba.get_num_threads(), chunk.shape[0])))
+    return theta, stats.T, float(total)
