@@ -33,7 +33,7 @@ import numpy as np
 from specinit.engine.backends import WhitenedStats
 from specinit.engine.backends.numpy import NumpyPasses, document_weights, usable_documents, weighted_cubes
 
-__all__ = ["NumbaPasses", "closing_sweep", "forward_backward"]
+__all__ = ["NumbaPasses"]
 
 
 @numba.njit(parallel=True, cache=True, fastmath=False)
@@ -209,7 +209,7 @@ def forward_backward(batch, init: np.ndarray, transition: np.ndarray, likelihood
 
     The same recursions in the same order (scaled forward pass, backward pass
     accumulating the transition counts), so the results equal the NumPy
-    version to float64 round-off.
+    version to float64 round-off; arguments and results as there.
     """
     init_counts, trans_counts, gamma, log_likelihood = _forward_backward_kernel(
         batch.active, batch.offsets, np.ascontiguousarray(init, dtype=np.float64),
@@ -264,6 +264,19 @@ def closing_sweep(chunk, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray,
     in place), then ``stats[i, w] = sum_d theta_di c_dw / (theta_d . beta_w)``
     and ``sum c_dw log(theta_d . beta_w)``, in parallel over documents with
     no per-non-zero temporaries.
+
+    Parameters
+    ----------
+    chunk : scipy.sparse.csr_matrix, shape (n, V)
+        Word counts of the chunk's documents.
+    beta : ndarray, shape (k, V)
+        Topics.
+    alpha : ndarray, shape (k,)
+        Dirichlet parameters of the proportions.
+    theta : ndarray, shape (n, k)
+        Starting proportions (the previous sweep's).
+    steps : int
+        Fixed-point steps per document.
 
     Returns
     -------
