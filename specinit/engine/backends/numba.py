@@ -217,7 +217,9 @@ def forward_backward(batch, init: np.ndarray, transition: np.ndarray, likelihood
     return init_counts, trans_counts, gamma, float(log_likelihood)
 
 
-@numba.njit(parallel=True, cache=True, fastmath=False)
+# Reassociation lets the per-token dot products over topics use SIMD lanes (round-off changes only; every value is
+# finite and positive).
+@numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})
 def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, n_parts):  # pragma: no cover - compiled
     n, k = theta.shape
     V = beta_t.shape[0]
