@@ -392,6 +392,8 @@ def main():
     parser.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
     parser.add_argument("--large-n", type=int, default=1_000_000)
     parser.add_argument("--gpu", action="store_true")
+    parser.add_argument("--b-fits", default=",".join(f"{b}:{w}" for b, w in LARGE_FITS),
+                        help="section b's fits, backend:what (what: tensor, tensor+sweeps, default)")
     parser.add_argument("--seq-n", type=int, default=10_000_000, help="HMM length T and GMM points N (sections c, e)")
     parser.add_argument("--c-sizes", default="50000,100000,200000", help="corpus sizes N of section c")
     args = parser.parse_args()
@@ -401,7 +403,8 @@ def main():
     if "a" in args.sections:
         section_a(*(20_000, 5_000, 20) if q else (200_000, 20_000, 50), q)
     if "b" in args.sections:
-        section_b(*(50_000, 10_000, 20) if q else (args.large_n, 50_000, 100))
+        fits = [tuple(item.split(":")) for item in args.b_fits.split(",")]
+        section_b(*(50_000, 10_000, 20) if q else (args.large_n, 50_000, 100), fits=fits)
     if "c" in args.sections:
         if q:
             section_c([10_000, 20_000], 5_000, 20, 5_000, 100_000, 100_000)

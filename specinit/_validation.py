@@ -188,7 +188,11 @@ def check_count_matrix(counts: Any, name: str, func: str | None = None) -> sp.cs
             raise bad_argument(name, func, "a numeric count matrix", counts, kind=TypeError)
         if matrix.ndim != 2:
             raise bad_argument(name, func, "two-dimensional (documents x vocabulary)", counts)
-        matrix = sp.csr_matrix(matrix, dtype=np.float64, copy=matrix.dtype != np.float64 or matrix is counts)
+        # The caller's arrays are never modified: a float64 CSR in canonical form (sorted, no duplicates) is used
+        # as it is; anything else is converted or copied once, then canonicalized in place.
+        owned = matrix is not counts
+        copy = not owned and (matrix.dtype != np.float64 or not matrix.has_canonical_format)
+        matrix, owned = sp.csr_matrix(matrix, dtype=np.float64, copy=copy), owned or copy
         matrix.sum_duplicates()
         values = matrix.data
     else:
@@ -207,22 +211,40 @@ def check_count_matrix(counts: Any, name: str, func: str | None = None) -> sp.cs
     shape = matrix.shape if matrix is not None else values.shape
     if shape[0] == 0 or shape[1] == 0:
         raise bad_argument(name, func, "non-empty (at least one document and one word)", f"shape {shape}", describe=False)
-    if not np.all(np.isfinite(values)):
-        n_bad = int(np.size(values) - np.count_nonzero(np.isfinite(values)))
-        raise bad_argument(name, func, "finite counts", f"{n_bad} NaN or infinite entries", describe=False)
-    if np.any(values < 0):
-        raise bad_argument(name, func, "non-negative counts", f"minimum {values.min():g}", describe=False)
-    if np.any(values != np.round(values)):
-        bad = values[values != np.round(values)][0]
-        raise bad_argument(name, func, "integer-valued counts", f"the value {bad:g}", describe=False)
-    if values.size and np.max(values) > _MAX_COUNT:
-        raise bad_argument(name, func, f"counts of at most 2**53 = {_MAX_COUNT:.3g} (larger integers are not exact "
-                           "in float64, and the third moments multiply three counts)", f"a count of {np.max(values):g}",
-                           describe=False)
+    explicit_zeros = _check_count_values(values, name, func)
     if matrix is None:
-        matrix = sp.csr_matrix(values)
-    matrix.eliminate_zeros()
+        return sp.csr_matrix(values)
+    if explicit_zeros:
+        matrix = matrix if owned else matrix.copy()
+        matrix.eliminate_zeros()
     return matrix
+
+
+#: Values checked at a time by :func:`_check_count_values` (bounds its temporaries to a few tens of MB).
+_VALUE_BLOCK = 1 << 22
+
+
+def _check_count_values(values: np.ndarray, name: str, func: str | None) -> int:
+    """Refuse non-finite, negative, non-integer or too large counts, block by block; return the number of zeros."""
+    flat = values.reshape(-1)
+    zeros = 0
+    for start in range(0, flat.size, _VALUE_BLOCK):
+        block = flat[start : start + _VALUE_BLOCK]
+        if not np.all(np.isfinite(block)):
+            n_bad = int(np.size(values) - np.count_nonzero(np.isfinite(values)))
+            raise bad_argument(name, func, "finite counts", f"{n_bad} NaN or infinite entries", describe=False)
+        if np.any(block < 0):
+            raise bad_argument(name, func, "non-negative counts", f"minimum {values.min():g}", describe=False)
+        fractional = block != np.round(block)
+        if np.any(fractional):
+            raise bad_argument(name, func, "integer-valued counts", f"the value {block[fractional][0]:g}",
+                               describe=False)
+        if np.max(block) > _MAX_COUNT:
+            raise bad_argument(name, func, f"counts of at most 2**53 = {_MAX_COUNT:.3g} (larger integers are not "
+                               "exact in float64, and the third moments multiply three counts)",
+                               f"a count of {np.max(values):g}", describe=False)
+        zeros += block.size - np.count_nonzero(block)
+    return zeros
 
 
 # Constraint tables ---------------------------------------------------------------------------------------------------

@@ -390,3 +390,24 @@ def test_bounded_blocks_equal_single_block(monkeypatch, alpha0):
     small = CountMoments(X, alpha0=alpha0).whitened_m3(W)
     assert_rel(small, ref)
     assert_rel(small, np.einsum("abc,ai,bj,cl->ijl", m3, W, W, W))
+
+
+def test_count_validation_never_modifies_the_callers_matrix_and_copies_only_when_needed(monkeypatch):
+    import specinit._validation as validation
+
+    monkeypatch.setattr(validation, "_VALUE_BLOCK", 7)  # many blocks of values
+    X = sp.csr_matrix(random_counts(n_docs=40, seed=3), dtype=np.float64)
+    canonical = check_count_matrix(X, "counts")
+    assert np.shares_memory(canonical.data, X.data)  # a canonical float64 CSR is used as it is, not copied
+    # unsorted indices, a duplicate, an explicit zero, integer dtype: the result is canonical, the input untouched
+    messy = sp.csr_matrix((np.array([2, 1, 0, 3, 1]), np.array([4, 1, 2, 0, 0]), np.array([0, 3, 5])), shape=(2, 6))
+    before = (messy.data.copy(), messy.indices.copy(), messy.indptr.copy())
+    out = check_count_matrix(messy, "counts")
+    for array, saved in zip((messy.data, messy.indices, messy.indptr), before):
+        np.testing.assert_array_equal(array, saved)
+    assert out.has_canonical_format and out.dtype == np.float64 and out.nnz == 3
+    np.testing.assert_array_equal(out.toarray(), [[0, 1, 0, 0, 2, 0], [4, 0, 0, 0, 0, 0]])
+    bad = X.copy()
+    bad.data[-1] = 2.5  # found in the last block
+    with pytest.raises(ValueError, match="integer-valued counts; got the value 2.5"):
+        check_count_matrix(bad, "counts")
