@@ -182,6 +182,28 @@ def _docstring_paragraphs(path: Path, label: str):
         nodes[:0] = [(f"{name}.{c.name}", c) for c in children]
 
 
+def _package_docstrings(packages, func: str):
+    """``(package, name, paragraph)`` for every docstring paragraph of ``packages``, files in sorted order.
+
+    Raises the errors of the loaders: ``packages`` not a sequence of names, a package not installed, no
+    docstring at all.
+    """
+    if isinstance(packages, str) or not hasattr(packages, "__iter__"):
+        raise bad_argument("packages", func, "a sequence of package names such as ('stdlib', 'numpy')", packages,
+                           kind=TypeError)
+    found = False
+    for package in packages:
+        files = _package_files(package, func)
+        root = Path(sysconfig.get_paths()["stdlib"]) if package == "stdlib" else None
+        for path in sorted(files, key=lambda p: p.as_posix()):
+            rel = path.relative_to(root).as_posix() if root else path.name
+            for name, para in _docstring_paragraphs(path, f"{package}/{rel}:"):
+                found = True
+                yield package, name, para
+    if not found:
+        raise ValueError(f"{func}: no docstring found in packages={tuple(packages)!r}.")
+
+
 def load_python_docs(packages=("stdlib",), *, min_df: int = 5, max_df: float = 0.5, max_words: int = 10_000,
                      min_tokens: int = 5, max_documents: int | None = None) -> Corpus:
     """Paragraphs of the docstrings of installed Python packages as a corpus.
@@ -222,19 +244,10 @@ def load_python_docs(packages=("stdlib",), *, min_df: int = 5, max_df: float = 0
     "Evaluation methods for topic models", ICML 2009, Sec. 5).
     """
     func = "load_python_docs"
-    if isinstance(packages, str) or not hasattr(packages, "__iter__"):
-        raise bad_argument("packages", func, "a sequence of package names such as ('stdlib',)", packages, kind=TypeError)
     texts, names = [], []
-    for package in packages:
-        files = _package_files(package, func)
-        root = Path(sysconfig.get_paths()["stdlib"]) if package == "stdlib" else None
-        for path in sorted(files, key=lambda p: p.as_posix()):
-            rel = path.relative_to(root).as_posix() if root else path.name
-            for name, para in _docstring_paragraphs(path, f"{package}/{rel}:"):
-                names.append(name)
-                texts.append(para)
-    if not texts:
-        raise ValueError(f"{func}: no docstring found in packages={tuple(packages)!r}.")
+    for _, name, para in _package_docstrings(packages, func):
+        names.append(name)
+        texts.append(para)
     return corpus_from_texts(texts, names, min_df=min_df, max_df=max_df, max_words=max_words, min_tokens=min_tokens,
                              max_documents=max_documents)
 
@@ -279,22 +292,12 @@ def load_docstring_summaries(packages=SUMMARY_PACKAGES, *, min_df: int = 5, max_
         Bad pruning arguments, or nothing survives them.
     """
     func = "load_docstring_summaries"
-    if isinstance(packages, str) or not hasattr(packages, "__iter__"):
-        raise bad_argument("packages", func, "a sequence of package names such as ('stdlib', 'numpy')", packages,
-                           kind=TypeError)
     texts, names, labels = [], [], []
-    for package in packages:
-        files = _package_files(package, func)
-        root = Path(sysconfig.get_paths()["stdlib"]) if package == "stdlib" else None
-        for path in sorted(files, key=lambda p: p.as_posix()):
-            rel = path.relative_to(root).as_posix() if root else path.name
-            for name, para in _docstring_paragraphs(path, f"{package}/{rel}:"):
-                if name.endswith("#0"):
-                    names.append(name[:-2])
-                    texts.append(_SENTENCE_END.split(para, maxsplit=1)[0])
-                    labels.append(package)
-    if not texts:
-        raise ValueError(f"{func}: no docstring found in packages={tuple(packages)!r}.")
+    for package, name, para in _package_docstrings(packages, func):
+        if name.endswith("#0"):
+            names.append(name[:-2])
+            texts.append(_SENTENCE_END.split(para, maxsplit=1)[0])
+            labels.append(package)
     return corpus_from_texts(texts, names, min_df=min_df, max_df=max_df, max_words=max_words, min_tokens=min_tokens,
                              max_documents=max_documents, labels=labels)
 
