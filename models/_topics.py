@@ -48,8 +48,6 @@ import logging
 import os
 import time
 import warnings
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Callable
@@ -77,7 +75,8 @@ from specinit._validation import (
 )
 from specinit.distributions.continuous import ALR, TRANSFORMS, point_mass
 from specinit.distributions.counts import HIGHEST, DocumentCounts, ModelData, _bucket, from_csr, topic_components
-from specinit.engine.backends import one_blas_thread
+from specinit.engine.backends import numba_kernel
+from specinit.engine.backends.numpy import in_order
 from specinit.engine.decompose import check_options, decompose
 from specinit.engine.moments import WEIGHTINGS, CountMoments
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex
@@ -765,7 +764,7 @@ def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4)
     def fold_in(block):
         return _fold_in(block, beta, alpha, np.tile(alpha / alpha.sum(), (block.shape[0], 1)), n_iter, tol)
 
-    theta = np.concatenate([np.zeros((0, k)), *_in_order(fold_in, _token_blocks(X, k))])
+    theta = np.concatenate([np.zeros((0, k)), *in_order(fold_in, _token_blocks(X, k), os.cpu_count() or 1)])
     return theta / theta.sum(axis=1, keepdims=True)
 
 
@@ -782,31 +781,6 @@ def _token_blocks(X, k: int):
         stop = min(max(stop, start + 1), n)
         yield X[start:stop]
         start = stop
-
-
-def _in_order(func, blocks):
-    """``func(block)`` for each block, in order, on every core (at most two blocks per thread in flight).
-
-    The blocks' work (gathers, sparse products) releases the GIL; each thread's BLAS runs single-threaded.
-    """
-    workers = os.cpu_count() or 1
-    with ThreadPoolExecutor(max_workers=workers) as pool, one_blas_thread():
-        pending: deque = deque()
-        for block in blocks:
-            pending.append(pool.submit(func, block))
-            if len(pending) >= 2 * workers:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
-
-
-def _compiled_sweep():
-    """The Numba closing sweep (:func:`specinit.engine.backends.numba.closing_sweep`) when Numba is installed."""
-    try:
-        from specinit.engine.backends.numba import closing_sweep
-    except ImportError:
-        return None
-    return closing_sweep
 
 
 def _tokens(X, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -865,7 +839,7 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
     k = beta.shape[0]
     thetas, loglik = {}, []
 
-    compiled = _compiled_sweep()
+    compiled = numba_kernel("closing_sweep")
 
     def sweep(item, beta, alpha):
         i, X = item
@@ -886,7 +860,7 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
             results = map(partial(sweep, beta=beta, alpha=alpha), enumerate(source.chunks()))
         else:
             blocks = enumerate(block for chunk in source.chunks() for block in _token_blocks(chunk, k))
-            results = _in_order(partial(sweep, beta=beta, alpha=alpha), blocks)
+            results = in_order(partial(sweep, beta=beta, alpha=alpha), blocks, os.cpu_count() or 1)
         for i, theta, block_stats, block_total, block_tokens in results:
             thetas[i] = theta
             stats += block_stats

@@ -72,7 +72,7 @@ def brute_force_counts(seqs, init, A, E):
 @pytest.mark.parametrize("compiled", [True, False], ids=["numba", "numpy"])
 def test_forward_backward_matches_brute_force_on_ragged_sequences(compiled, monkeypatch):
     if not compiled:
-        monkeypatch.setattr(sequences, "_compiled_forward_backward", lambda: None)
+        monkeypatch.setattr(sequences, "numba_kernel", lambda name: None)
     rng = np.random.default_rng(1)
     k, V = 3, 4
     init, A, E = rng.dirichlet(np.ones(k)), rng.dirichlet(np.ones(k), size=k), rng.dirichlet(np.ones(V), size=k)
@@ -92,7 +92,7 @@ def test_compiled_and_numpy_forward_backward_agree_on_long_sequences(monkeypatch
     init, A, E = rng.dirichlet(np.ones(k)), rng.dirichlet(np.ones(k), size=k), rng.dirichlet(np.ones(V), size=k)
     batch = SequenceBatch([rng.integers(0, V, size=n) for n in (3000, 10, 1, 2500)])
     compiled = forward_backward(batch, init, A, E.T[batch.values])
-    monkeypatch.setattr(sequences, "_compiled_forward_backward", lambda: None)
+    monkeypatch.setattr(sequences, "numba_kernel", lambda name: None)
     reference = forward_backward(batch, init, A, E.T[batch.values])
     for c, r in zip(compiled, reference):
         np.testing.assert_allclose(c, r, rtol=1e-12, atol=1e-300)

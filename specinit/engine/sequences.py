@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specinit._validation import bad_argument
+from specinit.engine.backends import numba_kernel
 from specinit.engine.sources import is_dask_array, is_jax_array
 from specinit.engine.views import multiview_population
 
@@ -351,15 +352,6 @@ class SequenceBatch:
         return int(self.values.size)
 
 
-def _compiled_forward_backward():
-    """The Numba forward-backward when Numba is installed (extra ``[fast]``), else None."""
-    try:
-        from specinit.engine.backends.numba import forward_backward
-    except ImportError:
-        return None
-    return forward_backward
-
-
 def forward_backward(batch: SequenceBatch, init: np.ndarray, transition: np.ndarray, likelihood: np.ndarray):
     """Expected counts of an HMM over ragged sequences (scaled forward-backward, [2]_ eqs. 91-93).
 
@@ -389,7 +381,7 @@ def forward_backward(batch: SequenceBatch, init: np.ndarray, transition: np.ndar
     .. [2] Rabiner, "A tutorial on hidden Markov models and selected applications in speech
        recognition", Proc. IEEE 77 (1989), eqs. 19-27, 91-93.
     """
-    compiled = _compiled_forward_backward()
+    compiled = numba_kernel("forward_backward")
     if compiled is not None:
         return compiled(batch, init, transition, likelihood)
     tiny = np.finfo(np.float64).tiny

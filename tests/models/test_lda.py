@@ -365,8 +365,8 @@ def test_fold_in_and_closing_sweeps_stream_bounded_blocks(planted, monkeypatch):
     X = X[:400]
     theta = _topics.document_topics(X, beta, alpha, n_iter=5, tol=0.0)
     compiled = _topics.close_topics(CountSource(X), beta, alpha, 2, floor=1e-3)
-    assert _topics._compiled_sweep() is not None  # the test extra installs Numba
-    monkeypatch.setattr(_topics, "_compiled_sweep", lambda: None)
+    assert _topics.numba_kernel("closing_sweep") is not None  # the test extra installs Numba
+    monkeypatch.setattr(_topics, "numba_kernel", lambda name: None)
     closed = _topics.close_topics(CountSource(X), beta, alpha, 2, floor=1e-3)
     for c, r in zip(compiled[:2], closed[:2]):  # the compiled sweep equals the NumPy one to round-off
         np.testing.assert_allclose(c, r, rtol=1e-10)

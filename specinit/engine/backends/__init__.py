@@ -45,7 +45,7 @@ import numpy as np
 from specinit._validation import bad_argument
 
 __all__ = ["BACKENDS", "FirstOrderStats", "Passes", "WhitenedStats", "accelerator_present", "namespace",
-           "one_blas_thread", "resident_scope", "resolve_backend"]
+           "numba_kernel", "one_blas_thread", "resident_scope", "resolve_backend"]
 
 #: Backend name -> "module:class" (imported on first use).
 BACKENDS = {
@@ -212,6 +212,25 @@ def resident_scope(moments):
     """
     scope = getattr(moments, "scope", None)
     return nullcontext() if scope is None else scope()
+
+
+def numba_kernel(name: str):
+    """The compiled kernel ``name`` of the Numba backend, or None when Numba is not installed (extra ``[fast]``).
+
+    Parameters
+    ----------
+    name : str
+        A function of :mod:`specinit.engine.backends.numba` (``"closing_sweep"``, ``"forward_backward"``).
+
+    Returns
+    -------
+    callable or None
+    """
+    try:
+        module = importlib.import_module("specinit.engine.backends.numba")
+    except ImportError:
+        return None
+    return getattr(module, name)
 
 
 def namespace(x):

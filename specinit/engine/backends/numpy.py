@@ -30,8 +30,8 @@ from specinit._validation import check_int
 from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedStats, one_blas_thread
 from specinit.engine.sources import transpose_view
 
-__all__ = ["NumpyPasses", "cross3", "document_weights", "first_order_stats", "m2_partial", "pair_products",
-           "usable_documents", "weighted_cubes", "whitened_stats"]
+__all__ = ["NumpyPasses", "cross3", "document_weights", "first_order_stats", "in_order", "m2_partial",
+           "pair_products", "usable_documents", "weighted_cubes", "whitened_stats"]
 
 _CHUNK_BYTES = 64 * 2**20  # bound on any dense intermediate built per chunk
 
@@ -104,6 +104,34 @@ def first_order_stats(chunk: sp.csr_matrix, weighting: str) -> FirstOrderStats:
         word_b=word_b,
         norm3=float((n * (n - 1) * (n - 2)).sum()) if pooled else count,
     )
+
+
+def in_order(func, items, workers: int):
+    """``func(item)`` for each item, in order, on ``workers`` threads, at most two items per thread in flight.
+
+    With several workers each runs its dense products on one BLAS thread
+    (the items' sparse products and gathers release the GIL).
+
+    Parameters
+    ----------
+    func : callable
+    items : iterable
+        Consumed lazily (a stream of chunks is never held whole).
+    workers : int
+
+    Yields
+    ------
+    object
+        ``func(item)``, in the order of ``items``.
+    """
+    with ThreadPoolExecutor(max_workers=workers) as pool, one_blas_thread() if workers > 1 else nullcontext():
+        pending: deque = deque()
+        for item in items:
+            pending.append(pool.submit(func, item))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _row_block_sum(n: int, width: int, block_sum, n_threads: int):
@@ -286,22 +314,10 @@ class NumpyPasses(Passes):
         return self.n_threads
 
     def _reduce(self, chunks, partial, workers: int | None = None):
-        """Sum ``partial(chunk)`` over all chunks (one pass) on ``workers`` threads; None for no chunk.
-
-        With several workers each runs its chunk's dense products on one BLAS thread.
-        """
+        """Sum ``partial(chunk)`` over all chunks (one pass) on ``workers`` threads; None for no chunk."""
         total = None
-        workers = workers or self.n_threads
-        with ThreadPoolExecutor(max_workers=workers) as pool, one_blas_thread() if workers > 1 else nullcontext():
-            pending: deque = deque()
-            for chunk in chunks:
-                pending.append(pool.submit(partial, chunk))
-                if len(pending) >= 2 * workers:
-                    part = pending.popleft().result()
-                    total = part if total is None else total + part
-            for future in pending:
-                part = future.result()
-                total = part if total is None else total + part
+        for part in in_order(partial, chunks, workers or self.n_threads):
+            total = part if total is None else total + part
         return total
 
     def count_first(self, placed: PlacedCounts) -> FirstOrderStats | None:
