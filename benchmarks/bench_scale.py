@@ -153,25 +153,34 @@ LARGE_FITS = [("numpy", "tensor"), ("numba", "tensor"), ("numpy", "tensor+sweeps
               ("numpy", "default")]
 
 
-def section_b(n, vocab, k, fits=tuple(LARGE_FITS)):
+def section_b(n, vocab, k, fits=tuple(LARGE_FITS), replicas=1):
     """Fit time and peak RSS of a child process that loads the corpus and fits: ``VmHWM`` of the child is the
-    kernel's high-water mark of its whole resident set (all threads, BLAS buffers, the corpus)."""
+    kernel's high-water mark of its whole resident set (all threads, BLAS buffers, the corpus). ``replicas`` > 1
+    stacks the sampled corpus that many times (N = 10M: the stacked corpus has the same moments, so its topic error
+    is comparable, and sampling 10M documents on one core would take longer than the fit)."""
     corpus, X, t_sample = _corpus(n, vocab, k, seed=1)
-    nnz = X.nnz
-    bare = _bare_pass(X, k)
+    beta = corpus.beta
+    del corpus
+    # The stacked corpus's bare pass is that of one copy times the copies (its (N, k) product alone would take
+    # 8 GB at N = 10M).
+    bare = _bare_pass(X, k) * replicas
+    if replicas > 1:
+        X = sp.vstack([X] * replicas, format="csr")
+    n_docs, nnz = X.shape[0], X.nnz
     tmp = tempfile.mkdtemp(prefix="bench_scale_")
     path = os.path.join(tmp, "corpus.npz")
     sp.save_npz(path, X, compressed=False)
     del X
-    print(f"\n### b. N = {n:,}, V = {vocab:,}, k = {k}, nnz = {nnz / 1e6:.1f}M (sampled in {t_sample:.0f} s); "
-          f"one bare SciPy pass of width {k}: {bare:.1f} s; load average {os.getloadavg()[0]:.1f}\n")
+    copies = f" ({replicas} copies of {n:,} documents)" if replicas > 1 else ""
+    print(f"\n### b. N = {n_docs:,}{copies}, V = {vocab:,}, k = {k}, nnz = {nnz / 1e6:.1f}M (sampled in {t_sample:.0f} s); "
+          f"one bare SciPy pass of width {k}{' (copies x that of one copy)' if replicas > 1 else ''}: {bare:.1f} s; load average {os.getloadavg()[0]:.1f}\n")
     out = _Table(["backend", "fit", "fit (s)", "x bare pass", "m2 passes", "TPM components given up / iterations",
                   "input CSR (GB)", "RSS after loading (GB)", "peak RSS of the process (GB)", "peak - input (GB)",
                   "mean L1 topic error"])
     for backend, what in fits:
         beta_path = os.path.join(tmp, f"beta_{backend}_{what}.npy")
         res = _child(_CHILD, path, k, backend, beta_path, what)
-        err = matched_l1(corpus.beta, np.load(beta_path))
+        err = matched_l1(beta, np.load(beta_path))
         out.row([backend, what, res["fit"], res["fit"] / bare, res["passes"],
                  f"{res['stalled']} / {res['tpm_iterations']}", res["input"], res["rss_after_load"], res["peak"],
                  res["peak"] - res["input"], err])
@@ -394,6 +403,7 @@ def main():
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--b-fits", default=",".join(f"{b}:{w}" for b, w in LARGE_FITS),
                         help="section b's fits, backend:what (what: tensor, tensor+sweeps, default)")
+    parser.add_argument("--b-replicas", type=int, default=1, help="section b: stack the sampled corpus this many times")
     parser.add_argument("--seq-n", type=int, default=10_000_000, help="HMM length T and GMM points N (sections c, e)")
     parser.add_argument("--c-sizes", default="50000,100000,200000", help="corpus sizes N of section c")
     args = parser.parse_args()
@@ -404,7 +414,8 @@ def main():
         section_a(*(20_000, 5_000, 20) if q else (200_000, 20_000, 50), q)
     if "b" in args.sections:
         fits = [tuple(item.split(":")) for item in args.b_fits.split(",")]
-        section_b(*(50_000, 10_000, 20) if q else (args.large_n, 50_000, 100), fits=fits)
+        section_b(*(50_000, 10_000, 20) if q else (args.large_n, 50_000, 100), fits=fits,
+                  replicas=args.b_replicas)
     if "c" in args.sections:
         if q:
             section_c([10_000, 20_000], 5_000, 20, 5_000, 100_000, 100_000)

@@ -299,8 +299,9 @@ def lda_moment_fit(sub: RawSubspace, beta: np.ndarray, alpha: np.ndarray) -> tup
             float(np.linalg.norm(m3 - sub.e3) / np.linalg.norm(sub.e3)))
 
 
-def _lda_at(sub, a0, k, *, method, rng, floor, decompose_options):
-    """Decompose the whitened tensor at one ``alpha0`` and map to (beta, alpha); None if M2 is indefinite."""
+def _lda_at(sub, a0, k, *, method, rng, floor, decompose_options, backend):
+    """Decompose the whitened tensor at one ``alpha0`` (the power method where the ``backend``'s passes run) and
+    map to (beta, alpha); None if M2 is indefinite."""
     ritz, A, s, T = _lda_whitened(sub, a0, k)
     if A is None:
         return ritz, None
@@ -309,7 +310,7 @@ def _lda_at(sub, a0, k, *, method, rng, floor, decompose_options):
     if method == "svtd":
         norms = np.linalg.norm(unwhiten, axis=1)
         options.setdefault("directions", unwhiten[np.argsort(-norms)[:200]].T)
-    dec = decompose(T, k, method, seed=rng, **options)
+    dec = decompose(T, k, method, seed=rng, passes=backend, **options)
     raw_beta, eig, flips = fix_signs_by_mass((unwhiten @ dec.vectors).T, dec.weights)
     beta, proj = project_to_simplex(raw_beta, floor)
     alpha = 4 * a0 * (a0 + 1) / ((a0 + 2) ** 2 * eig**2)
@@ -365,6 +366,7 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
         decompose_options.setdefault("n_iter", 300)
         screen_options = {"n_restarts": 2, "n_iter": 20, "tol": 1e-4, **screen_options}
     sub = raw_subspace(raw, k, seed=rng)
+    backend = getattr(raw, "passes", None)  # moments from data: the power method runs where their passes ran
     rows, fits = [], {}
     for a0 in list(grid) + [None]:
         if a0 is None:
@@ -375,7 +377,7 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             ritz, fit = _lda_at(sub, a0, k, method=screen_method, rng=np.random.default_rng(rng.integers(2**63)),
-                                floor=floor, decompose_options=screen_options)
+                                floor=floor, decompose_options=screen_options, backend=backend)
         if fit is None:
             rows.append((a0, False, np.nan, np.nan, np.nan))
             continue
@@ -402,7 +404,8 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
     best = min(tied, key=lambda a: fits[a]["third_misfit"])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        _, fit = _lda_at(sub, best, k, method=method, rng=rng, floor=floor, decompose_options=decompose_options)
+        _, fit = _lda_at(sub, best, k, method=method, rng=rng, floor=floor, decompose_options=decompose_options,
+                         backend=backend)
     fit["warnings"] = [str(w.message) for w in caught]
     fit["alpha_tensor"] = fit["alpha"]
     fit["alpha"] = fit["alpha"] / fit["alpha"].sum() * alpha_sum

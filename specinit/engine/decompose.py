@@ -184,10 +184,10 @@ def _power_iterate(T, U, n_iter, tol, contract_fn=None):
     return U, iterations, converged, stalled
 
 
-def deflated_power_method(T, k, n_restarts, n_iter, tol, rng, contract_fn, outer_fn, select=np.argmax):
-    """Robust tensor power method with restarts and deflation, for a tensor of any order.
+def deflated_power_method(T, starts, n_iter, tol, contract_fn, outer_fn, select=np.argmax):
+    """Robust tensor power method with restarts and deflation, for a tensor of any order, on the host.
 
-    For each of ``k`` components: ``n_restarts`` random unit vectors are
+    For each component ``c``: the restarts ``starts[c]`` (normalized) are
     iterated together, each until it converges or is hopeless
     (:func:`_power_iterate`); the restart chosen by ``select`` on the values
     ``T(u, ..., u)`` is polished (to ``POLISH * tol``, or until it is
@@ -199,12 +199,12 @@ def deflated_power_method(T, k, n_restarts, n_iter, tol, rng, contract_fn, outer
     ----------
     T : ndarray
         Symmetric tensor (validated by the caller).
-    k, n_restarts, n_iter : int
-        Components, random starts per component, iterations per phase.
+    starts : ndarray, shape (k, n, n_restarts)
+        The random starts of each of the ``k`` components.
+    n_iter : int
+        Iterations per phase.
     tol : float
         Convergence tolerance on the move of the iterates.
-    rng : numpy.random.Generator
-        Randomness of the starts.
     contract_fn : callable
         ``contract_fn(T, U)``: ``T(I, u, ..., u)`` for every column of ``U``.
     outer_fn : callable
@@ -230,13 +230,11 @@ def deflated_power_method(T, k, n_restarts, n_iter, tol, rng, contract_fn, outer
     .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, "Tensor decompositions for
        learning latent variable models", JMLR 2014, Alg. 1.
     """
-    n = T.shape[0]
     residual = T.copy()
     weights, vectors, converged, stalled, iters = [], [], [], [], []
     with one_blas_thread():
-        for _ in range(k):
-            U = rng.standard_normal((n, n_restarts))
-            U /= np.linalg.norm(U, axis=0)
+        for start in starts:
+            U = start / np.linalg.norm(start, axis=0)
             U, it1, _, _ = _power_iterate(residual, U, n_iter, tol, contract_fn)
             values = np.einsum("im,im->m", U, contract_fn(residual, U))
             # The chosen iterate is polished well below tol (to POLISH * tol, or until it stops converging), so
@@ -255,7 +253,13 @@ def deflated_power_method(T, k, n_restarts, n_iter, tol, rng, contract_fn, outer
     return np.array(weights), np.stack(vectors, axis=1), np.array(converged), np.array(stalled), np.array(iters)
 
 
-def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, tol: float = 1e-10, seed=0) -> Decomposition:
+def cube(u: np.ndarray) -> np.ndarray:
+    """The rank-one tensor ``u (x) u (x) u``."""
+    return np.einsum("a,b,c->abc", u, u, u)
+
+
+def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, tol: float = 1e-10, seed=0,
+                        passes=None) -> Decomposition:
     """Robust tensor power method with restarts and deflation.
 
     For each of ``k`` components: ``n_restarts`` random unit vectors are
@@ -280,6 +284,12 @@ def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, t
     tol : float
         Convergence tolerance on the change of the unit iterate.
     seed : int or numpy.random.Generator
+        Randomness of the starts (drawn on the host, component by component).
+    passes : specinit.engine.backends.Passes, optional
+        The backend of the moments the tensor came from: its
+        :meth:`~specinit.engine.backends.Passes.power_method` runs the
+        iterations where its passes run (JAX: one compiled program on the
+        device). Default: the host.
 
     Returns
     -------
@@ -303,9 +313,12 @@ def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, t
     n_restarts = check_int(n_restarts, "n_restarts", func, minimum=1)
     n_iter = check_int(n_iter, "n_iter", func, minimum=1)
     tol = check_positive(tol, "tol", func)
-    rng = as_generator(seed, func)
-    weights, vectors, converged, stalled, iters = deflated_power_method(
-        T, k, n_restarts, n_iter, tol, rng, contract, lambda u: np.einsum("a,b,c->abc", u, u, u))
+    starts = as_generator(seed, func).standard_normal((k, T.shape[0], n_restarts))
+    if passes is None:
+        found = deflated_power_method(T, starts, n_iter, tol, contract, cube)
+    else:
+        found = passes.power_method(T, starts, n_iter, tol)
+    weights, vectors, converged, stalled, iters = found
     if not converged.all():
         warn(
             f"tensor_power_method: {k - converged.sum()} of {k} components did not converge in "
@@ -533,8 +546,9 @@ def check_options(method: str, options, func: str, methods: dict | None = None) 
         return {}
     if not isinstance(options, dict):
         raise bad_argument("decompose_options", func, "a dict of keyword arguments or None", options, kind=TypeError)
+    # The fit supplies the seed and the backend of its moments.
     accepted = [name for name, param in inspect.signature(methods[method]).parameters.items()
-                if param.kind is inspect.Parameter.KEYWORD_ONLY and name != "seed"]
+                if param.kind is inspect.Parameter.KEYWORD_ONLY and name not in ("seed", "passes")]
     unknown = sorted(set(options) - set(accepted))
     if unknown:
         raise bad_argument("decompose_options", func, f"keywords of method={method!r} ({', '.join(accepted) or 'none'})",
@@ -542,7 +556,7 @@ def check_options(method: str, options, func: str, methods: dict | None = None) 
     return dict(options)
 
 
-def decompose(T, k=None, method: str = "tpm", *, seed=0, **options) -> Decomposition:
+def decompose(T, k=None, method: str = "tpm", *, seed=0, passes=None, **options) -> Decomposition:
     """Dispatch to one of :data:`METHODS`.
 
     Parameters
@@ -555,6 +569,10 @@ def decompose(T, k=None, method: str = "tpm", *, seed=0, **options) -> Decomposi
         :func:`tensor_power_method`, :func:`svtd`, :func:`eca` or :func:`cp_als`.
     seed : int or numpy.random.Generator
         Randomness of the chosen method.
+    passes : specinit.engine.backends.Passes, optional
+        The backend of the moments: ``"tpm"`` runs its iterations where the
+        passes ran (:func:`tensor_power_method`); the other methods run on
+        the host.
     **options
         Keyword arguments of the chosen method (checked by :func:`check_options`).
 
@@ -570,4 +588,6 @@ def decompose(T, k=None, method: str = "tpm", *, seed=0, **options) -> Decomposi
         An option the chosen method does not take.
     """
     options = check_options(method, options, "decompose")
+    if method == "tpm":
+        options["passes"] = passes
     return _BY_METHOD[method](T, k, seed=seed, **options)

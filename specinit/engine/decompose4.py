@@ -165,9 +165,9 @@ def tensor_power_method4(T, k=None, *, n_restarts: int = 10, n_iter: int = 200, 
     n_restarts = check_int(n_restarts, "n_restarts", func, minimum=1)
     n_iter = check_int(n_iter, "n_iter", func, minimum=1)
     tol = check_positive(tol, "tol", func)
-    rng = as_generator(seed, func)
+    starts = as_generator(seed, func).standard_normal((k, T.shape[0], n_restarts))
     weights, vectors, converged, stalled, iters = deflated_power_method(
-        T, k, n_restarts, n_iter, tol, rng, contract4, lambda u: np.einsum("a,b,c,d->abcd", u, u, u, u),
+        T, starts, n_iter, tol, contract4, lambda u: np.einsum("a,b,c,d->abcd", u, u, u, u),
         select=lambda values: np.argmax(np.abs(values)))
     if not converged.all():
         warn(f"tensor_power_method4: {k - converged.sum()} of {k} components did not converge in n_iter={n_iter} "

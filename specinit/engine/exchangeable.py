@@ -139,7 +139,7 @@ def fit_exchangeable(
     rng = as_generator(seed, None)
     options = (check_options if order == 3 else check_options4)(method, decompose_options, None)
     # The whitening's tall arrays stay where the moments' passes run (a JAX device) through the whitened pass;
-    # the decomposition and the unwhitening run on the host.
+    # the power method runs there too (Passes.power_method); the unwhitening runs on the host.
     wh = whiten(moments, k, oversample=oversample, n_iter=n_power_iter, seed=rng, eigenspace=eigenspace)
     with resident_scope(moments):
         tensor = moments.whitened_m4(wh.W) if order == 4 else moments.whitened_m3(wh.W)
@@ -149,6 +149,6 @@ def fit_exchangeable(
     else:
         if method == "svtd":
             options.setdefault("directions", _slice_directions(host.unwhiten, max_slice_directions))
-        dec = decompose(tensor, k, method, seed=rng, **options)
+        dec = decompose(tensor, k, method, seed=rng, passes=getattr(moments, "passes", None), **options)
     components = (host.unwhiten @ dec.vectors).T
     return ExchangeableFit(components=components, eigenvalues=dec.weights, whitening=host, decomposition=dec)

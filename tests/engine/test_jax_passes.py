@@ -85,10 +85,15 @@ def test_lda_and_single_topic_spectral_backend_jax(corpus):
     c = single_topic.spectral(corpus, 4, seed=1, backend="numpy")
     d = single_topic.spectral(corpus, 4, seed=1, backend="jax")
     assert _rel(c.params["beta"], d.params["beta"]) < 1e-8
+    # The alpha0 grid (screening power methods, then the chosen alpha0) with the power method on the device.
+    e = lda.spectral(corpus, 4, method="tpm", seed=1, doc_topics=False, backend="numpy")
+    f = lda.spectral(corpus, 4, method="tpm", seed=1, doc_topics=False, backend="jax")
+    assert e.diagnostics["alpha0"] == f.diagnostics["alpha0"] and _rel(e.params["beta"], f.params["beta"]) < 1e-8
 
 
 def test_tensor_fit_keeps_the_tall_arrays_on_the_device(corpus, monkeypatch):
-    """The Krylov space, the whitening and the same-token corrections of a JAX fit never come to the host."""
+    """The Krylov space, the whitening and the same-token corrections of a JAX fit never come to the host; the
+    power method runs on the device."""
     seen = []
     for name in ("m2_sum", "whitened_sums"):
         original = getattr(jax_passes.DeviceCounts, name)
@@ -98,11 +103,48 @@ def test_tensor_fit_keeps_the_tall_arrays_on_the_device(corpus, monkeypatch):
             return original(self, A)
 
         monkeypatch.setattr(jax_passes.DeviceCounts, name, spy)
+    decomposed = []
+    power_method = jax_passes.JaxPasses.power_method
+
+    def spy_power_method(self, *args):
+        decomposed.append(args[0].shape)
+        return power_method(self, *args)
+
+    monkeypatch.setattr(jax_passes.JaxPasses, "power_method", spy_power_method)
     dev = lda.spectral(corpus, 4, alpha0=2.0, seed=1, doc_topics=False, backend="jax")
     ref = lda.spectral(corpus, 4, alpha0=2.0, seed=1, doc_topics=False, backend="numpy")
     assert len(seen) == dev.diagnostics["m2_passes"] + 1 and all(seen)
+    assert decomposed == [(4, 4, 4)]  # the power method ran where the passes ran
     assert _rel(ref.params["beta"], dev.params["beta"]) < RTOL and _rel(ref.params["alpha"], dev.params["alpha"]) < RTOL
     assert not jax.config.jax_enable_x64
+
+
+def _noisy_odeco(n, k, noise, seed):
+    """A symmetric n^3 tensor: k orthogonal components with distinct weights plus symmetric noise."""
+    rng = np.random.default_rng(seed)
+    V = np.linalg.qr(rng.standard_normal((n, n)))[0][:, :k]
+    T = np.einsum("i,ai,bi,ci->abc", np.linspace(3.0, 1.0, k), V, V, V) + noise * rng.standard_normal((n, n, n))
+    return sum(T.transpose(p) for p in ((0, 1, 2), (0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0))) / 6
+
+
+@pytest.mark.parametrize("options", [{}, {"tol": 1e-6, "n_iter": 300, "n_restarts": 4}])
+def test_power_method_on_the_device_equals_the_host(options):
+    from specinit.engine.decompose import tensor_power_method
+
+    passes = jax_passes.JaxPasses()
+    T = _noisy_odeco(12, 10, 0.02, seed=0)
+    host = tensor_power_method(T, 10, seed=5, **options)
+    device = tensor_power_method(T, 10, seed=5, passes=passes, **options)
+    # Each power step agrees to round-off and the iterates contract towards the components: the decompositions
+    # agree to round-off (observed <= 3e-14); the step counts of the polishing may differ by one or two.
+    assert _rel(host.vectors, device.vectors) < RTOL and _rel(host.weights, device.weights) < RTOL
+    for key in ("converged", "stalled"):
+        np.testing.assert_array_equal(host.diagnostics[key], device.diagnostics[key])
+    assert host.diagnostics["converged"].all()
+    traced = jax_passes.TRACE_COUNTS["power_method"]
+    again = tensor_power_method(_noisy_odeco(12, 10, 0.02, seed=1), 10, seed=6, passes=passes, **options)
+    assert jax_passes.TRACE_COUNTS["power_method"] == traced  # a tensor of the same shape: no recompilation
+    assert again.diagnostics["converged"].all()
 
 
 def test_whitening_of_device_moments_is_float64_on_the_device(corpus):

@@ -46,6 +46,7 @@ import scipy.sparse as sp
 
 from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedStats
 from specinit.engine.backends.numpy import document_weights, usable_documents
+from specinit.engine.decompose import POLISH, STALL_WINDOW
 
 __all__ = [
     "TRACE_COUNTS",
@@ -192,6 +193,73 @@ def _dense_project(X, U):
 def _cross3_jit(Za, Zb, Zc):
     TRACE_COUNTS["cross3"] += 1
     return _cross3(Za, Zb, Zc)
+
+
+# ----------------------------------------------------------------------------- tensor power method
+
+
+def _contract(T, U):
+    """``T(I, u, u)`` for every column of ``U``: one (n, n^2) x (n^2, m) product."""
+    n, m = U.shape
+    return jnp.matmul(T.reshape(n, n * n), (U[:, None, :] * U[None, :, :]).reshape(n * n, m), precision=HIGHEST)
+
+
+def _iterate(T, U, n_iter, tol):
+    """The power iterations of :func:`specinit.engine.decompose._power_iterate` as one ``while_loop``.
+
+    Every column is contracted each step and a stopped column keeps its
+    iterate: the same rule (converged below ``tol``, or hopeless after
+    ``max(STALL_WINDOW, n_iter // 10)`` steps) decides when a column stops.
+    """
+    m = U.shape[1]
+    patience = max(STALL_WINDOW, n_iter // 10)
+
+    def running(state):
+        it, _, _, active, *_ = state
+        return (it < n_iter) & jnp.any(active)
+
+    def step(state):
+        it, U, moves, active, iterations, converged, stalled = state
+        it = it + 1
+        V = _contract(T, U)
+        norms = jnp.linalg.norm(V, axis=0)
+        V = V / jnp.where(norms > 0, norms, 1.0)
+        move = jnp.minimum(jnp.linalg.norm(V - U, axis=0), jnp.linalg.norm(V + U, axis=0))
+        U = jnp.where(active, V, U)
+        iterations = jnp.where(active, it, iterations)
+        moves = moves.at[it].set(move)
+        done = active & (move < tol)
+        rate = (move / moves[jnp.maximum(it - STALL_WINDOW, 0)]) ** (1.0 / STALL_WINDOW)
+        needed = jnp.log(tol / move) / jnp.log(rate)
+        hopeless = active & ~done & (it >= patience) & ((rate >= 1.0) | (it + needed > n_iter))
+        return it, U, moves, active & ~(done | hopeless), iterations, converged | done, stalled | hopeless
+
+    flags = jnp.zeros(m, dtype=bool)
+    state = (jnp.asarray(0), U, jnp.zeros((n_iter + 1, m), U.dtype), ~flags, jnp.zeros(m, dtype=jnp.int32), flags,
+             flags)
+    _, U, _, _, iterations, converged, stalled = jax.lax.while_loop(running, step, state)
+    return U, iterations, converged, stalled
+
+
+@partial(jax.jit, static_argnames=("n_iter",))
+def _power_method(T, starts, tol, n_iter):
+    """The deflated power method of :func:`specinit.engine.decompose.deflated_power_method`, scanned over components."""
+    TRACE_COUNTS["power_method"] += 1
+
+    def component(residual, start):
+        U = start / jnp.linalg.norm(start, axis=0)
+        U, first, _, _ = _iterate(residual, U, n_iter, tol)
+        values = jnp.einsum("im,im->m", U, _contract(residual, U), precision=HIGHEST)
+        u = jax.lax.dynamic_slice_in_dim(U, jnp.argmax(values), 1, axis=1)
+        u, polish, _, gave_up = _iterate(residual, u, n_iter, POLISH * tol)
+        ok = _iterate(residual, u, 1, tol)[2][0]
+        u = u[:, 0]
+        lam = u @ _contract(residual, u[:, None])[:, 0]
+        residual = residual - lam * jnp.einsum("a,b,c->abc", u, u, u)
+        return residual, (lam, u, ok, gave_up[0] & ~ok, jnp.max(first) + polish[0])
+
+    _, (weights, vectors, converged, stalled, iterations) = jax.lax.scan(component, T, starts)
+    return weights, vectors.T, converged, stalled, iterations
 
 
 # ----------------------------------------------------------------------------- count corpora
@@ -503,3 +571,16 @@ class JaxPasses(Passes):
             rows = ((0, -A.shape[0] % ROW_TILE), (0, 0))
             A = jnp.pad(jnp.asarray(A), rows)
             return _cross3_jit(A, A, jnp.pad(jnp.asarray(rhs), rows))
+
+    def power_method(self, T, starts, n_iter, tol):
+        """The deflated tensor power method as one compiled program on the device (float64).
+
+        The components' loop is a ``scan`` and each phase of iterations a
+        ``while_loop``, so the host waits once per decomposition. The tensor
+        shape is (k, k, k) whatever the corpus: a second fit with the same
+        ``k``, ``n_restarts`` and ``n_iter`` does not recompile.
+        """
+        with x64():
+            found = _power_method(jnp.asarray(T, dtype=jnp.float64), jnp.asarray(starts, dtype=jnp.float64),
+                                  jnp.asarray(tol, dtype=jnp.float64), n_iter=int(n_iter))
+            return tuple(np.asarray(x) for x in found)
