@@ -77,6 +77,19 @@ def test_blocks_are_bounded_and_padded():
     assert {int(b.vals.shape[0]) for b in dev.blocks} == {1024} and {b.n_rows for b in dev.blocks} == {256}
 
 
+def test_block_bounds_follow_the_platform(monkeypatch):
+    cpu = jax_passes.JaxPasses()
+    assert (cpu.max_nnz, cpu.max_rows) == (jax_passes.DEFAULT_MAX_NNZ, jax_passes.DEFAULT_MAX_ROWS)
+
+    class Gpu:
+        platform = "gpu"
+
+    monkeypatch.setattr(jax_passes.jax, "devices", lambda *args: [Gpu()])
+    gpu = jax_passes.JaxPasses()
+    assert (gpu.max_nnz, gpu.max_rows) == (jax_passes.ACCELERATOR_MAX_NNZ, jax_passes.ACCELERATOR_MAX_ROWS)
+    assert jax_passes.JaxPasses(max_nnz=5000, max_rows=300).max_nnz == 5000
+
+
 def test_lda_and_single_topic_spectral_backend_jax(corpus):
     a = lda.spectral(corpus, 4, alpha0=2.0, seed=1, doc_topics=False, backend="numpy")
     b = lda.spectral(corpus, 4, alpha0=2.0, seed=1, doc_topics=False, backend="jax")
