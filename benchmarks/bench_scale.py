@@ -7,7 +7,8 @@ a. N = 200k, V = 20k, k = 50: the whole LDA fit (moments + whitening + TPM, no p
    pass per backend: SciPy single-threaded, SciPy threads over row chunks, fused Numba kernels
    (1 and all threads), JAX on the CPU.
 b. N = 1M, V = 50k, k = 100: fit time and peak RSS of a process that loads the corpus and fits
-   (targets 60 s, 4 GB), in a child process; ``--large-n`` runs a smaller N (extrapolate linearly).
+   (targets 60 s, 4 GB), in a child process; ``--large-n`` sets N, ``--b-replicas R`` stacks the sampled
+   corpus R times (N = 10M: ``--large-n 1000000 --b-replicas 10``).
 c. Dask: LocalCluster with 1 and 2 worker processes (one thread each), the corpus persisted on the
    workers in row blocks; pass and fit times as N grows, and the cost of the reduction alone (a
    pass whose blocks return a zero (V, k) partial: scheduling, transfer and the tree of additions).
@@ -19,7 +20,8 @@ e. The other families at scale, in memory on all cores: a categorical HMM on one
    GaussianMixture; fit time, peak RSS of the fitting child process, and each fit's log-likelihood per
    observation on held-out data (scored by the peer's own code from the fitted parameters).
 
-Run: ``python benchmarks/bench_scale.py [--sections abcde] [--quick] [--large-n N] [--gpu] [--seq-n T]``.
+Run: ``python benchmarks/bench_scale.py [--sections abcde] [--quick] [--large-n N] [--b-replicas R] [--gpu]
+[--seq-n T]``.
 """
 
 from __future__ import annotations
