@@ -173,9 +173,11 @@ def section_b(n, vocab, k, fits=tuple(LARGE_FITS), replicas=1):
     path = os.path.join(tmp, "corpus.npz")
     sp.save_npz(path, X, compressed=False)
     del X
-    copies = f" ({replicas} copies of {n:,} documents)" if replicas > 1 else ""
-    print(f"\n### b. N = {n_docs:,}{copies}, V = {vocab:,}, k = {k}, nnz = {nnz / 1e6:.1f}M (sampled in {t_sample:.0f} s); "
-          f"one bare SciPy pass of width {k}{' (copies x that of one copy)' if replicas > 1 else ''}: {bare:.1f} s; load average {os.getloadavg()[0]:.1f}\n")
+    copies, bare_of = ((f" ({replicas} copies of {n:,} documents)", " (copies x that of one copy)") if replicas > 1
+                       else ("", ""))
+    print(f"\n### b. N = {n_docs:,}{copies}, V = {vocab:,}, k = {k}, nnz = {nnz / 1e6:.1f}M (sampled in "
+          f"{t_sample:.0f} s); one bare SciPy pass of width {k}{bare_of}: {bare:.1f} s; load average "
+          f"{os.getloadavg()[0]:.1f}\n")
     out = _Table(["backend", "fit", "fit (s)", "x bare pass", "m2 passes", "TPM components given up / iterations",
                   "input CSR (GB)", "RSS after loading (GB)", "peak RSS of the process (GB)", "peak - input (GB)",
                   "mean L1 topic error"])

@@ -79,6 +79,7 @@ from specinit.engine.backends import numba_kernel
 from specinit.engine.backends.numpy import in_order
 from specinit.engine.decompose import check_options, decompose
 from specinit.engine.moments import WEIGHTINGS, CountMoments
+from specinit.engine.sources import row_ranges
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 from specinit.family import Family
@@ -777,13 +778,8 @@ TOKEN_BLOCK_BYTES = 64 * 2**20
 
 def _token_blocks(X, k: int):
     """Consecutive row blocks of the CSR counts ``X`` whose (nonzeros, k) temporaries stay below TOKEN_BLOCK_BYTES."""
-    per_block = max(1, TOKEN_BLOCK_BYTES // (8 * k))
-    start, n = 0, X.shape[0]
-    while start < n:
-        stop = int(np.searchsorted(X.indptr, X.indptr[start] + per_block, side="right")) - 1
-        stop = min(max(stop, start + 1), n)
+    for start, stop in row_ranges(X.indptr, max(1, TOKEN_BLOCK_BYTES // (8 * k))):
         yield X[start:stop]
-        start = stop
 
 
 def _tokens(X, beta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -26,7 +26,7 @@ import scipy.sparse as sp
 from specinit._validation import bad_argument, check_count_matrix
 
 __all__ = ["CountSource", "ViewSource", "as_float_block", "check_row_blocks", "check_rows", "from_jax",
-           "is_dask_array", "is_jax_array", "row_view", "transpose_view"]
+           "is_dask_array", "is_jax_array", "row_ranges", "row_view", "transpose_view"]
 
 _ROWS_PER_CHUNK = 65_536  # documents per pass-chunk of an in-memory matrix (bounds the (rows, k) products)
 _BLOCK_BYTES = 64 * 2**20  # bound on the dense row blocks of an in-memory view pass
@@ -93,6 +93,34 @@ def row_view(matrix: sp.csr_matrix, start: int, stop: int) -> sp.csr_matrix:
     indptr = matrix.indptr[start : stop + 1] - lo
     return _compressed_view(sp.csr_matrix, matrix.data[lo:hi], matrix.indices[lo:hi], indptr,
                             (stop - start, matrix.shape[1]))
+
+
+def row_ranges(indptr: np.ndarray, max_nnz: int, max_rows: int | None = None) -> Iterator[tuple[int, int]]:
+    """Consecutive row ranges of a CSR matrix with at most ``max_nnz`` non-zeros and ``max_rows`` rows.
+
+    A single row with more than ``max_nnz`` non-zeros gets a range of its own.
+
+    Parameters
+    ----------
+    indptr : ndarray
+        The CSR row pointer.
+    max_nnz : int
+    max_rows : int, optional
+        Default: no bound on the rows.
+
+    Yields
+    ------
+    (int, int)
+        ``(start, stop)`` covering every row once, in order.
+    """
+    n = indptr.size - 1
+    max_rows = n if max_rows is None else max_rows
+    start = 0
+    while start < n:
+        stop = int(np.searchsorted(indptr, indptr[start] + max_nnz, side="right")) - 1
+        stop = min(max(stop, start + 1), start + max_rows, n)
+        yield start, stop
+        start = stop
 
 
 def transpose_view(matrix: sp.csr_matrix) -> sp.csc_matrix:

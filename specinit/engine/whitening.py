@@ -194,6 +194,7 @@ def _next_block(basis, candidates):
     chol = np.linalg.cholesky(np.asarray(block.T @ block))
     return block @ np.linalg.inv(chol).T
 
+
 def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2, max_passes: int = 13,
                       tol: float = 1e-2, max_blocks: int = 4, order: str = "magnitude") -> RitzSubspace:
     """Top-k eigenpairs of a symmetric operator by randomized block Krylov iteration.

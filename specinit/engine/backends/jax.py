@@ -44,9 +44,10 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
-from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedStats
+from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedStats, accelerator_present
 from specinit.engine.backends.numpy import document_weights, usable_documents
 from specinit.engine.decompose import POLISH, STALL_WINDOW
+from specinit.engine.sources import row_ranges
 
 __all__ = [
     "TRACE_COUNTS",
@@ -282,19 +283,6 @@ class _CountBlock:
     nnz: int  # real non-zeros
 
 
-def _split_points(indptr: np.ndarray, max_nnz: int, max_rows: int) -> list[tuple[int, int]]:
-    """Row ranges with at most ``max_nnz`` non-zeros (a longer single row gets its own range) and ``max_rows`` rows."""
-    n = indptr.size - 1
-    out, start = [], 0
-    while start < n:
-        limit = indptr[start] + max_nnz
-        stop = int(np.searchsorted(indptr, limit, side="right")) - 1
-        stop = min(max(stop, start + 1), start + max_rows, n)
-        out.append((start, stop))
-        start = stop
-    return out
-
-
 class DeviceCounts:
     """A count corpus resident on the JAX device as padded COO row blocks.
 
@@ -320,7 +308,7 @@ class DeviceCounts:
 
     def add(self, chunk: sp.csr_matrix, w1: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
         """Move one validated chunk (documents with >= 3 tokens) to the device, cut into bounded blocks."""
-        for start, stop in _split_points(chunk.indptr, self.max_nnz, self.max_rows):
+        for start, stop in row_ranges(chunk.indptr, self.max_nnz, self.max_rows):
             self._add_block(chunk, start, stop, w1, a, b)
 
     def _add_block(self, chunk, start, stop, w1, a, b):
@@ -514,9 +502,8 @@ class JaxPasses(Passes):
     implements = PASSES
 
     def __init__(self, max_nnz: int | None = None, max_rows: int | None = None, n_threads=None, chunk_rows=None):
-        on_cpu = jax.devices()[0].platform == "cpu"
-        default_nnz, default_rows = ((DEFAULT_MAX_NNZ, DEFAULT_MAX_ROWS) if on_cpu
-                                     else (ACCELERATOR_MAX_NNZ, ACCELERATOR_MAX_ROWS))
+        default_nnz, default_rows = ((ACCELERATOR_MAX_NNZ, ACCELERATOR_MAX_ROWS) if accelerator_present()
+                                     else (DEFAULT_MAX_NNZ, DEFAULT_MAX_ROWS))
         self.max_nnz = int(default_nnz if max_nnz is None else max_nnz)
         self.max_rows = int(default_rows if max_rows is None else max_rows)
         self.chunk_rows = chunk_rows
