@@ -259,7 +259,7 @@ def bench_nuts(num_warmup: int, num_samples: int, n: int, inits, chain_method: s
             t_init = t_spectral + (t_refine if name.startswith("refined") else 0.0)
             jitter = 0.0 if name.endswith("nojitter") else 0.05
             start_values = None if name == "default" else init_params(
-                est, lda.model, 4, jax.random.PRNGKey(seed), jitter=jitter, model_args=(corpus.counts,),
+                est, lda.model, 4, jax.random.PRNGKey(seed), spread=jitter, model_args=(corpus.counts,),
                 model_kwargs={"k": k})
             mcmc = MCMC(NUTS(lda.model), num_warmup=num_warmup, num_samples=num_samples, num_chains=4,
                         chain_method=chain_method, progress_bar=False)

@@ -73,7 +73,7 @@ def run(name: str, seed: int, sizes: dict):
     if name != "default":
         spectral = lda.spectral(corpus.counts, k, alpha0=0.3 * k, seed=seed)
         refined = lda.refine(corpus.counts, spectral, num_steps=400, seed=seed).estimate
-        init = refined.init_params(model, 4, init_key, jitter=0.05, model_args=(X,), model_kwargs={"k": k})
+        init = refined.init_params(model, 4, init_key, spread=0.05, model_args=(X,), model_kwargs={"k": k})
     t_start = time.perf_counter() - start
     mcmc = MCMC(NUTS(model), num_warmup=sizes["warmup"], num_samples=sizes["draws"], num_chains=4,
                 chain_method="sequential", progress_bar=False)

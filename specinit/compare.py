@@ -1,7 +1,9 @@
 """One-call comparisons of spectral (warm) and default (cold) starts.
 
-* :func:`compare_nuts` -- NUTS from the estimate's per-chain initial values
-  vs NumPyro's default ``init_to_uniform``: wall time, max split R-hat and
+* :func:`compare_nuts` -- MCMC (NUTS, or the model's own kernel) from the
+  estimate's per-chain initial values, spread by the estimate's
+  uncertainty and optionally with its mass matrix, vs NumPyro's default
+  ``init_to_uniform``: wall time, max split R-hat, bulk ESS (per second) and
   mean tree size (leapfrog steps per draw).
 * :func:`compare_svi` -- SVI with ``AutoNormal``/``AutoDelta`` whose
   ``init_loc_fn`` is the estimate vs ``init_to_uniform``: loss traces, wall
@@ -9,7 +11,9 @@
   loss.
 
 Both runs of a comparison use the same data, PRNG seed, kernel/optimizer
-and settings; only the initialization differs. Wall times include JAX
+and settings; only the initialization (and, with ``mass=True``, the
+initial mass matrix) differs. Both take ``sites=`` for the user's own
+models (:mod:`specinit.warmstart`). Wall times include JAX
 compilation (each run compiles its own functions), as a user experiences
 them.
 
@@ -30,7 +34,8 @@ from numpyro.optim import Adam
 
 from specinit._validation import bad_argument, check_choice, check_int, check_positive
 from specinit.posterior import convergence
-from specinit.warmstart import site_info
+from specinit.warmstart import (init_params, init_strategy, inverse_mass_matrix, latent_sites, map_sites,
+                                site_info, unconstrained_sites)
 
 __all__ = ["NutsComparison", "SviComparison", "compare_nuts", "compare_svi", "local_sites"]
 
@@ -52,10 +57,8 @@ def local_sites(model, model_args=(), model_kwargs=None) -> tuple:
         proportions in the ``documents`` plate).
     """
     sites = site_info(model, model_args, model_kwargs)
-    data_plates = {plate for _, observed, plates in sites.values() if observed for plate in plates}
-    return tuple(
-        sorted(name for name, (_, observed, plates) in sites.items() if not observed and data_plates.intersection(plates))
-    )
+    data_plates = {plate for site in sites.values() if site.observed for plate in site.plates}
+    return tuple(sorted(name for name, site in sites.items() if not site.observed and data_plates.intersection(site.plates)))
 
 
 @dataclass
@@ -73,9 +76,11 @@ class NutsComparison:
         Largest rank-normalized split R-hat of every latent site, per-document
         sites included (:func:`specinit.posterior.convergence`, the one
         R-hat of specinit).
+    warm_ess, cold_ess : dict of str -> float
+        Smallest bulk effective sample size of every latent site.
     global_sites : tuple of str
-        The estimate's sites outside the data plates; :meth:`summary`
-        reports R-hat over these.
+        The model's sites (with values from the estimate) outside the data
+        plates; :meth:`summary` reports R-hat and ESS over these.
     warm_mean_steps, cold_mean_steps : float
         Mean number of leapfrog steps per sampling iteration (tree size).
     """
@@ -86,30 +91,50 @@ class NutsComparison:
     cold_time: float
     warm_rhat: dict
     cold_rhat: dict
+    warm_ess: dict
+    cold_ess: dict
     global_sites: tuple
     warm_mean_steps: float
     cold_mean_steps: float
 
     def summary(self) -> dict:
-        """Headline numbers: times, max R-hat over global sites, mean tree sizes."""
+        """Headline numbers: times, max R-hat and min bulk ESS (and ESS per second) over global sites, tree sizes."""
+        warm_ess = min(self.warm_ess[name] for name in self.global_sites)
+        cold_ess = min(self.cold_ess[name] for name in self.global_sites)
         return {
             "warm_time_s": self.warm_time,
             "cold_time_s": self.cold_time,
             "warm_max_rhat": max(self.warm_rhat[name] for name in self.global_sites),
             "cold_max_rhat": max(self.cold_rhat[name] for name in self.global_sites),
+            "warm_min_ess": warm_ess,
+            "cold_min_ess": cold_ess,
+            "warm_ess_per_s": warm_ess / self.warm_time,
+            "cold_ess_per_s": cold_ess / self.cold_time,
             "warm_mean_num_steps": self.warm_mean_steps,
             "cold_mean_num_steps": self.cold_mean_steps,
         }
 
 
-def _nuts_run(model, init_params, key, model_args, model_kwargs, settings, nuts_kwargs):
-    mcmc = MCMC(NUTS(model, **nuts_kwargs), **settings)
+def _kernel(model, kernel, model_args, model_kwargs, nuts_kwargs):
+    """The MCMC kernel of a run: the user's factory, the model's declared kernel, or NUTS."""
+    if kernel is not None:
+        return kernel(**nuts_kwargs)
+    declared = getattr(model, "kernel", None)
+    if declared is not None:
+        return declared(*model_args, **model_kwargs, **nuts_kwargs)
+    return NUTS(model, **nuts_kwargs)
+
+
+def _nuts_run(kernel, init_params, key, model_args, model_kwargs, settings):
+    mcmc = MCMC(kernel, **settings)
     start = time.perf_counter()
     mcmc.run(key, *model_args, init_params=init_params, extra_fields=("num_steps",), **model_kwargs)
     samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
     elapsed = time.perf_counter() - start
-    steps = float(np.mean(np.asarray(mcmc.get_extra_fields()["num_steps"])))
-    return mcmc, elapsed, convergence(samples)["r_hat"].to_dict(), steps
+    fields = mcmc.get_extra_fields()
+    steps = float(np.mean(np.asarray(fields["num_steps"]))) if "num_steps" in fields else float("nan")
+    table = convergence(samples)
+    return mcmc, elapsed, table["r_hat"].to_dict(), table["ess_bulk"].to_dict(), steps
 
 
 def compare_nuts(
@@ -118,37 +143,59 @@ def compare_nuts(
     model_args=(),
     model_kwargs=None,
     *,
+    sites=None,
+    fallback=(),
     num_chains: int = 4,
     num_warmup: int = 500,
     num_samples: int = 500,
-    jitter: float = 0.05,
+    spread="laplace",
+    mass: bool = False,
+    kernel=None,
     seed: int = 0,
     progress_bar: bool = False,
     chain_method: str = "sequential",
     nuts_kwargs=None,
 ) -> NutsComparison:
-    """Run NUTS from the spectral estimate and from NumPyro's default init.
+    """Run MCMC from the spectral estimate and from NumPyro's default init, with the same kernel.
 
     Parameters
     ----------
     model : callable
-        The NumPyro model; its latent sites must all be in ``estimate``.
+        The NumPyro model (the library's or the user's own, with enumerated
+        discrete sites if it has any).
     estimate : SpectralEstimate
     model_args, model_kwargs
         Arguments of the model (with the observed data), as for ``MCMC.run``.
+    sites : None, list of str, or dict of str -> str or callable
+        The model's sites and their sources in the estimate
+        (:func:`specinit.warmstart.init_params`).
+    fallback : collection of str
+        Model sites left to NumPyro's default initialisation in the warm run.
     num_chains, num_warmup, num_samples : int
         As for ``numpyro.infer.MCMC``; both runs use the same values.
-    jitter : float
-        Per-chain unconstrained jitter around the estimate
-        (:func:`specinit.warmstart.init_params`), so that R-hat of the warm
-        run is meaningful.
+    spread : float or "laplace"
+        How the warm chains' starts scatter around the estimate
+        (:func:`specinit.warmstart.init_params`): ``"laplace"`` draws them
+        from the estimate's own uncertainty; a float is a fixed standard
+        deviation in the unconstrained space.
+    mass : bool
+        Give the warm run's NUTS an initial inverse mass matrix from the
+        estimate's uncertainty (:func:`specinit.warmstart.inverse_mass_matrix`,
+        over the sites NUTS moves) instead of the identity.
+    kernel : callable, optional
+        ``kernel(**nuts_kwargs) -> numpyro.infer.MCMCKernel``, a fresh kernel
+        for each run. Default: the model's own kernel when it declares one
+        (``model.kernel(*model_args, **model_kwargs, **nuts_kwargs)``;
+        ``lda.model`` declares exact conjugate Gibbs updates of ``beta`` and
+        ``theta`` with NUTS for ``alpha``, see :func:`specinit.models.lda.kernel`),
+        otherwise ``NUTS(model, **nuts_kwargs)``.
     seed : int
-        Seeds the jitter and both runs (the same sampling key).
+        Seeds the spread and both runs (the same sampling key).
     progress_bar : bool
     chain_method : {"sequential", "parallel", "vectorized"}
         ``"sequential"`` by default (see the module notes).
     nuts_kwargs : dict, optional
-        Passed to both ``NUTS`` kernels (e.g. ``max_tree_depth``).
+        Keyword arguments of both runs' NUTS (e.g. ``max_tree_depth``).
 
     Returns
     -------
@@ -157,8 +204,8 @@ def compare_nuts(
     Raises
     ------
     ValueError
-        Bad settings, or an estimate that does not cover the
-        model's latent sites (from :func:`specinit.warmstart.init_params`).
+        Bad settings, or a site mapping that does not match the model
+        (from :func:`specinit.warmstart.init_params`).
     """
     func = "compare_nuts"
     num_chains = check_int(num_chains, "num_chains", func, minimum=1)
@@ -171,16 +218,28 @@ def compare_nuts(
     }
     model_args = tuple(model_args)
     model_kwargs = dict(model_kwargs or {})
-    init_key, run_key = jax.random.split(jax.random.PRNGKey(check_int(seed, "seed", func, minimum=0)))
-    init = estimate.init_params(model, num_chains, init_key, jitter=jitter, model_args=model_args, model_kwargs=model_kwargs)
     nuts_kwargs = dict(nuts_kwargs or {})
-    warm = _nuts_run(model, init, run_key, model_args, model_kwargs, settings, nuts_kwargs)
-    cold = _nuts_run(model, None, run_key, model_args, model_kwargs, settings, nuts_kwargs)
+    init_key, run_key = jax.random.split(jax.random.PRNGKey(check_int(seed, "seed", func, minimum=0)))
+    cold_kernel = _kernel(model, kernel, model_args, model_kwargs, nuts_kwargs)
+    warm_kernel = cold_kernel
+    if mass:
+        matrix = inverse_mass_matrix(estimate, model, sites=sites, fallback=fallback, model_args=model_args,
+                                     model_kwargs=model_kwargs,
+                                     over=unconstrained_sites(cold_kernel, latent_sites(model, model_args, model_kwargs)))
+        warm_kernel = _kernel(model, kernel, model_args, model_kwargs,
+                              {**nuts_kwargs, "inverse_mass_matrix": matrix, "dense_mass": matrix.ndim == 2})
+    init = init_params(estimate, model, num_chains, init_key, spread=spread, sites=sites, fallback=fallback,
+                       model_args=model_args, model_kwargs=model_kwargs, kernel=warm_kernel)
+    warm = _nuts_run(warm_kernel, init, run_key, model_args, model_kwargs, settings)
+    cold = _nuts_run(_kernel(model, kernel, model_args, model_kwargs, nuts_kwargs), None, run_key, model_args,
+                     model_kwargs, settings)
     local = set(local_sites(model, model_args, model_kwargs))
-    global_sites = tuple(name for name in estimate.params if name not in local and name in warm[2])
+    mapped = map_sites(estimate, sites, func=func)
+    global_sites = tuple(name for name in mapped.params if name not in local and name in warm[2])
     if not global_sites:
-        raise bad_argument("estimate", func, "an estimate with at least one global site of the model", sorted(estimate.params))
-    return NutsComparison(warm[0], cold[0], warm[1], cold[1], warm[2], cold[2], global_sites, warm[3], cold[3])
+        raise bad_argument("estimate", func, "an estimate with at least one global site of the model", sorted(mapped.params))
+    return NutsComparison(warm[0], cold[0], warm[1], cold[1], warm[2], cold[2], warm[3], cold[3], global_sites,
+                          warm[4], cold[4])
 
 
 def _smooth(losses: np.ndarray, window: int) -> np.ndarray:
@@ -285,6 +344,8 @@ def compare_svi(
     model_args=(),
     model_kwargs=None,
     *,
+    sites=None,
+    fallback=(),
     guide: str = "normal",
     num_steps: int = 2000,
     lr: float = 0.01,
@@ -298,9 +359,14 @@ def compare_svi(
     model : callable
         The NumPyro model.
     estimate : SpectralEstimate
-        Sites it lacks fall back to ``init_to_uniform`` in the warm run too.
     model_args, model_kwargs
         Arguments of the model (with the observed data).
+    sites : None, list of str, or dict of str -> str or callable
+        The model's sites and their sources in the estimate
+        (:func:`specinit.warmstart.init_strategy`).
+    fallback : collection of str
+        Model sites left to ``init_to_uniform`` in the warm run too (any
+        other site without a value is an error).
     guide : {"normal", "delta"}
         ``AutoNormal`` (mean-field) or ``AutoDelta`` (MAP).
     num_steps : int
@@ -329,6 +395,6 @@ def compare_svi(
     key = jax.random.PRNGKey(check_int(seed, "seed", func, minimum=0))
     model_args = tuple(model_args)
     model_kwargs = dict(model_kwargs or {})
-    warm = _svi_run(model, guide_cls, estimate.init_strategy(), lr, num_steps, key, model_args, model_kwargs)
+    warm = _svi_run(model, guide_cls, init_strategy(estimate, sites, fallback=fallback), lr, num_steps, key, model_args, model_kwargs)
     cold = _svi_run(model, guide_cls, init_to_uniform, lr, num_steps, key, model_args, model_kwargs)
     return SviComparison(warm[0], cold[0], warm[1], cold[1], warm[2], cold[2], guide, window)

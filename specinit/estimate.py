@@ -282,17 +282,27 @@ class SpectralEstimate:
                                    f"shape {value.shape}", describe=False)
 
     # NumPyro hand-off ---------------------------------------------------------------------------
-    def init_strategy(self, sites=None):
-        """``numpyro.infer.init_to_value`` with these (constrained) values; see :mod:`specinit.warmstart`."""
+    def init_strategy(self, sites=None, *, fallback=()):
+        """An init strategy with these (constrained) values; see :func:`specinit.warmstart.init_strategy`."""
         from specinit.warmstart import init_strategy
 
-        return init_strategy(self, sites=sites)
+        return init_strategy(self, sites, fallback=fallback)
 
-    def init_params(self, model, num_chains: int, key, *, jitter: float = 0.0, model_args=(), model_kwargs=None):
+    def init_params(self, model, num_chains: int, key, *, spread=0.0, sites=None, fallback=(), model_args=(),
+                    model_kwargs=None, kernel=None):
         """Per-chain UNCONSTRAINED initial values; see :func:`specinit.warmstart.init_params`."""
         from specinit.warmstart import init_params
 
-        return init_params(self, model, num_chains, key, jitter=jitter, model_args=model_args, model_kwargs=model_kwargs)
+        return init_params(self, model, num_chains, key, spread=spread, sites=sites, fallback=fallback,
+                           model_args=model_args, model_kwargs=model_kwargs, kernel=kernel)
+
+    def inverse_mass_matrix(self, model, *, sites=None, fallback=(), model_args=(), model_kwargs=None, over=None,
+                            dense=None, max_variance: float = 1.0):
+        """An initial inverse mass matrix for NUTS; see :func:`specinit.warmstart.inverse_mass_matrix`."""
+        from specinit.warmstart import inverse_mass_matrix
+
+        return inverse_mass_matrix(self, model, sites=sites, fallback=fallback, model_args=model_args,
+                                   model_kwargs=model_kwargs, over=over, dense=dense, max_variance=max_variance)
 
     def condition(self, model, sites=None):
         """The model with these values fixed (a point estimate); see :func:`specinit.warmstart.condition`."""

@@ -47,6 +47,7 @@ from pathlib import Path
 # (see _bind_numpyro_submodules).
 import numpyro
 import arviz as az  # noqa: I001
+import jax
 import numpy as np
 import pandas as pd
 import xarray as xr
@@ -54,6 +55,8 @@ from matplotlib.figure import Figure
 
 from specinit._validation import bad_argument, check_int, check_positive
 from specinit.align import align_draws
+from specinit.pointwise import row_log_likelihood
+from specinit.warmstart import map_sites
 
 __all__ = [
     "LooResult",
@@ -305,24 +308,34 @@ def _check_shapes(posterior: xr.Dataset, estimate, func: str) -> None:
             )
 
 
-def to_inference_data(mcmc, estimate=None, *, align: bool = True, log_likelihood: bool = True):
+def to_inference_data(mcmc, estimate=None, *, sites=None, align: bool = True, log_likelihood: bool = True):
     """Convert a NumPyro MCMC run to ArviZ, with the spectral estimate beside it.
 
     Parameters
     ----------
     mcmc : numpyro.infer.MCMC
-        A run of a specinit model (``mcmc.run`` already called).
+        A run (``mcmc.run`` already called) of a specinit model or of the
+        user's own model.
     estimate : SpectralEstimate, optional
         Stored as the ``spectral`` group, and the labelling the posterior is
         aligned to.
+    sites : None, list of str, or dict of str -> str or callable
+        The model's sites and their sources in the estimate, as for
+        :func:`specinit.warmstart.init_params` (a site mapped to an estimate
+        parameter by name carries that parameter's component axes, so it is
+        relabelled with the others).
     align : bool
         Relabel every draw's components to the estimate's labels
         (:func:`specinit.align.align_draws`, with the component axes and
-        matching site of ``estimate.facts``). Ignored without ``estimate``.
+        matching site of the (mapped) estimate). Ignored without
+        ``estimate``.
     log_likelihood : bool
-        Compute the pointwise log-likelihood (per document / sequence: the
-        observed site lives in the data plate). It is invariant to the
-        relabelling.
+        Compute the pointwise log-likelihood, one value per observation row
+        (:func:`specinit.pointwise.row_log_likelihood`): per document for
+        the topic models (``lda.model``: theta integrated out), per row of
+        the data plate with enumerated discrete sites summed out for models
+        written with ``infer={"enumerate": "parallel"}``, NumPyro's per-site
+        log-likelihood otherwise. It is invariant to the relabelling.
 
     Returns
     -------
@@ -333,13 +346,21 @@ def to_inference_data(mcmc, estimate=None, *, align: bool = True, log_likelihood
     ------
     ValueError
         If an estimate site is not a posterior variable or its shape differs
-        from the posterior's per-draw shape, or ``align=True`` for a model
-        without a known component layout.
+        from the posterior's per-draw shape, a bad ``sites`` mapping, or
+        ``align=True`` for a model without a known component layout.
     """
     func = "to_inference_data"
+    if estimate is not None:
+        estimate = map_sites(estimate, sites, func=func)
     coords = _coords(estimate) if estimate is not None else None
     event_dims = {k: list(v) for k, v in estimate.facts.event_dims.items()} if estimate is not None else None
-    data = _from_numpyro(mcmc, bool(log_likelihood), coords, event_dims or None)
+    rows = None
+    if log_likelihood:
+        samples = jax.device_get(mcmc.get_samples(group_by_chain=True))
+        rows = row_log_likelihood(mcmc.sampler.model, samples, mcmc._args, mcmc._kwargs)
+    data = _from_numpyro(mcmc, bool(log_likelihood) and rows is None, coords, event_dims or None)
+    if rows is not None:
+        _put(data, "log_likelihood", xr.Dataset({rows.name: (["chain", "draw", rows.dim], rows.values)}))
     if estimate is None:
         return data
     posterior = group(data, "posterior")

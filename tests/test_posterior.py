@@ -35,7 +35,7 @@ def fit():
     X = np.stack([rng.multinomial(60, t @ beta) for t in theta]).astype(np.float32)
     estimate = lda.spectral(X, K, alpha.sum())
     key = jax.random.PRNGKey(0)
-    init = estimate.init_params(lda.model, 2, key, jitter=0.1, model_args=(X,), model_kwargs={"k": K})
+    init = estimate.init_params(lda.model, 2, key, spread=0.1, model_args=(X,), model_kwargs={"k": K})
     # max_tree_depth keeps compilation and sampling of this smoke run short.
     mcmc = MCMC(NUTS(lda.model, max_tree_depth=3), num_warmup=30, num_samples=30, num_chains=2,
                 chain_method="sequential", progress_bar=False)

@@ -32,7 +32,7 @@ def small_lda():
 @pytest.fixture(scope="module")
 def jittered_chains(small_lda):
     X, est = small_lda
-    return est.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(0), jitter=0.1, model_kwargs=dict(counts=X, k=3))
+    return est.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(0), spread=0.1, model_kwargs=dict(counts=X, k=3))
 
 
 def test_init_params_shapes_and_finite(small_lda, jittered_chains):
@@ -52,7 +52,7 @@ def test_init_params_shapes_and_finite(small_lda, jittered_chains):
 
 def test_init_params_zero_jitter_identical_chains(small_lda, jittered_chains):
     X, est = small_lda
-    chains = est.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(1), jitter=0.0, model_kwargs=dict(counts=X, k=3))
+    chains = est.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(1), spread=0.0, model_kwargs=dict(counts=X, k=3))
     for value in chains.values():
         value = np.asarray(value)
         np.testing.assert_array_equal(value[1], value[0])
@@ -74,16 +74,20 @@ def test_init_params_single_chain_has_no_chain_axis(small_lda):
 def test_init_params_missing_sites(small_lda, jittered_chains):
     X, est = small_lda
     partial = SpectralEstimate("lda", {k: v for k, v in est.params.items() if k != "theta"})
-    with pytest.raises(ValueError, match=r"'model' argument.*\['theta'\]"):
+    with pytest.raises(ValueError, match=r"'sites' argument.*covers every one.*no value for \['theta'\]"):
         partial.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(0), model_kwargs=dict(counts=X, k=3))
+    # an explicit fallback is the only way to leave a site to NumPyro's default
+    chains = partial.init_params(lda.model, N_CHAINS, jax.random.PRNGKey(0), fallback=("theta",),
+                                 model_kwargs=dict(counts=X, k=3))
+    assert chains["theta"].shape == (N_CHAINS, X.shape[0], 2)
 
 
 def test_init_params_bad_arguments(small_lda):
     X, est = small_lda
     with pytest.raises(ValueError, match="'num_chains'"):
         est.init_params(lda.model, 0, jax.random.PRNGKey(0), model_kwargs=dict(counts=X, k=3))
-    with pytest.raises(ValueError, match="'jitter'"):
-        est.init_params(lda.model, 2, jax.random.PRNGKey(0), jitter=-1.0, model_kwargs=dict(counts=X, k=3))
+    with pytest.raises(ValueError, match="'spread'"):
+        est.init_params(lda.model, 2, jax.random.PRNGKey(0), spread=-1.0, model_kwargs=dict(counts=X, k=3))
 
 
 def test_init_strategy_with_initialize_model(small_lda, jittered_chains):

@@ -224,7 +224,7 @@ def test_warm_start_has_finite_potential(cumulant, params):
     if cumulant == "skew":
         assert np.all(est.params["factors"] > 0)  # Gamma variables strictly inside their support
     # init_params raises unless the potential energy and its gradient are finite at every chain's start
-    init = est.init_params(factors.model, 2, jax.random.PRNGKey(0), jitter=0.01, model_kwargs=kwargs)
+    init = est.init_params(factors.model, 2, jax.random.PRNGKey(0), spread=0.01, model_kwargs=kwargs)
     assert init["loadings"].shape == (2, _K, _D) and init["factors"].shape == (2, n, _K)
 
 

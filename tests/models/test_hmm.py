@@ -306,6 +306,6 @@ def test_init_params_finite_at_spectral_estimate(ragged):
     _, padded, lengths = ragged
     estimate = hmm.spectral([row[:n] for row, n in zip(padded, lengths)], 2, 6)
     kwargs = {"k": 2, "n_symbols": 6, "lengths": lengths}
-    chains = estimate.init_params(hmm.model, 2, jax.random.PRNGKey(0), jitter=0.1, model_args=(padded,), model_kwargs=kwargs)
+    chains = estimate.init_params(hmm.model, 2, jax.random.PRNGKey(0), spread=0.1, model_args=(padded,), model_kwargs=kwargs)
     assert set(chains) == {"init", "transition", "emission"}
     assert all(v.shape[0] == 2 and bool(jnp.all(jnp.isfinite(v))) for v in chains.values())

@@ -227,7 +227,7 @@ def test_warm_start_has_finite_potential(fits):
     views, est = fits[1000]
     small = [v[:100] for v in views]
     kwargs = {"k": 3, "m": 2}
-    init = est.init_params(km.model, 2, jax.random.PRNGKey(0), jitter=0.05, model_args=(small,), model_kwargs=kwargs)
+    init = est.init_params(km.model, 2, jax.random.PRNGKey(0), spread=0.05, model_args=(small,), model_kwargs=kwargs)
     assert init["loc_0"].shape == (2, 3, 2, 1)
     one = {name: value[0] for name, value in init.items()}
     energy = potential_energy(km.model, (small,), kwargs, one)

@@ -81,7 +81,7 @@ def test_short_lda_nuts_from_the_warm_start_has_finite_energy():
     beta = rng.dirichlet(np.full(V, 0.3), size=k)
     X = np.stack([rng.multinomial(30, rng.dirichlet([0.5, 0.5]) @ beta) for _ in range(N)]).astype(np.float32)
     estimate = lda.spectral(X, k, alpha0=1.0, seed=0, method="svtd")
-    init = estimate.init_params(lda.model, 2, jax.random.PRNGKey(0), jitter=0.05, model_args=(X,), model_kwargs={"k": k})
+    init = estimate.init_params(lda.model, 2, jax.random.PRNGKey(0), spread=0.05, model_args=(X,), model_kwargs={"k": k})
     mcmc = MCMC(NUTS(lda.model, max_tree_depth=4), num_warmup=30, num_samples=10, num_chains=2,
                 chain_method="sequential", progress_bar=False)
     mcmc.run(jax.random.PRNGKey(1), X, init_params=init, extra_fields=("potential_energy", "diverging"), k=k)

@@ -182,7 +182,7 @@ def test_refine_moves_the_spectral_topics_toward_the_truth(corpus):
     assert error(refined.params["beta"]) < error(est.params["beta"])
     assert refined.params["theta"].shape == (400, K) and refined.diagnostics["refine/method"] == "svi"
     assert all(np.array_equal(refined.diagnostics[key], value) for key, value in est.diagnostics.items())
-    start = init_params(refined, lda.model, 2, jax.random.PRNGKey(0), jitter=0.05, model_args=(corpus.counts,),
+    start = init_params(refined, lda.model, 2, jax.random.PRNGKey(0), spread=0.05, model_args=(corpus.counts,),
                         model_kwargs={"k": K})
     assert set(start) == {"alpha", "beta", "theta"} and start["theta"].shape[0] == 2
 
