@@ -200,9 +200,10 @@ def map_sites(estimate, sites=None, *, func: str = "map_sites") -> SpectralEstim
     -------
     SpectralEstimate
         Parameters keyed by model site. A site mapped by name keeps that
-        parameter's support, component axes and dims (so
-        :func:`specinit.align.align_draws` relabels it); a derived site has
-        none (support ``"real"``). The matching site is the model's name of
+        parameter's support and component axes (so
+        :func:`specinit.align.align_draws` relabels it; its ArviZ dims are
+        the model's own, read from its plates, unless the list form keeps the
+        estimate's names); a derived site has none (support ``"real"``). The matching site is the model's name of
         the estimate's matching site when it is mapped by name, otherwise
         the first mapped site with one component axis.
 
@@ -229,7 +230,8 @@ def map_sites(estimate, sites=None, *, func: str = "map_sites") -> SpectralEstim
         if not isinstance(site, str):
             raise bad_argument("sites", func, "a mapping keyed by model site names (str)", site, kind=TypeError)
         params[site], fact = _source_value(estimate, site, source, func)
-        facts[site] = fact if fact is not None else Site("real")
+        renamed = isinstance(sites, Mapping) and fact is not None
+        facts[site] = Site(fact.support, fact.axes) if renamed else fact or Site("real")
     by_name = {source: site for site, source in mapping.items() if isinstance(source, str)}
     match = by_name.get(estimate.match_site) or next(
         (site for site, fact in facts.items() if len(fact.axes) == 1), None)
