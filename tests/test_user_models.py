@@ -1,7 +1,8 @@
 """Warm starts on models written the way NumPyro's examples write them: the user's site names, enumerated sites.
 
-The models below are the user's, not the library's: site names of their own (``locs``, ``probs_x``), discrete
-assignments marked for enumeration, an HMM written with ``scan`` and a mask for sequences of unequal length.
+The models (:mod:`specinit.examples`) are the user's, not the library's: site names of their own (``locs``,
+``probs_x``), discrete assignments marked for enumeration, an HMM written with ``scan`` and a mask for sequences of
+unequal length.
 """
 
 import warnings
@@ -15,11 +16,10 @@ import numpyro.distributions as dist
 import pytest
 import scipy.stats as st
 from numpyro import handlers
-from numpyro.contrib.control_flow import scan
-from numpyro.contrib.funsor import config_enumerate
 from numpyro.infer import MCMC, NUTS, HMCGibbs, Predictive, initialize_model
 
 from specinit import SpectralEstimate
+from specinit.examples import MIXTURE_SITES, enumerated_hmm, enumerated_mixture
 from specinit.models import gmm, hmm
 from specinit.pointwise import row_log_likelihood
 from specinit.posterior import group, loo, to_inference_data
@@ -27,37 +27,9 @@ from specinit.warmstart import (condition, init_params, init_strategy, inverse_m
                                 map_sites)
 
 K = 3
-
-
-@config_enumerate
-def mixture(data):
-    """NumPyro's Gaussian-mixture tutorial model, in d dimensions with one shared scale."""
-    weights = numpyro.sample("weights", dist.Dirichlet(0.5 * jnp.ones(K)))
-    scale = numpyro.sample("scale", dist.LogNormal(0.0, 2.0))
-    with numpyro.plate("components", K):
-        locs = numpyro.sample("locs", dist.Normal(0.0, 10.0).expand([data.shape[1]]).to_event(1))
-    with numpyro.plate("data", len(data)):
-        assignment = numpyro.sample("assignment", dist.Categorical(weights))
-        numpyro.sample("obs", dist.Normal(locs[assignment], scale).to_event(1), obs=data)
-
-
-def letters_hmm(sequences, lengths, hidden_dim, n_symbols):
-    """NumPyro's enumerated HMM example (``scan`` over time, a mask past each sequence's end), categorical output."""
-    num_sequences, _ = sequences.shape
-    probs_x = numpyro.sample("probs_x", dist.Dirichlet(0.9 * jnp.eye(hidden_dim) + 0.1).to_event(1))
-    probs_y = numpyro.sample("probs_y", dist.Dirichlet(0.5 * jnp.ones((hidden_dim, n_symbols))).to_event(1))
-
-    def transition(carry, y):
-        x_prev, t = carry
-        with numpyro.plate("sequences", num_sequences, dim=-1), handlers.mask(mask=t < lengths):
-            x = numpyro.sample("x", dist.Categorical(probs_x[x_prev]), infer={"enumerate": "parallel"})
-            numpyro.sample("y", dist.Categorical(probs_y[x]), obs=y)
-        return (x, t + 1), None
-
-    scan(transition, (jnp.zeros(num_sequences, dtype=jnp.int32), 0), jnp.swapaxes(sequences, 0, 1))
-
-
-MAPPING = {"weights": "weights", "locs": "loc", "scale": lambda p: np.sqrt(np.mean(p["scale"] ** 2))}
+mixture = enumerated_mixture
+letters_hmm = enumerated_hmm
+MAPPING = MIXTURE_SITES
 
 
 @pytest.fixture(scope="module")
