@@ -12,7 +12,7 @@ pointwise log-likelihoods:
   leaving the document out moves its ``theta_d`` far: PSIS fails);
 * ``theta integrated``: :func:`specinit.models.lda.pointwise_log_likelihood`,
   ``log p(c_d | alpha, beta)`` by importance sampling with S particles,
-  for several S and two sampler seeds.
+  for several S, and at the default S with two sampler seeds.
 
 Reported per corpus and log-likelihood: the fraction of documents with
 Pareto k < 0.7, p_loo, elpd_loo (with its SE), the time to compute the
@@ -36,6 +36,7 @@ import numpy as np
 
 from _common import machine, table
 from specinit.models import lda
+from specinit.posterior import loo
 from specinit.synthetic import sample_lda
 
 K = 4
@@ -75,21 +76,63 @@ def nuts_draws(seed: int, quick: bool, cache: str | None) -> dict:
     return out
 
 
+def loo_row(name: str, draws: dict, loglik: np.ndarray, seconds: float) -> tuple[list, np.ndarray]:
+    import arviz as az
+
+    idata = az.from_dict(posterior={"alpha": draws["alpha"]}, log_likelihood={"counts": loglik},
+                         dims={"counts": ["documents"]})
+    result = loo(idata, pointwise=True)
+    pareto_k = np.asarray(result.pareto_k)
+    return ([name, f"{np.mean(pareto_k < 0.7):.0%}", f"{np.max(pareto_k):.2f}", f"{result.p_loo:.1f}",
+             f"{result.elpd_loo:.1f}", f"{result.se:.1f}", f"{seconds:.0f}"], np.asarray(result.loo_i))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", default="0,1,2")
-    parser.add_argument("--particles", default="16,64,256")
+    parser.add_argument("--particles", default="64,128,256", help="particle counts S")
     parser.add_argument("--cache", default=None)
     parser.add_argument("--nuts-only", action="store_true", help="only run (and cache) the NUTS draws")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    particles = [int(s) for s in args.particles.split(",")]
     warnings.simplefilter("ignore", FutureWarning)
+    warnings.simplefilter("ignore", UserWarning)  # ArviZ: "shape parameter of Pareto distribution greater than 0.68", shown as k
+    print(machine(), f"load {os.getloadavg()[0]:.1f}", flush=True)
+    rows, stability = [], []
     for seed in seeds:
         draws = nuts_draws(seed, args.quick, args.cache)
-        print(f"seed {seed}: NUTS {float(draws['seconds_nuts']):.0f} s", flush=True)
+        if args.nuts_only:
+            print(f"seed {seed}: NUTS {float(draws['seconds_nuts']):.0f} s", flush=True)
+            continue
+        X = corpus(seed, args.quick)
+        row, _ = loo_row("theta sampled (az.from_numpyro)", draws, draws["loglik_sampled"],
+                         float(draws["seconds_loglik_sampled"]))
+        rows.append([seed, *row])
+        runs = [(S, 0) for S in particles] + [(lda.NUM_PARTICLES, 1)]
+        loo_i = {}
+        for S, sampler_seed in runs:
+            start = time.perf_counter()
+            loglik = lda.pointwise_log_likelihood(draws, X, k=K, num_particles=S, seed=sampler_seed)
+            row, loo_i[S, sampler_seed] = loo_row(f"theta integrated, S = {S}, seed {sampler_seed}", draws, loglik,
+                                                  time.perf_counter() - start)
+            rows.append([seed, *row])
+            print(table(["corpus", "log-likelihood", "k < 0.7", "max k", "p_loo", "elpd_loo", "SE", "seconds"],
+                        rows[-1:]).splitlines()[-1], flush=True)
+        a, b = loo_i[lda.NUM_PARTICLES, 1], loo_i.get((lda.NUM_PARTICLES, 0))
+        if b is None:
+            continue
+        stability.append([seed, lda.NUM_PARTICLES, f"{abs(a.sum() - b.sum()):.2f}", f"{np.max(np.abs(a - b)):.3f}",
+                          f"{np.mean(np.abs(a - b)):.3f}"])
     if args.nuts_only:
         return
+    draws_per = "4 x 100" if args.quick else "4 x 300"
+    print(f"\nPSIS-LOO of LDA on sample_lda corpora (seed = corpus), NUTS {draws_per} draws warm-started "
+          "from lda.spectral; seconds: the log-likelihood of all draws (compilation included)")
+    print(table(["corpus", "log-likelihood", "k < 0.7", "max k", "p_loo", "elpd_loo", "SE", "seconds"], rows))
+    print(f"\nMonte Carlo stability: two sampler seeds of theta integrated at the default S = {lda.NUM_PARTICLES}")
+    print(table(["corpus", "S", "change of elpd_loo", "max change of loo_i", "mean change of loo_i"], stability))
 
 
 if __name__ == "__main__":
