@@ -33,6 +33,8 @@ References
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,7 +44,8 @@ import numpyro.distributions as dist
 from specinit._validation import Interval, Options, as_generator, bad_argument, check_int, check_positive, \
     current_entry, public, warn
 from specinit.distributions.continuous import TRANSFORMS, LogRatioDirichlet, point_mass
-from specinit.distributions.counts import HIGHEST, DenseTopicCounts, ModelData, lda_loglik
+from specinit.distributions.counts import HIGHEST, DenseTopicCounts, DocumentCounts, ModelData, lda_loglik, \
+    lda_marginal_loglik
 from specinit.engine.backends import one_blas_thread
 from specinit.engine.moments import CountMoments
 from specinit.engine.population import FactoredMoments
@@ -62,11 +65,17 @@ from specinit.models._topics import (
 )
 from specinit.refine import RefineResult, refined
 
-__all__ = ["FACTS", "FAMILY", "LDA", "document_topics", "guide", "log_likelihood", "model", "population_moments", "refine",
-           "spectral", "spectral_from_moments", "svi"]
+__all__ = ["FACTS", "FAMILY", "LDA", "document_topics", "guide", "log_likelihood", "model", "pointwise_log_likelihood",
+           "population_moments", "refine", "spectral", "spectral_from_moments", "svi"]
 
 #: Documents sampled (by global row index) for the pair criterion of the alpha0 choice.
 PAIR_SAMPLE = 20_000
+
+#: Importance-sampling particles per document and draw of :func:`pointwise_log_likelihood`.
+NUM_PARTICLES = 128
+
+#: Floats in the largest intermediate of one step of :func:`pointwise_log_likelihood` (64 MiB in float32).
+POINTWISE_BUDGET = 2**24
 
 #: EM sweeps that close ``spectral`` by default (:func:`specinit.models._topics.close_topics`).
 EM_SWEEPS = 4
@@ -288,6 +297,167 @@ def model(
             probs = jnp.maximum(jnp.matmul(theta, beta, precision=HIGHEST), jnp.finfo(beta.dtype).tiny)
             probs = probs / jnp.sum(probs, axis=-1, keepdims=True)
             numpyro.sample("counts", dist.Multinomial(data.lengths[idx], probs, total_count_max=data.max_length))
+
+
+@public
+def pointwise_log_likelihood(samples, counts=None, *, k: int, vocab_size: int | None = None, doc_lengths=None,
+                             eta: float = 0.1, alpha_prior: tuple = (1.0, 1.0), subsample_size=None,
+                             num_particles: int = NUM_PARTICLES, seed: int = 0) -> np.ndarray:
+    """Per-document log-likelihood of posterior draws with ``theta`` integrated out, for PSIS-LOO.
+
+    For every draw of ``(alpha, beta)`` and document ``d``,
+
+    .. math::
+
+        \\log p(c_d \\mid \\alpha, \\beta) = \\log \\int
+            \\mathrm{Mult}(c_d \\mid n_d, \\theta^T \\beta)\\,
+            \\mathrm{Dir}(\\theta \\mid \\alpha)\\, d\\theta,
+
+    the likelihood of a new document under the model ([1]_). The
+    log-likelihood that ``az.from_numpyro`` records for :func:`model` is
+    ``log p(c_d | theta_d, beta)`` at each draw's own ``theta_d``: leaving a
+    document out moves its ``theta_d`` far, the importance ratios of
+    PSIS-LOO ([2]_) have heavy tails and most documents get Pareto k > 0.7.
+    With ``theta_d`` integrated out, PSIS-LOO estimates the predictive
+    density of held-out documents (``benchmarks/bench_lda_loo.py``).
+
+    Estimator: importance sampling with ``num_particles`` (S) particles per
+    document and draw
+    (:func:`~specinit.distributions.counts.lda_marginal_loglik`). The
+    proposal is a defensive mixture: a Dirichlet at the fixed-topic
+    fold-in's variational posterior ``gamma_d`` ([3]_ Sec. 5.2) with its
+    concentration halved (wider than the fold-in, which is narrower than
+    the posterior), and the prior ``Dir(alpha)`` for one particle in eight,
+    which bounds every importance weight. The value is the log of an
+    unbiased estimate of the integral: biased low by about
+    ``Var(w) / (2 S E[w]^2)`` and consistent as S grows. The multinomial
+    coefficient ``log n_d! - sum_w log c_dw!`` is included, as in the
+    model's ``counts`` site. With k = 1 the value is exact.
+
+    Cost: ``O(S * nnz * k)`` per draw for sparse counts (``O(S * N * V * k)``
+    dense), plus 20 fold-in iterations of ``O(nnz * k)``; memory bounded
+    by :data:`POINTWISE_BUDGET` floats (particles and draws are taken in
+    blocks), never N x V for sparse counts. On 150 documents of 80 words
+    (V = 150, k = 4) and 1,200 draws, the default S = 128 takes about two
+    minutes on two busy CPU cores (most of it sampling Gamma variates);
+    there two sampler seeds give the same ``elpd_loo`` to 0.1 nats (its SE
+    is about 140) and its downward bias, measured against S = 256, is
+    about 1 nat in total (2 nats at S = 64).
+
+    Parameters
+    ----------
+    samples : dict
+        Posterior draws with leading (chain, draw) axes, as
+        ``mcmc.get_samples(group_by_chain=True)``: ``"alpha"`` (chain, draw,
+        k) and ``"beta"`` (chain, draw, k, V). Other sites (``theta``) are
+        ignored: ``theta`` is integrated out.
+    counts : array, scipy.sparse matrix or DocumentCounts, shape (N, V)
+        The observed counts, as given to :func:`model`.
+    k : int
+        Number of topics.
+    vocab_size : int, optional
+        V, checked against the counts.
+    doc_lengths : array, optional
+        Unused (the lengths are those of ``counts``).
+    eta : float
+        Unused (a prior, not part of the likelihood).
+    alpha_prior : (float, float)
+        Unused (a prior, not part of the likelihood).
+    subsample_size : int, optional
+        Unused: every document is scored.
+    num_particles : int
+        S, importance-sampling particles per document and draw.
+    seed : int
+        Randomness of the particles (each draw gets its own stream).
+
+    Returns
+    -------
+    numpy.ndarray, shape (chain, draw, N)
+        ``log p(c_d | alpha, beta)`` per draw and document (float64 copy of
+        values computed in the dtype of ``beta``).
+
+    Raises
+    ------
+    ValueError
+        ``samples`` without ``alpha`` and ``beta`` of shapes (chain, draw,
+        k) and (chain, draw, k, V) matching ``k`` and the counts, or with
+        non-positive or non-finite values; ``counts`` missing or not counts
+        (see :func:`model`); ``num_particles`` below 1.
+    TypeError
+        ``samples`` not a mapping; non-integer ``k``, ``num_particles`` or
+        ``seed``.
+
+    Notes
+    -----
+    Available as ``lda.model.pointwise_log_likelihood``, so code holding a
+    model and its arguments can call
+    ``model.pointwise_log_likelihood(samples, *model_args, **model_kwargs)``.
+    To use it with ArviZ, put the array in a ``log_likelihood`` group with
+    dims ``(chain, draw, documents)`` and call ``az.loo``.
+
+    References
+    ----------
+    .. [1] Wallach, Murray, Salakhutdinov, Mimno. "Evaluation methods for
+       topic models", ICML 2009, Sec. 4 (importance sampling of
+       ``p(c_d | alpha, beta)``).
+    .. [2] Vehtari, Gelman, Gabry. "Practical Bayesian model evaluation using
+       leave-one-out cross-validation and WAIC", Statistics and Computing
+       27, 2017 (PSIS-LOO, Pareto k).
+    .. [3] Blei, Ng, Jordan. "Latent Dirichlet allocation", JMLR 2003, Sec. 5.2.
+    """
+    from collections.abc import Mapping
+
+    func = "lda.pointwise_log_likelihood"
+    k = check_int(k, "k", minimum=1)
+    num_particles = check_int(num_particles, "num_particles", minimum=1)
+    seed = check_int(seed, "seed", minimum=0)
+    if not isinstance(samples, Mapping):
+        raise bad_argument("samples", None, "a dict of posterior draws (mcmc.get_samples(group_by_chain=True))",
+                           samples, kind=TypeError)
+    missing = [name for name in ("alpha", "beta") if name not in samples]
+    if missing:
+        raise bad_argument("samples", None, "posterior draws with the sites 'alpha' and 'beta'",
+                           f"no {' or '.join(repr(m) for m in missing)} among {sorted(samples)}", describe=False)
+    if counts is None:
+        raise bad_argument("counts", None, "the observed counts (an (N, V) array, a scipy.sparse matrix or "
+                           "DocumentCounts)", counts)
+    data = ModelData(counts, func, vocab_size, None, None)
+    alpha, beta = np.asarray(samples["alpha"]), np.asarray(samples["beta"])
+    if alpha.ndim != 3 or alpha.shape[-1] != k:
+        raise bad_argument("samples", None, f"draws of 'alpha' of shape (chain, draw, k={k})",
+                           f"'alpha' of shape {alpha.shape}", describe=False)
+    if beta.shape != (*alpha.shape[:2], k, data.vocab_size):
+        raise bad_argument("samples", None, f"draws of 'beta' of shape (chain, draw, k, V) = "
+                           f"{(*alpha.shape[:2], k, data.vocab_size)}", f"'beta' of shape {beta.shape}",
+                           describe=False)
+    for name, value in (("alpha", alpha), ("beta", beta)):
+        if not (np.all(np.isfinite(value)) and np.all(value > 0 if name == "alpha" else value >= 0)):
+            raise bad_argument("samples", None, f"finite {'positive' if name == 'alpha' else 'non-negative'} "
+                               f"draws of '{name}'", f"values outside that range in '{name}'", describe=False)
+    dtype = jnp.result_type(float) if beta.dtype == np.float64 else beta.dtype
+    counts = data.sparse if data.sparse is not None else data.dense.astype(dtype)
+    if isinstance(counts, DocumentCounts):
+        per_particle = int(np.shape(counts.count)[0]) * (k + 1)
+    else:
+        per_particle = data.n_docs * (data.vocab_size + k)
+    block = max(1, min(num_particles, POINTWISE_BUDGET // max(per_particle, 1)))
+    n_draws = alpha.shape[0] * alpha.shape[1]
+    batch = max(1, min(n_draws, POINTWISE_BUDGET // max(per_particle * block, 1)))
+    keys = jax.random.split(jax.random.PRNGKey(seed), max(n_draws, 1))[:n_draws]
+    values = _marginal_draws(keys, jnp.asarray(alpha.reshape(n_draws, k), dtype),
+                             jnp.asarray(beta.reshape(n_draws, k, data.vocab_size), dtype), counts,
+                             num_particles=num_particles, block=block, batch=batch)
+    return np.asarray(values, dtype=np.float64).reshape(*alpha.shape[:2], data.n_docs)
+
+
+@functools.partial(jax.jit, static_argnames=("num_particles", "block", "batch"))
+def _marginal_draws(keys, alpha, beta, counts, *, num_particles, block, batch):
+    """:func:`lda_marginal_loglik` of every draw, ``batch`` draws at a time, shape (draws, n_docs)."""
+    return jax.lax.map(lambda args: lda_marginal_loglik(*args, counts, num_particles, block=block),
+                       (keys, alpha, beta), batch_size=batch)
+
+
+model.pointwise_log_likelihood = pointwise_log_likelihood
 
 
 @public

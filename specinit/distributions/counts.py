@@ -38,12 +38,12 @@ import jax.numpy as jnp
 import numpy as np
 import numpyro.distributions as dist
 import scipy.sparse as sp
-from jax.scipy.special import gammaln, logsumexp
+from jax.scipy.special import digamma, gammaln, logsumexp
 
 from specinit._validation import bad_argument, check_count_matrix
 
-__all__ = ["DocumentCounts", "DenseTopicCounts", "as_document_counts", "from_csr", "lda_loglik", "mixture_loglik",
-           "topic_components", "HIGHEST"]
+__all__ = ["DocumentCounts", "DenseTopicCounts", "as_document_counts", "from_csr", "lda_loglik",
+           "lda_marginal_loglik", "mixture_loglik", "topic_components", "HIGHEST"]
 
 HIGHEST = jax.lax.Precision.HIGHEST
 
@@ -197,6 +197,165 @@ def lda_loglik(theta, beta, data: DocumentCounts):
     logp = jnp.log(jnp.maximum(mix, jnp.finfo(mix.dtype).tiny))
     n_docs = data.lengths.shape[0]
     return _log_coefficient(data) + jax.ops.segment_sum(data.count * logp, data.doc, num_segments=n_docs)
+
+
+#: Share of the importance-sampling particles of :func:`lda_marginal_loglik` drawn from the prior (the defensive
+#: component of the proposal).
+PRIOR_SHARE = 0.125
+
+#: Concentration scale of the fitted component of the proposal (below 1: wider than the fold-in Dirichlet).
+WIDEN = 0.5
+
+#: Fixed-point iterations of the fold-in that fits the proposal.
+FOLD_IN_STEPS = 20
+
+
+def _log_dirichlet(log_theta, concentration):
+    """``log Dirichlet(theta | concentration)`` from ``log theta`` (finite where ``theta`` underflows)."""
+    return (gammaln(jnp.sum(concentration, axis=-1)) - jnp.sum(gammaln(concentration), axis=-1)
+            + jnp.sum((concentration - 1.0) * log_theta, axis=-1))
+
+
+def _fold_in(alpha, beta, log_beta, counts, lengths, steps: int):
+    """Variational Dirichlet ``gamma_d`` of every document's ``theta_d`` given ``alpha`` and ``beta``, shape (n_docs, k).
+
+    The fixed point of ``gamma_d = alpha + sum_w c_dw phi_dw`` with
+    ``phi_dwk`` proportional to ``beta_kw exp(digamma(gamma_dk))`` (Blei, Ng,
+    Jordan 2003, Sec. 5.2), ``steps`` iterations from ``alpha + n_d / k``.
+    """
+    n_docs, k = lengths.shape[0], alpha.shape[0]
+    gamma = alpha + lengths[:, None] / k
+    if isinstance(counts, DocumentCounts):
+        log_beta_nz = log_beta.T[counts.word]
+
+        def step(_, gamma):
+            phi = jax.nn.softmax(log_beta_nz + digamma(gamma)[counts.doc], axis=-1)
+            return alpha + jax.ops.segment_sum(counts.count[:, None] * phi, counts.doc, num_segments=n_docs)
+    else:
+        tiny = jnp.finfo(beta.dtype).tiny
+
+        def step(_, gamma):
+            psi = digamma(gamma)
+            weight = jnp.exp(psi - jnp.max(psi, axis=-1, keepdims=True))
+            norm = jnp.maximum(jnp.matmul(weight, beta, precision=HIGHEST), tiny)
+            return alpha + weight * jnp.matmul(counts / norm, beta.T, precision=HIGHEST)
+
+    return jax.lax.fori_loop(0, steps, step, gamma)
+
+
+def _particle_loglik(log_theta, beta, counts):
+    """``sum_w c_dw log(theta_db @ beta[:, w])`` for particles ``log_theta`` (n_docs, B, k), shape (n_docs, B)."""
+    theta = jnp.exp(log_theta)
+    tiny = jnp.finfo(beta.dtype).tiny
+    if isinstance(counts, DocumentCounts):
+        mix = jnp.einsum("nbk,nk->nb", theta[counts.doc], beta.T[counts.word], precision=HIGHEST)
+        return jax.ops.segment_sum(counts.count[:, None] * jnp.log(jnp.maximum(mix, tiny)), counts.doc,
+                                   num_segments=theta.shape[0])
+    mix = jnp.einsum("nbk,kv->nbv", theta, beta, precision=HIGHEST)
+    return jnp.sum(counts[:, None, :] * jnp.log(jnp.maximum(mix, tiny)), axis=-1)
+
+
+def lda_marginal_loglik(key, alpha, beta, counts, num_particles: int, *, block: int | None = None,
+                        prior_share: float = PRIOR_SHARE, widen: float = WIDEN, fold_in_steps: int = FOLD_IN_STEPS):
+    """Per-document LDA log-likelihood with ``theta`` integrated out, by importance sampling; shape (n_docs,).
+
+    .. math::
+
+        \\log p(c_d \\mid \\alpha, \\beta) = \\log \\int
+            \\mathrm{Mult}(c_d \\mid n_d, \\theta^T \\beta)\\,
+            \\mathrm{Dir}(\\theta \\mid \\alpha)\\, d\\theta
+        \\approx \\log \\frac{1}{S} \\sum_{s=1}^S
+            \\frac{\\mathrm{Mult}(c_d \\mid n_d, \\theta_s^T \\beta)\\,
+                  \\mathrm{Dir}(\\theta_s \\mid \\alpha)}{q_d(\\theta_s)},
+
+    with the multinomial coefficient included (as in :func:`lda_loglik`).
+    The proposal of document ``d`` is the defensive mixture
+    ``q_d = (1 - eps) Dir(widen * gamma_d) + eps Dir(alpha)``: ``gamma_d``
+    is the variational Dirichlet of the fixed-topic fold-in ([1]_ Sec. 5.2,
+    ``fold_in_steps`` iterations), widened because it is narrower than the
+    posterior; the prior component bounds every weight by
+    ``Mult(c_d | theta_s^T beta) / eps``, so the weights have finite
+    variance (a Dirichlet proposal alone does not, wherever
+    ``gamma_dk > 2 alpha_k``). The ``S`` particles are split
+    deterministically, ``ceil(prior_share * S)`` from the prior and the
+    rest from the fitted component, with ``eps`` their exact share (the
+    deterministic-mixture estimator, unbiased for the integral). The
+    estimate is the log of an unbiased estimate, so it is biased low by
+    about ``Var(w) / (2 S E[w]^2)``, and consistent as ``S`` grows ([2]_).
+
+    Particles are sampled in log space (``jax.random.loggamma``), so
+    proportions below the smallest float keep finite densities; every
+    contraction uses HIGHEST precision. Cost: ``O(fold_in_steps * nnz * k +
+    S * nnz * k)`` for sparse counts (``O(S * N * V * k)`` dense); memory
+    ``O(block * nnz * k)`` (``O(block * N * V)`` dense), particles taken
+    ``block`` at a time.
+
+    Parameters
+    ----------
+    key : jax.random.PRNGKey
+        Randomness of the particles.
+    alpha : array, shape (k,)
+        Dirichlet parameter of the topic proportions.
+    beta : array, shape (k, V)
+        Topics.
+    counts : DocumentCounts, or a dense (n_docs, V) array
+        The documents.
+    num_particles : int
+        S, particles per document.
+    block : int, optional
+        Particles evaluated at once (default: all ``S``).
+    prior_share : float
+        Share of the particles drawn from ``Dir(alpha)`` (0 to 1).
+    widen : float
+        Scale of the fitted Dirichlet's concentration (0 to 1: wider).
+    fold_in_steps : int
+        Fixed-point iterations of the fold-in.
+
+    Returns
+    -------
+    array, shape (n_docs,)
+
+    References
+    ----------
+    .. [1] Blei, Ng, Jordan. "Latent Dirichlet allocation", JMLR 2003, Sec. 5.2.
+    .. [2] Wallach, Murray, Salakhutdinov, Mimno. "Evaluation methods for
+       topic models", ICML 2009, Sec. 4.1 (importance sampling of
+       ``p(c_d | alpha, beta)``).
+    """
+    dtype = beta.dtype
+    if isinstance(counts, DocumentCounts):
+        lengths, coefficient = counts.lengths, _log_coefficient(counts)
+    else:
+        counts = jnp.asarray(counts, dtype)
+        lengths = jnp.sum(counts, axis=-1)
+        coefficient = gammaln(lengths + 1.0) - jnp.sum(gammaln(counts + 1.0), axis=-1)
+    n_docs = lengths.shape[0]
+    n_prior = min(int(np.ceil(prior_share * num_particles)), num_particles)
+    eps = n_prior / num_particles
+    log_beta = jnp.log(jnp.maximum(beta, jnp.finfo(dtype).tiny))
+    fitted = widen * _fold_in(alpha, beta, log_beta, counts, lengths.astype(dtype), fold_in_steps)
+    block = num_particles if block is None else max(1, min(int(block), num_particles))
+    n_blocks = -(-num_particles // block)
+
+    def body(total, b):
+        index = b * block + jnp.arange(block)
+        concentration = jnp.where((index < n_prior)[None, :, None], alpha, fitted[:, None, :])
+        log_gamma = jax.random.loggamma(jax.random.fold_in(key, b), concentration, dtype=dtype)
+        log_theta = log_gamma - logsumexp(log_gamma, axis=-1, keepdims=True)
+        log_prior = _log_dirichlet(log_theta, alpha)
+        if n_prior == num_particles:
+            log_q = log_prior
+        elif n_prior == 0:
+            log_q = _log_dirichlet(log_theta, fitted[:, None, :])
+        else:
+            log_q = jnp.logaddexp(np.log1p(-eps) + _log_dirichlet(log_theta, fitted[:, None, :]),
+                                  np.log(eps) + log_prior)
+        log_w = _particle_loglik(log_theta, beta, counts) + log_prior - log_q
+        log_w = jnp.where(index < num_particles, log_w, -jnp.inf)
+        return jnp.logaddexp(total, logsumexp(log_w, axis=-1)), None
+
+    total, _ = jax.lax.scan(body, jnp.full(n_docs, -jnp.inf, dtype), jnp.arange(n_blocks))
+    return coefficient + total - np.log(num_particles)
 
 
 @jax.jit
