@@ -389,11 +389,10 @@ def pointwise_log_likelihood(samples, counts=None, *, k: int, vocab_size: int | 
 
     Notes
     -----
-    Available as ``lda.model.pointwise_log_likelihood``, so code holding a
-    model and its arguments can call
-    ``model.pointwise_log_likelihood(samples, *model_args, **model_kwargs)``.
-    To use it with ArviZ, put the array in a ``log_likelihood`` group with
-    dims ``(chain, draw, documents)`` and call ``az.loo``.
+    Available as ``lda.model.pointwise_log_likelihood``:
+    :func:`specinit.posterior.to_inference_data` reads it there and puts
+    these values in the ``log_likelihood`` group (dims ``chain, draw,
+    documents``), so ``az.loo`` and :func:`specinit.posterior.loo` use them.
 
     References
     ----------
