@@ -11,7 +11,7 @@ mapping, and the library's own models), NUTS runs with 4 chains x (``--warmup`` 
   (``init_params(spread="laplace")``);
 * ``laplace+mass``: as ``laplace``, and NUTS's initial inverse mass matrix from the same Gaussian
   (``inverse_mass_matrix``);
-* ``laplace+mass, short``: as ``laplace+mass`` with a third of the warm-up.
+* ``laplace+mass+short``: as ``laplace+mass`` with a third of the warm-up (``laplace+mass+short``).
 
 Reported per run: time of the start (the spectral fit and refinement are shared and reported once; the
 Laplace step per run), NUTS wall time (compilation included), max rank-normalized split R-hat and min bulk ESS
@@ -39,7 +39,7 @@ from specinit.models import gmm, hmm
 from specinit.posterior import convergence
 from specinit.warmstart import init_params, inverse_mass_matrix
 
-CONFIGS = ("default", "jitter", "laplace", "laplace+mass", "laplace+mass, short")
+CONFIGS = ("default", "jitter", "laplace", "laplace+mass", "laplace+mass+short")
 
 
 def standardized(loader):

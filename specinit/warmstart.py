@@ -53,6 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.flatten_util import ravel_pytree
 from numpyro import handlers
+from numpyro.distributions import constraints
 from numpyro.infer import init_to_uniform
 from numpyro.infer.gibbs import Gibbs
 from numpyro.infer.hmc import HMC
@@ -277,12 +278,28 @@ def _init_to_estimate(site=None, *, values, fallback, func):
         raise bad_argument("sites", func, f"a mapping that covers the model's site {name!r} (mapped: "
                            f"{sorted(values)}; list sites left to NumPyro's default initialisation in 'fallback')",
                            f"no value for {name!r}", describe=False)
-    value = values[name]
+    value = _representable(values[name], site["fn"].support)
     inside = site["fn"].support(value)
     if not isinstance(inside, jax.core.Tracer) and not bool(np.all(np.asarray(inside))):
         raise bad_argument("sites", func, f"values inside each site's support ({name!r}: {site['fn'].support})",
                            f"values outside it for {name!r}", describe=False)
     return value
+
+
+def _representable(value, support):
+    """Simplex values that survive NumPyro's stick-breaking round trip in float32 (floored, renormalised).
+
+    In float32 the stick-breaking transform loses entries below about the
+    float's resolution times the mass left in the stick (the inverse maps
+    them to unconstrained values whose image is exactly 0, and a Dirichlet
+    density is NaN there). Entries are floored at ``min(1e-6, 0.01 / size)``
+    (at most 1% of a row's mass moves); the log-ratio simplex of the topic
+    models and float64 keep their values.
+    """
+    if value.dtype != jnp.float32 or type(support) is not type(constraints.simplex) or value.shape[-1] < 2:
+        return value
+    floored = jnp.maximum(value, min(1e-6, 0.01 / value.shape[-1]))
+    return floored / jnp.sum(floored, axis=-1, keepdims=True)
 
 
 def _as_jax(params: Mapping) -> dict:
