@@ -298,8 +298,8 @@ def _representable(value, support):
     """
     if value.dtype != jnp.float32 or type(support) is not type(constraints.simplex) or value.shape[-1] < 2:
         return value
-    floored = jnp.maximum(value, min(1e-6, 0.01 / value.shape[-1]))
-    return floored / jnp.sum(floored, axis=-1, keepdims=True)
+    floored = np.maximum(np.asarray(value, dtype=np.float64), min(1e-6, 0.01 / value.shape[-1]))
+    return jnp.asarray(floored / floored.sum(axis=-1, keepdims=True), dtype=value.dtype)
 
 
 def _as_jax(params: Mapping) -> dict:

@@ -16,7 +16,7 @@ import xarray as xr
 from matplotlib import pyplot
 from matplotlib.colors import to_rgb
 from matplotlib.image import imread
-from numpyro.infer import MCMC, NUTS
+from numpyro.infer import MCMC, NUTS, log_likelihood
 from scipy import stats
 from specinit.models import lda
 
@@ -110,6 +110,17 @@ def test_loo_uses_per_document_log_likelihood(fit):
     # the log-likelihood group is float32 (NumPyro's default), and ArviZ sums it in that precision
     assert result.p_loo == pytest.approx(lppd - result.elpd_loo, rel=1e-5)
     assert posterior.loo(fit[2]).loo_i is None
+
+
+def test_topic_model_log_likelihood_integrates_theta_out(fit):
+    mcmc, _, idata = fit
+    samples = mcmc.get_samples(group_by_chain=True)
+    recorded = posterior.group(idata, "log_likelihood")["counts"].values
+    # the declared per-document marginal of lda.model (theta integrated out), not the one at each draw's theta
+    np.testing.assert_array_equal(recorded, lda.pointwise_log_likelihood(samples, mcmc._args[0], k=K))
+    conditional = log_likelihood(lda.model, mcmc.get_samples(), mcmc._args[0], k=K)["counts"]
+    # integrating theta out costs what fitting it to each document gained (about (k - 1) / 2 log n nats a document)
+    assert float(np.mean(recorded)) < float(np.mean(np.asarray(conditional)))
 
 
 def _split(x):

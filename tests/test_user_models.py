@@ -16,6 +16,7 @@ import numpyro.distributions as dist
 import pytest
 import scipy.stats as st
 from numpyro import handlers
+from numpyro.distributions.transforms import biject_to
 from numpyro.infer import MCMC, NUTS, HMCGibbs, Predictive, initialize_model
 
 from specinit import SpectralEstimate
@@ -272,3 +273,19 @@ def test_nuts_on_a_scan_hmm_from_the_estimate_with_loo(sequences):
         assert np.isfinite(loo(idata).elpd_loo)
     # the transition rows carry the estimate's labels on both axes
     np.testing.assert_allclose(group(idata, "spectral")["probs_x"].values[0, 0], est.params["transition"])
+
+
+def test_tiny_simplex_entries_survive_float32_stick_breaking():
+    def categorical(y):
+        probs = numpyro.sample("probs", dist.Dirichlet(jnp.ones(27)))
+        with numpyro.plate("rows", y.shape[0]):
+            numpyro.sample("y", dist.Categorical(probs), obs=y)
+
+    probs = np.full(27, 1e-11)
+    probs[:3] = [0.5, 0.3, 0.2 - 24e-11]  # refined estimates (EM) leave entries near 0
+    est = SpectralEstimate("user", {"probs": probs}, k=1)
+    y = np.array([0, 1, 2, 0])
+    chains = init_params(est, categorical, 2, jax.random.PRNGKey(0), model_args=(y,))
+    start = np.asarray(biject_to(dist.constraints.simplex)(chains["probs"][0]))
+    # floored at 1e-6 and renormalised: at most 27e-6 of the mass moves, and no entry is exactly 0 in float32
+    assert start.min() > 0 and np.abs(start - probs).max() < 3e-5
