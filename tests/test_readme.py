@@ -1,7 +1,10 @@
 """The README's quickstart runs as pasted, and its two commands are what CI runs."""
 
 import re
+import warnings
 from pathlib import Path
+
+import pytest
 
 README = (Path(__file__).parent.parent / "README.md").read_text()
 
@@ -14,6 +17,18 @@ def test_quickstart_runs():
     est = namespace["est"]
     assert est.k == 3 and est.params["beta"].shape == (3, 50)
     assert namespace["mcmc"].get_samples()["beta"].shape == (100, 3, 50)
+
+
+@pytest.mark.boundary
+def test_your_own_model_block_runs():
+    blocks = re.findall(r"```python\n(.*?)```", README, flags=re.S)
+    namespace: dict = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # ArviZ's note on large Pareto k for 400 draws
+        exec(compile(blocks[1], "README: your own model", "exec"), namespace)
+    assert sorted(namespace["init"]) == ["locs", "scale", "weights"]
+    assert namespace["mcmc"].get_samples()["locs"].shape == (400, 3, 4)
+    assert namespace["mass"].shape == (15, 15)
 
 
 def test_ci_runs_the_readme_test_command():
