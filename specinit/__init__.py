@@ -14,7 +14,9 @@ Layers, one organising rule (each layer imports only the ones above it):
   ``factors``, ``kernel_multiview``;
 * the NumPyro and ArviZ boundary: :mod:`specinit.estimate` (the result of
   every fit), :mod:`specinit.warmstart`, :mod:`specinit.compare`,
-  :mod:`specinit.align`, :mod:`specinit.posterior` (the only ArviZ module);
+  :mod:`specinit.pointwise` (the log-likelihood LOO uses),
+  :mod:`specinit.align`, :mod:`specinit.posterior` (the only ArviZ module),
+  :mod:`specinit.examples` (NumPyro's own example models, to warm-start);
 * entry points: :mod:`specinit.synthetic`, :mod:`specinit.demo`, :mod:`specinit.cli`.
 """
 

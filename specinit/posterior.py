@@ -11,11 +11,15 @@ names on both generations (the ``r_hat`` and ``ess_bulk`` columns, the
 
 Layout of the returned object (:func:`to_inference_data`):
 
-* ``posterior`` -- NumPyro draws, relabelled to the spectral estimate's
-  component labels when ``align=True`` (:func:`specinit.align.align_draws`;
+* ``posterior`` -- NumPyro draws (of the library's models or the user's own,
+  with ``sites=`` mapping them onto the estimate), relabelled to the
+  spectral estimate's component labels when ``align=True`` (:func:`specinit.align.align_draws`;
   attribute ``aligned_to = "spectral"``);
-* ``log_likelihood`` -- one value per observation of the data plate (per
-  document for the topic models), so :func:`loo` works;
+* ``log_likelihood`` -- one value per observation row, so :func:`loo` works:
+  per document with the topic proportions integrated out for ``lda.model``,
+  the marginal over the enumerated discrete sites for models that NumPyro
+  enumerates (:func:`specinit.pointwise.row_log_likelihood`), NumPyro's
+  per-site log-likelihood otherwise;
 * ``sample_stats``, ``observed_data`` -- as ArviZ builds them;
 * ``spectral`` -- the estimate as a single chain with a single draw, with
   the posterior's variable names, dims and coords (attributes: the model
