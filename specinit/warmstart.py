@@ -296,6 +296,8 @@ def _representable(value, support):
     (at most 1% of a row's mass moves); the log-ratio simplex of the topic
     models and float64 keep their values.
     """
+    while isinstance(support, constraints.independent):
+        support = support.base_constraint
     if value.dtype != jnp.float32 or type(support) is not type(constraints.simplex) or value.shape[-1] < 2:
         return value
     floored = np.maximum(np.asarray(value, dtype=np.float64), min(1e-6, 0.01 / value.shape[-1]))

@@ -277,15 +277,15 @@ def test_nuts_on_a_scan_hmm_from_the_estimate_with_loo(sequences):
 
 def test_tiny_simplex_entries_survive_float32_stick_breaking():
     def categorical(y):
-        probs = numpyro.sample("probs", dist.Dirichlet(jnp.ones(27)))
+        probs = numpyro.sample("probs", dist.Dirichlet(jnp.ones((1, 27))).to_event(1))[0]
         with numpyro.plate("rows", y.shape[0]):
             numpyro.sample("y", dist.Categorical(probs), obs=y)
 
     probs = np.full(27, 1e-11)
     probs[:3] = [0.5, 0.3, 0.2 - 24e-11]  # refined estimates (EM) leave entries near 0
-    est = SpectralEstimate("user", {"probs": probs}, k=1)
+    est = SpectralEstimate("user", {"probs": probs[None]}, k=1)
     y = np.array([0, 1, 2, 0])
     chains = init_params(est, categorical, 2, jax.random.PRNGKey(0), model_args=(y,))
-    start = np.asarray(biject_to(dist.constraints.simplex)(chains["probs"][0]))
+    start = np.asarray(biject_to(dist.constraints.simplex)(chains["probs"][0, 0]))
     # floored at 1e-6 and renormalised: at most 27e-6 of the mass moves, and no entry is exactly 0 in float32
     assert start.min() > 0 and np.abs(start - probs).max() < 3e-5

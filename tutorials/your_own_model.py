@@ -53,7 +53,7 @@ from specinit.models import gmm, hmm
 from specinit.posterior import convergence, loo, to_inference_data
 
 SMALL = os.environ.get("SPECINIT_TUTORIAL_SMALL") == "1"
-DRAWS = dict(num_chains=2, num_warmup=40, num_samples=40) if SMALL else dict(num_chains=4, num_warmup=300,
+DRAWS = dict(num_chains=2, num_warmup=20, num_samples=20) if SMALL else dict(num_chains=4, num_warmup=300,
                                                                               num_samples=300)
 
 # %% [markdown]
@@ -122,7 +122,7 @@ def letters_hmm(sequences, lengths, hidden_dim, n_symbols):
     scan(transition_fn, (jnp.zeros(num_sequences, dtype=jnp.int32), 0), jnp.swapaxes(sequences, 0, 1))
 
 
-paragraphs = [s[:60] for s in load_letter_sequences()][: 12 if SMALL else 60]
+paragraphs = [s[: 30 if SMALL else 60] for s in load_letter_sequences()][: 8 if SMALL else 60]
 states = 3
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", RuntimeWarning)  # real text is not a 3-state HMM: the spectral step says so
