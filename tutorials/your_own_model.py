@@ -20,7 +20,8 @@
 # estimate's own uncertainty (the curvature of the posterior at the
 # estimate, `specinit.warmstart.laplace`).
 #
-# Two models from NumPyro's documentation, written as their authors write them:
+# Two models from NumPyro's documentation, written as their authors write them
+# (`specinit.examples`; their source is printed below, it is all the model code there is):
 #
 # 1. the Gaussian mixture of NumPyro's mixture tutorial (an enumerated
 #    assignment per row), on the standardized iris measurements;
@@ -37,18 +38,15 @@
 import os
 import warnings
 
+import inspect
+
 import jax
-import jax.numpy as jnp
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
-from numpyro import handlers
-from numpyro.contrib.control_flow import scan
-from numpyro.contrib.funsor import config_enumerate
 from sklearn.datasets import load_iris
 
 from specinit.compare import compare_nuts
 from specinit.corpus import load_letter_sequences
+from specinit.examples import enumerated_hmm, enumerated_mixture
 from specinit.models import gmm, hmm
 from specinit.posterior import convergence, loo, to_inference_data
 
@@ -60,32 +58,22 @@ DRAWS = dict(num_chains=2, num_warmup=20, num_samples=20) if SMALL else dict(num
 # ## 1. A Gaussian mixture with an enumerated assignment
 
 # %%
-K = 3
-
-
-@config_enumerate
-def mixture(data):
-    weights = numpyro.sample("weights", dist.Dirichlet(0.5 * jnp.ones(K)))
-    scale = numpyro.sample("scale", dist.LogNormal(0.0, 2.0))
-    with numpyro.plate("components", K):
-        locs = numpyro.sample("locs", dist.Normal(0.0, 10.0).expand([data.shape[1]]).to_event(1))
-    with numpyro.plate("data", len(data)):
-        assignment = numpyro.sample("assignment", dist.Categorical(weights))
-        numpyro.sample("obs", dist.Normal(locs[assignment], scale).to_event(1), obs=data)
+print(inspect.getsource(enumerated_mixture))
 
 
 iris = load_iris().data
 x = ((iris - iris.mean(0)) / iris.std(0)).astype(np.float32)
-estimate = gmm.spectral(x, K, seed=0)
+estimate = gmm.spectral(x, 3, seed=0)
 print({name: value.shape for name, value in estimate.params.items()})
 
 sites = {"weights": "weights", "locs": "loc", "scale": lambda p: np.sqrt(np.mean(p["scale"] ** 2))}
 try:
-    estimate.init_params(mixture, 2, jax.random.PRNGKey(0), sites={"weights": "weights", "locz": "loc"}, model_args=(x,))
+    estimate.init_params(enumerated_mixture, 2, jax.random.PRNGKey(0), sites={"weights": "weights", "locz": "loc"},
+                         model_args=(x,))
 except ValueError as error:
     print("a misspelled site:", error)
 
-result = compare_nuts(mixture, estimate, model_args=(x,), sites=sites, **DRAWS)
+result = compare_nuts(enumerated_mixture, estimate, model_args=(x,), sites=sites, **DRAWS)
 summary = result.summary()
 print(f"mixture: max R-hat from the estimate {summary['warm_max_rhat']:.3f} ({summary['warm_time_s']:.1f} s), "
       f"from NumPyro's default {summary['cold_max_rhat']:.3f} ({summary['cold_time_s']:.1f} s)")
@@ -107,19 +95,7 @@ print(f"LOO: elpd {mixture_loo.elpd_loo:.1f}, p_loo {mixture_loo.p_loo:.1f}, "
 # convention), so no site takes the estimate's `init`.
 
 # %%
-def letters_hmm(sequences, lengths, hidden_dim, n_symbols):
-    num_sequences, _ = sequences.shape
-    probs_x = numpyro.sample("probs_x", dist.Dirichlet(0.9 * jnp.eye(hidden_dim) + 0.1).to_event(1))
-    probs_y = numpyro.sample("probs_y", dist.Dirichlet(0.5 * jnp.ones((hidden_dim, n_symbols))).to_event(1))
-
-    def transition_fn(carry, y):
-        x_prev, t = carry
-        with numpyro.plate("sequences", num_sequences, dim=-1), handlers.mask(mask=t < lengths):
-            x = numpyro.sample("x", dist.Categorical(probs_x[x_prev]), infer={"enumerate": "parallel"})
-            numpyro.sample("y", dist.Categorical(probs_y[x]), obs=y)
-        return (x, t + 1), None
-
-    scan(transition_fn, (jnp.zeros(num_sequences, dtype=jnp.int32), 0), jnp.swapaxes(sequences, 0, 1))
+print(inspect.getsource(enumerated_hmm))
 
 
 paragraphs = [s[: 30 if SMALL else 60] for s in load_letter_sequences()][: 8 if SMALL else 60]
@@ -130,7 +106,7 @@ with warnings.catch_warnings():
 padded, lengths = hmm.pad_sequences(paragraphs)
 args = (padded, lengths, states, 27)
 hmm_sites = {"probs_x": "transition", "probs_y": "emission"}
-letters = compare_nuts(letters_hmm, letters_estimate, model_args=args, sites=hmm_sites, **DRAWS)
+letters = compare_nuts(enumerated_hmm, letters_estimate, model_args=args, sites=hmm_sites, **DRAWS)
 summary = letters.summary()
 print(f"letters HMM: max R-hat from the estimate {summary['warm_max_rhat']:.3f} ({summary['warm_time_s']:.1f} s), "
       f"from NumPyro's default {summary['cold_max_rhat']:.3f} ({summary['cold_time_s']:.1f} s)")
