@@ -322,16 +322,16 @@ def _dirichlet_draw(key, concentration):
 
 
 def _gumbel(key, shape):
-    """Standard Gumbel variables ``-log E``, ``E ~ Exponential(1)`` drawn from a uniform of 46 bits near 0.
+    """Standard Gumbel variables ``-log E``, ``E = -log(1 - u) ~ Exponential(1)``, ``u`` from 32 random bits.
 
-    ``jax.random.gumbel`` draws ``E`` from one float32 uniform (a multiple of
-    2**-23), so its Gumbels never exceed ~16.6 and a category whose
-    probability is below ~1e-7 times the largest is never chosen; two
-    uniforms give ``E`` down to 2**-46 (Gumbels up to ~32: probabilities down
-    to ~1e-14 are drawn at their rate).
+    ``jax.random.gumbel`` draws ``u`` as a multiple of 2**-23, so its
+    Gumbels never exceed ~16.6 and a category whose probability is below
+    ~1e-7 times the largest is never chosen; ``u = (bits + 1/2) 2**-32`` gives
+    ``E`` down to ~1e-10 (Gumbels up to ~22.9: probabilities down to ~1e-10
+    are drawn at their rate). ``u`` is capped below 1 (``E`` at ~16.6).
     """
-    high, low = jax.random.uniform(key, (2, *shape))
-    uniform = jnp.maximum(high + low * 2.0 ** -23, jnp.finfo(high.dtype).tiny)
+    bits = jax.random.bits(key, shape, jnp.uint32)
+    uniform = jnp.minimum((bits.astype(jnp.float32) + 0.5) * 2.0 ** -32, 1.0 - 2.0 ** -24)
     return -jnp.log(-jnp.log1p(-uniform))
 
 
@@ -343,12 +343,11 @@ def _topic_counts(key, theta, beta, token_doc, token_word):
     the log probabilities (no product is formed, so none underflows), so the
     counts ``c_dw`` are split over the topics multinomially.
     """
-    n_docs, k = theta.shape
+    (n_docs, k), vocab_size = theta.shape, beta.shape[1]
     logits = jnp.log(theta)[token_doc] + jnp.log(beta).T[token_word]
-    choice = jnp.argmax(logits + _gumbel(key, logits.shape), axis=-1)
-    topic = jax.nn.one_hot(choice, k, dtype=jnp.int32)
-    n_dk = jax.ops.segment_sum(topic, token_doc, num_segments=n_docs)
-    n_kw = jax.ops.segment_sum(topic, token_word, num_segments=beta.shape[1]).T
+    topic = jnp.argmax(logits + _gumbel(key, logits.shape), axis=-1).astype(jnp.int32)
+    n_dk = jnp.bincount(token_doc * k + topic, length=n_docs * k).reshape(n_docs, k)
+    n_kw = jnp.bincount(topic * vocab_size + token_word, length=k * vocab_size).reshape(k, vocab_size)
     return n_dk, n_kw
 
 
@@ -371,7 +370,7 @@ def kernel(
     eta: float = 0.1,
     alpha_prior: tuple = (1.0, 1.0),
     subsample_size=None,
-    gibbs_sweeps: int = 1,
+    gibbs_sweeps: int = 5,
     **nuts_kwargs,
 ) -> MCMCKernel:
     """Gibbs-within-NUTS sampler of :func:`model`: ``beta`` and ``theta`` exactly by data augmentation, NUTS for ``alpha``.
@@ -392,7 +391,8 @@ def kernel(
     conditionals of the augmented model ``p(beta, theta, z | alpha,
     counts)`` are drawn exactly). A NUTS step then moves ``alpha`` on
     :func:`model` conditioned on ``beta`` and ``theta``
-    (``numpyro.infer.HMCGibbs``). Entries of ``beta`` for frequent words
+    (``numpyro.infer.HMCGibbs``; the likelihood, constant in ``alpha`` given
+    them, is left out of its potential). Entries of ``beta`` for frequent words
     nearly absent from a topic, which NUTS on the whole model explores
     slowly (their log wanders in the heavy tail of ``Dirichlet(eta)``), are
     fresh conditional draws at every step.
@@ -421,8 +421,11 @@ def kernel(
         Not supported: the data-augmentation step needs every document.
     gibbs_sweeps : int
         Data-augmentation updates of ``(beta, theta)`` per NUTS step (each
-        leaves the conditional invariant; more sweeps mix the topics faster
-        at the cost of one pass over the tokens each).
+        leaves the conditional invariant). A sweep costs one pass over the
+        tokens, a fraction of a NUTS step; the topic entries that switch
+        between "word absent from the topic" and "word present a few times"
+        need several (``benchmarks/bench_lda_gibbs.py``: max R-hat 1.33 with
+        one sweep, 1.04 with five, on the same corpus).
     **nuts_kwargs
         Keyword arguments of ``numpyro.infer.NUTS`` for the ``alpha`` step
         (``target_accept_prob``, ``max_tree_depth``, ``dense_mass``, ...).
@@ -434,9 +437,8 @@ def kernel(
         arguments: ``MCMC(lda.kernel(X, k=k), ...).run(key, X, k=k)``.
         ``init_params`` take ``alpha`` UNCONSTRAINED (its log) and ``beta``,
         ``theta`` CONSTRAINED (rows on the simplex), each with a leading
-        chain axis for several chains; without them the chains start from
-        prior draws of ``beta`` and ``theta`` and NumPyro's default for
-        ``alpha``.
+        chain axis for several chains. Without them ``beta`` and ``theta``
+        start at prior draws and ``alpha`` at NUTS's ``init_strategy``.
 
     Raises
     ------
@@ -450,13 +452,14 @@ def kernel(
     Notes
     -----
     The token topics are drawn per token by the Gumbel-max trick on log
-    probabilities (topics of probability down to ~1e-14 are drawn at their
-    rate) and the Dirichlets from log-Gamma variables, so nothing underflows
-    on the way; the draws are floored at the smallest normal float (only
-    values a float32 cannot hold move), so the model's log density stays
-    finite.
-    Memory is O(T k) for T tokens (the sum of the counts). The chain stays
-    in one labelling of the topics, like NUTS from a spectral start.
+    probabilities (topics of probability down to ~1e-10 times the largest
+    are drawn at their rate) and the Dirichlets from log-Gamma variables,
+    so nothing underflows on the way; the draws are floored at the smallest
+    normal float (only values a float32 cannot hold move), so the model's
+    log density stays finite. Memory is O(T k) for T tokens (the sum of the
+    counts). Chains started from a spectral estimate share its labelling of
+    the topics; chains started at random do not (R-hat over ``beta`` is then
+    meaningless without relabelling).
 
     References
     ----------
@@ -494,7 +497,18 @@ def kernel(
         beta, theta = jax.lax.fori_loop(0, sweeps, sweep, (gibbs_sites["beta"], gibbs_sites["theta"]))
         return {"beta": beta, "theta": theta}
 
-    return HMCGibbs(NUTS(model, **nuts_kwargs), gibbs_fn=gibbs_fn, gibbs_sites=["beta", "theta"])
+    return HMCGibbs(NUTS(_alpha_model, **nuts_kwargs), gibbs_fn=gibbs_fn, gibbs_sites=["beta", "theta"])
+
+
+def _alpha_model(*args, **kwargs):
+    """:func:`model` without its ``counts`` site: the same conditional of ``alpha`` given ``beta`` and ``theta``.
+
+    Given ``beta`` and ``theta`` the likelihood does not depend on ``alpha``;
+    leaving it out spares the NUTS step of :func:`kernel` an O(N V k) (dense)
+    or O(nnz k) evaluation per leapfrog step.
+    """
+    with numpyro.handlers.block(hide=["counts"]):
+        model(*args, **kwargs)
 
 
 model.kernel = kernel
