@@ -30,6 +30,7 @@ import jax
 import numpy as np
 from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO, init_to_uniform
 from numpyro.infer.autoguide import AutoDelta, AutoNormal
+from numpyro.infer.hmc import HMC
 from numpyro.optim import Adam
 
 from specinit._validation import bad_argument, check_choice, check_int, check_positive
@@ -82,7 +83,8 @@ class NutsComparison:
         The model's sites (with values from the estimate) outside the data
         plates; :meth:`summary` reports R-hat and ESS over these.
     warm_mean_steps, cold_mean_steps : float
-        Mean number of leapfrog steps per sampling iteration (tree size).
+        Mean number of leapfrog steps per sampling iteration (tree size);
+        NaN for a Gibbs composite kernel (``lda.kernel``).
     """
 
     warm: MCMC
@@ -128,7 +130,8 @@ def _kernel(model, kernel, model_args, model_kwargs, nuts_kwargs):
 def _nuts_run(kernel, init_params, key, model_args, model_kwargs, settings):
     mcmc = MCMC(kernel, **settings)
     start = time.perf_counter()
-    mcmc.run(key, *model_args, init_params=init_params, extra_fields=("num_steps",), **model_kwargs)
+    fields = ("num_steps",) if isinstance(kernel, HMC) else ()  # a Gibbs composite's state has one per block
+    mcmc.run(key, *model_args, init_params=init_params, extra_fields=fields, **model_kwargs)
     samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
     elapsed = time.perf_counter() - start
     fields = mcmc.get_extra_fields()
