@@ -121,7 +121,7 @@ def run_demo(out_dir: Path, *, size: str = "default", seed: int = 0, log: Callab
     results["refined_topic_l1_small"] = topic_error(small.beta, small_est.params["beta"])
     log(f"      mean L1 topic error on the small corpus: spectral {results['spectral_topic_l1_small']:.3f}, "
         f"refined {results['refined_topic_l1_small']:.3f}, "
-        f"posterior mean (warm NUTS) {results['posterior_topic_l1']:.3f}")
+        f"posterior mean (warm MCMC) {results['posterior_topic_l1']:.3f}")
     paths = [
         posterior.plot_forest_with_spectral(idata, small_est, ["alpha"], out_dir / "forest_alpha.png"),
         posterior.plot_topic_heatmap(estimate.params["beta"], out_dir / "topics_spectral.png"),
