@@ -7,7 +7,7 @@ doc_length=80, seed=seed)``), dense counts, the model's defaults (eta = 0.1);
 spectral estimate is ``lda.spectral(X, 4, alpha0=1.2, seed=0)``. Per seed:
 
 * ``gibbs, spectral``: ``lda.kernel`` from the spectral start (per-chain
-  ``init_params`` with jitter 0.05 in unconstrained space; ``alpha``
+  ``init_params`` with spread 0.05 in unconstrained space; ``alpha``
   unconstrained, ``beta`` and ``theta`` constrained);
 * ``gibbs, default``: ``lda.kernel`` without ``init_params`` (prior draws of
   ``beta`` and ``theta``, NumPyro's default for ``alpha``);
@@ -30,9 +30,7 @@ import warnings
 
 import jax
 import numpy as np
-from numpyro import handlers
 from numpyro.infer import MCMC, NUTS
-from numpyro.infer.util import constrain_fn
 
 from _common import machine, table
 from specinit.models import lda
@@ -48,13 +46,11 @@ def run(name: str, seed: int, sizes: dict, sweeps: int):
     X = corpus.counts.toarray().astype(np.float32)
     init_key, run_key = jax.random.split(jax.random.PRNGKey(seed))
     init = None
+    kernel = NUTS(lda.model) if name == "nuts" else lda.kernel(X, k=k, gibbs_sweeps=sweeps)
     if name != "default":
         estimate = lda.spectral(corpus.counts, k, alpha0=0.3 * k, seed=0)
-        init = estimate.init_params(lda.model, 4, init_key, jitter=0.05, model_args=(X,), model_kwargs={"k": k})
-        if name == "gibbs":
-            values = jax.vmap(lambda z: constrain_fn(handlers.seed(lda.model, 0), (X,), {"k": k}, z))(init)
-            init = {"alpha": init["alpha"], "beta": values["beta"], "theta": values["theta"]}
-    kernel = NUTS(lda.model) if name == "nuts" else lda.kernel(X, k=k, gibbs_sweeps=sweeps)
+        init = estimate.init_params(lda.model, 4, init_key, spread=0.05, kernel=kernel, model_args=(X,),
+                                    model_kwargs={"k": k})
     mcmc = MCMC(kernel, num_warmup=sizes["warmup"], num_samples=sizes["draws"], num_chains=4,
                 chain_method="sequential", progress_bar=False)
     start = time.perf_counter()

@@ -3,7 +3,7 @@
 Corpora ``sample_lda(n_docs=150, vocab_size=150, k=4, alpha=0.3,
 doc_length=80, seed=s)``, dense counts, ``lda.model`` with its defaults,
 warm-started from ``lda.spectral(X, 4, alpha0=1.2, seed=0)`` (per-chain
-``init_params`` with jitter 0.05); 4 chains x (300 warm-up + 300 draws),
+``init_params`` with spread 0.05); 4 chains x (300 warm-up + 300 draws),
 ``chain_method="sequential"``. On the same draws, ``az.loo`` with two
 pointwise log-likelihoods:
 
@@ -59,7 +59,7 @@ def nuts_draws(seed: int, quick: bool, cache: str | None) -> dict:
     X = corpus(seed, quick).toarray().astype(np.float32)
     warmup, draws = (100, 100) if quick else (300, 300)
     est = lda.spectral(X, K, alpha0=1.2, seed=0)
-    init = est.init_params(lda.model, 4, jax.random.PRNGKey(seed), jitter=0.05, model_args=(X,), model_kwargs={"k": K})
+    init = est.init_params(lda.model, 4, jax.random.PRNGKey(seed), spread=0.05, model_args=(X,), model_kwargs={"k": K})
     mcmc = MCMC(NUTS(lda.model), num_warmup=warmup, num_samples=draws, num_chains=4, chain_method="sequential",
                 progress_bar=False)
     start = time.perf_counter()

@@ -7,10 +7,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from numpyro import handlers
 from numpyro.diagnostics import effective_sample_size
 from numpyro.infer import MCMC, NUTS
-from numpyro.infer.util import constrain_fn
 from scipy.special import digamma, polygamma
 
 from specinit.distributions.counts import from_csr
@@ -96,13 +94,6 @@ def test_dirichlet_draw_moments_and_log_tail():
     np.testing.assert_array_less(np.abs(np.log(p).mean(0) - log_mean), 5 * np.sqrt(log_var / DRAWS) + 0.01)
 
 
-def _gibbs_init(estimate, X, k, num_chains, key, jitter):
-    """Per-chain starts for lda.kernel: alpha unconstrained, beta and theta constrained."""
-    z = estimate.init_params(lda.model, num_chains, key, jitter=jitter, model_args=(X,), model_kwargs={"k": k})
-    values = jax.vmap(lambda params: constrain_fn(handlers.seed(lda.model, 0), (X,), {"k": k}, params))(z)
-    return {"alpha": z["alpha"], "beta": values["beta"], "theta": values["theta"]}
-
-
 def _invariants(samples):
     """Label-free functionals: each document's word distribution theta_d @ beta, sum(alpha), sum_k beta_kw^2."""
     doc_words = np.einsum("sdk,skw->sdw", samples["theta"], samples["beta"]).reshape(len(samples["beta"]), -1)
@@ -133,8 +124,12 @@ def test_spectral_start_recovers_planted_topics():
     corpus = sample_lda(n_docs=150, vocab_size=30, k=3, alpha=0.3, doc_length=60, seed=5)
     estimate = lda.spectral(corpus.counts, 3, alpha0=0.9, seed=0)
     X = corpus.counts
-    init = _gibbs_init(estimate, X.toarray().astype(np.float32), 3, 2, jax.random.PRNGKey(5), 0.05)
-    mcmc = MCMC(lda.model.kernel(X, k=3), num_warmup=80, num_samples=80, num_chains=2, chain_method="sequential",
+    kernel = lda.model.kernel(X, k=3)
+    # for the Gibbs composite, init_params gives alpha unconstrained and beta, theta constrained (on the simplex)
+    init = estimate.init_params(lda.model, 2, jax.random.PRNGKey(5), spread=0.05, kernel=kernel, model_args=(X,),
+                                model_kwargs={"k": 3})
+    np.testing.assert_allclose(np.asarray(init["beta"]).sum(-1), 1.0, rtol=1e-5)
+    mcmc = MCMC(kernel, num_warmup=80, num_samples=80, num_chains=2, chain_method="sequential",
                 progress_bar=False)
     mcmc.run(jax.random.PRNGKey(6), X, k=3, init_params=init)
     beta = np.asarray(mcmc.get_samples(group_by_chain=True)["beta"], np.float64)
