@@ -43,6 +43,7 @@ enabled x64) only here, at the boundary.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -203,10 +204,11 @@ def map_sites(estimate, sites=None, *, func: str = "map_sites") -> SpectralEstim
         Parameters keyed by model site. A site mapped by name keeps that
         parameter's support and component axes (so
         :func:`specinit.align.align_draws` relabels it; its ArviZ dims are
-        the model's own, read from its plates, unless the list form keeps the
-        estimate's names); a derived site has none (support ``"real"``). The matching site is the model's name of
-        the estimate's matching site when it is mapped by name, otherwise
-        the first mapped site with one component axis.
+        the model's own, read from its plates, unless the list form keeps
+        the estimate's names); a derived site has none (support
+        ``"real"``). The matching site is the model's name of the
+        estimate's matching site when it is mapped by name, otherwise the
+        first mapped site with one component axis.
 
     Raises
     ------
@@ -453,12 +455,12 @@ def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None
     """
     func = "init_params"
     num_chains = check_int(num_chains, "num_chains", func, minimum=1)
-    if not (isinstance(spread, str) and spread == "laplace"):
-        if isinstance(spread, (bool, str)) or not isinstance(spread, (int, float)) or not np.isfinite(spread) \
-                or spread < 0:
-            raise bad_argument("spread", func, "a finite number >= 0 or 'laplace'", spread)
+    by_laplace = isinstance(spread, str) and spread == "laplace"
+    if not by_laplace and (isinstance(spread, (bool, str)) or not isinstance(spread, numbers.Real)
+                           or not np.isfinite(spread) or spread < 0):
+        raise bad_argument("spread", func, "a finite number >= 0 or 'laplace'", spread)
     start = _start(estimate, model, sites, fallback, model_args, model_kwargs, func)
-    if isinstance(spread, str):
+    if by_laplace:
         chains = _laplace(start, tuple(sorted(start.z))).sample(key, num_chains)
     else:
         keys = jax.random.split(key, len(start.z))

@@ -289,3 +289,18 @@ def test_tiny_simplex_entries_survive_float32_stick_breaking():
     start = np.asarray(biject_to(dist.constraints.simplex)(chains["probs"][0, 0]))
     # floored at 1e-6 and renormalised: at most 27e-6 of the mass moves, and no entry is exactly 0 in float32
     assert start.min() > 0 and np.abs(start - probs).max() < 3e-5
+
+
+@pytest.mark.parametrize("spread", ["gaussian", True, float("nan"), -0.1])
+def test_bad_spread_is_named(conjugate, spread):
+    y, est, _ = conjugate
+    with pytest.raises(ValueError, match="'spread' argument of init_params must be a finite number >= 0 or 'laplace'"):
+        init_params(est, gaussian_means, 2, jax.random.PRNGKey(0), spread=spread, model_args=(y,))
+
+
+def test_laplace_over_unknown_sites_and_bad_variance(conjugate):
+    y, est, _ = conjugate
+    with pytest.raises(ValueError, match=r"'over' argument of laplace.*\['mu'\]"):
+        laplace(est, gaussian_means, model_args=(y,), over=("sigma",))
+    with pytest.raises(ValueError, match="'max_variance'"):
+        laplace(est, gaussian_means, model_args=(y,), max_variance=0.0)
