@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 import jax
 import numpy as np
-from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO, init_to_uniform
+from numpyro import handlers
+from numpyro.infer import MCMC, NUTS, SVI, Trace_ELBO, TraceEnum_ELBO, init_to_uniform
 from numpyro.infer.autoguide import AutoDelta, AutoNormal
 from numpyro.infer.hmc import HMC
 from numpyro.optim import Adam
@@ -334,7 +335,11 @@ _GUIDES = {"normal": AutoNormal, "delta": AutoDelta}
 
 
 def _svi_run(model, guide_cls, init_loc_fn, lr, num_steps, key, model_args, model_kwargs):
-    svi = SVI(model, guide_cls(model, init_loc_fn=init_loc_fn), Adam(lr), Trace_ELBO())
+    # enumerated discrete sites: the guide covers the continuous sites only, the ELBO sums the discrete ones out
+    discrete = [name for name, site in site_info(model, model_args, model_kwargs).items()
+                if site.discrete and not site.observed]
+    guide = guide_cls(handlers.block(model, hide=discrete) if discrete else model, init_loc_fn=init_loc_fn)
+    svi = SVI(model, guide, Adam(lr), TraceEnum_ELBO() if discrete else Trace_ELBO())
     start = time.perf_counter()
     result = svi.run(key, num_steps, *model_args, progress_bar=False, **model_kwargs)
     losses = np.asarray(jax.block_until_ready(result.losses), dtype=np.float64)
@@ -360,7 +365,9 @@ def compare_svi(
     Parameters
     ----------
     model : callable
-        The NumPyro model.
+        The NumPyro model. With discrete latent sites (enumerated), the
+        guide covers the continuous sites and ``TraceEnum_ELBO`` sums the
+        discrete ones out.
     estimate : SpectralEstimate
     model_args, model_kwargs
         Arguments of the model (with the observed data).

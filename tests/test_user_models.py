@@ -20,6 +20,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.infer import MCMC, NUTS, HMCGibbs, Predictive, initialize_model
 
 from specinit import SpectralEstimate
+from specinit.compare import compare_svi
 from specinit.examples import MIXTURE_SITES, enumerated_hmm, enumerated_mixture
 from specinit.models import gmm, hmm
 from specinit.pointwise import row_log_likelihood
@@ -304,3 +305,12 @@ def test_laplace_over_unknown_sites_and_bad_variance(conjugate):
         laplace(est, gaussian_means, model_args=(y,), over=("sigma",))
     with pytest.raises(ValueError, match="'max_variance'"):
         laplace(est, gaussian_means, model_args=(y,), max_variance=0.0)
+
+
+def test_compare_svi_on_an_enumerated_mixture_through_the_mapping(blobs):
+    x, est = blobs
+    result = compare_svi(mixture, est, (x.astype(np.float32),), sites=MAPPING, guide="delta", num_steps=60, window=10)
+    # the warm guide starts at the estimate: its first loss is far below the default start's
+    assert np.all(np.isfinite(result.warm_losses)) and result.warm_losses[0] < result.cold_losses[0]
+    with pytest.raises(ValueError, match=r"'sites'.*covers the model's site 'scale'"):
+        compare_svi(mixture, est, (x.astype(np.float32),), sites={"weights": "weights", "locs": "loc"}, num_steps=2)
