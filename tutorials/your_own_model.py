@@ -51,7 +51,7 @@ from specinit.models import gmm, hmm
 from specinit.posterior import convergence, loo, to_inference_data
 
 SMALL = os.environ.get("SPECINIT_TUTORIAL_SMALL") == "1"
-DRAWS = dict(num_chains=2, num_warmup=20, num_samples=20) if SMALL else dict(num_chains=4, num_warmup=300,
+DRAWS = dict(num_chains=2, num_warmup=50, num_samples=50) if SMALL else dict(num_chains=4, num_warmup=300,
                                                                               num_samples=300)
 
 # %% [markdown]
