@@ -57,7 +57,7 @@ import pandas as pd
 import xarray as xr
 from matplotlib.figure import Figure
 
-from specinit._validation import bad_argument, check_int, check_positive
+from specinit._validation import bad_argument, check_int, check_positive, warn
 from specinit.align import align_draws
 from specinit.pointwise import row_log_likelihood
 from specinit.warmstart import map_sites
@@ -208,8 +208,20 @@ def _summary(data, var_names, hdi_prob: float) -> pd.DataFrame:
 
 
 def _rhat_ess(draws: xr.Dataset) -> tuple[xr.Dataset, xr.Dataset]:
-    """Rank-normalized split R-hat and bulk ESS of every element (dims ``chain``, ``draw`` first)."""
-    return az.rhat(draws, method="rank"), az.ess(draws, method="bulk")
+    """Rank-normalized split R-hat and bulk ESS of every element (dims ``chain``, ``draw`` first).
+
+    An element constant within every split chain has no within-chain
+    variance: its R-hat is ``inf`` where the chains sit at different values
+    (they are stuck) and NaN where all draws are equal; both are named in a
+    warning instead of ArviZ's division warnings.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rhat, ess = az.rhat(draws, method="rank"), az.ess(draws, method="bulk")
+    stuck = [name for name in draws.data_vars if np.isinf(rhat[name].values).any()]
+    if stuck:
+        warn(f"the chains of {', '.join(stuck)} did not move (each chain constant, the chains apart): R-hat is inf; "
+             "lengthen the warm-up or lower the initial step size")
+    return rhat, ess
 
 
 def _loo(data, pointwise: bool) -> LooResult:
@@ -494,7 +506,9 @@ def convergence(data, var_names=None) -> pd.DataFrame:
     pandas.DataFrame
         One row per variable, columns ``r_hat`` (the largest over the
         variable's entries) and ``ess_bulk`` (the smallest). NaN where a
-        variable is constant within every chain (R-hat undefined).
+        variable is constant over all draws (R-hat undefined); ``inf``, with
+        a warning, where every chain is constant but the chains differ (the
+        chains are stuck).
 
     Raises
     ------

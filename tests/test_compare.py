@@ -37,7 +37,7 @@ def test_local_sites_are_the_per_document_sites():
 def test_compare_nuts_returns_finite_numbers():
     X = planted_counts(seed=1)
     estimate = single_topic.spectral(X, 2)
-    result = compare_nuts(single_topic.model, estimate, (X,), {"k": 2}, num_chains=2, num_warmup=20, num_samples=20,
+    result = compare_nuts(single_topic.model, estimate, (X,), {"k": 2}, num_chains=2, num_warmup=60, num_samples=20,
                           nuts_kwargs={"max_tree_depth": 3})
     assert isinstance(result, NutsComparison)
     assert result.global_sites == ("weights", "beta")

@@ -165,6 +165,17 @@ def test_one_rhat_everywhere(fit):
         posterior.convergence(idata, ["gamma"])
 
 
+def test_stuck_chains_give_infinite_rhat_and_a_warning():
+    moving = np.random.default_rng(0).normal(size=(2, 20))
+    draws = {"stuck": np.stack([np.full(20, 0.3), np.full(20, 0.4)]), "constant": np.ones((2, 20)), "moving": moving}
+    with pytest.warns(RuntimeWarning, match="the chains of stuck did not move") as record:
+        table = posterior.convergence(draws)
+    assert len(record) == 1
+    assert table.loc["stuck", "r_hat"] == np.inf
+    assert np.isnan(table.loc["constant", "r_hat"])
+    assert table.loc["moving", "r_hat"] == pytest.approx(rank_normalized_split_rhat(moving), rel=1e-12)
+
+
 def test_saved_to_netcdf_and_read_back(fit, tmp_path):
     # As a user saves an ArviZ object, on either generation (h5netcdf is a dependency of specinit).
     _, estimate, idata = fit
