@@ -56,7 +56,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
-import numpyro.distributions as dist
 from jax.scipy.special import digamma
 from numpyro.handlers import replay, seed
 from numpyro.infer import SVI, Trace_ELBO
@@ -70,10 +69,11 @@ from specinit._validation import (
     check_int,
     check_positive,
     current_entry,
-    warn,
+    Interval,
     Options,
+    warn,
 )
-from specinit.distributions.continuous import ALR, TRANSFORMS, point_mass
+from specinit.distributions.continuous import ALR, TRANSFORMS
 from specinit.distributions.counts import HIGHEST, DocumentCounts, ModelData, _bucket, from_csr, topic_components
 from specinit.engine.backends import numba_kernel
 from specinit.engine.backends.numpy import in_order
@@ -86,7 +86,8 @@ from specinit.family import Family
 
 LOGGER = logging.getLogger("specinit")
 
-__all__ = ["TopicData", "TopicFamily", "TopicSVIResult", "check_local", "close_topics", "default_alpha0_grid",
+__all__ = ["ALPHA0", "ALPHA0_MAX", "TopicData", "TopicFamily", "TopicSVIResult", "check_alpha0_grid", "check_local",
+           "close_topics", "default_alpha0_grid",
            "document_topics", "fit_anchor", "fit_lda_grid", "lda_moment_fit", "local_gamma", "positive_eigenspace",
            "raw_subspace", "run_svi", "svi_batch", "word_pairs"]
 
@@ -319,6 +320,29 @@ def _lda_at(sub, a0, k, *, method, rng, floor, decompose_options, backend):
                       negative_eigenvalues=int(np.count_nonzero(eig < 0)))
 
 
+#: Largest Dirichlet concentration ``alpha0`` (and ``alpha_sum``) accepted: beyond it every document has the
+#: same topic proportions to 1e-8, the topics are not identified, and the moment corrections overflow far later.
+ALPHA0_MAX = 1e8
+
+#: The one declaration of ``alpha0`` (``None``: chosen from the data).
+ALPHA0 = Interval(float, 0.0, ALPHA0_MAX, open="low", none=True)
+
+
+def check_alpha0_grid(name: str, grid) -> np.ndarray | None:
+    """``alpha0_grid`` as a sorted float array of values in ``(0, ALPHA0_MAX]``, or None (the default grid)."""
+    if grid is None:
+        return None
+    if isinstance(grid, (str, bytes)) or not np.iterable(grid):
+        raise bad_argument(name, None, "a sequence of numbers", grid, kind=TypeError)
+    try:
+        values = np.asarray(grid, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise bad_argument(name, None, "a sequence of numbers", grid, kind=TypeError) from None
+    if values.size == 0 or not np.all(np.isfinite(values)) or np.any(values <= 0) or np.any(values > ALPHA0_MAX):
+        raise bad_argument(name, None, f"a non-empty sequence of numbers in (0, {ALPHA0_MAX:g}]", grid)
+    return np.sort(values)
+
+
 def default_alpha0_grid(k: int) -> np.ndarray:
     """The default ``alpha0`` grid: 9 values geometrically spaced from 0.01 to ``k``."""
     return np.geomspace(0.01, max(float(k), 0.02), 9)
@@ -353,8 +377,6 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
     Returns ``(beta, alpha, report)``.
     """
     grid = np.sort(np.asarray(grid, dtype=np.float64).ravel())
-    if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 0):
-        raise bad_argument("alpha0_grid", func, "a non-empty sequence of positive numbers", grid)
     rng = as_generator(seed, func)
     decompose_options = check_options(method, decompose_options, func)
     screen_method, screen_options = method, dict(decompose_options)

@@ -73,9 +73,10 @@ class GaussianHMMFamily(HMM):
         return moments.chain.views
 
     def moments(self, sequences, *, k, backend, n_bins=None) -> GaussianHMMMoments:
-        n_bins = Interval(int, k).check("n_bins", max(3 * k, 10) if n_bins is None else n_bins)
         seqs = as_sequences(sequences, categorical=False)
         pooled = np.concatenate(seqs)
+        # Bins beyond the number of observations are empty: at most N of them are kept.
+        n_bins = Interval(int, k, max(k, pooled.size)).check("n_bins", max(3 * k, 10) if n_bins is None else n_bins)
         edges = np.quantile(pooled, np.linspace(0.0, 1.0, n_bins + 1)[1:-1])
         chain = triple_views([np.searchsorted(edges, s, side="right") for s in seqs], n_bins)
         middle = np.concatenate([s[1:-1] for s in seqs if s.size >= 3])

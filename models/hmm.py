@@ -51,7 +51,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from specinit._validation import Interval, bad_argument, public
+from specinit._validation import Interval, bad_argument, check_allocation, public
 from specinit.distributions.hmm import (
     CategoricalHMM,
     pad_sequences,
@@ -140,14 +140,20 @@ class HMM(Family):
         return seqs
 
     def moments(self, sequences, *, k, backend, n_symbols: int) -> ChainViews:
+        # The emission matrix and the projection's temporaries: about four (k, n_symbols) float64 arrays.
+        check_allocation(4 * 8 * float(k) * n_symbols, "n_symbols", f"(k, n_symbols) = ({k}, {n_symbols}) emissions")
         chain = triple_views(self.sequences(sequences, n_symbols), n_symbols)
-        return ChainViews(ViewMoments(chain.views, backend=backend), chain.first_mean, chain.counts)
+        return ChainViews(ViewMoments(chain.views, backend=backend), chain.first_mean, chain.counts, chain.symbols,
+                          chain.n_symbols)
 
     def population_moments(self, params, **options) -> ChainViews:
         return chain_population(params["init"], params["transition"], params["emission"])
 
     def max_components(self, moments: ChainViews) -> tuple[int, str]:
-        return min(moments.views.dims), f"at most the number of symbols n_symbols = {min(moments.views.dims)}"
+        observed = min(moments.views.dims)
+        if moments.symbols is None:
+            return observed, f"at most the number of symbols n_symbols = {observed}"
+        return observed, f"at most the number of symbols observed ({observed} of n_symbols = {moments.n_symbols})"
 
     def unwhiten(self, fit, moments: ChainViews, k, floor, **options):
         emission = fit.means[1]
@@ -155,7 +161,7 @@ class HMM(Family):
         init, init_residual = solve_rows(emission, moments.first_mean)
         report = {**moments.counts, "middle_state_weights": fit.weights, "transition_residual": trans_residual,
                   "init_residual": init_residual}
-        return {"init": init[0], "transition": transition, "emission": emission}, report
+        return {"init": init[0], "transition": transition, "emission": moments.expand(emission)}, report
 
     # EM (Baum-Welch) -----------------------------------------------------------------------------------------
     def refine_data(self, sequences, estimate: SpectralEstimate, n_symbols: int | None = None):

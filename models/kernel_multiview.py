@@ -49,8 +49,8 @@ import numpyro
 import numpyro.distributions as dist
 from scipy.special import logsumexp
 
-from specinit._validation import Interval, Options, as_generator, bad_argument, check_int, check_positive, current_entry, \
-    public, warn
+from specinit._validation import Interval, Options, as_generator, bad_argument, check_allocation, check_int, \
+    check_positive, current_entry, public, warn
 from specinit.distributions.mixtures import MixtureLikelihood, gaussian_mixture_components, stack_views
 from specinit.engine.kernel_densities import (
     cv_bandwidth,
@@ -231,6 +231,10 @@ class KernelMultiview(Family):
                 **options) -> KernelMoments:
         views = check_views(views)
         n_views = len(views)
+        n_rows = views[0].shape[0] * (n_views if exchangeable else 1)
+        rank = Interval(int, 2).check("rank", rank)
+        check_allocation(2 * 8 * float(n_rows) * rank * n_views, "rank", f"(N, rank) = ({n_rows}, {rank}) features "
+                         f"for {n_views} views")
         rng = as_generator(seed)
         if bandwidth is not None and np.ndim(bandwidth) == 0:
             bandwidth = [bandwidth] * n_views
@@ -269,6 +273,10 @@ class KernelMultiview(Family):
 
     def unwhiten(self, fit, moments: KernelMoments, k, floor, rng=None, m=2, max_support=4000, exchangeable=False,
                  **options):
+        if moments.data is not None:
+            n_rows, width = moments.data[0].shape[0], max(x.shape[1] for x in moments.data)
+            check_allocation(4 * 8 * float(n_rows) * k * m * width, "m",
+                             f"(N, k, m, d) = ({n_rows}, {k}, {m}, {width}) mixture responsibilities")
         if exchangeable:
             lam = fit.eigenvalues
             if np.any(lam <= 0):

@@ -55,7 +55,10 @@ from specinit.engine.moments import CountMoments
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.models._topics import (
+    ALPHA0,
+    ALPHA0_MAX,
     TopicFamily,
+    check_alpha0_grid,
     check_local,
     close_topics,
     default_alpha0_grid,
@@ -99,11 +102,11 @@ class LDA(TopicFamily):
     optional_sites = frozenset({"theta"})
     options = {
         **TopicFamily.options,
-        "alpha0": Interval(float, 0.0, open="low", none=True),
-        "alpha_sum": Interval(float, 0.0, open="low"),
+        "alpha0": ALPHA0,
+        "alpha_sum": Interval(float, 0.0, ALPHA0_MAX, open="low"),
         "doc_topics": lambda name, value: value if value == "auto" or isinstance(value, bool) else Options(
             ("auto", True, False)).check(name, value),
-        "alpha0_grid": lambda name, value: value,
+        "alpha0_grid": check_alpha0_grid,
         "em_sweeps": Interval(int, 0),
     }
     methods = (*TopicFamily.methods, "anchor")
@@ -742,7 +745,10 @@ def spectral_from_moments(moments, k: int, alpha0: float, *, method: str = "tpm"
         If the corrected second moment is not positive definite on its top k
         eigenvectors (often a misspecified ``alpha0``).
     """
-    a0 = check_positive(alpha0, "alpha0")
+    a0 = ALPHA0.check("alpha0", alpha0)
+    if a0 is None:
+        raise bad_argument("alpha0", None, "a number (the concentration the moments were corrected with)", alpha0,
+                           kind=TypeError)
     if getattr(moments, "alpha0", a0) != a0:
         raise bad_argument("alpha0", None, f"the alpha0 the moments were corrected with ({moments.alpha0})", alpha0)
     return FAMILY.spectral_from_moments(moments, k, method=method, seed=seed, vocabulary=vocabulary, floor=floor,

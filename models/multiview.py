@@ -38,7 +38,7 @@ import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
 
-from specinit._validation import Interval, Options, bad_argument, check_choice, check_int, current_entry, public, warn
+from specinit._validation import Interval, bad_argument, check_allocation, check_choice, check_int, current_entry, integer_symbols, public, warn
 from specinit.distributions.mixtures import MixtureLikelihood, gaussian_components, stack_views
 from specinit.engine.views import (
     ViewMoments,
@@ -126,13 +126,14 @@ def check_views(views, kinds=None, dims=None, func: str | None = None):
             raise bad_argument(name, func, "finite", f"NaN or infinite entries in {rows_bad.size} row(s): row {listed}",
                                describe=False)
         if kind == "categorical":
-            if a.ndim != 1 or np.any(a != np.round(a)):
+            if a.ndim != 1:
                 raise bad_argument(name, func, "a (N,) array of integer category codes", a)
-            size = int(a.max()) + 1 if dims is None else check_int(dims[i], f"dims[{i}]", func, minimum=1)
-            if a.min() < 0 or a.max() >= size:
+            codes = integer_symbols(a, name, func=func, noun="category codes")
+            size = int(codes.max()) + 1 if dims is None else check_int(dims[i], f"dims[{i}]", func, minimum=1)
+            if codes.max() >= size:
                 raise bad_argument(name, func, f"category codes in [0, {size})",
-                                   f"values in [{a.min():g}, {a.max():g}]", describe=False)
-            out.append(a.astype(np.int64))
+                                   f"values in [{codes.min()}, {codes.max()}]", describe=False)
+            out.append(codes)
         else:
             if a.ndim != 2:
                 raise bad_argument(name, func, "a two-dimensional (N, d) array (Gaussian view)", a)
@@ -237,7 +238,7 @@ class MultiView(Family):
 
     def site_table(self, params=None, target: int = -1, **options):
         kinds = _kinds_of(params or {})
-        sites, dims = {"weights": Site("simplex", (0,), ("components",), ("components",))}, {}
+        sites = {"weights": Site("simplex", (0,), ("components",), ("components",))}
         for v, kind in enumerate(kinds):
             if kind == "categorical":
                 sites[f"beta_{v}"] = Site("simplex", (0,), ("components", f"symbol_{v}"), ("components", f"symbol_{v}"))
@@ -255,6 +256,10 @@ class MultiView(Family):
 
     def moments(self, views, *, k, backend, kinds=None, dims=None, target=-1) -> MultiViewMoments:
         views, kinds, sizes = check_views(views, kinds, dims)
+        for v, (kind, size) in enumerate(zip(kinds, sizes)):
+            # The whitening's randomized range finder keeps a few (size, k + 10) blocks per view.
+            check_allocation(4 * 8 * float(size) * (k + 10), "views" if dims is None else "dims",
+                             f"(V, k + 10) = ({size}, {k + 10}) blocks for view {v}")
         n_obs = views[0].shape[0]
         fit_views = [sp.csr_matrix((np.ones(n_obs), (np.arange(n_obs), v)), shape=(n_obs, size))
                      if kind == "categorical" else v for v, kind, size in zip(views, kinds, sizes)]

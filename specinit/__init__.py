@@ -23,6 +23,7 @@ Layers, one organising rule (each layer imports only the ones above it):
 import logging
 import sys
 
+from specinit._validation import memory_limit, set_memory_limit
 from specinit.engine import decompose
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.moments import CountMoments
@@ -45,6 +46,8 @@ __all__ = [
     "SpectralEstimate",
     "decompose",
     "fit_exchangeable",
+    "memory_limit",
+    "set_memory_limit",
     "whiten",
 ]
 __version__ = "0.2.0"

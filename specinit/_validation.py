@@ -33,9 +33,14 @@ __all__ = [
     "check_choice",
     "check_count_matrix",
     "check_int",
+    "checked_sparse",
+    "integer_symbols",
     "check_positive",
+    "check_allocation",
     "current_entry",
+    "memory_limit",
     "public",
+    "set_memory_limit",
     "warn",
 ]
 
@@ -175,6 +180,135 @@ def as_generator(seed: Any, func: str | None = None, name: str = "seed") -> np.r
     return np.random.default_rng(int(seed))
 
 
+def _index_range(index: np.ndarray, size: int, what: str, name: str, func: str | None) -> None:
+    """Refuse non-integer ``index`` arrays or entries outside ``[0, size)``."""
+    if index.dtype.kind not in "iu":
+        raise bad_argument(name, func, f"a sparse matrix with integer {what}", f"{what} of dtype {index.dtype}",
+                           kind=TypeError, describe=False)
+    if index.size and (index.min() < 0 or index.max() >= size):
+        raise bad_argument(name, func, f"a sparse matrix with {what} in [0, {size})",
+                           f"{what} from {index.min()} to {index.max()}", describe=False)
+
+
+def _compressed_structure(matrix, name: str, func: str | None) -> None:
+    """Check a CSR, CSC or BSR matrix's ``indptr``/``indices``/``data`` against its shape."""
+    rows, cols = matrix.shape
+    if matrix.format == "bsr":
+        block_rows, block_cols = matrix.blocksize
+        major, minor, block = rows // block_rows, cols // block_cols, (block_rows, block_cols)
+    else:
+        (major, minor), block = (rows, cols) if matrix.format == "csr" else (cols, rows), ()
+    indptr, indices, data = (np.asarray(a) for a in (matrix.indptr, matrix.indices, matrix.data))
+    if indptr.ndim != 1 or indptr.size != major + 1 or indices.ndim != 1 or data.shape[1:] != block:
+        raise bad_argument(name, func, f"a {matrix.format.upper()} matrix whose indptr has {major + 1} entries",
+                           f"indptr of shape {indptr.shape}, indices of shape {indices.shape} and data of shape "
+                           f"{data.shape}", describe=False)
+    _index_range(indptr, indices.size + 1, "indptr", name, func)
+    if indptr[0] != 0 or np.any(indptr[1:] < indptr[:-1]):
+        raise bad_argument(name, func, "a sparse matrix whose indptr starts at 0 and never decreases",
+                           f"indptr {indptr[:5]}...", describe=False)
+    stored = int(indptr[-1])
+    if stored > data.shape[0]:
+        raise bad_argument(name, func, f"a sparse matrix with as many data as indices ({stored})",
+                           f"{data.shape[0]} data", describe=False)
+    _index_range(indices[:stored], minor, "column indices" if matrix.format != "csc" else "row indices", name, func)
+
+
+def checked_sparse(matrix: Any, name: str, func: str | None = None) -> sp.csr_matrix:
+    """A ``scipy.sparse`` matrix or array of any format as CSR, after checking its structure in O(nnz).
+
+    SciPy's conversions and the compiled count kernels (Numba, JAX) index
+    memory with the stored indices unchecked; an index outside the shape, a
+    decreasing ``indptr`` or arrays of disagreeing lengths would read or
+    write out of bounds. They are refused here, before any conversion.
+
+    Parameters
+    ----------
+    matrix : scipy.sparse matrix or array
+    name : str
+        The argument's name, for the error.
+    func : str, optional
+        The public function, for the error (default: the current entry).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix
+        ``matrix`` itself when it is CSR; else a converted copy.
+
+    Raises
+    ------
+    ValueError
+        Indices outside the shape, a malformed ``indptr``, lengths that disagree.
+    TypeError
+        Non-integer index arrays, non-numeric data.
+    """
+    if matrix.ndim != 2:
+        raise bad_argument(name, func, "two-dimensional (rows x columns)", matrix)
+    if matrix.dtype.kind not in "biuf":
+        raise bad_argument(name, func, "a numeric sparse matrix", matrix, kind=TypeError)
+    if matrix.format in ("lil", "dok", "dia"):
+        try:  # built in Python/NumPy without indexed writes; the coordinates are checked below
+            matrix = matrix.tocoo()
+        except (ValueError, IndexError) as exc:
+            raise bad_argument(name, func, f"a sparse matrix with indices inside its shape {matrix.shape}", str(exc),
+                               describe=False) from None
+    if matrix.format == "coo":
+        coords = matrix.coords if hasattr(matrix, "coords") else (matrix.row, matrix.col)
+        data = np.asarray(matrix.data)
+        for axis, (index, size) in enumerate(zip(coords, matrix.shape)):
+            index = np.asarray(index)
+            if index.ndim != 1 or index.size != data.size:
+                raise bad_argument(name, func, f"a COO matrix with one coordinate per value ({data.size})",
+                                   f"{index.size} coordinates on axis {axis}", describe=False)
+            _index_range(index, size, "row indices" if axis == 0 else "column indices", name, func)
+    elif matrix.format in ("csr", "csc", "bsr"):
+        _compressed_structure(matrix, name, func)
+    else:  # pragma: no cover - scipy.sparse has no other formats
+        raise bad_argument(name, func, "a CSR, CSC, COO, BSR, LIL, DOK or DIA matrix", matrix, kind=TypeError)
+    return matrix.tocsr()
+
+
+def integer_symbols(array: np.ndarray, name: str, where: str = "", func: str | None = None,
+                    noun: str = "symbols") -> np.ndarray:
+    """Finite, non-negative, integer-valued ``array`` as int64, checked before any cast.
+
+    Floats must be whole numbers below 2**53 (exact in float64); unsigned
+    integers must fit in int64: nothing wraps around or is truncated.
+
+    Parameters
+    ----------
+    array : ndarray
+        Boolean, integer or float symbols.
+    name : str
+        The argument's name, for the error.
+    where : str
+        Where in the argument (e.g. ``" in item 3"``).
+    func : str, optional
+        The public function (default: the current entry).
+    noun : str
+        What the values are called in errors (``"symbols"``, ``"category codes"``).
+
+    Returns
+    -------
+    ndarray of int64
+    """
+    if array.dtype.kind not in "biuf":
+        raise bad_argument(name, func, f"integer {noun}", f"dtype {array.dtype}{where}", kind=TypeError, describe=False)
+    if array.dtype.kind == "f":
+        if not np.all(np.isfinite(array)):
+            raise bad_argument(name, func, f"finite {noun}", f"NaN or inf{where}", describe=False)
+        whole = array == np.round(array)
+        if not np.all(whole):
+            raise bad_argument(name, func, f"integer {noun}", f"the value {array[~whole][0]:g}{where}", describe=False)
+    if array.size and array.dtype.kind in "if" and array.min() < 0:
+        raise bad_argument(name, func, f"non-negative {noun}", f"the value {array.min():g}{where}", describe=False)
+    limit = 2**53 if array.dtype.kind == "f" else np.iinfo(np.int64).max
+    if array.size and array.max() > limit:
+        raise bad_argument(name, func, f"{noun} below {limit:.3g}", f"the value {array.max():g}{where}",
+                           describe=False)
+    return array.astype(np.int64)
+
+
 def check_count_matrix(counts: Any, name: str, func: str | None = None) -> sp.csr_matrix:
     """Validate an (N, V) matrix of non-negative integer counts.
 
@@ -183,11 +317,9 @@ def check_count_matrix(counts: Any, name: str, func: str | None = None) -> sp.cs
     duplicates, sorted indices) without copying more than needed.
     """
     if sp.issparse(counts):
-        matrix = counts.tocsr()
-        if matrix.dtype.kind not in "biuf":
-            raise bad_argument(name, func, "a numeric count matrix", counts, kind=TypeError)
-        if matrix.ndim != 2:
+        if counts.ndim != 2:
             raise bad_argument(name, func, "two-dimensional (documents x vocabulary)", counts)
+        matrix = checked_sparse(counts, name, func)
         # The caller's arrays are never modified: a float64 CSR in canonical form (sorted, no duplicates) is used
         # as it is; anything else is converted or copied once, then canonicalized in place.
         owned = matrix is not counts
@@ -247,6 +379,104 @@ def _check_count_values(values: np.ndarray, name: str, func: str | None) -> int:
     return zeros
 
 
+# Memory budget ------------------------------------------------------------------------------------------------------
+def _physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - platforms without sysconf
+        return 16 * 2**30
+
+
+#: The budget set by :func:`set_memory_limit` (None: the environment's, or half of RAM).
+_MEMORY_LIMIT = {"bytes": None}
+
+#: Environment variable with a budget in bytes (read when no budget was set in Python; the command line's route).
+MEMORY_LIMIT_VARIABLE = "SPECINIT_MEMORY_LIMIT"
+
+
+def memory_limit() -> int:
+    """The most memory (bytes) one allocation planned by a fit or a reader may take.
+
+    Default: the environment variable ``SPECINIT_MEMORY_LIMIT`` (bytes)
+    when set, else half of the physical memory.
+
+    Returns
+    -------
+    int
+    """
+    if _MEMORY_LIMIT["bytes"] is not None:
+        return _MEMORY_LIMIT["bytes"]
+    text = os.environ.get(MEMORY_LIMIT_VARIABLE)
+    if text is None:
+        return _physical_memory() // 2
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 2**20:
+        raise ValueError(f"The environment variable {MEMORY_LIMIT_VARIABLE} must be a number of bytes >= 1048576; "
+                         f"got {text!r} instead.")
+    return value
+
+
+def set_memory_limit(n_bytes: int | None) -> int:
+    """Set the budget that fits and readers check before allocating; returns the previous one.
+
+    A fit or a reader estimates what it is about to allocate from the
+    shapes (``n_symbols``, ``k``, a file's header or largest index) and
+    refuses with a ``MemoryError`` naming the argument or file and the size,
+    instead of allocating.
+
+    Parameters
+    ----------
+    n_bytes : int or None
+        The new budget in bytes (at least 1 MiB); None restores the default
+        (:func:`memory_limit`).
+
+    Returns
+    -------
+    int
+        The previous budget.
+    """
+    previous = memory_limit()
+    _MEMORY_LIMIT["bytes"] = None if n_bytes is None else check_int(n_bytes, "n_bytes", "specinit.set_memory_limit",
+                                                                    minimum=2**20)
+    return previous
+
+
+def _size(n_bytes: float) -> str:
+    for unit, scale in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if n_bytes >= scale:
+            return f"{n_bytes / scale:.3g} {unit}"
+    return f"{n_bytes / 2**10:.3g} KiB"
+
+
+def check_allocation(n_bytes: float, name: str, what: str, func: str | None = None) -> None:
+    """Refuse, before allocating, a plan of ``n_bytes`` over :func:`memory_limit`.
+
+    Parameters
+    ----------
+    n_bytes : float
+        The planned allocation (a float: products of shapes may exceed int64).
+    name : str
+        The argument (or ``"file 'path'"``) that decides the size.
+    what : str
+        What would be allocated, e.g. ``"the (k, n_symbols) emission matrix"``.
+    func : str, optional
+        The public function (default: the current entry).
+
+    Raises
+    ------
+    MemoryError
+        The plan exceeds the budget.
+    """
+    if n_bytes > memory_limit():
+        raise MemoryError(f"The '{name}' argument of {func or current_entry()} asks for about {_size(n_bytes)} "
+                          f"({what}), over the memory budget of {_size(memory_limit())}; pass smaller sizes, or raise "
+                          f"the budget with specinit.set_memory_limit(n_bytes) or the {MEMORY_LIMIT_VARIABLE} "
+                          "environment variable (bytes).")
+
+
 # Constraint tables ---------------------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Interval:
@@ -287,8 +517,11 @@ class Interval:
         if self.kind is int and not integral or self.kind is float and (
                 isinstance(value, bool) or not isinstance(value, numbers.Real)):
             raise bad_argument(name, None, self.describe(), value, kind=TypeError)
-        value = self.kind(value)
-        bad = not np.isfinite(value)
+        try:
+            value = self.kind(value)
+        except OverflowError:  # an integer beyond float range
+            raise bad_argument(name, None, self.describe(), value) from None
+        bad = self.kind is float and not np.isfinite(value)
         if self.low is not None:
             bad |= value <= self.low if self.open in ("low", "both") else value < self.low
         if self.high is not None:

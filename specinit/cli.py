@@ -1,6 +1,6 @@
 """Command line: ``specinit demo`` and ``specinit fit <family> <data>`` for every family of the registry.
 
-Exit status: 0 success; 2 a bad command line, argument or input file (the message names it); 3 the data do
+Exit status: 0 success; 2 a bad command line, argument or input file, or input over the memory budget (the message names it); 3 the data do
 not support the fit (for example an indefinite second moment for the requested ``k``); 1 any other failure.
 Every failure is one line on standard error, never a traceback (``--traceback`` shows it).
 """
@@ -11,6 +11,7 @@ import argparse
 import ast
 import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -202,11 +203,19 @@ def _fit(args) -> int:
     if args.method is not None:
         options["method"] = args.method
     k = args.k if args.k == "auto" else _int_k(args.k)
-    data, vocabulary = load_data(name, args)
+    try:
+        data, vocabulary = load_data(name, args)
+    except (ValueError, TypeError, OSError, MemoryError) as exc:
+        raise CommandError(_naming_the_file(args.data, exc)) from exc
     if name in _TOPIC_FAMILIES:
         options.setdefault("vocabulary", vocabulary)
     start = time.perf_counter()
-    estimate = module.spectral(data, k, seed=args.seed, **options)
+    try:
+        estimate = module.spectral(data, k, seed=args.seed, **options)
+    except (ValueError, TypeError) as exc:
+        if not _DATA_ARGUMENT.search(str(exc)):
+            raise
+        raise type(exc)(_naming_the_file(args.data, exc)) from exc
     elapsed = time.perf_counter() - start
     diagnostics = {key: _json_value(value) for key, value in estimate.diagnostics.items()}
     if args.json:
@@ -219,6 +228,26 @@ def _fit(args) -> int:
         path = estimate.save(out)
         print(f"estimate saved to {path}", file=sys.stderr if args.json else sys.stdout)
     return EXIT_OK
+
+
+#: An error about the data argument of a family's ``spectral`` (the data read from the file).
+_DATA_ARGUMENT = re.compile(r"The '(counts|sequences|x|views)(\[\d+\])?' argument")
+
+
+def _naming_the_file(path: str, exc: Exception) -> str:
+    """``exc``'s message, led by the data file's name unless it names it already."""
+    message = str(exc) or type(exc).__name__
+    return message if str(path) in message else f"{path}: {message}"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer; got {text!r}")
+    return value
 
 
 def _int_k(text: str) -> int:
@@ -300,7 +329,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--method", default=None, help="decomposition method (default: the family's)")
     fit.add_argument("--format", default="auto", choices=_COUNT_FORMATS, help="topic models: the corpus format")
     fit.add_argument("--vocab", default=None, help="topic models: vocabulary file, one word per line")
-    fit.add_argument("--top", type=int, default=10, help="topic models: top words per topic")
+    fit.add_argument("--top", type=_positive_int, default=10, help="topic models: top words per topic")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--json", action="store_true", help="print the estimate (params and diagnostics) as JSON")
     fit.add_argument("--out", default=None, help="save the estimate (.npz; SpectralEstimate.load reads it)")
@@ -335,7 +364,7 @@ def main(argv=None) -> int:
             raise
         if isinstance(exc, IndefiniteMomentError):
             status = EXIT_UNSUPPORTED
-        elif isinstance(exc, (CommandError, ValueError, TypeError, OSError, ImportError)):
+        elif isinstance(exc, (CommandError, ValueError, TypeError, OSError, ImportError, MemoryError)):
             status = EXIT_INPUT
         else:
             status = EXIT_FAILED

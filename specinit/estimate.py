@@ -27,7 +27,7 @@ import numpy as np
 
 from specinit._validation import bad_argument
 
-__all__ = ["FORMAT_VERSION", "ModelFacts", "Site", "SpectralEstimate", "register_sites"]
+__all__ = ["FORMAT_VERSION", "ModelFacts", "Site", "SpectralEstimate", "check_site_values", "register_sites"]
 
 #: Version of the file layout written by :meth:`SpectralEstimate.save` (0.2 files carry none and read as 1).
 FORMAT_VERSION = 2
@@ -175,6 +175,47 @@ def _flat(diagnostics: Mapping) -> dict:
     return out
 
 
+def check_site_values(params: Mapping, sites: Mapping, k: int | None, argument: str = "estimate",
+                      func: str | None = None) -> None:
+    """Check parameter values against their sites: finite, inside the support, ``k`` entries along component axes.
+
+    Parameters
+    ----------
+    params : dict of str -> ndarray
+    sites : dict of str -> Site
+        Parameters without a site are checked for finiteness only.
+    k : int or None
+        Number of components (None: component axes unchecked).
+    argument : str
+        The argument named in the error.
+    func : str, optional
+        The public function named in the error (default: the current entry).
+
+    Raises
+    ------
+    ValueError
+        Non-finite values, values outside a site's support, wrong shapes.
+    """
+    for name, value in params.items():
+        value = np.asarray(value)
+        if not np.all(np.isfinite(value)):
+            raise bad_argument(argument, func, "finite values", f"non-finite entries in {name!r}", describe=False)
+        site = sites.get(name)
+        if site is None:
+            continue
+        if site.support in ("simplex", "positive") and np.any(value <= 0):
+            raise bad_argument(argument, func, f"values > 0 for the {site.support} site {name!r}",
+                               f"minimum {value.min():g}", describe=False)
+        if site.support == "simplex" and value.ndim and not np.allclose(value.sum(axis=-1), 1.0, rtol=0, atol=1e-6):
+            worst = float(np.max(np.abs(value.sum(axis=-1) - 1.0)))
+            raise bad_argument(argument, func, f"rows of {name!r} summing to one (a simplex site)",
+                               f"a row sum off by {worst:.3g}", describe=False)
+        for axis in site.axes if k is not None else ():
+            if axis >= value.ndim or value.shape[axis] != k:
+                raise bad_argument(argument, func, f"{name!r} with k = {k} entries along its component axis {axis}",
+                                   f"shape {value.shape}", describe=False)
+
+
 @dataclass
 class SpectralEstimate:
     """Method-of-moments (or refined) estimate of a specinit model.
@@ -259,27 +300,22 @@ class SpectralEstimate:
                 raise bad_argument("k", "SpectralEstimate", "given when the model's sites are unknown", None)
             self.k = int(self.params[self.match_site].shape[site.axes[0]])
         self.k = int(self.k)
-        for name, value in self.params.items():
-            self._check_site(name, value)
+        self.check_values("params", "SpectralEstimate")
 
-    def _check_site(self, name: str, value: np.ndarray) -> None:
-        where = "SpectralEstimate"
-        if not np.all(np.isfinite(value)):
-            raise bad_argument("params", where, "finite values", f"non-finite entries in {name!r}", describe=False)
-        site = self.sites.get(name)
-        if site is None:
-            return
-        if site.support in ("simplex", "positive") and np.any(value <= 0):
-            raise bad_argument("params", where, f"values > 0 for the {site.support} site {name!r}",
-                               f"minimum {value.min():g}", describe=False)
-        if site.support == "simplex" and value.ndim and not np.allclose(value.sum(axis=-1), 1.0, rtol=0, atol=1e-6):
-            worst = float(np.max(np.abs(value.sum(axis=-1) - 1.0)))
-            raise bad_argument("params", where, f"rows of {name!r} summing to one (a simplex site)",
-                               f"a row sum off by {worst:.3g}", describe=False)
-        for axis in site.axes:
-            if axis >= value.ndim or value.shape[axis] != self.k:
-                raise bad_argument("params", where, f"{name!r} with k = {self.k} entries along its component axis {axis}",
-                                   f"shape {value.shape}", describe=False)
+    def check_values(self, argument: str = "estimate", func: str | None = None) -> None:
+        """Check every parameter against its site (:func:`check_site_values`).
+
+        Run when the estimate is built, and again by the NumPyro hand-off
+        (an estimate's arrays can be changed in place after it is built).
+
+        Parameters
+        ----------
+        argument : str
+            The argument named in the error.
+        func : str, optional
+            The public function named in the error (default: the current entry).
+        """
+        check_site_values(self.params, self.sites, self.k, argument, func)
 
     # NumPyro hand-off ---------------------------------------------------------------------------
     def init_strategy(self, sites=None, *, fallback=()):

@@ -351,6 +351,7 @@ class Family:
         options = check_arguments(self.options, options)
         rng = as_generator(seed)
         report = {}
+        options = check_arguments(self.options, options)  # before the passes, which allocate by these sizes
         if isinstance(k, str) and k == "auto":
             k, report = self.choose_k(data, rng=rng, backend=backend, method=method, approach=approach,
                                       floor=floor, decompose_options=decompose_options, **options)

@@ -33,7 +33,7 @@ import numpy as np
 
 from specinit._validation import Interval, bad_argument, check_arguments, current_entry, warn
 from specinit.engine.support import project
-from specinit.estimate import SpectralEstimate
+from specinit.estimate import SpectralEstimate, check_site_values
 
 __all__ = ["DRIVERS", "RESTART_SPREADS", "RefineResult", "check_estimate", "em", "map_estimate", "mixture_e_step",
            "normalized_rows", "perturbed"]
@@ -130,12 +130,14 @@ def check_estimate(family, estimate) -> SpectralEstimate:
         if array.dtype == object or array.dtype.kind not in "biuf":
             raise bad_argument("estimate", None, f"a numeric array for the site {name!r}", array, kind=TypeError)
         values[name] = array.astype(np.float64)
-    try:
-        if isinstance(estimate, SpectralEstimate):
-            return replace(estimate, params=values)  # validated again: support, finiteness, k
-        return family.estimate(None, values, {})
-    except ValueError as exc:
-        raise ValueError(f"{current_entry()}: the estimate is not a valid start: {exc}") from None
+    if isinstance(estimate, SpectralEstimate):
+        check_site_values(values, estimate.sites, estimate.k)
+        return replace(estimate, params=values)
+    match_site = family.site_table(values)[1]
+    axes = sites[match_site].axes if match_site in sites else ()
+    k = values[match_site].shape[axes[0]] if axes and values[match_site].ndim > axes[0] else None
+    check_site_values(values, sites, k)
+    return family.estimate(None, values, {})
 
 
 def refined(family, start: SpectralEstimate, params: dict, method: str, trace, n_iter: int, converged: bool,

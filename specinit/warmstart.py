@@ -213,13 +213,15 @@ def map_sites(estimate, sites=None, *, func: str = "map_sites") -> SpectralEstim
     Raises
     ------
     ValueError
-        An unknown estimate parameter, or a callable that fails or returns
-        non-finite values.
+        An estimate changed in place out of its sites' supports, an unknown
+        estimate parameter, or a callable that fails or returns non-finite
+        values.
     TypeError
         ``sites`` of another type.
     """
     if not isinstance(estimate, SpectralEstimate):
         raise bad_argument("estimate", func, "a SpectralEstimate", estimate, kind=TypeError)
+    estimate.check_values("estimate", func)
     if sites is None:
         return estimate
     if isinstance(sites, str) or not isinstance(sites, (Mapping, list, tuple)):
@@ -280,12 +282,14 @@ def _init_to_estimate(site=None, *, values, fallback, func):
         raise bad_argument("sites", func, f"a mapping that covers the model's site {name!r} (mapped: "
                            f"{sorted(values)}; list sites left to NumPyro's default initialisation in 'fallback')",
                            f"no value for {name!r}", describe=False)
-    value = _representable(values[name], site["fn"].support)
+    value = values[name]
     inside = site["fn"].support(value)
     if not isinstance(inside, jax.core.Tracer) and not bool(np.all(np.asarray(inside))):
+        finite = bool(np.all(np.isfinite(np.asarray(value))))
         raise bad_argument("sites", func, f"values inside each site's support ({name!r}: {site['fn'].support})",
-                           f"values outside it for {name!r}", describe=False)
-    return value
+                           f"values outside it for {name!r}"
+                           f"{'' if finite else ' (NaN or infinite entries)'}", describe=False)
+    return _representable(value, site["fn"].support)
 
 
 def _representable(value, support):

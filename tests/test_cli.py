@@ -157,3 +157,34 @@ def test_fit_unsupported_by_the_data_exits_3(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(lda, "spectral", indefinite)
     assert main(["fit", "lda", str(path), "--k", "2"]) == 3
     assert capsys.readouterr().err == "specinit: error: M2 is indefinite on its top 2 eigenvectors. Try k <= 1.\n"
+
+
+def test_errors_about_the_data_name_the_file(tmp_path, capsys):
+    sequences = tmp_path / "seq.txt"
+    sequences.write_text("0 1 2 5 1\n1 2 0 1 2 1 0\n")
+    assert main(["fit", "hmm", str(sequences), "--k", "2", "--option", "n_symbols=3"]) == 2
+    assert capsys.readouterr().err == (f"specinit: error: {sequences}: The 'sequences' argument of hmm.spectral must "
+                                       "be symbols in 0..2 (n_symbols = 3); got the symbol 5 instead.\n")
+    # an error about another argument is not attributed to the file
+    assert main(["fit", "hmm", str(sequences), "--k", "2", "--option", "n_symbols=0"]) == 2
+    assert capsys.readouterr().err.startswith("specinit: error: The 'n_symbols' argument of hmm.spectral")
+
+
+def test_sizes_over_the_memory_budget_exit_2(tmp_path, capsys, monkeypatch):
+    sequences = tmp_path / "seq.txt"
+    sequences.write_text("0 1 2 1 1\n1 2 0 1 2 1 0\n")
+    monkeypatch.setenv("SPECINIT_MEMORY_LIMIT", str(2**20))
+    assert main(["fit", "hmm", str(sequences), "--k", "2", "--option", "n_symbols=100000"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specinit: error: The 'n_symbols' argument of hmm.spectral asks for about 6.1 MiB")
+    assert "over the memory budget of 1 MiB" in err and "SPECINIT_MEMORY_LIMIT" in err and err.count("\n") == 1
+    monkeypatch.setenv("SPECINIT_MEMORY_LIMIT", "lots")
+    assert main(["fit", "hmm", str(sequences), "--k", "2", "--option", "n_symbols=3"]) == 2
+    assert "The environment variable SPECINIT_MEMORY_LIMIT must be a number of bytes" in capsys.readouterr().err
+
+
+def test_top_must_be_positive(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["fit", "lda", "reuters", "--k", "2", "--top", "0"])
+    assert info.value.code == 2
+    assert "argument --top: must be a positive integer; got '0'" in capsys.readouterr().err

@@ -21,7 +21,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import bad_argument
+from specinit._validation import bad_argument, integer_symbols
 from specinit.engine.backends import numba_kernel
 from specinit.engine.sources import is_dask_array, is_jax_array
 from specinit.engine.views import multiview_population
@@ -74,18 +74,11 @@ def as_sequences(sequences, *, categorical: bool) -> list[np.ndarray]:
         if array.size == 0:
             raise bad_argument("sequences", None, "sequences of length >= 1", f"an empty sequence at item {i}",
                                describe=False)
-        if not np.all(np.isfinite(array)):
-            raise bad_argument("sequences", None, "finite observations", f"NaN or inf in item {i}", describe=False)
         if categorical:
-            if np.any(array != np.round(array)):
-                bad = array[array != np.round(array)][0]
-                raise bad_argument("sequences", None, "integer symbols", f"the value {bad:g} in item {i}",
-                                   describe=False)
-            if np.any(array < 0):
-                raise bad_argument("sequences", None, "non-negative symbols", f"the value {array.min():g} in item {i}",
-                                   describe=False)
-            array = array.astype(np.int64)
+            array = integer_symbols(array, "sequences", f" in item {i}")
         else:
+            if not np.all(np.isfinite(array)):
+                raise bad_argument("sequences", None, "finite observations", f"NaN or inf in item {i}", describe=False)
             array = array.astype(np.float64)
         out.append(array)
     return out
@@ -150,10 +143,24 @@ class ChainViews:
     counts : dict
         ``n_sequences``, ``n_triples``, ``n_short_sequences`` (length < 3,
         used for ``first_mean`` only); zeros for population moments.
+    symbols : ndarray of int, optional
+        The symbols that the views' columns stand for, where only the
+        observed symbols are kept (``None``: columns ``0..V-1``).
+    n_symbols : int, optional
+        V, where ``symbols`` is given.
     """
 
-    def __init__(self, views, first_mean: np.ndarray, counts: dict):
+    def __init__(self, views, first_mean: np.ndarray, counts: dict, symbols=None, n_symbols: int | None = None):
         self.views, self.first_mean, self.counts = views, np.asarray(first_mean, dtype=np.float64), dict(counts)
+        self.symbols, self.n_symbols = symbols, n_symbols
+
+    def expand(self, rows: np.ndarray) -> np.ndarray:
+        """``rows`` over the views' columns as rows over all ``n_symbols`` (zeros for symbols never observed)."""
+        if self.symbols is None:
+            return rows
+        out = np.zeros((rows.shape[0], self.n_symbols))
+        out[:, self.symbols] = rows
+        return out
 
 
 def chain_population(init, transition, emission) -> ChainViews:
@@ -211,10 +218,19 @@ def triple_views(sequences, n_symbols: int) -> ChainViews:
     if not long:
         raise bad_argument("sequences", None, "at least one sequence of length >= 3 (for the triples)",
                            f"lengths {sorted({s.size for s in sequences})}", describe=False)
-    views = [one_hot(np.concatenate([s[i: s.size - 2 + i] for s in long]), n_symbols) for i in range(3)]
-    first = np.bincount([s[0] for s in sequences], minlength=n_symbols) / len(sequences)
+    # Symbols never observed have zero rows and columns in every moment: the views keep the observed ones only,
+    # so memory and time follow the data, not n_symbols.
+    symbols = np.unique(np.concatenate(sequences))
+    observed = symbols.size
+    if observed < n_symbols:
+        sequences = [np.searchsorted(symbols, s) for s in sequences]
+        long = [s for s in sequences if s.size >= 3]
+    views = [one_hot(np.concatenate([s[i: s.size - 2 + i] for s in long]), observed) for i in range(3)]
+    first = np.bincount([s[0] for s in sequences], minlength=observed) / len(sequences)
     counts = {"n_sequences": len(sequences), "n_triples": views[0].shape[0],
               "n_short_sequences": len(sequences) - len(long)}
+    if observed < n_symbols:
+        return ChainViews(views, first, counts, symbols, n_symbols)
     return ChainViews(views, first, counts)
 
 
@@ -229,13 +245,8 @@ def _one_hot_shift(window, shift: int, n_rows: int, n_symbols: int):
     """One-hot rows of ``window[shift : shift + n_rows]`` (CSR), refusing symbols outside ``0..n_symbols-1``."""
     import scipy.sparse as sp
 
-    symbols = np.asarray(window[shift : shift + n_rows])
-    if symbols.dtype.kind not in "iu":
-        if symbols.dtype.kind != "f" or np.any(symbols != np.round(symbols)):
-            raise bad_argument("sequences", None, "integer symbols", f"dtype {symbols.dtype}", kind=TypeError,
-                               describe=False)
-        symbols = symbols.astype(np.int64)
-    if symbols.size and (symbols.min() < 0 or symbols.max() >= n_symbols):
+    symbols = integer_symbols(np.asarray(window[shift : shift + n_rows]), "sequences", " (Dask block)")
+    if symbols.size and symbols.max() >= n_symbols:
         raise bad_argument("sequences", None, f"symbols in 0..{n_symbols - 1}",
                            f"symbols from {symbols.min()} to {symbols.max()}", describe=False)
     return sp.csr_matrix((np.ones(n_rows), symbols, np.arange(n_rows + 1)), shape=(n_rows, n_symbols))

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import bad_argument, check_count_matrix
+from specinit._validation import bad_argument, check_count_matrix, checked_sparse
 
 __all__ = ["CountSource", "ViewSource", "as_float_block", "check_row_blocks", "check_rows", "from_jax",
            "is_dask_array", "is_jax_array", "row_ranges", "row_view", "transpose_view"]
@@ -245,7 +245,7 @@ def as_float_block(block, name: str = "views (Dask block)", func: str | None = N
         NaN or infinite entries.
     """
     if sp.issparse(block):
-        block = sp.csr_matrix(block, dtype=np.float64)
+        block = checked_sparse(block, name, func).astype(np.float64)
         values = block.data
     else:
         block = np.asarray(block, dtype=np.float64)
@@ -298,6 +298,7 @@ class CountSource:
         self.matrix = self.dask = None
         self._chunks: list | None = None
         self._stream: Callable | None = None
+        self._stream_rows: int | None = None
         if is_jax_array(counts):
             counts = from_jax(counts, name)
         if is_dask_array(counts):
@@ -362,16 +363,28 @@ class CountSource:
             yield from self._chunks
         elif self.kind == "dask":
             for i, block in enumerate(_iter_dask_blocks(self.dask)):
-                yield check_count_matrix(block, f"{self.name} (Dask block {i})")
+                yield self._same_width(check_count_matrix(block, f"{self.name} (Dask block {i})"), f"Dask block {i}")
         else:
+            n_rows = 0
             for i, chunk in enumerate(self._stream()):
                 chunk = check_count_matrix(chunk, f"{self.name} (chunk {i})")
                 if self._width is None:
                     self._width = chunk.shape[1]
-                elif chunk.shape[1] != self._width:
-                    raise bad_argument(self.name, None, f"chunks with the same number of columns ({self._width})",
-                                       f"chunk {i} with {chunk.shape[1]}", describe=False)
-                yield chunk
+                n_rows += chunk.shape[0]
+                yield self._same_width(chunk, f"chunk {i}")
+            if self._stream_rows is None:
+                self._stream_rows = n_rows
+            elif n_rows != self._stream_rows:
+                raise bad_argument(self.name, None, f"a stream that yields the same documents on every pass "
+                                   f"({self._stream_rows} rows on the first)", f"{n_rows} rows on a later pass",
+                                   describe=False)
+
+    def _same_width(self, chunk: sp.csr_matrix, where: str) -> sp.csr_matrix:
+        """``chunk``, refused when its number of columns is not the source's."""
+        if chunk.shape[1] != self._width:
+            raise bad_argument(self.name, None, f"chunks with the same number of columns ({self._width})",
+                               f"{where} with {chunk.shape[1]}", describe=False)
+        return chunk
 
     def rows(self, indices) -> sp.csr_matrix:
         """The documents at the sorted global row ``indices``, whatever the chunking (a Dask array reads only their blocks).
@@ -388,7 +401,8 @@ class CountSource:
         if self.kind == "matrix":
             return self.matrix[indices]
         if self.kind == "dask":
-            return check_count_matrix(self.dask[indices].compute(), f"{self.name} (Dask rows)")
+            return self._same_width(check_count_matrix(self.dask[indices].compute(), f"{self.name} (Dask rows)"),
+                                    "the Dask rows")
         parts, offset = [], 0
         for chunk in self.chunks():
             stop = offset + chunk.shape[0]
@@ -401,7 +415,7 @@ class CountSource:
 
 def _check_view(value, name: str):
     if sp.issparse(value):
-        matrix = sp.csr_matrix(value, dtype=np.float64)
+        matrix = checked_sparse(value, name).astype(np.float64)
         values = matrix.data
     else:
         if value is None or isinstance(value, (str, bytes)):

@@ -1,0 +1,151 @@
+"""Fuzz targets, each run by ``tests/test_fuzz.py`` in a child process under an address-space limit.
+
+``python -m tests.fuzz_targets TARGET MAX_EXAMPLES`` feeds ``MAX_EXAMPLES`` Hypothesis examples (derandomized:
+the same examples on every run) to one target. Every example must end in a result or in a clear error: a
+``ValueError``, ``TypeError`` or ``MemoryError`` whose message names the public function called (or the file
+read). Anything else -- another exception, an unclear message -- fails the example (Hypothesis shrinks it and
+the child exits non-zero); a crash, a hang or an allocation over the limit kills the child, which the parent
+reports. The last line printed is ``TARGET: N examples, A results, R clear errors``.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from collections import Counter
+
+import numpy as np
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+CLEAR = (ValueError, TypeError, MemoryError)
+OUTCOMES: Counter = Counter()
+
+
+def _ends_clearly(call, *names: str) -> None:
+    """Run ``call``; a result, or a clear error naming one of ``names``, is a pass."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = call()
+    except CLEAR as exc:
+        message = str(exc)
+        if not any(name in message for name in names):
+            raise AssertionError(f"unclear {type(exc).__name__} (names none of {names}): {message}") from exc
+        OUTCOMES["clear errors"] += 1
+        return
+    params = getattr(result, "params", None)
+    for name, value in (params or {}).items():
+        assert np.all(np.isfinite(value)), f"non-finite {name} in a result"
+    OUTCOMES["results"] += 1
+
+
+# --- malformed sparse matrices ---------------------------------------------------------------------------------
+@st.composite
+def corrupted_csr(draw):
+    rows, cols = draw(st.integers(1, 12)), draw(st.integers(1, 10))
+    dense = draw(st.lists(st.integers(0, 4), min_size=rows * cols, max_size=rows * cols))
+    matrix = sp.csr_matrix(np.asarray(dense, dtype=np.float64).reshape(rows, cols))
+    indices, indptr, data = matrix.indices.copy(), matrix.indptr.copy(), matrix.data.copy()
+    huge = st.integers(-(2**31), 2**31 - 1)
+    how = draw(st.sampled_from(["index", "indptr", "truncate indices", "truncate data", "swap indptr", "none",
+                                "index dtype", "data"]))
+    if how == "index" and indices.size:
+        indices[draw(st.integers(0, indices.size - 1))] = draw(st.one_of(st.integers(-3, cols + 3), huge))
+    elif how == "indptr":
+        indptr[draw(st.integers(0, indptr.size - 1))] = draw(st.one_of(st.integers(-3, indices.size + 3), huge))
+    elif how == "truncate indices":
+        indices = indices[: draw(st.integers(0, indices.size))]
+    elif how == "truncate data":
+        data = data[: draw(st.integers(0, data.size))]
+    elif how == "swap indptr" and rows > 1:
+        i = draw(st.integers(0, rows - 1))
+        indptr[i], indptr[i + 1] = indptr[i + 1], indptr[i]
+    elif how == "index dtype":
+        indices = indices.astype(draw(st.sampled_from([np.int8, np.uint64, np.float64])))
+    elif how == "data" and data.size:
+        data[draw(st.integers(0, data.size - 1))] = draw(st.sampled_from([-1.0, 0.5, np.nan, np.inf, 2.0**60]))
+    # SciPy checks the arrays it is built from; a matrix damaged after construction (as a corrupt file or a bug
+    # leaves it) is what reaches the library.
+    matrix.indices, matrix.indptr, matrix.data = indices, indptr, data
+    return draw(st.sampled_from(["csr", "csc", "coo"])), matrix
+
+
+def sparse(max_examples: int) -> None:
+    from specinit.models import gmm, lda, single_topic
+
+    fits = {
+        "lda.spectral": lambda X, k: lda.spectral(X, k, alpha0=1.0, seed=0, em_sweeps=0),
+        "single_topic.spectral": lambda X, k: single_topic.spectral(X, k, seed=0),
+        "gmm.spectral": lambda X, k: gmm.spectral(X, k, seed=0),
+    }
+
+    @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(corrupted_csr(), st.sampled_from(sorted(fits)), st.integers(1, 3))
+    def run(case, name, k):
+        fmt, matrix = case
+        if fmt != "csr":
+            # the other formats' own index arrays, damaged the same way
+            converted = {"csc": sp.csc_matrix, "coo": sp.coo_matrix}[fmt]((matrix.shape[1], matrix.shape[0]))
+            if fmt == "csc":
+                converted.indices, converted.indptr, converted.data = matrix.indices, matrix.indptr, matrix.data
+                converted._shape = (matrix.shape[0], matrix.shape[1])
+            else:
+                n = min(matrix.indices.size, matrix.data.size)
+                converted = sp.coo_matrix(matrix.shape)
+                converted.data, converted.row = matrix.data[:n], np.resize(np.arange(matrix.shape[0]), n)
+                converted.col = matrix.indices[:n]
+            matrix = converted
+        _ends_clearly(lambda: fits[name](matrix, k), name)
+
+    run()
+
+
+# --- sequences of symbols ----------------------------------------------------------------------------------------
+EXTREMES = [0, 1, 2, -1, 0.5, 1e20, -1e20, np.nan, np.inf, 2.0**53, 2.0**63, 2**63 - 1]
+
+
+@st.composite
+def symbol_sequences(draw):
+    dtype = draw(st.sampled_from([np.int8, np.int64, np.uint64, np.float32, np.float64, np.bool_]))
+    length = draw(st.integers(0, 30))
+    values = draw(st.lists(st.one_of(st.integers(0, 4), st.sampled_from(EXTREMES)), min_size=length,
+                           max_size=length))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if dtype is np.uint64:
+            values = [2**64 - 1 if (isinstance(v, float) and not np.isfinite(v)) or v < 0 else v for v in values]
+            array = np.array([int(v) % 2**64 for v in values], dtype=np.uint64)
+        else:
+            array = np.array(values, dtype=np.float64).astype(dtype)
+    return array
+
+
+def sequences(max_examples: int) -> None:
+    from specinit.models import hmm
+
+    @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(symbol_sequences(), st.integers(1, 3), st.one_of(st.integers(1, 12), st.sampled_from([10**7, 10**13,
+                                                                                                 2**63 - 1])))
+    def run(sequence, k, n_symbols):
+        _ends_clearly(lambda: hmm.spectral(sequence, k, n_symbols=n_symbols, seed=0), "hmm.spectral")
+
+    run()
+
+
+TARGETS = {"sparse": sparse, "sequences": sequences}
+
+
+def main(argv: list[str]) -> int:
+    target, max_examples = argv[0], int(argv[1])
+    TARGETS[target](max_examples)
+    total = OUTCOMES["results"] + OUTCOMES["clear errors"]
+    print(f"{target}: {total} examples, {OUTCOMES['results']} results, {OUTCOMES['clear errors']} clear errors")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
