@@ -29,7 +29,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specinit._validation import bad_argument, check_count_matrix, check_int
-from specinit.corpus._files import check_path, file_error
+from specinit._files import check_path, file_error
 
 __all__ = ["read_ldac_blocks", "read_npz_shards", "read_uci_blocks", "save_npz_shards"]
 

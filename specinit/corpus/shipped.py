@@ -37,7 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specinit._validation import bad_argument, check_choice, check_int
-from specinit.corpus._files import check_path
+from specinit._files import check_path
 from specinit.corpus.containers import Corpus, as_strings
 from specinit.corpus.text_files import ENGLISH_STOP_WORDS
 

@@ -11,7 +11,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specinit._validation import bad_argument
-from specinit.corpus._files import check_path
+from specinit._files import check_path
 from specinit.corpus.containers import Corpus, as_strings
 
 __all__ = ["ENGLISH_STOP_WORDS", "from_text_files"]
