@@ -41,8 +41,10 @@ __all__ = [
     "check_path",
     "check_target",
     "file_error",
+    "file_kind",
     "npz_members",
     "open_regular",
+    "read_held",
     "read_text",
 ]
 
@@ -106,13 +108,14 @@ def check_budget(path, needed: float, max_bytes: int, what: str, func: str) -> N
                          "machine has the memory.")
 
 
-def _kind(mode: int) -> str:
+def file_kind(mode: int) -> str:
+    """What a node of ``st_mode`` ``mode`` is, in words ("directory", "FIFO (named pipe)", ...)."""
     return next((label for test, label in _KINDS if test(mode)), "special file")
 
 
 def _not_regular(path, mode, name, func) -> ValueError:
     return bad_argument(name, func, "a regular file (FIFOs, devices and directories are refused)",
-                        f"the {_kind(mode)} {str(path)!r}", describe=False)
+                        f"the {file_kind(mode)} {str(path)!r}", describe=False)
 
 
 def open_regular(path, name, func):
@@ -153,8 +156,30 @@ def check_target(path, name, func) -> Path:
         return path
     if not stat.S_ISREG(mode):
         raise bad_argument(name, func, "a regular file or a new name (a FIFO, device or directory is never "
-                           "written or replaced)", f"the {_kind(mode)} {str(path)!r}", describe=False)
+                           "written or replaced)", f"the {file_kind(mode)} {str(path)!r}", describe=False)
     return path
+
+
+def read_held(path, name, func, max_bytes: int, *, gunzip: bool = False) -> bytes:
+    """The bytes of a regular file read whole (inflated when ``gunzip``), at most ``max_bytes // HELD_FRACTION``.
+
+    Raises
+    ------
+    ValueError
+        Naming the file: not a regular file, longer than the limit once
+        inflated, or a damaged gzip stream.
+    """
+    limit = max(max_bytes // HELD_FRACTION, 1)
+    with open_regular(path, name, func) as raw:
+        try:
+            data = (gzip.GzipFile(fileobj=raw, mode="rb") if gunzip else raw).read(limit + 1)
+        except (gzip.BadGzipFile, EOFError, zlib.error) as exc:
+            raise file_error(path, None, f"not a readable gzip file, truncated or corrupt ({type(exc).__name__}: "
+                                         f"{exc}).") from None
+    if len(data) > limit:
+        raise file_error(path, None, f"longer than {limit} bytes, the most max_bytes={max_bytes} allows a file held "
+                                     f"whole (max_bytes // {HELD_FRACTION}); pass a larger max_bytes to {func}.")
+    return data
 
 
 class LineReader:
