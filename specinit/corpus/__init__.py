@@ -4,8 +4,13 @@ Everything a topic-model user needs to get counts in (:func:`from_matrix`,
 :func:`from_text_files`, :func:`load_uci_bow`, :func:`load_ldac`,
 :func:`load_reuters`) and to judge topics (:func:`top_words`,
 :func:`umass_coherence`, :func:`relevance`).
+
+Readers open regular files only and take ``max_bytes``, a memory budget
+(default :data:`DEFAULT_MAX_BYTES`, 4 GiB) checked against what a file
+declares before anything is allocated; errors name the file and the line.
 """
 
+from specinit._files import DEFAULT_MAX_BYTES
 from specinit.corpus.containers import Corpus, from_matrix
 from specinit.corpus.formats import (
     load_ldac,
@@ -47,6 +52,7 @@ from specinit.corpus.shipped import (
 from specinit.corpus.text_files import ENGLISH_STOP_WORDS, from_text_files
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
     "ENGLISH_STOP_WORDS",
     "Corpus",
     "HeldoutResult",
