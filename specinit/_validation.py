@@ -38,6 +38,7 @@ __all__ = [
     "check_positive",
     "check_allocation",
     "current_entry",
+    "format_bytes",
     "memory_limit",
     "public",
     "set_memory_limit",
@@ -444,11 +445,13 @@ def set_memory_limit(n_bytes: int | None) -> int:
     return previous
 
 
-def _size(n_bytes: float) -> str:
-    for unit, scale in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+def format_bytes(n_bytes: float) -> str:
+    """``n_bytes`` in words, three significant digits (``"6.09 GiB"``, ``"352 bytes"``)."""
+    for unit, scale in (("EiB", 2**60), ("PiB", 2**50), ("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20),
+                        ("KiB", 2**10)):
         if n_bytes >= scale:
             return f"{n_bytes / scale:.3g} {unit}"
-    return f"{n_bytes / 2**10:.3g} KiB"
+    return f"{n_bytes:.0f} bytes"
 
 
 def check_allocation(n_bytes: float, name: str, what: str, func: str | None = None) -> None:
@@ -471,8 +474,8 @@ def check_allocation(n_bytes: float, name: str, what: str, func: str | None = No
         The plan exceeds the budget.
     """
     if n_bytes > memory_limit():
-        raise MemoryError(f"The '{name}' argument of {func or current_entry()} asks for about {_size(n_bytes)} "
-                          f"({what}), over the memory budget of {_size(memory_limit())}; pass smaller sizes, or raise "
+        raise MemoryError(f"The '{name}' argument of {func or current_entry()} asks for about {format_bytes(n_bytes)} "
+                          f"({what}), over the memory budget of {format_bytes(memory_limit())}; pass smaller sizes, or raise "
                           f"the budget with specinit.set_memory_limit(n_bytes) or the {MEMORY_LIMIT_VARIABLE} "
                           "environment variable (bytes).")
 

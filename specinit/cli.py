@@ -75,24 +75,35 @@ def _existing(path: str) -> Path:
 
 
 def _load_arrays(path: str) -> list:
-    """The arrays of a ``.npy``/``.npz`` file (an ``.npz`` in archive order), or the rows of a text file."""
+    """The arrays of a ``.npy``/``.npz`` file (an ``.npz`` in archive order), or the rows of a text file.
+
+    Regular files only; the arrays' headers are checked against the memory budget before any is read.
+    """
     import numpy as np
+
+    from specinit._files import check_budget, check_max_bytes, npy_header, npz_members, open_regular
 
     p = _existing(path)
     if p.is_dir():
         raise CommandError(f"{p} is a directory; this family reads a .npy, .npz, .csv or text file")
+    budget = check_max_bytes(None, "specinit fit")
     try:
-        if p.suffix in (".npy", ".npz"):
-            with open(p, "rb") as handle:  # closed even when numpy fails on a damaged archive
-                loaded = np.load(handle, allow_pickle=False)
-                if p.suffix == ".npy":
-                    return [loaded]
-                with loaded as archive:
+        with open_regular(p, "data", "specinit fit") as handle:  # closed even when numpy fails on a damaged file
+            if p.suffix == ".npz":
+                npz_members(handle, p, budget, "specinit fit")
+                with np.load(handle, allow_pickle=False) as archive:
                     return [archive[name] for name in archive.files]
-        delimiter = "," if p.suffix == ".csv" else None
-        return [np.loadtxt(p, delimiter=delimiter, ndmin=2)]
+            if p.suffix == ".npy":
+                shape, dtype = npy_header(handle)
+                check_budget(p, float(np.prod(shape, dtype=float)) * dtype.itemsize, budget, f"an array of shape "
+                             f"{shape} and dtype {dtype}", "specinit fit")
+                handle.seek(0)
+                return [np.load(handle, allow_pickle=False)]
+            # text: at least 2 characters a value, 8 bytes each as float64, twice while parsing
+            check_budget(p, 8.0 * os.fstat(handle.fileno()).st_size, budget, "its values as float64", "specinit fit")
+            return [np.loadtxt(handle, delimiter="," if p.suffix == ".csv" else None, ndmin=2)]
     except (OSError, ValueError, EOFError) as exc:
-        raise CommandError(f"cannot read {p}: {exc}") from exc
+        raise CommandError(_naming_the_file(p, exc)) from exc
     except Exception as exc:  # zipfile/zlib errors of a truncated or corrupt archive
         raise CommandError(f"{p} is damaged or not an array file ({type(exc).__name__}: {exc})") from exc
 
@@ -101,22 +112,21 @@ def _load_sequences(path: str, dtype) -> list:
     """Sequences: one per line of a text file (whitespace-separated values), or the arrays of a .npy/.npz."""
     import numpy as np
 
+    from specinit._files import check_max_bytes, read_text
+
     p = _existing(path)
     if p.suffix in (".npy", ".npz"):
         return [np.asarray(a) for a in _load_arrays(path)]
     if p.is_dir():
         raise CommandError(f"{p} is a directory; sequences are read from a .npy, .npz or text file")
     sequences = []
-    try:
-        with open(p, encoding="utf-8") as handle:
-            for number, line in enumerate(handle, 1):
-                if line.strip():
-                    try:
-                        sequences.append(np.array(line.split(), dtype=dtype))
-                    except ValueError as exc:
-                        raise CommandError(f"{p}, line {number}: {exc}") from exc
-    except UnicodeDecodeError as exc:
-        raise CommandError(f"{p} is not UTF-8 text ({exc})") from exc
+    with read_text(p, "data", "specinit fit", check_max_bytes(None, "specinit fit")) as lines:
+        for line in lines:
+            if line.strip():
+                try:
+                    sequences.append(np.array(line.split(), dtype=dtype))
+                except (ValueError, OverflowError) as exc:
+                    raise CommandError(f"{p}, line {lines.line_number}: {exc}") from exc
     if not sequences:
         raise CommandError(f"{p} holds no sequence")
     return sequences

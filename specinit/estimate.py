@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import math
 import os
 import tempfile
 import zipfile
@@ -25,6 +26,7 @@ from typing import Callable, Mapping
 
 import numpy as np
 
+from specinit._files import FileError, check_max_bytes, check_path, check_target, npz_members, open_regular
 from specinit._validation import bad_argument
 
 __all__ = ["FORMAT_VERSION", "ModelFacts", "Site", "SpectralEstimate", "check_site_values", "register_sites"]
@@ -33,6 +35,9 @@ __all__ = ["FORMAT_VERSION", "ModelFacts", "Site", "SpectralEstimate", "check_si
 FORMAT_VERSION = 2
 
 SUPPORTS = ("simplex", "positive", "real", "observed")
+
+#: Deepest nesting of a saved estimate's metadata that :meth:`SpectralEstimate.load` reads.
+MAX_META_DEPTH = 32
 
 
 @dataclass(frozen=True)
@@ -106,6 +111,31 @@ class ModelFacts:
             event_dims={n: s.event_dims for n, s in sites.items() if s.event_dims},
         )
 
+    def to_json(self) -> dict:
+        """A dict of plain JSON values (lists, str, int, None) that :meth:`from_json` reads back.
+
+        Built from the facts alone, so it works whatever the parameters hold.
+        """
+        def axes(value):
+            return int(value) if isinstance(value, (int, np.integer)) else [int(a) for a in value]
+
+        return {
+            "component_axes": {str(name): axes(value) for name, value in self.component_axes.items()},
+            "match_site": None if self.match_site is None else str(self.match_site),
+            "dims": {str(name): [str(d) for d in dims] for name, dims in self.dims.items()},
+            "event_dims": {str(name): [str(d) for d in dims] for name, dims in self.event_dims.items()},
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping) -> "ModelFacts":
+        """The facts :meth:`to_json` wrote (the layout of specinit 0.2 files)."""
+        return cls(
+            component_axes={k: tuple(v) if isinstance(v, list) else v for k, v in data["component_axes"].items()},
+            match_site=data["match_site"],
+            dims={k: tuple(v) for k, v in data["dims"].items()},
+            event_dims={k: tuple(v) for k, v in data["event_dims"].items()},
+        )
+
     def to_sites(self, params: Mapping) -> dict:
         """A site table (support read off the values: ``"real"``, or ``"positive"`` when all > 0)."""
         names = set(self.dims) | set(self.component_axes) | set(params)
@@ -146,12 +176,14 @@ def _site_table(model: str):
     return _SITE_TABLES.get(model)
 
 
-def _flat(diagnostics: Mapping) -> dict:
+def _flat(diagnostics: Mapping, func: str = "SpectralEstimate") -> dict:
     """Diagnostics as flat, typed values (bool, int, float, str, None or a bool/int/float/str array)."""
+    if not isinstance(diagnostics, Mapping):
+        raise bad_argument("diagnostics", func, "a dict of flat values", diagnostics, kind=TypeError)
     out = {}
     for key, value in dict(diagnostics).items():
         if not isinstance(key, str):
-            raise bad_argument("diagnostics", "SpectralEstimate", "a dict with str keys", f"the key {key!r}",
+            raise bad_argument("diagnostics", func, "a dict with str keys", f"the key {key!r}",
                                kind=TypeError, describe=False)
         if value is None or isinstance(value, (bool, str)):
             out[key] = value
@@ -164,15 +196,32 @@ def _flat(diagnostics: Mapping) -> dict:
         elif isinstance(value, (np.ndarray, list, tuple)):
             array = np.asarray(value)
             if array.dtype.kind not in "biufU" or array.dtype.kind == "c":
-                raise bad_argument("diagnostics", "SpectralEstimate", "flat values: bool, int, float, str, None or "
+                raise bad_argument("diagnostics", func, "flat values: bool, int, float, str, None or "
                                    "arrays of those", f"{key!r} = an array of dtype {array.dtype}", kind=TypeError,
                                    describe=False)
             out[key] = array
         else:
-            raise bad_argument("diagnostics", "SpectralEstimate", "flat values: bool, int, float, str, None or arrays "
+            raise bad_argument("diagnostics", func, "flat values: bool, int, float, str, None or arrays "
                                "of those (nest with 'prefix/key' names)", f"{key!r} = {type(value).__name__}",
                                kind=TypeError, describe=False)
     return out
+
+
+_NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def _json_scalar(value):
+    """A flat scalar as plain JSON: a non-finite float as ``{"float": "nan" | "inf" | "-inf"}``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return {"float": "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")}
+    return value
+
+
+def _scalar_from_json(value):
+    """Inverse of :func:`_json_scalar`."""
+    if isinstance(value, dict) and set(value) == {"float"} and value["float"] in _NON_FINITE:
+        return _NON_FINITE[value["float"]]
+    return value
 
 
 def check_site_values(params: Mapping, sites: Mapping, k: int | None, argument: str = "estimate",
@@ -256,7 +305,7 @@ class SpectralEstimate:
         A parameter that is not finite or outside its site's support, or a
         component axis whose length is not ``k``.
     TypeError
-        Nested or non-numeric diagnostics.
+        A ``model`` that is not a str, nested or non-numeric diagnostics.
 
     Notes
     -----
@@ -277,6 +326,8 @@ class SpectralEstimate:
     state: dict = field(default_factory=dict, kw_only=True, repr=False)
 
     def __post_init__(self):
+        if not isinstance(self.model, str):
+            raise bad_argument("model", "SpectralEstimate", "a model name (str)", self.model, kind=TypeError)
         if not isinstance(self.params, Mapping):
             raise bad_argument("params", "SpectralEstimate", "a dict of site name -> array", self.params, kind=TypeError)
         self.params = {str(name): np.asarray(value, dtype=np.float64) for name, value in self.params.items()}
@@ -358,7 +409,15 @@ class SpectralEstimate:
 
         The file is written to a temporary file beside ``path``, flushed to
         disk and renamed over ``path``: an existing file at ``path`` is
-        replaced whole or left untouched, never truncated.
+        replaced whole or left untouched, never truncated. A symbolic link
+        is followed (the file it points to is replaced, the link kept); a
+        target that is not a regular file (a FIFO, a device, a directory) is
+        refused and left as it is. The metadata records every array's shape
+        and dtype, which :meth:`load` checks before inflating them.
+        Diagnostics are checked again (they may have changed since the
+        estimate was built): numpy scalars and lists become plain values,
+        non-finite floats are stored as JSON-safe markers that load back as
+        the same floats.
 
         Parameters
         ----------
@@ -372,19 +431,29 @@ class SpectralEstimate:
 
         Raises
         ------
+        ValueError
+            The target exists and is not a regular file, or a parameter is
+            not finite or outside its site's support.
+        TypeError
+            A diagnostic that cannot be stored (a set, a callable, an object
+            array, ...); the message names its key.
         OSError
             The directory is missing or not writable, or the disk is full
             (the message names the file; nothing is left behind).
         """
-        path = Path(path)
-        arrays = {f"param/{k}": v for k, v in self.params.items()}
-        arrays.update({f"state/{k}": v for k, v in self.state.items()})
+        func = "SpectralEstimate.save"
+        path = check_target(path, "path", func)
+        target = Path(os.path.realpath(path)) if path.is_symlink() else path
+        params = {name: np.asarray(value, dtype=np.float64) for name, value in self.params.items()}
+        check_site_values(params, self.sites, self.k, "self", func)
+        arrays = {f"param/{k}": v for k, v in params.items()}
+        arrays.update({f"state/{k}": np.asarray(v) for k, v in self.state.items()})
         scalars = {}
-        for key, value in self.diagnostics.items():
+        for key, value in _flat(self.diagnostics, func).items():
             if isinstance(value, np.ndarray):
                 arrays[f"diag/{key}"] = value
             else:
-                scalars[key] = value
+                scalars[key] = _json_scalar(value)
         meta = {
             "format": FORMAT_VERSION,
             "model": self.model,
@@ -393,15 +462,17 @@ class SpectralEstimate:
             "sites": {name: site.to_json() for name, site in self.sites.items()},
             "vocabulary": list(self.vocabulary) if self.vocabulary else None,
             "diagnostics": scalars,
+            "arrays": {name: {"shape": list(value.shape), "dtype": value.dtype.str} for name, value in arrays.items()},
         }
-        directory = path.parent if str(path.parent) else Path(".")
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        text = json.dumps(meta, allow_nan=False)
+        directory = target.parent if str(target.parent) else Path(".")
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "wb") as handle:
-                np.savez_compressed(handle, meta=np.array(json.dumps(meta)), **arrays)
+                np.savez_compressed(handle, meta=np.array(text), **arrays)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(tmp, path)
+            os.replace(tmp, target)
         except BaseException as exc:
             try:
                 os.unlink(tmp)
@@ -413,13 +484,21 @@ class SpectralEstimate:
         return path
 
     @classmethod
-    def load(cls, path) -> "SpectralEstimate":
+    def load(cls, path, *, max_bytes: int | None = None) -> "SpectralEstimate":
         """Read an estimate written by :meth:`save` (this version or specinit 0.2).
+
+        Only a regular file is opened (a FIFO, device or directory is refused
+        before). Every array's size is read from its member header and
+        checked against the metadata's record and against ``max_bytes``
+        before any array is inflated.
 
         Parameters
         ----------
         path : str or os.PathLike
             A file written by :meth:`save`.
+        max_bytes : int, optional
+            Memory budget of the arrays together (default
+            :func:`specinit.memory_limit`).
 
         Returns
         -------
@@ -430,18 +509,27 @@ class SpectralEstimate:
         FileNotFoundError
             No such file.
         ValueError
-            The file is not a specinit estimate, is truncated or corrupt, or
-            was written by a newer specinit; the message names the file.
+            The file is not a regular file, not a specinit estimate, is
+            truncated or corrupt, has metadata nested deeper than
+            :data:`MAX_META_DEPTH`, holds an array whose size disagrees with
+            its header or the metadata or exceeds ``max_bytes``, or was
+            written by a newer specinit; the message names the file (and the
+            member).
+        TypeError
+            If ``path`` is not a path.
         """
-        path = Path(path)
+        func = "SpectralEstimate.load"
+        path = check_path(path, "path", func)
+        max_bytes = check_max_bytes(max_bytes, func)
         where = repr(str(path))
-        if path.is_dir():
-            raise ValueError(f"{where} is a directory, not a specinit estimate file")
-        with open(path, "rb") as handle:  # FileNotFoundError names the file
-            meta, arrays = _read_archive(handle, where)
+        with open_regular(path, "path", func) as handle:  # FileNotFoundError names the file
+            meta, arrays = _read_archive(handle, where, max_bytes, func)
         if not isinstance(meta, dict) or "model" not in meta or "diagnostics" not in meta:
             raise ValueError(f"{where} is not a specinit estimate (its metadata has no 'model' and 'diagnostics')")
-        version = int(meta.get("format", 1))
+        try:
+            version = int(meta.get("format", 1))
+        except (TypeError, ValueError):
+            raise ValueError(f"{where} is not a valid specinit estimate (format {meta.get('format')!r})") from None
         if version > FORMAT_VERSION:
             raise ValueError(f"{where} was written by a newer specinit (file format {version}; this version reads "
                              f"formats up to {FORMAT_VERSION}): upgrade specinit to load it")
@@ -449,49 +537,89 @@ class SpectralEstimate:
         def group(prefix):
             return {name.split("/", 1)[1]: value for name, value in arrays.items() if name.startswith(prefix)}
 
-        diagnostics = dict(meta["diagnostics"])
-        diagnostics.update(group("diag/"))
         params = group("param/")
         try:
+            diagnostics = dict(meta["diagnostics"])
             if version == 1:
+                diagnostics.update(group("diag/"))
                 facts = meta.get("facts")
                 return cls(model=meta["model"], params=params, diagnostics=_flatten_legacy(diagnostics),
-                           vocabulary=meta.get("vocabulary"), facts=None if facts is None else _legacy_facts(facts))
+                           vocabulary=meta.get("vocabulary"), facts=None if facts is None else ModelFacts.from_json(facts))
+            diagnostics = {key: _scalar_from_json(value) for key, value in diagnostics.items()}
+            diagnostics.update(group("diag/"))
             sites = {name: Site(**site) for name, site in meta["sites"].items()}
             return cls(model=meta["model"], params=params, diagnostics=diagnostics, vocabulary=meta.get("vocabulary"),
                        k=meta["k"], sites=sites, match_site=meta["match_site"], state=group("state/"))
-        except (TypeError, KeyError) as exc:
+        except (TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"{where} is not a valid specinit estimate ({type(exc).__name__}: {exc})") from None
         except ValueError as exc:
             raise ValueError(f"{where} holds an invalid estimate: {exc}") from None
 
 
-def _read_archive(handle, where: str) -> tuple[object, dict]:
-    """``(meta, arrays)`` of an estimate archive, every failure as a ValueError naming the file."""
+def _depth(value) -> int:
+    """Nesting depth of a JSON value (0 for a scalar), computed without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level + 1)
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def _parse_meta(text: str, where: str):
+    """The metadata JSON, refusing invalid JSON and nesting deeper than :data:`MAX_META_DEPTH`."""
+    too_deep = FileError(f"{where} is not a specinit estimate: its metadata is nested deeper than {MAX_META_DEPTH} "
+                         "levels")
+    try:
+        meta = json.loads(text)
+    except RecursionError:
+        raise too_deep from None
+    except json.JSONDecodeError as exc:
+        raise FileError(f"{where} is corrupt: its metadata is not valid JSON ({exc})") from None
+    if _depth(meta) > MAX_META_DEPTH:
+        raise too_deep
+    return meta
+
+
+def _check_declared(meta, members: dict, where: str) -> None:
+    """Every array member has the shape and dtype the metadata records (files that record them)."""
+    declared = meta.get("arrays") if isinstance(meta, dict) else None
+    if declared is None:
+        return
+    if not isinstance(declared, dict):
+        raise FileError(f"{where} is corrupt: its metadata's 'arrays' is not a table of shapes")
+    for name, (shape, dtype) in members.items():
+        if name == "meta":
+            continue
+        entry = declared.get(name)
+        if not isinstance(entry, dict) or entry.get("shape") != list(shape) or entry.get("dtype") != dtype.str:
+            raise FileError(f"{where}, member {name!r}: holds shape {shape} of {dtype.str} but the metadata records "
+                            f"{entry!r}")
+    missing = sorted(set(declared) - set(members))
+    if missing:
+        raise FileError(f"{where} is truncated or corrupt: the metadata records arrays {missing} that it lacks")
+
+
+def _read_archive(handle, where: str, max_bytes: int, func: str) -> tuple[object, dict]:
+    """``(meta, arrays)`` of an estimate archive, every failure as a ValueError naming the file.
+
+    The member headers are checked (sizes, the budget, the metadata's record of shapes) before any array
+    but the metadata is inflated.
+    """
+    members = npz_members(handle, where, max_bytes, func)
+    if "meta" not in members:
+        raise ValueError(f"{where} is not a specinit estimate (an archive without its 'meta' entry)")
     try:
         with np.load(handle, allow_pickle=False) as data:
-            files = list(data.files)
-            if "meta" not in files:
-                raise KeyError("meta")
-            meta = json.loads(str(data["meta"]))
-            return meta, {name: data[name] for name in files if name != "meta"}
-    except KeyError:
-        raise ValueError(f"{where} is not a specinit estimate (an archive without its 'meta' entry)") from None
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{where} is corrupt: its metadata is not valid JSON ({exc})") from None
-    except (zipfile.BadZipFile, EOFError, zlib.error, OSError, ValueError) as exc:
+            meta = _parse_meta(str(data["meta"]), where)
+            _check_declared(meta, members, where)
+            return meta, {name: data[name] for name in members if name != "meta"}
+    except FileError:
+        raise
+    except (zipfile.BadZipFile, EOFError, zlib.error, OSError, ValueError, KeyError) as exc:
         raise ValueError(f"{where} is not a readable specinit estimate (truncated, corrupt or another kind of "
                          f"file: {type(exc).__name__}: {exc})") from None
-
-
-def _legacy_facts(data: dict) -> ModelFacts:
-    """ModelFacts as specinit 0.2 wrote them."""
-    return ModelFacts(
-        component_axes={k: tuple(v) if isinstance(v, list) else v for k, v in data["component_axes"].items()},
-        match_site=data["match_site"],
-        dims={k: tuple(v) for k, v in data["dims"].items()},
-        event_dims={k: tuple(v) for k, v in data["event_dims"].items()},
-    )
 
 
 def _flatten_legacy(diagnostics: dict) -> dict:

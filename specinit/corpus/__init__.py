@@ -4,6 +4,10 @@ Everything a topic-model user needs to get counts in (:func:`from_matrix`,
 :func:`from_text_files`, :func:`load_uci_bow`, :func:`load_ldac`,
 :func:`load_reuters`) and to judge topics (:func:`top_words`,
 :func:`umass_coherence`, :func:`relevance`).
+
+Readers open regular files only and take ``max_bytes``, a memory budget
+(default :func:`specinit.memory_limit`) checked against what a file
+declares before anything is allocated; errors name the file and the line.
 """
 
 from specinit.corpus.containers import Corpus, from_matrix

@@ -41,8 +41,9 @@ class Corpus:
     Raises
     ------
     ValueError
-        If ``counts`` is not a valid count matrix, or ``vocabulary`` /
-        ``names`` / ``labels`` do not have one entry per column / row.
+        If ``counts`` is not a valid count matrix, ``vocabulary`` /
+        ``names`` / ``labels`` do not have one entry per column / row, or a
+        word of ``vocabulary`` repeats.
     TypeError
         If an entry of ``vocabulary`` or ``names`` is not a string.
     """
@@ -73,8 +74,22 @@ def _validated_fields(counts, vocabulary, names, func):
     matrix = check_count_matrix(counts, "counts", func).astype(np.int64)
     n_docs, n_words = matrix.shape
     vocabulary = as_strings(vocabulary, "vocabulary", func, n_words, "words (one per column of counts)")
+    repeated = None if vocabulary is None else duplicate_words(vocabulary)
+    if repeated is not None:
+        raise bad_argument("vocabulary", func, "distinct words (one per column of counts)",
+                           f"{vocabulary[repeated[1]]!r} at positions {repeated[0]} and {repeated[1]}", describe=False)
     names = as_strings(names, "names", func, n_docs, "document names (one per row of counts)")
     return matrix, vocabulary, names
+
+
+def duplicate_words(words) -> tuple[int, int] | None:
+    """Positions ``(first, second)`` of the first word that repeats an earlier one, or None."""
+    seen: dict[str, int] = {}
+    for position, word in enumerate(words):
+        first = seen.setdefault(word, position)
+        if first != position:
+            return first, position
+    return None
 
 
 def as_strings(values, name, func, length, what):
@@ -111,8 +126,8 @@ def from_matrix(counts: Any, vocabulary=None, names=None) -> Corpus:
     Raises
     ------
     ValueError, TypeError
-        If ``counts``, ``vocabulary`` or ``names`` are invalid (the message
-        names the argument).
+        If ``counts``, ``vocabulary`` or ``names`` are invalid, or a word of
+        ``vocabulary`` repeats (the message names the argument).
 
     Examples
     --------

@@ -28,8 +28,20 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import bad_argument, check_count_matrix, check_int
-from specinit.corpus._files import check_path, file_error
+from specinit._files import (
+    ENTRY_BYTES,
+    ROW_BYTES,
+    WORD_BYTES,
+    LineReader,
+    check_budget,
+    check_max_bytes,
+    check_path,
+    check_target,
+    file_error,
+    npz_members,
+    open_regular,
+)
+from specinit._validation import _MAX_COUNT, bad_argument, check_count_matrix, check_int
 
 __all__ = ["read_ldac_blocks", "read_npz_shards", "read_uci_blocks", "save_npz_shards"]
 
@@ -63,21 +75,28 @@ def save_npz_shards(counts, folder, rows_per_shard: int = 100_000) -> list:
     folder.mkdir(parents=True, exist_ok=True)
     paths = []
     for i, start in enumerate(range(0, matrix.shape[0], rows_per_shard)):
-        path = folder / f"shard_{i:05d}.npz"
+        path = check_target(folder / f"shard_{i:05d}.npz", "folder", func)
         sp.save_npz(path, matrix[start : start + rows_per_shard], compressed=False)
         paths.append(path)
     return paths
 
 
-def _npz_shape(path: Path) -> tuple[int, int]:
-    with np.load(path) as archive:  # reads only the small "shape" member
-        if "shape" not in archive or "format" not in archive:
-            raise ValueError(f"{path}: not a scipy.sparse .npz file (no 'shape'/'format' members).")
-        return tuple(int(s) for s in archive["shape"])
+def _npz_shape(path: Path, max_bytes: int, func: str) -> tuple[int, int]:
+    """The (rows, columns) of a shard, its members' sizes checked against ``max_bytes`` from their headers."""
+    with open_regular(path, "folder", func) as handle:
+        members = npz_members(handle, path, max_bytes, func)
+        if "shape" not in members or "format" not in members or members["shape"][0] != (2,):
+            raise file_error(path, None, "not a scipy.sparse .npz file (no 'shape'/'format' members).")
+        with np.load(handle, allow_pickle=False) as archive:  # inflates only the two-integer "shape" member
+            shape = tuple(int(s) for s in archive["shape"])
+    check_budget(path, shape[0] * ROW_BYTES + shape[1] * WORD_BYTES, max_bytes,
+                 f"a block of {shape[0]} rows and {shape[1]} columns", func)
+    return shape
 
 
 def _load_npz(path: str) -> sp.csr_matrix:
-    return sp.csr_matrix(sp.load_npz(path), dtype=np.float64)
+    with open_regular(path, "folder", "read_npz_shards") as handle:
+        return sp.csr_matrix(sp.load_npz(handle), dtype=np.float64)
 
 
 def _from_blocks(tasks, shapes, n_cols: int):
@@ -90,15 +109,20 @@ def _from_blocks(tasks, shapes, n_cols: int):
     return parts[0] if len(parts) == 1 else da.concatenate(parts, axis=0)
 
 
-def read_npz_shards(folder, pattern: str = "*.npz"):
+def read_npz_shards(folder, pattern: str = "*.npz", *, max_bytes: int | None = None):
     """A folder of scipy.sparse ``.npz`` shards as one Dask array of row blocks (one block per shard).
 
     Parameters
     ----------
     folder : str or os.PathLike
-        Shards are taken in sorted file-name order (row order).
+        Shards are taken in sorted file-name order (row order); each must be
+        a regular file.
     pattern : str
         Glob pattern of the shard files.
+    max_bytes : int, optional
+        Memory budget of one shard (default
+        :func:`specinit.memory_limit`), checked against the
+        sizes its members declare before any is inflated.
 
     Returns
     -------
@@ -109,14 +133,16 @@ def read_npz_shards(folder, pattern: str = "*.npz"):
     Raises
     ------
     ValueError
-        No shard, or shards with different numbers of columns.
+        No shard, shards with different numbers of columns, or a shard
+        (named) that is not a regular file, is damaged or exceeds the budget.
     """
     func = "read_npz_shards"
     folder = check_path(folder, "folder", func)
+    max_bytes = check_max_bytes(max_bytes, func)
     paths = sorted(folder.glob(pattern))
     if not paths:
         raise bad_argument("folder", func, f"a folder holding {pattern!r} shards", str(folder))
-    shapes = [_npz_shape(p) for p in paths]
+    shapes = [_npz_shape(p, max_bytes, func) for p in paths]
     widths = {s[1] for s in shapes}
     if len(widths) != 1:
         raise bad_argument("folder", func, "shards with the same number of columns", sorted(widths))
@@ -134,18 +160,32 @@ def _nonnegative_int(field: bytes) -> int:
     return value
 
 
-def _uci_offsets(path: Path, rows_per_block: int) -> tuple[int, int, list]:
+def _count(field: bytes) -> int:
+    """A count of a text format: a non-negative integer of at most 2**53 (exact in float64)."""
+    value = _nonnegative_int(field)
+    if value > _MAX_COUNT:
+        raise ValueError(field)
+    return value
+
+
+def _check_block(path, entries: int, rows: int, n_words: int, max_bytes: int, func: str) -> None:
+    check_budget(path, entries * ENTRY_BYTES + rows * ROW_BYTES + n_words * WORD_BYTES, max_bytes,
+                 f"a block of {rows} documents with {entries} entries over {n_words} words", func)
+
+
+def _uci_offsets(path: Path, rows_per_block: int, max_bytes: int, func: str) -> tuple[int, int, list]:
     """Header (D, W) and the byte offsets where each block of documents starts.
 
     One scan checks every line, so the blocks read later hold every entry of the file: each entry is three
-    non-negative integers with ``1 <= docID <= D`` (sorted), ``1 <= wordID <= W``, and the number of entries
-    equals the header's NNZ.
+    non-negative integers with ``1 <= docID <= D`` (sorted), ``1 <= wordID <= W``, a count of at most 2**53,
+    and the number of entries equals the header's NNZ; each block fits in ``max_bytes``.
     """
-    with open(path, "rb") as handle:
+    with open_regular(path, "docword_path", func) as handle:
+        reader = LineReader(handle, path, max_bytes, func, total=False)
         header = []
         for line_number, label in enumerate(("D (number of documents)", "W (vocabulary size)",
                                              "NNZ (number of entries)"), 1):
-            line = handle.readline()
+            line = reader.readline()
             try:
                 header.append(_nonnegative_int(line))
             except ValueError:
@@ -153,13 +193,13 @@ def _uci_offsets(path: Path, rows_per_block: int) -> tuple[int, int, list]:
                                                     f"{line.decode('utf-8', errors='replace').strip()!r}.") from None
         n_docs, n_words, n_entries = header
         offsets = [(0, handle.tell())]  # (first doc index of the block, byte offset)
-        next_start, line_number, entries, previous = rows_per_block, 3, 0, 0
+        next_start, entries, in_block, previous = rows_per_block, 0, 0, 0
         while True:
             position = handle.tell()
-            line = handle.readline()
+            line = reader.readline()
             if not line:
                 break
-            line_number += 1
+            line_number = reader.line_number
             fields = line.split()
             if not fields:
                 continue
@@ -167,20 +207,21 @@ def _uci_offsets(path: Path, rows_per_block: int) -> tuple[int, int, list]:
             try:
                 if len(fields) != 3:
                     raise ValueError
-                doc, word, _ = (_nonnegative_int(f) for f in fields)
+                doc, word, _ = _nonnegative_int(fields[0]), _nonnegative_int(fields[1]), _count(fields[2])
             except ValueError:
-                raise file_error(path, line_number, "expected 'docID wordID count' (non-negative integers), found "
-                                                    f"{text!r}.") from None
+                raise file_error(path, line_number, "expected 'docID wordID count' (non-negative integers) with a "
+                                                    f"count of at most 2**53, found {text!r}.") from None
             if not (1 <= doc <= n_docs and 1 <= word <= n_words):
                 raise file_error(path, line_number, f"entry {text!r} outside the header's D={n_docs}, "
                                                     f"W={n_words}.")
             if doc < previous:
                 raise file_error(path, line_number, f"docID {doc} after docID {previous}: the file is not sorted "
                                                     "by docID (sort it or use load_uci_bow).")
-            previous, entries = doc, entries + 1
             while doc - 1 >= next_start:
                 offsets.append((next_start, position))
-                next_start += rows_per_block
+                next_start, in_block = next_start + rows_per_block, 0
+            previous, entries, in_block = doc, entries + 1, in_block + 1
+            _check_block(path, in_block, rows_per_block, n_words, max_bytes, func)
     if entries != n_entries:
         raise file_error(path, 3, f"the header gives NNZ={n_entries} but the file has {entries} entries (a "
                                   "truncated or edited file?).")
@@ -207,7 +248,7 @@ def _read_uci_block(path: str, start_doc: int, stop_doc: int, offset: int, n_wor
     return matrix
 
 
-def read_uci_blocks(docword_path, rows_per_block: int = 100_000):
+def read_uci_blocks(docword_path, rows_per_block: int = 100_000, *, max_bytes: int | None = None):
     """A UCI bag-of-words ``docword`` file as a Dask array of row blocks, read block by block.
 
     Parameters
@@ -218,6 +259,11 @@ def read_uci_blocks(docword_path, rows_per_block: int = 100_000):
         with 1-based ids, sorted by docID (as the UCI files are).
     rows_per_block : int
         Documents per block.
+    max_bytes : int, optional
+        Memory budget of one block (default
+        :func:`specinit.memory_limit`): about 64 bytes an entry
+        and a word, 16 a document; lines are at most ``max_bytes // 16``
+        bytes.
 
     Returns
     -------
@@ -229,15 +275,18 @@ def read_uci_blocks(docword_path, rows_per_block: int = 100_000):
     ------
     ValueError
         A malformed header or line (named with its number), an entry outside
-        the header's D and W, docIDs out of order, a number of entries that
-        differs from the header's NNZ, a gzip file, ``rows_per_block < 1``.
+        the header's D and W, a count above 2**53, docIDs out of order, a
+        number of entries that differs from the header's NNZ, a block beyond
+        the budget, a file that is not regular, a gzip file,
+        ``rows_per_block < 1``.
     """
     func = "read_uci_blocks"
     path = check_path(docword_path, "docword_path", func)
     rows_per_block = check_int(rows_per_block, "rows_per_block", func, minimum=1)
+    max_bytes = check_max_bytes(max_bytes, func)
     if path.suffix == ".gz":
         raise bad_argument("docword_path", func, "an uncompressed file (blocks are read from byte offsets)", str(path))
-    n_docs, n_words, offsets = _uci_offsets(path, rows_per_block)
+    n_docs, n_words, offsets = _uci_offsets(path, rows_per_block, max_bytes, func)
     starts = list(range(0, n_docs, rows_per_block))
     by_start = dict(offsets)
     tasks, shapes, last = [], [], path.stat().st_size
@@ -252,17 +301,19 @@ def read_uci_blocks(docword_path, rows_per_block: int = 100_000):
 # ----------------------------------------------------------------------------- LDA-C
 
 
-def _ldac_offsets(path: Path, rows_per_block: int, vocab_size: int) -> list:
+def _ldac_offsets(path: Path, rows_per_block: int, vocab_size: int, max_bytes: int, func: str) -> list:
     """Byte offsets and row counts of the blocks; one scan checks every line (``M`` pairs ``term:count`` of
-    non-negative integers, ``term < vocab_size``), so the blocks read later hold every count of the file."""
-    offsets, n, line_number = [], 0, 0
-    with open(path, "rb") as handle:
+    non-negative integers, ``term < vocab_size``, counts at most 2**53), so the blocks read later hold every
+    count of the file; each block fits in ``max_bytes``."""
+    offsets, n, in_block = [], 0, 0
+    with open_regular(path, "path", func) as handle:
+        reader = LineReader(handle, path, max_bytes, func, total=False)
         while True:
             position = handle.tell()
-            line = handle.readline()
+            line = reader.readline()
             if not line:
                 break
-            line_number += 1
+            line_number = reader.line_number
             fields = line.split()
             if not fields:
                 continue
@@ -273,10 +324,10 @@ def _ldac_offsets(path: Path, rows_per_block: int, vocab_size: int) -> list:
                     raise ValueError
                 terms = [_nonnegative_int(term) for term, _ in pairs]
                 for _, count in pairs:
-                    _nonnegative_int(count)
+                    _count(count)
             except ValueError:
                 raise file_error(path, line_number, "expected 'M term:count ...' with non-negative integer terms "
-                                                    f"and counts, found {line.decode('utf-8', errors='replace').strip()[:80]!r}.") from None
+                                                    f"and counts, counts at most 2**53, found {line.decode('utf-8', errors='replace').strip()[:80]!r}.") from None
             if n_pairs != len(pairs):
                 raise file_error(path, line_number, f"M={n_pairs} but the line has {len(pairs)} term:count pairs.")
             if terms and max(terms) >= vocab_size:
@@ -284,8 +335,10 @@ def _ldac_offsets(path: Path, rows_per_block: int, vocab_size: int) -> list:
                                                     f"(vocab_size={vocab_size}).")
             if n % rows_per_block == 0:
                 offsets.append([position, 0])
+                in_block = 0
             offsets[-1][1] += 1
-            n += 1
+            n, in_block = n + 1, in_block + len(pairs)
+            _check_block(path, in_block, rows_per_block, vocab_size, max_bytes, func)
     return offsets
 
 
@@ -308,7 +361,7 @@ def _read_ldac_block(path: str, offset: int, n_rows: int, n_cols: int) -> sp.csr
     return matrix
 
 
-def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000):
+def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000, *, max_bytes: int | None = None):
     """An LDA-C file as a Dask array of row blocks, read block by block.
 
     Parameters
@@ -320,6 +373,11 @@ def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000):
         V (the format does not store it).
     rows_per_block : int
         Documents per block.
+    max_bytes : int, optional
+        Memory budget of one block (default
+        :func:`specinit.memory_limit`): about 64 bytes an entry
+        and a word of ``vocab_size``, 16 a document; lines are at most
+        ``max_bytes // 16`` bytes.
 
     Returns
     -------
@@ -329,17 +387,19 @@ def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000):
     Raises
     ------
     ValueError
-        A gzip file, an empty file, bad ``vocab_size`` / ``rows_per_block``, or a
-        malformed line (named with its number: bad ``M``, a negative or
-        fractional count, a term id outside the vocabulary).
+        A gzip file, an empty file, a file that is not regular, bad
+        ``vocab_size`` / ``rows_per_block``, a block beyond the budget, or a
+        malformed line (named with its number: bad ``M``, a negative,
+        fractional or too large count, a term id outside the vocabulary).
     """
     func = "read_ldac_blocks"
     path = check_path(path, "path", func)
     vocab_size = check_int(vocab_size, "vocab_size", func, minimum=1)
     rows_per_block = check_int(rows_per_block, "rows_per_block", func, minimum=1)
+    max_bytes = check_max_bytes(max_bytes, func)
     if path.suffix == ".gz":
         raise bad_argument("path", func, "an uncompressed file (blocks are read from byte offsets)", str(path))
-    offsets = _ldac_offsets(path, rows_per_block, vocab_size)
+    offsets = _ldac_offsets(path, rows_per_block, vocab_size, max_bytes, func)
     if not offsets:
         raise bad_argument("path", func, "a file with at least one document", str(path))
     tasks = [(_read_ldac_block, (str(path), offset, rows, vocab_size)) for offset, rows in offsets]

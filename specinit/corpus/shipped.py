@@ -27,7 +27,6 @@ vocabulary by document frequency and keep documents with at least
 from __future__ import annotations
 
 import ast
-import gzip
 import importlib.util
 import re
 import sysconfig
@@ -37,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specinit._validation import bad_argument, check_choice, check_int
-from specinit.corpus._files import check_path
+from specinit._files import check_max_bytes, check_path, read_held
 from specinit.corpus.containers import Corpus, as_strings
 from specinit.corpus.text_files import ENGLISH_STOP_WORDS
 
@@ -166,8 +165,10 @@ def _package_files(package: str, func: str) -> list[Path]:
 
 
 def _docstring_paragraphs(path: Path, label: str):
+    """Docstring paragraphs of a source file; a file that is not regular, too large or unparsable gives none."""
     try:
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        source = read_held(path, "packages", "specinit.corpus", check_max_bytes(None, "specinit.corpus")).decode("utf-8")
+        tree = ast.parse(source, filename=str(path))
     except (SyntaxError, UnicodeDecodeError, ValueError, OSError):
         return
     nodes = [(label, tree)]
@@ -403,8 +404,9 @@ def load_man_pages(root="/usr/share/man", *, sections=("1", "2", "3", "4", "5", 
     subdirectories such as ``root/de`` are not read), drops comments and
     macro lines, keeps the text of font macros (``.B``, ``.BR``, ...), removes
     roff escapes, and splits each page into paragraphs or sections. Pages
-    that only include another (``.so``) are skipped. Files are read in sorted
-    order. A Debian system with ``manpages`` and ``manpages-dev`` installed
+    that only include another (``.so``) are skipped, and so are pages that
+    are unreadable, not regular files, or larger than 256 MiB once inflated
+    (:func:`specinit.memory_limit` ``// 16``). Files are read in sorted order. A Debian system with ``manpages`` and ``manpages-dev`` installed
     gives well over 20,000 paragraphs.
 
     Parameters
@@ -451,8 +453,8 @@ def load_man_pages(root="/usr/share/man", *, sections=("1", "2", "3", "4", "5", 
     texts, names = [], []
     for path in files[:max_pages]:
         try:
-            raw = gzip.decompress(path.read_bytes()) if path.suffix == ".gz" else path.read_bytes()
-        except (OSError, EOFError, gzip.BadGzipFile):
+            raw = read_held(path, "root", func, check_max_bytes(None, func), gunzip=path.suffix == ".gz")
+        except (OSError, ValueError):
             continue
         text = raw.decode("utf-8", errors="replace")
         if text.lstrip().startswith(".so "):

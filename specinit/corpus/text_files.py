@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import codecs
 import numbers
+import os
 import re
+import stat
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
+from specinit._files import check_max_bytes, check_path, file_error, file_kind, read_held
 from specinit._validation import bad_argument
-from specinit.corpus._files import check_path
 from specinit.corpus.containers import Corpus, as_strings
 
 __all__ = ["ENGLISH_STOP_WORDS", "from_text_files"]
@@ -62,7 +64,8 @@ def _stop_word_set(stop_words, lowercase, func) -> frozenset:
     return frozenset(word.lower() if lowercase else word for word in words)
 
 
-def _matched_files(directory, pattern, func) -> list[Path]:
+def _matched_files(directory, pattern, follow_symlinks, func) -> list[Path]:
+    """The files ``pattern`` matches under ``directory``, sorted; directories skipped, links checked."""
     root = check_path(directory, "directory", func)
     if not root.exists():
         raise bad_argument("directory", func, "an existing directory", str(root), kind=FileNotFoundError)
@@ -70,17 +73,32 @@ def _matched_files(directory, pattern, func) -> list[Path]:
         raise bad_argument("directory", func, "a directory", f"the file {str(root)!r}", kind=NotADirectoryError, describe=False)
     if not isinstance(pattern, str):
         raise bad_argument("pattern", func, "a glob pattern string", pattern, kind=TypeError)
-    files = sorted((p for p in root.glob(pattern) if p.is_file()), key=lambda p: p.relative_to(root).as_posix())
+    if not isinstance(follow_symlinks, bool):
+        raise bad_argument("follow_symlinks", func, "a bool", follow_symlinks, kind=TypeError)
+    real_root = os.path.realpath(root)
+    files = sorted((p for p in root.glob(pattern) if not p.is_dir()), key=lambda p: p.relative_to(root).as_posix())
     if not files:
         raise bad_argument("pattern", func, f"a glob pattern matching at least one file in {str(root)!r}", pattern)
+    for path in files:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise file_error(path, None, f"a {file_kind(mode)}, not a regular file; {func} reads regular files only "
+                                         "(narrow the pattern to leave it out).")
+        real = os.path.realpath(path)
+        if not follow_symlinks and os.path.commonpath([real_root, real]) != real_root:
+            raise file_error(path, None, f"a symbolic link to {real!r}, outside the directory {str(root)!r}; pass "
+                                         f"follow_symlinks=True to {func} to read files wherever links point.")
     return files
 
 
-def _read_document(path: Path, encoding: str) -> str:
+def _read_document(path: Path, encoding: str, max_bytes: int, func: str) -> str:
+    """The text of one file, refused beyond ``max_bytes // 16`` bytes."""
+    data = read_held(path, "directory", func, max_bytes)
     try:
-        return path.read_text(encoding=encoding)
+        return data.decode(encoding)
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{path}: cannot be decoded with encoding={encoding!r} ({exc.reason} at byte {exc.start}).") from exc
+        raise file_error(path, None, f"cannot be decoded with encoding={encoding!r} ({exc.reason} at byte "
+                                     f"{exc.start}).") from None
 
 
 def _tokenizer(token_pattern, lowercase: bool, stop: frozenset, func: str):
@@ -97,12 +115,17 @@ def _tokenizer(token_pattern, lowercase: bool, stop: frozenset, func: str):
     return tokenize
 
 
-def _count_tokens(files: list[Path], tokenize, encoding: str) -> tuple[sp.csr_matrix, np.ndarray]:
-    """(documents x words) counts in order of first appearance, and those words."""
+def _count_tokens(files: list[Path], tokenize, encoding: str, max_bytes: int, func: str):
+    """(documents x words) counts in order of first appearance, and those words; the text read bounded."""
     index: dict[str, int] = {}
-    rows = []
+    rows, total = [], 0
     for path in files:
-        tokens = tokenize(_read_document(path, encoding))
+        text = _read_document(path, encoding, max_bytes, func)
+        total += len(text)
+        if total > max_bytes:
+            raise file_error(path, None, f"the files up to this one hold more than max_bytes={max_bytes} bytes of "
+                                         f"text; pass a larger max_bytes to {func}.")
+        tokens = tokenize(text)
         ids = np.fromiter((index.setdefault(token, len(index)) for token in tokens), dtype=np.int64, count=len(tokens))
         rows.append(np.unique(ids, return_counts=True))
     indptr = np.cumsum([0] + [len(ids) for ids, _ in rows])
@@ -121,11 +144,17 @@ def from_text_files(
     lowercase: bool = True,
     token_pattern: str = r"(?u)\b[a-zA-Z][a-zA-Z]+\b",
     encoding: str = "utf-8",
+    *,
+    follow_symlinks: bool = False,
+    max_bytes: int | None = None,
 ) -> Corpus:
     """Build a corpus from a directory of plain-text files, one document per file.
 
     Files are sorted by their path relative to ``directory``; that path is the
-    document name. The vocabulary is sorted alphabetically.
+    document name. The vocabulary is sorted alphabetically. Only regular
+    files are read (a FIFO, device or socket the pattern matches is refused;
+    directories are skipped), and by default only files inside
+    ``directory``: a symbolic link that resolves outside it is refused.
 
     Parameters
     ----------
@@ -145,6 +174,13 @@ def from_text_files(
         Regular expression whose matches are the tokens.
     encoding : str, default "utf-8"
         Text encoding of the files.
+    follow_symlinks : bool, default False
+        Read matched links that resolve outside ``directory`` (refused when
+        False).
+    max_bytes : int, optional
+        Memory budget (default :func:`specinit.memory_limit`):
+        each file may hold ``max_bytes // 16`` bytes, all of them together
+        ``max_bytes``.
 
     Returns
     -------
@@ -156,11 +192,14 @@ def from_text_files(
     FileNotFoundError, NotADirectoryError
         If ``directory`` does not exist or is not a directory.
     ValueError
-        If no file matches ``pattern``, a file cannot be decoded, an argument
-        is invalid, or no word survives the filters.
+        If no file matches ``pattern``, a file (named) cannot be decoded, is
+        not a regular file, is a link leading outside ``directory`` or
+        exceeds the budget, an argument is invalid, or no word survives the
+        filters.
     """
     func = "from_text_files"
-    files = _matched_files(directory, pattern, func)
+    max_bytes = check_max_bytes(max_bytes, func)
+    files = _matched_files(directory, pattern, follow_symlinks, func)
     tokenize = _tokenizer(token_pattern, lowercase, _stop_word_set(stop_words, lowercase, func), func)
     try:
         codecs.lookup(encoding)
@@ -171,7 +210,7 @@ def from_text_files(
     if max_count < min_count:
         raise bad_argument("max_df", func, f"at least min_df ({min_count:g} documents)", f"{max_count:g} documents", describe=False)
 
-    counts, words = _count_tokens(files, tokenize, encoding)
+    counts, words = _count_tokens(files, tokenize, encoding, max_bytes, func)
     doc_freq = np.bincount(counts.indices, minlength=len(words))
     kept = np.flatnonzero((doc_freq >= min_count) & (doc_freq <= max_count))
     if kept.size == 0:
