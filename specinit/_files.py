@@ -262,12 +262,13 @@ def npy_header(handle) -> tuple[tuple, np.dtype]:
         Not an ``.npy`` header of format 1.0 or 2.0.
     """
     version = np.lib.format.read_magic(handle)
-    if version == (1, 0):
-        shape, _, dtype = np.lib.format.read_array_header_1_0(handle)
-    elif version == (2, 0):
-        shape, _, dtype = np.lib.format.read_array_header_2_0(handle)
-    else:
+    if version not in ((1, 0), (2, 0)):
         raise ValueError(f"npy format version {version} (1.0 and 2.0 are read)")
+    read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    try:
+        shape, _, dtype = read(handle)
+    except Exception as exc:  # NumPy parses the header with ast.literal_eval: SyntaxError, TokenError, ...
+        raise ValueError(f"a damaged .npy header ({type(exc).__name__}: {exc})") from None
     return tuple(shape), dtype
 
 

@@ -266,6 +266,13 @@ def checked_sparse(matrix: Any, name: str, func: str | None = None) -> sp.csr_ma
         _compressed_structure(matrix, name, func)
     else:  # pragma: no cover - scipy.sparse has no other formats
         raise bad_argument(name, func, "a CSR, CSC, COO, BSR, LIL, DOK or DIA matrix", matrix, kind=TypeError)
+    index_arrays = [a for a in ("indices", "indptr", "row", "col") if hasattr(matrix, a)]
+    if any(getattr(matrix, a).dtype not in (np.int32, np.int64) for a in index_arrays):
+        # SciPy's compiled routines take int32/int64 indices only; in-range indices of other integer types are
+        # converted on a copy (the caller's matrix is left as it is)
+        matrix = matrix.copy()
+        for a in index_arrays:
+            setattr(matrix, a, np.asarray(getattr(matrix, a)).astype(np.int64))
     return matrix.tocsr()
 
 

@@ -10,9 +10,12 @@ reports. The last line printed is ``TARGET: N examples, A results, R clear error
 
 from __future__ import annotations
 
+import gzip
 import sys
+import tempfile
 import warnings
 from collections import Counter
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -136,7 +139,84 @@ def sequences(max_examples: int) -> None:
     run()
 
 
-TARGETS = {"sparse": sparse, "sequences": sequences}
+# --- damaged files -----------------------------------------------------------------------------------------------
+def _valid_files(folder: Path) -> dict:
+    """Small valid files of every format, by name: the bytes each reader is fuzzed from."""
+    from specinit.corpus import from_matrix, save_ldac, save_uci_bow
+    from specinit.models import gmm
+    from specinit.synthetic import sample_lda
+
+    corpus = from_matrix(sample_lda(n_docs=6, vocab_size=7, k=2, alpha=0.5, doc_length=8, seed=0).counts,
+                         vocabulary=[f"w{i}" for i in range(7)])
+    save_ldac(corpus, folder / "c.ldac", folder / "vocab.txt")
+    save_uci_bow(corpus, folder / "docword.txt")
+    (folder / "docword.txt.gz").write_bytes(gzip.compress((folder / "docword.txt").read_bytes(), mtime=0))
+    rng = np.random.default_rng(0)
+    blobs = np.concatenate([rng.normal(-3.0, 1.0, size=(50, 2)), rng.normal(3.0, 1.0, size=(50, 2))])
+    gmm.spectral(blobs, 2, seed=0).save(folder / "estimate.npz")
+    return {name: (folder / name).read_bytes() for name in ("c.ldac", "vocab.txt", "docword.txt", "docword.txt.gz",
+                                                            "estimate.npz")}
+
+
+def _readers(folder: Path) -> dict:
+    from specinit.corpus import load_ldac, load_uci_bow, read_vocabulary
+    from specinit.estimate import SpectralEstimate
+
+    return {
+        "c.ldac": lambda path: load_ldac(path, folder / "vocab.txt"),
+        "vocab.txt": lambda path: load_ldac(folder / "c.ldac", path),
+        "docword.txt": lambda path: load_uci_bow(path),
+        "docword.txt.gz": lambda path: load_uci_bow(path),
+        "estimate.npz": lambda path: SpectralEstimate.load(path),
+        "read_vocabulary": lambda path: read_vocabulary(path),
+    }
+
+
+def _read_damaged(folder: Path, name: str, content: bytes, reader) -> None:
+    damaged = folder / f"damaged-{name}"
+    damaged.write_bytes(content)
+    _ends_clearly(lambda: reader(damaged), str(damaged))
+
+
+def files(max_examples: int) -> None:
+    folder = Path(tempfile.mkdtemp(prefix="specinit-fuzz-"))
+    valid = _valid_files(folder)
+    readers = _readers(folder)
+    # every truncation of every file
+    for name, content in valid.items():
+        for offset in range(len(content)):
+            _read_damaged(folder, name, content[:offset], readers[name])
+
+    numbers = st.sampled_from([b"-1", b"0", b"18446744073709551616", b"99999999999999999999", b"1e300", b"nan",
+                               b"9007199254740993", b"4294967296", b"\xff\xfe", b"", b" ", b"\n\n", b":"])
+
+    @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(st.sampled_from(sorted(valid)), st.data())
+    def run(name, data):
+        content = bytearray(valid[name])
+        how = data.draw(st.sampled_from(["flip", "insert", "replace token", "repeat line"]))
+        offset = data.draw(st.integers(0, len(content) - 1))
+        if how == "flip":
+            content[offset] ^= data.draw(st.integers(1, 255))
+        elif how == "insert":
+            content[offset:offset] = data.draw(numbers)
+        elif how == "replace token":
+            tokens = bytes(content).split(b" ")
+            i = data.draw(st.integers(0, len(tokens) - 1))
+            tokens[i] = data.draw(numbers)
+            content = bytearray(b" ".join(tokens))
+        else:
+            lines = bytes(content).split(b"\n")
+            i = data.draw(st.integers(0, len(lines) - 1))
+            content = bytearray(b"\n".join(lines[: i + 1] + lines[i:]))
+        _read_damaged(folder, name, bytes(content), readers["read_vocabulary" if name == "vocab.txt" and
+                                                            data.draw(st.booleans()) else name])
+
+    run()
+
+
+TARGETS = {"sparse": sparse, "sequences": sequences, "files": files}
 
 
 def main(argv: list[str]) -> int:

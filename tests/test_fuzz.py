@@ -16,7 +16,7 @@ from tests.fuzz_targets import TARGETS
 #: Address space of the child: the libraries' own reservations fit, a runaway allocation does not.
 ADDRESS_SPACE = 3 * 2**30
 #: Examples per target and the wall-clock limit of one child (seconds).
-MAX_EXAMPLES, TIME_LIMIT = 150, 600
+MAX_EXAMPLES, TIME_LIMIT = 400, 600
 
 
 def _limit_address_space():
