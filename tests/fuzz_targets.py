@@ -1,7 +1,8 @@
 """Fuzz targets, each run by ``tests/test_fuzz.py`` in a child process under an address-space limit.
 
-``python -m tests.fuzz_targets TARGET MAX_EXAMPLES`` feeds ``MAX_EXAMPLES`` Hypothesis examples (derandomized:
-the same examples on every run) to one target. Every example must end in a result or in a clear error: a
+``python -m tests.fuzz_targets TARGET MAX_EXAMPLES ADDRESS_SPACE`` limits the process's address space to
+``ADDRESS_SPACE`` bytes, then feeds ``MAX_EXAMPLES`` Hypothesis examples (derandomized: the same examples on
+every run) to one target. Every example must end in a result or in a clear error: a
 ``ValueError``, ``TypeError`` or ``MemoryError`` whose message names the public function called (or the file
 read). Anything else -- another exception, an unclear message -- fails the example (Hypothesis shrinks it and
 the child exits non-zero); a crash, a hang or an allocation over the limit kills the child, which the parent
@@ -11,6 +12,7 @@ reports. The last line printed is ``TARGET: N examples, A results, R clear error
 from __future__ import annotations
 
 import gzip
+import resource
 import sys
 import tempfile
 import warnings
@@ -220,7 +222,9 @@ TARGETS = {"sparse": sparse, "sequences": sequences, "files": files}
 
 
 def main(argv: list[str]) -> int:
-    target, max_examples = argv[0], int(argv[1])
+    target, max_examples, address_space = argv[0], int(argv[1]), int(argv[2])
+    # set here rather than by the parent between fork and exec: JAX, loaded in the parent, refuses to be forked
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     TARGETS[target](max_examples)
     total = OUTCOMES["results"] + OUTCOMES["clear errors"]
     print(f"{target}: {total} examples, {OUTCOMES['results']} results, {OUTCOMES['clear errors']} clear errors")
