@@ -800,7 +800,7 @@ def _token_ratio(X, theta: np.ndarray, tokens):
 
 def _fold_in(X, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray, n_iter: int, tol: float,
              tokens=None) -> np.ndarray:
-    """Fixed-point steps of :func:`document_topics` from ``theta``, per document until none of its entries moves by ``tol``.
+    """Fixed-point steps of :func:`document_topics` from ``theta``, per document until no entry moves by ``tol``.
 
     The stopping rule is per document: a document stops after the first step
     that moves none of its entries by ``tol`` (or after ``n_iter`` steps),
