@@ -747,7 +747,9 @@ def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4)
     Fixed-point iteration of the expected topic counts,
     ``theta_d <- (alpha + theta_d * (c_d / (theta_d @ beta)) @ beta.T) / (n_d + a0)``
     (EM for each document's posterior mean under a fixed ``beta``), vectorized
-    over documents with one sparse product per step. Documents with no
+    over documents with one sparse product per step. Each document stops on
+    its own criterion, so a document's proportions do not depend on the
+    other documents or on how the corpus is split into chunks. Documents with no
     words get ``alpha / alpha0``. (The held-out evaluation uses the same
     update with a fixed number of steps: :func:`specinit.corpus.fold_in`.)
 
@@ -762,7 +764,8 @@ def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4)
     n_iter : int, default 30
         Maximum fixed-point steps.
     tol : float, default 1e-4
-        Stop when no entry of ``theta`` moves more than this.
+        A document stops after the first step that moves none of its entries
+        by this much.
 
     Returns
     -------
@@ -819,15 +822,33 @@ def _token_ratio(X, theta: np.ndarray, tokens):
 
 def _fold_in(X, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray, n_iter: int, tol: float,
              tokens=None) -> np.ndarray:
-    """Fixed-point steps of :func:`document_topics` from ``theta``, until no entry moves by ``tol``."""
+    """Fixed-point steps of :func:`document_topics` from ``theta``, per document until no entry moves by ``tol``.
+
+    The stopping rule is per document: a document stops after the first step
+    that moves none of its entries by ``tol`` (or after ``n_iter`` steps),
+    whatever other documents share its block, so that splitting the documents
+    into blocks (chunks, shards, Dask partitions) changes no document's
+    result. Stopped documents leave the working set, which is re-sliced when
+    it has halved (``tol = 0``: every document takes ``n_iter`` steps).
+    """
     lengths = np.asarray(X.sum(axis=1)).ravel()
-    tokens = _tokens(X, beta) if tokens is None else tokens
+    theta = np.array(theta, dtype=np.float64)
+    held = np.arange(X.shape[0])  # the documents of the working block ``sub``
+    going = np.ones(held.size, dtype=bool)  # which of them still iterate
+    sub, sub_lengths, sub_tokens = X, lengths, _tokens(X, beta) if tokens is None else tokens
     for _ in range(n_iter):
-        new = (alpha + theta * np.asarray(_token_ratio(X, theta, tokens) @ beta.T)) / (lengths[:, None] + alpha.sum())
-        done = np.max(np.abs(new - theta), initial=0.0) < tol
-        theta = new
-        if done:
+        if not going.any():
             break
+        if 2 * np.count_nonzero(going) <= held.size:
+            held = held[going]
+            going = np.ones(held.size, dtype=bool)
+            sub, sub_lengths = X[held], lengths[held]
+            sub_tokens = _tokens(sub, beta)
+        current = theta[held]
+        new = (alpha + current * np.asarray(_token_ratio(sub, current, sub_tokens) @ beta.T)) / (
+            sub_lengths[:, None] + alpha.sum())
+        theta[held[going]] = new[going]
+        going &= np.max(np.abs(new - current), axis=1, initial=0.0) >= tol
     return theta
 
 

@@ -47,7 +47,7 @@ import numpyro.distributions as dist
 from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, public
 from specinit.distributions.mixtures import gaussian_components_host
 from specinit.engine.population import FactoredMoments
-from specinit.engine.rows import RowMoments
+from specinit.engine.rows import RowMoments, unit_of
 from specinit.engine.sources import check_rows, is_dask_array
 from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
@@ -232,7 +232,8 @@ class GaussianMixture(Family):
         leaving = int(np.argmax(without))
         others = np.delete(np.arange(k), leaving)
         split = int(others[np.argsort(-weights[others], kind="stable")[attempt % (k - 1)]])
-        centred = x - loc[split]
+        unit = unit_of(x - loc[split])  # the power iteration in that unit: no square overflows or underflows
+        centred = (x - loc[split]) / unit
         share = resp[:, split] / max(float(resp[:, split].sum()), np.finfo(float).tiny)
         axis = rng.standard_normal(x.shape[1])
         for _ in range(30):  # power iteration on the component's weighted covariance, matrix-free
@@ -241,7 +242,7 @@ class GaussianMixture(Family):
             if not norm > 0:
                 return None
             axis /= norm
-        offset = np.sqrt(float(share @ (centred @ axis) ** 2)) * axis
+        offset = unit * np.sqrt(float(share @ (centred @ axis) ** 2)) * axis
         moved = {name: np.array(value, dtype=np.float64) for name, value in params.items()}
         moved["loc"][leaving], moved["loc"][split] = loc[split] + offset, loc[split] - offset
         moved["weights"][[leaving, split]] = weights[split] / 2

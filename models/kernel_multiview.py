@@ -68,6 +68,7 @@ from specinit.engine.kernel_features import (
     median_bandwidth,
 )
 from specinit.engine.kernels import ExchangeableViews
+from specinit.engine.rows import unit_of
 from specinit.engine.views import ViewMoments, multiview_population
 from specinit.estimate import Site, SpectralEstimate
 from specinit.family import Family
@@ -173,8 +174,12 @@ class KernelMoments:
     exchangeable : bool
         Whether the views share one feature map and the symmetric estimator is used.
     data : tuple of ndarray or None
-        The raw views (N, d_v) when built from data (needed for the densities);
-        None for population moments.
+        The views (N, d_v), each divided by its unit, when built from data
+        (needed for the densities); None for population moments.
+    units : tuple of float
+        The unit of every view of data (:func:`specinit.engine.rows.unit_of`; one unit shared by all views
+        when ``exchangeable``): features, bandwidths and densities are built on the views divided by it,
+        locations, scales, bandwidths and density supports are multiplied back (empty: population moments).
 
     References
     ----------
@@ -185,6 +190,7 @@ class KernelMoments:
     moments: object
     exchangeable: bool
     data: tuple | None = None
+    units: tuple = ()
 
 
 def _mixture_embedding(feature_map, mix, loc, scale):
@@ -240,8 +246,10 @@ class KernelMultiview(Family):
             bandwidth = [bandwidth] * n_views
         if bandwidth is not None and len(bandwidth) != n_views:
             raise bad_argument("bandwidth", None, f"a number or one entry per view ({n_views})", bandwidth)
+        units = (unit_of(*views),) * n_views if exchangeable else tuple(unit_of(x) for x in views)
+        views = [x / unit for x, unit in zip(views, units)]
         bands = None if bandwidth is None else [check_bandwidth(b, views[v].shape[1], f"bandwidth[{v}]", None)
-                                                for v, b in enumerate(bandwidth)]
+                                                / units[v] for v, b in enumerate(bandwidth)]
         if exchangeable:
             dims = [v.shape[1] for v in views]
             if len(set(dims)) != 1:
@@ -256,7 +264,8 @@ class KernelMultiview(Family):
             maps = tuple(kernel_features(x, features=features, rank=rank, bandwidth=None if bands is None else bands[v],
                                          seed=rng, name=f"views[{v}]", func=None) for v, x in enumerate(views))
         feature_views = [fm.transform(x) for fm, x in zip(maps, views)]
-        return KernelMoments(maps, ViewMoments(feature_views, backend=backend), bool(exchangeable), tuple(views))
+        return KernelMoments(maps, ViewMoments(feature_views, backend=backend), bool(exchangeable), tuple(views),
+                             units)
 
     def population_moments(self, params, **options) -> KernelMoments:
         return population_moments(params, **options)
@@ -289,8 +298,9 @@ class KernelMultiview(Family):
         rank = min(moments.moments.dims)
         diagnostics = {"raw_weights": np.asarray(weights, dtype=np.float64), "exchangeable": bool(exchangeable),
                        "feature_kind": moments.features[0].kind, "feature_rank": int(rank)}
+        units = moments.units or (1.0,) * len(moments.features)
         for v, fm in enumerate(moments.features):
-            diagnostics[f"state/bandwidth_{v}"] = fm.bandwidth
+            diagnostics[f"state/bandwidth_{v}"] = units[v] * fm.bandwidth
             diagnostics[f"state/embedding_{v}"] = np.asarray(embeddings[v])
         params = {"weights": np.maximum(np.asarray(weights, dtype=np.float64), floor / k)}
         params["weights"] = params["weights"] / params["weights"].sum()
@@ -311,9 +321,9 @@ class KernelMultiview(Family):
             positive /= np.maximum(positive.sum(axis=1, keepdims=True), 1e-300)
             band = cv_bandwidth(support, positive)
             norm = positive_part_mass(support, coef, band, seed=rng)
-            state[f"density_support_{v}"] = support
+            state[f"density_support_{v}"] = units[v] * support
             state[f"density_weights_{v}"] = coef
-            state[f"density_bandwidth_{v}"] = band
+            state[f"density_bandwidth_{v}"] = units[v] * band
             state[f"density_norm_{v}"] = norm
             # importance weights (clipped density / mixture density) of at most _EM_POINTS support points
             em = support[: _EM_POINTS]
@@ -322,8 +332,8 @@ class KernelMultiview(Family):
             fits = [fit_weighted_gmm(em, resp[:, i] / max(resp[:, i].sum(), 1e-300), band[i], m, seed=rng)
                     for i in range(k)]
             params[f"mix_{v}"] = np.stack([f[0] for f in fits])
-            params[f"loc_{v}"] = np.stack([f[1] for f in fits])
-            params[f"scale_{v}"] = np.stack([f[2] for f in fits])
+            params[f"loc_{v}"] = units[v] * np.stack([f[1] for f in fits])
+            params[f"scale_{v}"] = units[v] * np.stack([f[2] for f in fits])
         diagnostics.update({f"state/{key}": value for key, value in state.items()})
         return params, diagnostics
 

@@ -29,7 +29,7 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 
 import jax.numpy as jnp
@@ -40,6 +40,7 @@ import scipy.sparse as sp
 
 from specinit._validation import Interval, bad_argument, check_allocation, check_choice, check_int, current_entry, integer_symbols, public, warn
 from specinit.distributions.mixtures import MixtureLikelihood, gaussian_components, stack_views
+from specinit.engine.rows import unit_of
 from specinit.engine.views import (
     ViewMoments,
     conditional_variances,
@@ -202,9 +203,13 @@ class MultiViewMoments:
     kinds : tuple of str
         ``"categorical"`` or ``"gaussian"`` per view.
     variances : dict of int -> ndarray
-        Column variances of every Gaussian view (the scale of the variance floor).
+        Column variances of every Gaussian view (the scale of the variance floor), in its unit.
     n_observations : int or None
         Rows of the data (None for population moments).
+    units : dict of int -> float
+        The unit of every Gaussian view of data (:func:`specinit.engine.rows.unit_of`): the moments are
+        those of the view divided by it, its recovered locations and scales are multiplied by it (1 when
+        absent: population moments).
     """
 
     views: object
@@ -212,6 +217,7 @@ class MultiViewMoments:
     kinds: tuple
     variances: dict
     n_observations: int | None = None
+    units: dict = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -261,12 +267,14 @@ class MultiView(Family):
             check_allocation(4 * 8 * float(size) * (k + 10), "views" if dims is None else "dims",
                              f"(V, k + 10) = ({size}, {k + 10}) blocks for view {v}")
         n_obs = views[0].shape[0]
-        fit_views = [sp.csr_matrix((np.ones(n_obs), (np.arange(n_obs), v)), shape=(n_obs, size))
-                     if kind == "categorical" else v for v, kind, size in zip(views, kinds, sizes)]
         gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
-        variances = {v: np.var(views[v], axis=0) for v in gaussian}
+        units = {v: unit_of(views[v]) for v in gaussian}
+        fit_views = [x / units[v] if kind == "gaussian" else
+                     sp.csr_matrix((np.ones(n_obs), (np.arange(n_obs), x)), shape=(n_obs, size))
+                     for v, (x, kind, size) in enumerate(zip(views, kinds, sizes))]
+        variances = {v: np.var(fit_views[v], axis=0) for v in gaussian}
         return MultiViewMoments(ViewMoments(fit_views, backend=backend), with_squares(fit_views, gaussian, backend),
-                                kinds, variances, n_obs)
+                                kinds, variances, n_obs, units)
 
     def population_moments(self, params, kinds=None, **options) -> MultiViewMoments:
         kinds = _kinds_of(params) if kinds is None else tuple(
@@ -307,9 +315,10 @@ class MultiView(Family):
                 params[f"beta_{v}"] = fit.means[v]
             else:
                 minimum = floor * np.maximum(moments.variances[v], np.finfo(float).tiny)
-                params[f"loc_{v}"] = fit.means[v]
+                unit = moments.units.get(v, 1.0)
+                params[f"loc_{v}"] = unit * fit.means[v]
                 report[f"scale_floored_{v}"] = int(np.count_nonzero(variances[v] < minimum))
-                params[f"scale_{v}"] = np.sqrt(np.maximum(variances[v], minimum))
+                params[f"scale_{v}"] = unit * np.sqrt(np.maximum(variances[v], minimum))
         return params, report
 
     def independence(self, moments: MultiViewMoments, fit, k: int, rng) -> dict:

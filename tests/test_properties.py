@@ -96,6 +96,89 @@ def test_gaussian_views_and_sequences_are_scale_free(power):
     np.testing.assert_allclose(d.params["transition"], c.params["transition"], rtol=1e-7)
 
 
+#: The extreme units: every square (1e300) and cube of raw data would overflow or underflow on the way.
+EXTREMES = st.sampled_from([1e150, 1e-150])
+
+
+def _recorded(call):
+    """``call()``'s result and the (category, message) of every warning it issued."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = call()
+    return result, [(w.category, str(w.message)) for w in caught]
+
+
+def _in_both_units(unscaled, scaled):
+    """Both results; a scale-free fit warns about the same things in any unit (no overflow or underflow)."""
+    a, said = _recorded(unscaled)
+    b, said_scaled = _recorded(scaled)
+    assert said_scaled == said
+    return a, b
+
+
+def _assert_rescaled(scaled, estimate, s, units):
+    """Every site of ``scaled`` is the site of ``estimate`` times ``s ** units[name]`` (0 when not listed), to
+    1e-8 of the site's largest entry."""
+    assert scaled.params.keys() == estimate.params.keys()
+    for name, value in estimate.params.items():
+        np.testing.assert_allclose(scaled.params[name] / s ** units.get(name, 0), value, rtol=1e-8,
+                                   atol=1e-8 * np.abs(value).max(), err_msg=name)
+
+
+@PROFILE
+@given(s=EXTREMES, seed=st.integers(0, 2**16), covariance=st.sampled_from(["common", "spherical", "diag"]))
+def test_gmm_at_extreme_scales_equals_the_unscaled_fit_mapped_back(s, seed, covariance):
+    x = _blobs(seed)
+    a, b = _in_both_units(lambda: gmm.spectral(x, 3, covariance=covariance, seed=0),
+                          lambda: gmm.spectral(x * s, 3, covariance=covariance, seed=0))
+    units = {"loc": 1, "scale": 1}
+    _assert_rescaled(b, a, s, units)
+    c, d = _in_both_units(lambda: gmm.refine(x, a, max_iter=3, tol=1e9, split_merge=1).estimate,
+                          lambda: gmm.refine(x * s, b, max_iter=3, tol=1e9, split_merge=1).estimate)
+    _assert_rescaled(d, c, s, units)
+
+
+def _mixed_views(seed, n=600):
+    rng = np.random.default_rng(seed)
+    loc = 3.0 * rng.standard_normal((3, 4))
+    h = rng.choice(3, n)
+    return [loc[h, :3] + rng.standard_normal((n, 3)), rng.choice(4, n, p=[0.4, 0.3, 0.2, 0.1]) + h,
+            loc[h] + rng.standard_normal((n, 4))]
+
+
+@PROFILE
+@given(s=EXTREMES, seed=st.integers(0, 2**16))
+def test_multiview_at_extreme_scales_equals_the_unscaled_fit_mapped_back(s, seed):
+    views = _mixed_views(seed)
+    scaled = [views[0] * s, views[1], views[2] / s]  # two Gaussian views in opposite units, a categorical one
+    a, b = _in_both_units(lambda: mv.spectral(views, 3, seed=0), lambda: mv.spectral(scaled, 3, seed=0))
+    units = {"loc_0": 1, "scale_0": 1, "loc_2": -1, "scale_2": -1}
+    _assert_rescaled(b, a, s, units)
+    c, d = _in_both_units(lambda: mv.refine(views, a, max_iter=3, tol=1e9).estimate,
+                          lambda: mv.refine(scaled, b, max_iter=3, tol=1e9).estimate)
+    _assert_rescaled(d, c, s, units)
+
+
+@settings(PROFILE, max_examples=4)
+@given(s=EXTREMES, seed=st.integers(0, 2**16))
+def test_kernel_multiview_at_extreme_scales_equals_the_unscaled_fit_mapped_back(s, seed):
+    """Bandwidths (median heuristic, cross-validated densities) follow the unit: the estimate, its density
+    state and its conditional densities are the unscaled ones mapped back; a column of spread 1e-150 is data,
+    not a constant column."""
+    rng = np.random.default_rng(seed)
+    h = rng.choice(2, 500)
+    views = [np.array([[-2.0], [2.0]])[h] + rng.normal(size=(500, 1)) for _ in range(3)]
+    a, b = _in_both_units(lambda: kernel_multiview.spectral(views, 2, seed=0, rank=32),
+                          lambda: kernel_multiview.spectral([v * s for v in views], 2, seed=0, rank=32))
+    _assert_rescaled(b, a, s, {f"{site}_{v}": 1 for site in ("loc", "scale") for v in range(3)})
+    for v in range(3):
+        for key, unit in (("bandwidth", 1), ("density_support", 1), ("density_bandwidth", 1), ("density_weights", 0)):
+            np.testing.assert_allclose(b.state[f"{key}_{v}"] / s**unit, a.state[f"{key}_{v}"], rtol=1e-8, atol=0)
+    points = np.linspace(-4.0, 4.0, 9)[:, None]
+    np.testing.assert_allclose(kernel_multiview.conditional_density(b, 1, points * s) * s,
+                               kernel_multiview.conditional_density(a, 1, points), rtol=1e-8, atol=1e-300)
+
+
 # ----------------------------------------------------------------------------- permutation and chunking
 def _corpus(seed, n=300, V=25):
     rng = np.random.default_rng(seed)

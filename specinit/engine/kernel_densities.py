@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specinit._validation import as_generator
+from specinit._validation import as_generator, bad_argument
 from specinit.engine.kernel_features import _CHUNK_BYTES, _gauss_kernel
 
 __all__ = [
@@ -74,6 +74,16 @@ def density_coefficients(features, embeddings, weights, view: int) -> np.ndarray
     return total / (len(anchors) * n_obs)
 
 
+def _unit_rows(weights) -> np.ndarray:
+    """``weights`` (k, N) with every row divided by its sum, after checking it is non-negative with a positive sum."""
+    weights = np.atleast_2d(np.asarray(weights, dtype=np.float64))
+    sums = weights.sum(axis=1, keepdims=True)
+    if not np.all(np.isfinite(weights)) or np.any(weights < 0) or not np.all(sums > 0):
+        raise bad_argument("weights", None, "finite and non-negative, with a positive sum in every row",
+                           "negative, non-finite or all-zero rows", describe=False)
+    return weights / sums
+
+
 def _weighted_quantile(values, weights, q):
     order = np.argsort(values)
     cdf = np.cumsum(weights[order])
@@ -86,14 +96,15 @@ def silverman_bandwidth(points, weights) -> np.ndarray:
     ``h_{i,j} = (4 / (d + 2))^(1 / (d + 4)) A_{i,j} n_eff,i^(-1 / (d + 4))``
     with ``A = min(sd, IQR / 1.349)`` (weighted standard deviation and
     interquartile range; the IQR keeps multimodal densities from being
-    oversmoothed) and ``n_eff = 1 / sum c^2`` for normalized non-negative
-    weights.
+    oversmoothed) and ``n_eff = 1 / sum c^2`` for the weights ``c`` of a row
+    normalized to sum to one.
 
     Parameters
     ----------
     points : array, shape (N, d)
     weights : array, shape (k, N)
-        Non-negative, each row summing to one.
+        Non-negative, each row with a positive sum; rows are normalized here
+        (any positive multiple of a row gives the same bandwidth).
 
     Returns
     -------
@@ -107,10 +118,11 @@ def silverman_bandwidth(points, weights) -> np.ndarray:
     Raises
     ------
     ValueError
-        ``weights`` whose rows do not match the points (shape mismatch).
+        ``weights`` whose rows do not match the points (shape mismatch), or a
+        negative entry, or a row without positive weight.
     """
     points = np.asarray(points, dtype=np.float64)
-    weights = np.asarray(weights, dtype=np.float64)
+    weights = _unit_rows(weights)
     d = points.shape[1]
     mean = weights @ points
     sd = np.sqrt(np.maximum(weights @ points**2 - mean**2, 0.0))
@@ -136,7 +148,7 @@ def cv_bandwidth(points, weights, *, multipliers=(0.25, 0.35, 0.5, 0.7, 1.0), n_
     ----------
     points : array, shape (N, d)
     weights : array, shape (k, N)
-        Non-negative, each row summing to one.
+        Non-negative, each row with a positive sum; rows are normalized here.
     multipliers : sequence of float
         Candidate factors of Silverman's bandwidth.
     n_eval : int
@@ -150,7 +162,8 @@ def cv_bandwidth(points, weights, *, multipliers=(0.25, 0.35, 0.5, 0.7, 1.0), n_
     Raises
     ------
     ValueError
-        Shapes that do not match.
+        Shapes that do not match, a negative entry, or a row without positive
+        weight.
 
     References
     ----------
@@ -158,7 +171,7 @@ def cv_bandwidth(points, weights, *, multipliers=(0.25, 0.35, 0.5, 0.7, 1.0), n_
     Sec. 3.4.4 (likelihood cross-validation); Song et al., ICML 2014, eq. 40.
     """
     points = np.asarray(points, dtype=np.float64)
-    weights = np.asarray(weights, dtype=np.float64)
+    weights = _unit_rows(weights)
     base = silverman_bandwidth(points, weights)
     m = min(int(n_eval), points.shape[0])
     held = points[:m]

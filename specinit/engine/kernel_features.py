@@ -117,8 +117,10 @@ def check_no_constant_columns(x, name: str, func: str) -> np.ndarray:
     x = _check_matrix(x, name, func)
     if x.shape[0] < 2:
         raise bad_argument(name, func, "at least 2 observations", f"{x.shape[0]} rows", describe=False)
-    std = x.std(axis=0)
-    constant = np.flatnonzero(std <= 1e-12 * np.maximum(1.0, np.abs(x).max(axis=0)))
+    size = np.abs(x).max(axis=0)  # relative test, computed in the column's own unit: scale-free
+    unit = np.where(size > 0, size, 1.0)
+    std = unit * (x / unit).std(axis=0)
+    constant = np.flatnonzero(std <= 1e-12 * size)
     if constant.size:
         raise bad_argument(name, func, "free of constant columns (a constant column carries no information; "
                            "drop it)", f"constant columns {constant.tolist()}", describe=False)

@@ -24,10 +24,32 @@ from specinit._validation import bad_argument, public
 from specinit.engine.backends import resolve_backend
 from specinit.engine.sources import ViewSource
 
-__all__ = ["ROW_PASSES", "RowMoments", "effective_rank"]
+__all__ = ["ROW_PASSES", "RowMoments", "effective_rank", "unit_of"]
 
 #: The passes a row model needs from its backend.
 ROW_PASSES = frozenset({"gram", "triples"})
+
+
+def unit_of(*arrays) -> float:
+    """The largest absolute entry of ``arrays``: the unit that brings data of any scale to O(1) (1.0 when all are 0).
+
+    Dividing data by it (and multiplying locations and scales back) makes a
+    fit scale-free: ``unit_of(s * x)`` is ``s * unit_of(x)`` to one rounding,
+    so data in other units (times 1e-150 .. 1e150) are standardized to the
+    same values, and no square or cube of the standardized data overflows or
+    underflows.
+
+    Parameters
+    ----------
+    *arrays : ndarray
+        Finite arrays.
+
+    Returns
+    -------
+    float
+    """
+    unit = max((float(np.max(np.abs(a))) for a in arrays if np.size(a)), default=0.0)
+    return unit if unit > 0 else 1.0
 
 
 def effective_rank(eigvals: np.ndarray) -> int:

@@ -16,6 +16,7 @@ from specinit.engine.kernel_features import (
     NystromFeatures,
     RandomFourierFeatures,
     check_bandwidth,
+    check_no_constant_columns,
     kernel_features,
     median_bandwidth,
 )
@@ -171,6 +172,34 @@ def test_silverman_bandwidth_and_weighted_gmm_projection():
     np.testing.assert_allclose(mix[order], [0.75, 0.25], atol=0.03)
     np.testing.assert_allclose(loc[order, 0], [-2, 2], atol=0.06)
     np.testing.assert_allclose(scale[order, 0], np.sqrt(0.25 + h[0, 0] ** 2), atol=0.05)
+
+
+def test_bandwidths_normalize_the_weight_rows_and_are_scale_equivariant():
+    """Rows of weights are normalized before use (a row times 7 gives the same bandwidth); points in other units
+    (times 1e150 or 1e-150) give the bandwidth in those units, without overflow or underflow warnings."""
+    rng = np.random.default_rng(10)
+    x = rng.permutation(np.concatenate([rng.normal(-2, 0.4, 400), rng.normal(1, 0.6, 400)]))[:, None]
+    w = rng.random((2, x.shape[0]))
+    unit = w / w.sum(axis=1, keepdims=True)
+    for rule in (silverman_bandwidth, cv_bandwidth):
+        h = rule(x, unit)
+        np.testing.assert_allclose(rule(x, 7.0 * w), h, rtol=1e-13)
+        for scale in (1e150, 1e-150):
+            np.testing.assert_allclose(rule(x * scale, w) / scale, h, rtol=1e-12)
+    for bad in (-unit, np.zeros_like(unit), np.where(unit > 0.001, np.nan, unit)):
+        with pytest.raises(ValueError, match="'weights' argument .* must be finite and non-negative, with a positive"):
+            silverman_bandwidth(x, bad)
+
+
+def test_constant_columns_are_found_in_the_data_unit():
+    """A column of spread 1e-150 is not constant (the test is relative to the column's size); a truly constant
+    column is, at any scale."""
+    x = np.random.default_rng(11).normal(size=(200, 2))
+    for scale in (1.0, 1e150, 1e-150):
+        np.testing.assert_allclose(check_no_constant_columns(x * scale, "x", "test") / scale, x.std(axis=0),
+                                   rtol=1e-12)
+        with pytest.raises(ValueError, match="constant columns \\[1\\]"):
+            check_no_constant_columns(np.column_stack([x[:, 0], np.full(200, 3.0)]) * scale, "x", "test")
 
 
 def test_cv_bandwidth_undersmooths_a_bimodal_density_less_than_silverman():

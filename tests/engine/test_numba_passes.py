@@ -1,6 +1,12 @@
-"""The fused Numba CSR kernels give the SciPy sums (backend="numba")."""
+"""The fused Numba CSR kernels give the SciPy sums (backend="numba"), in blocks that Ctrl-C can stop between."""
 
 from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import textwrap
+import time
 
 import numpy as np
 import pytest
@@ -19,7 +25,13 @@ def _rel(a, b):
 
 @pytest.mark.parametrize("weighting", ["pooled", "per-document"])
 @pytest.mark.parametrize("n_threads", [1, 2])
-def test_numba_backend_equals_scipy(weighting, n_threads):
+@pytest.mark.parametrize("call_work", [None, 50])
+def test_numba_backend_equals_scipy(weighting, n_threads, call_work, monkeypatch):
+    """Also when every compiled call covers only a few documents (``CALL_WORK = 50``: hundreds of blocks)."""
+    from specinit.engine.backends import numba as backend
+
+    if call_work is not None:
+        monkeypatch.setattr(backend, "CALL_WORK", call_work)
     beta, weights = random_instance(3, 40, seed=1)
     X, _ = sample_lda(beta, 3 * weights, N=400, length=20, seed=2)
     X[3] = 0  # dropped document
@@ -31,3 +43,62 @@ def test_numba_backend_equals_scipy(weighting, n_threads):
     assert _rel(ref.m2_matmat(Q), fast.m2_matmat(Q)) < RTOL
     W = rng.standard_normal((40, 3))
     assert _rel(ref.whitened_m3(W), fast.whitened_m3(W)) < RTOL
+
+
+def test_closing_sweep_in_small_blocks_equals_one_call(monkeypatch):
+    from specinit.engine.backends import numba as backend
+
+    beta, weights = random_instance(3, 40, seed=3)
+    X = sp.csr_matrix(sample_lda(beta, weights, N=300, length=25, seed=4)[0])
+    theta = np.full((300, 3), 1 / 3)
+    whole = backend.closing_sweep(X, beta, weights, theta, 4)
+    monkeypatch.setattr(backend, "CALL_WORK", 3 * 6 * 10)  # at most 10 non-zeros a block
+    blocked = backend.closing_sweep(X, beta, weights, theta, 4)
+    np.testing.assert_array_equal(theta, 1 / 3)  # the caller's proportions are not written to
+    np.testing.assert_array_equal(blocked[0], whole[0])  # per document: the same steps in the same order
+    np.testing.assert_allclose(blocked[1], whole[1], rtol=RTOL)
+    np.testing.assert_allclose(blocked[2], whole[2], rtol=RTOL)
+
+
+_INTERRUPTED = textwrap.dedent("""
+    import numpy as np, scipy.sparse as sp
+    from specinit.engine.backends.numba import closing_sweep
+    from specinit.engine.sources import CountSource
+    from specinit.models._topics import close_topics
+
+    rng = np.random.default_rng(0)
+    n, V, k, per = 20000, 2000, 50, 80
+    X = sp.csr_matrix((rng.integers(1, 3, n * per).astype(float), rng.integers(0, V, n * per),
+                       np.arange(n + 1) * per), shape=(n, V))
+    beta, alpha = rng.dirichlet(np.ones(V), size=k), np.full(k, 0.1)
+    small = X[:50]
+    reference = closing_sweep(small, beta, alpha, np.full((50, k), 1 / k), 3)
+    print("ready", flush=True)
+    try:
+        close_topics(CountSource(X), beta, alpha, 100_000, floor=1e-3)  # hours of closing sweeps
+    except KeyboardInterrupt:
+        again = closing_sweep(small, beta, alpha, np.full((50, k), 1 / k), 3)
+        same = all(np.array_equal(a, b) for a, b in zip(reference, again))
+        print("kernels after the interrupt:", "same" if same else "different", flush=True)
+        raise
+""")
+
+
+def test_ctrl_c_during_a_compiled_sweep_is_a_clean_keyboard_interrupt():
+    """SIGINT one second into the closing sweeps of a large corpus: the process ends by KeyboardInterrupt (no
+    SystemError from inside Numba) within a few seconds, and the kernels still give the same results."""
+    child = subprocess.Popen([sys.executable, "-c", _INTERRUPTED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready", child.stderr.read()
+        time.sleep(1.0)
+        sent = time.perf_counter()
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+        waited = time.perf_counter() - sent
+    finally:
+        child.kill()
+    assert "kernels after the interrupt: same" in out
+    assert err.rstrip().endswith("KeyboardInterrupt") and "SystemError" not in err, err
+    assert child.returncode in (-signal.SIGINT, 1, 130)
+    assert waited < 5.0, waited

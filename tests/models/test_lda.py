@@ -382,6 +382,22 @@ def test_fold_in_and_closing_sweeps_stream_bounded_blocks(planted, monkeypatch):
     np.testing.assert_allclose(blocked[2]["closing_log_likelihood"], closed[2]["closing_log_likelihood"], rtol=1e-12)
 
 
+def test_document_topics_stop_per_document(planted):
+    """Each document stops on its own criterion: folded in alone, in pairs or with the whole corpus, a document
+    gets the same proportions; with tol = 0 every document takes n_iter steps."""
+    beta, alpha, X = planted
+    X = X[:300]
+    whole = _topics.document_topics(X, beta, alpha)
+    alone = np.vstack([_topics.document_topics(X[d:d + 1], beta, alpha) for d in range(X.shape[0])])
+    pairs = np.vstack([_topics.document_topics(X[d:d + 2], beta, alpha) for d in range(0, X.shape[0], 2)])
+    np.testing.assert_allclose(alone, whole, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(pairs, whole, rtol=0, atol=1e-14)
+    steps = np.vstack([_topics.document_topics(X[d:d + 1], beta, alpha, n_iter=4, tol=0.0) for d in range(20)])
+    np.testing.assert_allclose(_topics.document_topics(X[:20], beta, alpha, n_iter=4, tol=0.0), steps, atol=1e-14)
+    converged = _topics.document_topics(X, beta, alpha, n_iter=500, tol=1e-13)
+    assert 1e-6 < np.abs(whole - converged).max() < 1e-2  # the default stops near, not at, the fixed point
+
+
 # ----- pointwise log-likelihood with theta integrated out (PSIS-LOO) -------------------------------------------
 
 

@@ -306,8 +306,7 @@ def test_lda_short_documents_get_theta_and_are_reported():
 
 
 def test_lda_chunked_input_equals_whole():
-    """Row-chunks give the same moments, hence (same seed) the same estimate to round-off.
-    (doc_topics needs the documents in memory; see report: chunks + doc_topics=True fails.)"""
+    """Row-chunks give the same moments, hence (same seed) the same estimate to round-off."""
     k, V = 3, 30
     rng = np.random.default_rng(18)
     beta = rng.dirichlet(np.full(V, 0.1), size=k)

@@ -15,6 +15,13 @@ arrays: for each document ``d``, ``y = a_d sum_j x_dj Q[j]`` and then
 Dense intermediates: one (V, r) array per thread; nothing of size (N, r).
 Accumulation is in float64, in the order SciPy uses within a document.
 
+A compiled loop cannot be interrupted, so every kernel runs over blocks of
+documents of bounded work (:data:`CALL_WORK`, a fraction of a second), with
+Ctrl-C held while a block runs (:func:`interrupts_between_calls`): the
+KeyboardInterrupt arrives between two blocks, as a plain KeyboardInterrupt
+(not an exception raised inside the compiled code), and nothing of the
+interrupted pass is returned.
+
 :class:`NumbaPasses` overrides the two heavy count passes of the NumPy
 reference and implements nothing else (views are refused by
 :func:`specinit.engine.backends.resolve_backend`). Imported lazily.
@@ -27,25 +34,65 @@ References
 
 from __future__ import annotations
 
+import signal
+import threading
+from contextlib import contextmanager
+
 import numba
 import numpy as np
 
 from specinit.engine.backends import WhitenedStats
 from specinit.engine.backends.numpy import NumpyPasses, document_weights, usable_documents, weighted_cubes
+from specinit.engine.sources import row_ranges
 
-__all__ = ["NumbaPasses"]
+__all__ = ["CALL_WORK", "NumbaPasses", "closing_sweep", "forward_backward", "interrupts_between_calls"]
+
+#: Work of one compiled call (non-zeros times the multiply-adds per non-zero): about 0.1 s on one core, so
+#: Ctrl-C is answered within a fraction of a second.
+CALL_WORK = 2**27
+
+
+@contextmanager
+def interrupts_between_calls():
+    """Hold SIGINT while a compiled call runs, and deliver it to the previous handler when the call is over.
+
+    A signal that arrives during a Numba call would otherwise raise
+    KeyboardInterrupt inside a Python callback of the compiled code (a
+    ``SystemError``), or only after the whole loop. Off the main thread
+    (where no handler can be installed) the call runs unchanged.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    received = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(frame))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if received:
+            if callable(previous):
+                previous(signal.SIGINT, received[0])  # the default handler raises KeyboardInterrupt here
+            else:
+                signal.raise_signal(signal.SIGINT)
+
+
+def _in_blocks(indptr: np.ndarray, work_per_nonzero: int, call) -> None:
+    """``call(start, stop)`` over consecutive row blocks of about :data:`CALL_WORK` work, Ctrl-C between blocks."""
+    for start, stop in row_ranges(indptr, max(1, CALL_WORK // max(1, int(work_per_nonzero)))):
+        with interrupts_between_calls():
+            call(start, stop)
 
 
 @numba.njit(parallel=True, cache=True, fastmath=False)
-def _m2_kernel(indptr, indices, data, a, Q, n_parts):  # pragma: no cover - compiled
-    n_rows = indptr.size - 1
-    V, r = Q.shape
-    out = np.zeros((n_parts, V, r))
-    step = (n_rows + n_parts - 1) // n_parts
+def _m2_kernel(indptr, indices, data, a, Q, start, stop, out):  # pragma: no cover - compiled
+    n_parts = out.shape[0]
+    r = Q.shape[1]
+    step = (stop - start + n_parts - 1) // n_parts
     for p in numba.prange(n_parts):
         acc = out[p]
         y = np.empty(r)
-        for d in range(p * step, min((p + 1) * step, n_rows)):
+        for d in range(start + p * step, min(start + (p + 1) * step, stop)):
             for c in range(r):
                 y[c] = 0.0
             for jj in range(indptr[d], indptr[d + 1]):
@@ -61,44 +108,45 @@ def _m2_kernel(indptr, indices, data, a, Q, n_parts):  # pragma: no cover - comp
                 j = indices[jj]
                 for c in range(r):
                     acc[j, c] += x * y[c]
-    total = out[0]
-    for p in range(1, n_parts):
-        total += out[p]
-    return total
 
 
 @numba.njit(parallel=True, cache=True, fastmath=False)
-def _rmatmat_kernel(indptr, indices, data, Z, V, n_parts):  # pragma: no cover - compiled
-    n_rows = indptr.size - 1
+def _rmatmat_kernel(indptr, indices, data, Z, start, stop, out):  # pragma: no cover - compiled
+    n_parts = out.shape[0]
     r = Z.shape[1]
-    out = np.zeros((n_parts, V, r))
-    step = (n_rows + n_parts - 1) // n_parts
+    step = (stop - start + n_parts - 1) // n_parts
     for p in numba.prange(n_parts):
         acc = out[p]
-        for d in range(p * step, min((p + 1) * step, n_rows)):
+        for d in range(start + p * step, min(start + (p + 1) * step, stop)):
             for jj in range(indptr[d], indptr[d + 1]):
                 x = data[jj]
                 j = indices[jj]
                 for c in range(r):
                     acc[j, c] += x * Z[d, c]
-    total = out[0]
-    for p in range(1, n_parts):
-        total += out[p]
-    return total
 
 
 @numba.njit(parallel=True, cache=True, fastmath=False)
-def _matmat_kernel(indptr, indices, data, Q):  # pragma: no cover - compiled
-    n_rows = indptr.size - 1
+def _matmat_kernel(indptr, indices, data, Q, start, stop, out):  # pragma: no cover - compiled
     r = Q.shape[1]
-    out = np.zeros((n_rows, r))
-    for d in numba.prange(n_rows):
+    for d in numba.prange(start, stop):
         for jj in range(indptr[d], indptr[d + 1]):
             x = data[jj]
             j = indices[jj]
             for c in range(r):
                 out[d, c] += x * Q[j, c]
-    return out
+
+
+def _blocked_sum(indptr, work_per_nonzero: int, kernel, out: np.ndarray) -> np.ndarray:
+    """Run ``kernel(start, stop, out)`` over row blocks (:func:`_in_blocks`) and add up its per-thread parts."""
+    _in_blocks(indptr, work_per_nonzero, lambda start, stop: kernel(start, stop, out))
+    return out.sum(axis=0)
+
+
+def _bound(kernel, chunk, *arrays, out=None):
+    """``kernel`` bound to the CSR arrays of ``chunk`` and ``arrays``: a function of ``(start, stop[, out])``."""
+    if out is not None:
+        return lambda start, stop: kernel(chunk.indptr, chunk.indices, chunk.data, *arrays, start, stop, out)
+    return lambda start, stop, acc: kernel(chunk.indptr, chunk.indices, chunk.data, *arrays, start, stop, acc)
 
 
 def _parts(n_threads: int) -> int:
@@ -129,7 +177,8 @@ class NumbaPasses(NumpyPasses):
         def partial(chunk):
             chunk, n, _ = usable_documents(chunk)
             _, a, _ = document_weights(n, placed.weighting)
-            return _m2_kernel(chunk.indptr, chunk.indices, chunk.data, a, Q, _parts(self.n_threads))
+            return _blocked_sum(chunk.indptr, 2 * Q.shape[1], _bound(_m2_kernel, chunk, a, Q),
+                                np.zeros((_parts(self.n_threads), *Q.shape)))
 
         return self._reduce(self._chunks(placed), partial, workers=1)
 
@@ -139,9 +188,10 @@ class NumbaPasses(NumpyPasses):
         def partial(chunk):
             chunk, n, _ = usable_documents(chunk)
             _, a, b = document_weights(n, placed.weighting)
-            Y = _matmat_kernel(chunk.indptr, chunk.indices, chunk.data, W)
-            word_by = _rmatmat_kernel(chunk.indptr, chunk.indices, chunk.data, Y * b[:, None], W.shape[0],
-                                      _parts(self.n_threads))
+            Y = np.zeros((chunk.shape[0], W.shape[1]))
+            _in_blocks(chunk.indptr, W.shape[1], _bound(_matmat_kernel, chunk, W, out=Y))
+            word_by = _blocked_sum(chunk.indptr, W.shape[1], _bound(_rmatmat_kernel, chunk, Y * b[:, None]),
+                                   np.zeros((_parts(self.n_threads), *W.shape)))
             return WhitenedStats(y3=weighted_cubes(Y, b, self.n_threads), y2=(Y * a[:, None]).T @ Y,
                                  word_by=word_by)
 
@@ -211,25 +261,25 @@ def forward_backward(batch, init: np.ndarray, transition: np.ndarray, likelihood
     accumulating the transition counts), so the results equal the NumPy
     version to float64 round-off; arguments and results as there.
     """
-    init_counts, trans_counts, gamma, log_likelihood = _forward_backward_kernel(
-        batch.active, batch.offsets, np.ascontiguousarray(init, dtype=np.float64),
-        np.ascontiguousarray(transition, dtype=np.float64), np.ascontiguousarray(likelihood, dtype=np.float64))
+    with interrupts_between_calls():
+        init_counts, trans_counts, gamma, log_likelihood = _forward_backward_kernel(
+            batch.active, batch.offsets, np.ascontiguousarray(init, dtype=np.float64),
+            np.ascontiguousarray(transition, dtype=np.float64), np.ascontiguousarray(likelihood, dtype=np.float64))
     return init_counts, trans_counts, gamma, float(log_likelihood)
 
 
 # Reassociation lets the per-token dot products over topics use SIMD lanes (round-off changes only; every value is
 # finite and positive).
 @numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})
-def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, n_parts):  # pragma: no cover - compiled
-    n, k = theta.shape
-    V = beta_t.shape[0]
+def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, stop, stats,
+                    totals):  # pragma: no cover - compiled
+    k = theta.shape[1]
+    n_parts = stats.shape[0]
     a0 = alpha.sum()
-    stats = np.zeros((n_parts, V, k))
-    totals = np.zeros(n_parts)
-    step = (n + n_parts - 1) // n_parts
+    step = (stop - start + n_parts - 1) // n_parts
     for p in numba.prange(n_parts):
         acc = np.empty(k)
-        for d in range(p * step, min(n, (p + 1) * step)):
+        for d in range(start + p * step, min(stop, start + (p + 1) * step)):
             lo, hi = indptr[d], indptr[d + 1]
             length = 0.0
             for e in range(lo, hi):
@@ -255,15 +305,14 @@ def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, n_parts)
                 ratio = data[e] / dot
                 for j in range(k):
                     stats[p, w, j] += theta[d, j] * ratio
-    return stats.sum(axis=0), totals.sum()
 
 
 def closing_sweep(chunk, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray, steps: int):
     """One closing EM sweep over a CSR chunk, compiled: fold-in steps per document, then its expected counts.
 
     The unit of :func:`specinit.models._topics.close_topics`: ``steps``
-    fixed-point steps of each document's proportions from ``theta`` (updated
-    in place), then ``stats[i, w] = sum_d theta_di c_dw / (theta_d . beta_w)``
+    fixed-point steps of each document's proportions from ``theta`` (a copy
+    is updated), then ``stats[i, w] = sum_d theta_di c_dw / (theta_d . beta_w)``
     and ``sum c_dw log(theta_d . beta_w)``, in parallel over documents with
     no per-non-zero temporaries.
 
@@ -287,8 +336,13 @@ def closing_sweep(chunk, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray,
     log_likelihood : float
         Sum over the chunk's tokens.
     """
-    theta = np.ascontiguousarray(theta, dtype=np.float64)
-    stats, total = _closing_kernel(chunk.indptr, chunk.indices, np.asarray(chunk.data, dtype=np.float64),
-                                   np.ascontiguousarray(beta.T), theta, np.asarray(alpha, dtype=np.float64),
-                                   int(steps), max(1, min(numba.get_num_threads(), chunk.shape[0])))
-    return theta, stats.T, float(total)
+    theta = np.array(theta, dtype=np.float64)
+    beta_t = np.ascontiguousarray(beta.T)
+    n_parts = max(1, min(numba.get_num_threads(), chunk.shape[0]))
+    stats, totals = np.zeros((n_parts, *beta_t.shape)), np.zeros(n_parts)
+    data = np.asarray(chunk.data, dtype=np.float64)
+    _in_blocks(chunk.indptr, beta_t.shape[1] * (int(steps) + 2),
+               lambda start, stop: _closing_kernel(chunk.indptr, chunk.indices, data, beta_t, theta,
+                                                   np.asarray(alpha, dtype=np.float64), int(steps), start, stop,
+                                                   stats, totals))
+    return theta, stats.sum(axis=0).T, float(totals.sum())
