@@ -218,7 +218,40 @@ def files(max_examples: int) -> None:
     run()
 
 
-TARGETS = {"sparse": sparse, "sequences": sequences, "files": files}
+# --- real-valued rows and views --------------------------------------------------------------------------------
+@st.composite
+def rows(draw):
+    n, d = draw(st.integers(1, 40)), draw(st.integers(1, 4))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    array = rng.normal(size=(n, d)) * 10.0 ** draw(st.integers(-300, 300))
+    how = draw(st.sampled_from(["none", "entry", "column", "dtype"]))
+    if how == "entry":
+        array[draw(st.integers(0, n - 1)), draw(st.integers(0, d - 1))] = draw(st.sampled_from(
+            [np.nan, np.inf, -np.inf, 1e308, -1e308, 5e-324, 0.0]))
+    elif how == "column":
+        array[:, draw(st.integers(0, d - 1))] = draw(st.sampled_from([0.0, 1e300, -5e-324]))
+    elif how == "dtype":
+        array = array.astype(draw(st.sampled_from([np.float32, np.float16, np.int64, np.complex128])))
+    return array
+
+
+def views(max_examples: int) -> None:
+    from specinit.models import gmm, multiview
+
+    @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck))
+    @given(rows(), st.integers(1, 3), st.booleans())
+    def run(x, k, as_views):
+        if as_views:
+            _ends_clearly(lambda: multiview.spectral([x, x[:, ::-1], np.cumsum(x, axis=1)], k, seed=0),
+                          "multiview.spectral")
+        else:
+            _ends_clearly(lambda: gmm.spectral(x, k, seed=0), "gmm.spectral")
+
+    run()
+
+
+TARGETS = {"sparse": sparse, "sequences": sequences, "files": files, "views": views}
 
 
 def main(argv: list[str]) -> int:

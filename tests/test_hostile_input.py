@@ -212,3 +212,13 @@ def test_refine_names_the_caller_for_an_invalid_start():
     with pytest.raises(ValueError, match=r"^The 'estimate' argument of hmm.refine must be values > 0 for the simplex "
                                          r"site 'emission'; got minimum -0.1 instead\.$"):
         hmm.refine(sequence, start)
+
+
+def test_values_whose_squares_overflow_are_refused():
+    x = np.random.default_rng(0).normal(size=(50, 2))
+    with pytest.raises(ValueError, match=r"'x' argument of gmm.spectral must be values of at most 6\.7e\+153 in "
+                                         r"absolute value .*change the unit\); got max \|value\| = 2\.\d+e\+200"):
+        gmm.spectral(x * 1e200, 2)
+    # up to the bound the fit is the unscaled one mapped back
+    scaled = gmm.spectral(x * 1e150, 1, seed=0)
+    np.testing.assert_allclose(scaled.params["loc"], gmm.spectral(x, 1, seed=0).params["loc"] * 1e150, rtol=1e-8)

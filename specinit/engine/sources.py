@@ -413,6 +413,10 @@ class CountSource:
         return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self._width or 0))
 
 
+#: Largest |value| of real-valued data: the variances the fits report (squares) stay finite in float64.
+MAX_MAGNITUDE = float(np.sqrt(np.finfo(np.float64).max) / 2)
+
+
 def _check_view(value, name: str):
     if sp.issparse(value):
         matrix = checked_sparse(value, name).astype(np.float64)
@@ -436,6 +440,11 @@ def _check_view(value, name: str):
         else:
             found = f"{int(values.size - np.count_nonzero(finite))} NaN or infinite entries"
         raise bad_argument(name, None, "finite (drop or impute rows with NaN or infinite values)", found,
+                           describe=False)
+    top = float(np.max(np.abs(values))) if values.size else 0.0
+    if top > MAX_MAGNITUDE:
+        raise bad_argument(name, None, f"values of at most {MAX_MAGNITUDE:.3g} in absolute value (variances, their "
+                           "squares, must be finite in float64: change the unit)", f"max |value| = {top:.3g}",
                            describe=False)
     return matrix
 
