@@ -568,7 +568,8 @@ def _simplex_projection(Y: np.ndarray) -> np.ndarray:
     return np.maximum(Y - theta[:, None], 0.0)
 
 
-def positive_eigenspace(raw, k: int, *, seed, oversample: int = 10, max_passes: int = 13, tol: float = 1e-2):
+def positive_eigenspace(raw, k: int, *, seed, oversample: int = 10, max_passes: int = 13, tol: float = 1e-2,
+                        start: np.ndarray | None = None):
     """The top-k positive eigenpairs of ``E2`` (block Krylov, matrix-free): ``E2 ~ U diag(s) U^T``.
 
     Returns ``(U, s, space)``: ``U`` (V, k) orthonormal, ``s`` (k,) the k
@@ -577,6 +578,9 @@ def positive_eigenspace(raw, k: int, *, seed, oversample: int = 10, max_passes: 
     residual and passes go to the diagnostics). Negative eigenvalues -- the
     sampling noise of the unbiased pair estimator, which a moment matrix of
     the model cannot have -- are cut, and so is everything beyond rank k.
+
+    ``start`` (V, <= k + oversample), e.g. a previous fit's eigenvectors,
+    leads the Krylov start block (the rest is random): a warm start.
 
     Raises
     ------
@@ -587,8 +591,10 @@ def positive_eigenspace(raw, k: int, *, seed, oversample: int = 10, max_passes: 
     rng = as_generator(seed, "positive_eigenspace")
     d = raw.n_features
     width = min(d, k + oversample)
-    space = krylov_eigenspace(raw.m2_matmat, rng.standard_normal((d, width)), k, min_passes=2,
-                              max_passes=max_passes, tol=tol)
+    block = rng.standard_normal((d, width))
+    if start is not None:
+        block[:, : start.shape[1]] = start[:, :width]
+    space = krylov_eigenspace(raw.m2_matmat, block, k, min_passes=2, max_passes=max_passes, tol=tol)
     positive = np.flatnonzero(space.ritz > 1e-12 * np.max(np.abs(space.ritz)))
     positive = positive[np.argsort(-space.ritz[positive], kind="stable")][:k]
     if positive.size < k:
@@ -600,7 +606,7 @@ def positive_eigenspace(raw, k: int, *, seed, oversample: int = 10, max_passes: 
 
 
 def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: float = 1.0,
-               n_candidates: int | None = None, n_iter: int = 60):
+               n_candidates: int | None = None, n_iter: int = 60, start: np.ndarray | None = None):
     """Anchor-word recovery (RecoverL2) from the top-k positive eigenspace of the pair moment ``E2``.
 
     ([1]_ Alg. 2 FastAnchorWords, Alg. 3 RecoverL2 on the low-rank pair
@@ -617,9 +623,12 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     ``||X_w - C_w X_S||^2`` over the simplex, solved for all words at once
     by accelerated projected gradient. Then ``A_wk ~ C_wk p(w)`` and each
     topic is a column of ``A`` normalized, with ``p(w)`` the first moment.
-    Memory O(V k); passes over the data: those of the eigensolver only.
+    Memory O(V k); passes over the data: those of the eigensolver only
+    (warm-started from ``start``, see :func:`positive_eigenspace`).
 
-    Returns ``(beta, alpha, report)`` with ``alpha = alpha_sum * p(topic)``.
+    Returns ``(beta, alpha, report)`` with ``alpha = alpha_sum * p(topic)``;
+    with ``start`` given (it may have no columns), the report's
+    ``state/eigenspace`` is the (V, k) eigenvector basis, the next start.
 
     References
     ----------
@@ -631,7 +640,7 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     """
     d = raw.n_features
     rng = as_generator(seed, func)
-    U, s, space = positive_eigenspace(raw, k, seed=rng)
+    U, s, space = positive_eigenspace(raw, k, seed=rng, start=start)
     rowsum = U @ (s * U.sum(axis=0))
     valid = rowsum > 0
     X = (U * s) / np.where(valid, rowsum, 1.0)[:, None]
@@ -695,6 +704,8 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     }
     if hasattr(raw, "n_documents"):
         report.update(n_documents=raw.n_documents, n_dropped=raw.n_dropped)
+    if start is not None:
+        report["state/eigenspace"] = U
     return beta, alpha_sum * weights, report
 
 
@@ -857,7 +868,7 @@ CLOSING_ETA = 0.1
 
 
 def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, floor: float, eta: float = CLOSING_ETA,
-                 fold_in_steps: int = 3) -> tuple[np.ndarray, np.ndarray, dict]:
+                 fold_in_steps: int = 3, prior_counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
     """A few EM sweeps over the corpus from given topics: the closing step of ``lda.spectral``.
 
     Each sweep streams the chunks of ``source`` once: per document,
@@ -872,10 +883,14 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
     core without per-token temporaries; otherwise the documents are
     processed in blocks of bounded (nonzeros, k) temporaries
     (:data:`TOKEN_BLOCK_BYTES`) on every core. Memory: the (N, k)
-    proportions and a few blocks' temporaries.
+    proportions and a few blocks' temporaries. ``prior_counts`` (k, V),
+    expected topic-word counts of documents not in ``source`` (earlier
+    batches), are added to every M-step's counts.
 
     Returns ``(beta, alpha, report)``; the report holds the training
-    log-likelihood per token before each M-step (``closing_log_likelihood``).
+    log-likelihood per token before each M-step (``closing_log_likelihood``)
+    and the expected topic-word counts of the last M-step
+    (``closing_counts``, ``prior_counts`` included).
     """
     alpha = np.asarray(alpha, dtype=np.float64)
     k = beta.shape[0]
@@ -908,14 +923,14 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
             stats += block_stats
             total += block_total
             n_tokens += block_tokens
-        counts = beta * stats
+        counts = beta * stats + (0.0 if prior_counts is None else prior_counts)
         loglik.append(total / max(n_tokens, 1.0))
         smoothed = counts + eta
         beta, _ = project_to_simplex(smoothed / smoothed.sum(axis=1, keepdims=True), floor)
         mass = counts.sum(axis=1)
         alpha = alpha.sum() * mass / mass.sum()
     return beta, alpha, {"closing_sweeps": int(sweeps), "closing_eta": float(eta),
-                         "closing_log_likelihood": np.asarray(loglik)}
+                         "closing_log_likelihood": np.asarray(loglik), "closing_counts": counts}
 
 
 def initial_unconstrained(init, shapes: dict, rng: np.random.Generator, func: str) -> dict:

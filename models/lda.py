@@ -41,6 +41,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
+from scipy.optimize import linear_sum_assignment
 from jax.scipy.special import logsumexp
 from numpyro.infer import HMCGibbs, NUTS
 from numpyro.infer.mcmc import MCMCKernel
@@ -51,7 +52,8 @@ from specinit.distributions.continuous import TRANSFORMS, LogRatioDirichlet, poi
 from specinit.distributions.counts import HIGHEST, DenseTopicCounts, DocumentCounts, ModelData, as_document_counts, \
     lda_loglik, lda_marginal_loglik
 from specinit.engine.backends import one_blas_thread
-from specinit.engine.moments import CountMoments
+from specinit.engine.moments import CountMoments, PairSums
+from specinit.engine.sources import CountSource
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.models._topics import (
@@ -73,7 +75,8 @@ from specinit.models._topics import (
 from specinit.refine import RefineResult, refined
 
 __all__ = ["FACTS", "FAMILY", "LDA", "document_topics", "guide", "kernel", "log_likelihood", "model",
-           "pointwise_log_likelihood", "population_moments", "refine", "spectral", "spectral_from_moments", "svi"]
+           "pointwise_log_likelihood", "population_moments", "refine", "spectral", "spectral_from_moments", "svi",
+           "update"]
 
 #: Documents sampled (by global row index) for the pair criterion of the alpha0 choice.
 PAIR_SAMPLE = 20_000
@@ -174,6 +177,7 @@ class LDA(TopicFamily):
         report = {}
         if em_sweeps:
             beta, alpha, report = close_topics(moments.source, params["beta"], params["alpha"], em_sweeps, floor=floor)
+            del report["closing_counts"]
             params = {**params, "beta": beta, "alpha": alpha}
         n_docs = moments.n_documents + moments.n_dropped
         doc_topics = n_docs <= 5000 if doc_topics == "auto" else bool(doc_topics)
@@ -1078,6 +1082,136 @@ def svi(counts, k: int, *, init=None, max_steps: int = 2000, tol: float = 0.01, 
                    lr=lr, decay_steps=decay_steps,
                    snapshot_every=snapshot_every, model_kwargs=kwargs,
                    guide_options={"local_steps": local_steps, "local": local})
+
+
+#: Prefix of the stored moments in the ``state`` of an estimate from :func:`update`.
+MOMENTS_STATE = "moments/"
+
+
+@public
+def update(counts, estimate=None, *, k: int | None = None, alpha_sum: float = 1.0, em_sweeps: int = EM_SWEEPS,
+           seed=0, floor: float = 1e-3, weighting: str = "per-document", vocabulary=None) -> SpectralEstimate:
+    """Add a batch of documents to an LDA fit: exact merged moments, warm-started anchor words, sweeps on the batch.
+
+    The pair moment ``E2`` is a sum over documents, so the summary of the
+    documents seen so far (:class:`~specinit.engine.moments.PairSums`: first-order
+    sums and the sparse word-pair sums) merges with the new batch's exactly:
+    after any number of batches it equals the summary of all documents at once
+    (to rounding). The topics are then recovered from the merged moments by
+    anchor words (the second-order method of :func:`spectral`,
+    ``method="anchor"``), the eigensolver started from the previous fit's
+    eigenvectors; the ``em_sweeps`` closing sweeps run over the new batch only
+    (the earlier documents are not kept): each M-step adds the expected
+    topic-word counts the earlier batches' sweeps left (incremental EM).
+    Topics keep their labels from batch to batch (the new ones are matched
+    to the previous ones by L1 distance). The returned estimate keeps the
+    merged moments and those counts in its ``state`` (``moments/...``,
+    ``topic_word_counts``), which
+    :meth:`~specinit.estimate.SpectralEstimate.save` writes, so updates go on
+    in a later process. The online face of ``SpectralLDA.partial_fit``.
+
+    Parameters
+    ----------
+    counts : array-like, scipy.sparse matrix, list of chunks or callable
+        The new (n, V) counts (any input :func:`spectral` reads, except Dask).
+    estimate : SpectralEstimate, optional
+        The fit to update (from :func:`update`, or :func:`load
+        <specinit.estimate.SpectralEstimate.load>` of one); None for the
+        first batch.
+    k : int, optional
+        Number of topics: required for the first batch; with ``estimate``
+        it must be None or ``estimate.k``.
+    alpha_sum : float, default 1.0
+        ``sum(alpha)`` of the returned prior (as for :func:`spectral`).
+    em_sweeps : int, default 4
+        Closing EM sweeps over the new batch.
+    seed : int or numpy.random.Generator
+    floor : float, default 1e-3
+        Topic-word probabilities are floored at ``floor / V``.
+    weighting : {"per-document", "pooled"}
+        Estimator of the pair moment (default: that of :func:`spectral`'s
+        anchor words); fixed by the first batch.
+    vocabulary : sequence of str, optional
+        Words of the columns; with ``estimate`` it must equal its vocabulary.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``"lda"`` with ``alpha`` (k,) and ``beta`` (k, V); ``diagnostics``
+        as for ``method="anchor"`` plus ``n_batches``; ``state`` holds the
+        merged moments and the eigenvector basis.
+
+    Raises
+    ------
+    ValueError
+        ``k`` missing on the first batch or different from the estimate's,
+        an estimate without stored moments (from :func:`spectral`: fit the
+        first batch with :func:`update`), a batch over another vocabulary,
+        invalid counts.
+    MemoryError
+        Word-pair sums over the memory budget (:func:`specinit.memory_limit`).
+
+    Examples
+    --------
+    >>> from specinit.synthetic import sample_lda
+    >>> X = sample_lda(n_docs=400, vocab_size=30, k=3, alpha=0.3, doc_length=40, seed=0).counts
+    >>> est = update(X[:200], k=3, seed=0)
+    >>> est = update(X[200:], est, seed=0)
+    >>> est.params["beta"].shape, est.diagnostics["n_batches"], est.diagnostics["n_documents"]
+    ((3, 30), 2, 400)
+    """
+    func = current_entry()
+    batch = PairSums.from_counts(counts, weighting, "counts")
+    if estimate is None:
+        if k is None:
+            raise bad_argument("k", None, "given for the first batch (no estimate to update)", k)
+        k = Interval(int, 1).check("k", k)
+        merged, start, n_batches = batch, np.zeros((batch.n_features, 0)), 1
+    else:
+        if not isinstance(estimate, SpectralEstimate) or estimate.model != "lda":
+            raise bad_argument("estimate", None, "an LDA SpectralEstimate from lda.update", estimate, kind=TypeError)
+        stored = {key[len(MOMENTS_STATE):]: value for key, value in estimate.state.items()
+                  if key.startswith(MOMENTS_STATE)}
+        if not stored:
+            raise bad_argument("estimate", None, "an estimate that keeps its moments (from lda.update; lda.spectral "
+                               "does not keep them: fit the first batch with lda.update)",
+                               "an estimate without stored moments", describe=False)
+        if k is not None and Interval(int, 1).check("k", k) != estimate.k:
+            raise bad_argument("k", None, f"None or the estimate's k = {estimate.k}", k)
+        if vocabulary is not None and estimate.vocabulary is not None and tuple(vocabulary) != estimate.vocabulary:
+            raise bad_argument("vocabulary", None, "the estimate's vocabulary", vocabulary)
+        k, vocabulary = estimate.k, vocabulary if vocabulary is not None else estimate.vocabulary
+        merged = PairSums.from_arrays(stored, "estimate") + batch
+        start, n_batches = np.asarray(estimate.state["eigenspace"]), int(estimate.diagnostics.get("n_batches", 1)) + 1
+    em_sweeps = Interval(int, 0).check("em_sweeps", em_sweeps)
+    rng = as_generator(seed)
+    with one_blas_thread():
+        beta, alpha, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor,
+                                         alpha_sum=Interval(float, 0.0, ALPHA0_MAX, open="low").check("alpha_sum",
+                                                                                                     alpha_sum),
+                                         start=start)
+    prior = None
+    if estimate is not None:
+        # topics keep their labels from batch to batch: the new ones are put in the order of the closest old ones
+        # (L1), whose expected topic-word counts from the earlier batches join the sweeps (incremental EM)
+        new, old = linear_sum_assignment(np.abs(beta[:, None, :] - estimate.params["beta"][None, :, :]).sum(axis=2))
+        order = new[np.argsort(old)]
+        beta, alpha = beta[order], alpha[order]
+        prior = np.asarray(estimate.state["topic_word_counts"], dtype=np.float64)
+    if em_sweeps:
+        beta, alpha, closing = close_topics(CountSource(counts), beta, alpha, em_sweeps, floor=floor,
+                                            prior_counts=prior)
+        topic_word_counts = closing.pop("closing_counts")
+        report.update(closing)
+    else:
+        joint = alpha[:, None] * beta
+        topic_word_counts = batch.word_counts[None, :] * joint / joint.sum(axis=0, keepdims=True) + (
+            0.0 if prior is None else prior)
+    state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
+    state.update(eigenspace=report.pop("state/eigenspace"), topic_word_counts=topic_word_counts)
+    return FAMILY.estimate(k, {"alpha": alpha, "beta": beta}, {**report, "n_batches": n_batches, "method": "anchor",
+                                                               "em_sweeps": em_sweeps}, vocabulary=vocabulary,
+                           state=state)
 
 
 @public

@@ -137,6 +137,46 @@ class SpectralLDA(_TopicModel):
                                          doc_topics=False)
         if self.refine_steps:
             estimate = self._module.refine(X, estimate, num_steps=self.refine_steps, seed=seed).estimate
+        return self._keep(estimate)
+
+    def partial_fit(self, X, y=None):
+        """Add a batch of documents to the topics (online; :func:`specinit.models.lda.update`).
+
+        The first call fits the batch; each later call merges the batch's
+        pair moments with those kept in ``estimate_`` exactly, recovers the
+        topics from everything seen by anchor words (warm-started), then runs
+        the closing EM sweeps over the batch (``method``, ``alpha0`` and
+        ``refine_steps`` are those of :meth:`fit` only). The model answers
+        ``transform`` and ``score`` after every batch; ``estimate_.save``
+        keeps the moments, so a loaded estimate continues
+        (``lda.update(X_next, estimate)``).
+
+        Parameters
+        ----------
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+            Word counts of the new documents.
+        y : ignored
+
+        Returns
+        -------
+        self
+
+        Raises
+        ------
+        ValueError
+            A model fitted by :meth:`fit` (it keeps no moments to merge with), or a batch with another number of
+            words.
+        """
+        fitted = hasattr(self, "estimate_")
+        if fitted and not any(key.startswith(self._module.MOMENTS_STATE) for key in self.estimate_.state):
+            raise ValueError("SpectralLDA.partial_fit continues a model built by partial_fit; this one was fitted "
+                             "by fit, which keeps no moments to merge with (call partial_fit on a new SpectralLDA).")
+        X = _counts(self, X, reset=not fitted)
+        seed = 0 if self.random_state is None else self.random_state
+        estimate = self._module.update(X, self.estimate_ if fitted else None, k=self.n_components, seed=seed)
+        return self._keep(estimate)
+
+    def _keep(self, estimate):
         self.estimate_ = estimate
         self.components_ = estimate.params["beta"]
         self.doc_topic_prior_ = estimate.params["alpha"]

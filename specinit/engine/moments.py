@@ -25,12 +25,14 @@ References
 from __future__ import annotations
 
 import numpy as np
+import scipy.sparse as sp
 
-from specinit._validation import bad_argument, check_choice, check_positive, public
+from specinit._validation import bad_argument, check_allocation, check_choice, check_positive, checked_sparse, public
 from specinit.engine.backends import FirstOrderStats, WhitenedStats, namespace, resolve_backend
+from specinit.engine.backends.numpy import document_weights, first_order_stats, transpose_view, usable_documents
 from specinit.engine.sources import CountSource
 
-__all__ = ["COUNT_PASSES", "CountMoments", "FirstOrderStats", "WhitenedStats"]
+__all__ = ["COUNT_PASSES", "CountMoments", "FirstOrderStats", "PairSums", "WhitenedStats"]
 
 
 WEIGHTINGS = ("pooled", "per-document")
@@ -212,3 +214,125 @@ class CountMoments:
         cross = cross + cross.transpose(0, 2, 1) + cross.transpose(2, 0, 1)
         cube = np.einsum("i,j,l->ijl", m, m, m)
         return e3 - a0 / (a0 + 2.0) * cross + 2.0 * a0**2 / ((a0 + 2.0) * (a0 + 1.0)) * cube
+
+
+class PairSums:
+    """The exact additive second-order summary of a corpus: first-order sums and the word-pair sums.
+
+    ``pairs = sum_d a_d c_d c_d^T`` (sparse V x V, ``a_d`` the second-order
+    weight of :func:`~specinit.engine.backends.numpy.document_weights`) is kept,
+    so :meth:`m2_matmat` is a product in memory, not a pass over documents,
+    and two summaries of disjoint batches add up (``+``) to the summary of
+    their union exactly: documents can arrive in batches and the pair moment
+    ``E2`` of everything seen is available at any time. The object has the
+    interface of :class:`CountMoments` (``alpha0=None``) that the second-order
+    recoveries (anchor words) read. Memory: the non-zeros of ``pairs``, at
+    most ``sum_d nnz_d^2`` and at most V^2.
+
+    Parameters
+    ----------
+    stats : FirstOrderStats
+    pairs : scipy.sparse.csr_matrix, shape (V, V)
+    weighting : {"pooled", "per-document"}
+    word_counts : ndarray, shape (V,)
+        Tokens of every word in all the documents (short ones included).
+    """
+
+    alpha0 = None
+
+    def __init__(self, stats: FirstOrderStats, pairs: sp.csr_matrix, weighting: str, word_counts: np.ndarray):
+        self.stats, self.pairs, self.weighting = stats, pairs.tocsr(), weighting
+        self.word_counts = np.asarray(word_counts, dtype=np.float64)
+        self.n_features = stats.m1_sum.shape[0]
+
+    @classmethod
+    def from_counts(cls, counts, weighting: str = "pooled", name: str = "counts") -> "PairSums":
+        """The summary of a batch of documents, in one pass over its chunks.
+
+        Parameters
+        ----------
+        counts : array-like, sparse matrix, list of chunks, callable or CountSource
+            (N, V) non-negative integer counts.
+        weighting : {"pooled", "per-document"}
+        name : str
+            The argument named in errors.
+
+        Returns
+        -------
+        PairSums
+
+        Raises
+        ------
+        MemoryError
+            Pair sums over the memory budget (:func:`specinit.memory_limit`).
+        ValueError
+            Invalid counts, or no document with 3 or more tokens.
+        """
+        check_choice(weighting, "weighting", None, WEIGHTINGS)
+        source = counts if isinstance(counts, CountSource) else CountSource(counts, name)
+        stats, pairs, word_counts = None, None, 0.0
+        for chunk in source.chunks():
+            word_counts = word_counts + np.asarray(chunk.sum(axis=0)).ravel()
+            usable, lengths, _ = usable_documents(chunk)
+            unique = np.diff(usable.indptr).astype(np.float64)
+            planned = 12.0 * min(float(unique @ unique), float(chunk.shape[1]) ** 2)
+            check_allocation(planned + (0 if pairs is None else 12.0 * pairs.nnz), name,
+                             "the sparse (V, V) word-pair sums of the documents")
+            a = document_weights(lengths, weighting)[1]
+            part = (transpose_view(usable) @ sp.diags(a) @ usable).tocsr()
+            first = first_order_stats(chunk, weighting)
+            stats, pairs = (first, part) if stats is None else (stats + first, pairs + part)
+        if stats is None or stats.n_documents == 0:
+            raise bad_argument(name, None, "at least one document with 3 or more tokens", "none", describe=False)
+        return cls(stats, pairs, weighting, word_counts)
+
+    def __add__(self, other: "PairSums") -> "PairSums":
+        if not isinstance(other, PairSums):
+            return NotImplemented
+        if other.n_features != self.n_features or other.weighting != self.weighting:
+            raise bad_argument("counts", None, f"documents over the same {self.n_features} words, weighted "
+                               f"{self.weighting!r}", f"{other.n_features} words weighted {other.weighting!r}",
+                               describe=False)
+        return PairSums(self.stats + other.stats, self.pairs + other.pairs, self.weighting,
+                        self.word_counts + other.word_counts)
+
+    @property
+    def n_documents(self) -> int:
+        return self.stats.n_documents
+
+    @property
+    def n_dropped(self) -> int:
+        return self.stats.n_dropped
+
+    @property
+    def m1(self) -> np.ndarray:
+        """First moment: the expected word distribution (V,)."""
+        return self.stats.m1_sum / self.stats.m1_norm
+
+    def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
+        """``E2 @ Q`` for a (V, r) matrix: the same values as :meth:`CountMoments.m2_matmat` on the documents."""
+        Q = np.asarray(Q, dtype=np.float64)
+        return (np.asarray(self.pairs @ Q) - self.stats.word_a[:, None] * Q) / self.stats.norm2
+
+    def to_arrays(self) -> dict:
+        """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
+        s = self.stats
+        scalars = [s.n_documents, s.n_dropped, s.m1_norm, s.norm2, s.norm3]
+        return {"pairs_data": self.pairs.data, "pairs_indices": self.pairs.indices.astype(np.int64),
+                "pairs_indptr": self.pairs.indptr.astype(np.int64), "m1_sum": s.m1_sum, "word_a": s.word_a,
+                "word_b": s.word_b, "word_counts": self.word_counts, "scalars": np.asarray(scalars, dtype=np.float64),
+                "weighting": np.asarray(WEIGHTINGS.index(self.weighting))}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, name: str = "estimate") -> "PairSums":
+        """The summary saved by :meth:`to_arrays` (structure checked like any sparse input)."""
+        V = np.asarray(arrays["m1_sum"]).shape[0]
+        pairs = sp.csr_matrix((V, V))
+        pairs.data, pairs.indices, pairs.indptr = (np.asarray(arrays[key]) for key in
+                                                   ("pairs_data", "pairs_indices", "pairs_indptr"))
+        pairs = checked_sparse(pairs, name)
+        n_documents, n_dropped, m1_norm, norm2, norm3 = np.asarray(arrays["scalars"], dtype=np.float64)
+        stats = FirstOrderStats(int(n_documents), int(n_dropped), np.asarray(arrays["m1_sum"], np.float64), m1_norm,
+                                np.asarray(arrays["word_a"], np.float64), norm2,
+                                np.asarray(arrays["word_b"], np.float64), norm3)
+        return cls(stats, pairs, WEIGHTINGS[int(arrays["weighting"])], np.asarray(arrays["word_counts"], np.float64))

@@ -1,0 +1,84 @@
+"""Online LDA on real text: ``lda.update`` batch by batch against scikit-learn's ``partial_fit`` (online VB)
+and against one ``lda.spectral`` fit on everything, in one run.
+
+Corpus (nothing downloaded): paragraphs of the docstrings of the Python standard library
+(:func:`specinit.corpus.load_python_docs`), ``--test-docs`` of them held out at random (seeded); the rest
+arrives in ``--batches`` batches in a seeded random order. After every batch each online method is scored by
+held-out document-completion perplexity (:func:`specinit.corpus.document_completion`: half of each held-out
+document's tokens fold theta in, the other half is scored); the table gives the perplexity after the first and
+the last batch, the total time of the updates, and the matched L1 distance of the final topics to the one fit.
+
+    python benchmarks/bench_lda_online.py
+    python benchmarks/bench_lda_online.py --batches 5 --k 10
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _common import machine, matched_l1, table, timed  # noqa: E402
+
+from specinit.corpus import document_completion, load_python_docs  # noqa: E402
+from specinit.models import lda  # noqa: E402
+
+
+def perplexity(test, beta, alpha) -> float:
+    return float(document_completion(test, beta, alpha).perplexity)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--k", type=int, default=20)
+    parser.add_argument("--batches", type=int, default=10)
+    parser.add_argument("--test-docs", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+
+    corpus = load_python_docs(("stdlib",))
+    X = sp.csr_matrix(corpus.counts, dtype=np.float64)
+    order = np.random.default_rng(args.seed).permutation(X.shape[0])
+    test, train = X[order[: args.test_docs]], X[order[args.test_docs:]]
+    batches = np.array_split(np.arange(train.shape[0]), args.batches)
+    k = args.k
+    print(f"# Online LDA, {machine()}\n\nPython stdlib docstrings: {train.shape[0]} training documents in "
+          f"{args.batches} batches, {test.shape[0]} held out, V = {X.shape[1]}, k = {k}\n", flush=True)
+
+    once, once_seconds = timed(lda.spectral, train, k, seed=args.seed, doc_topics=False)
+    rows = [["lda.spectral on everything (one fit)", "", f"{perplexity(test, once.params['beta'], once.params['alpha']):.0f}",
+             f"{once_seconds:.2f}", "0"]]
+
+    estimate, seconds, first = None, 0.0, None
+    for batch in batches:
+        estimate, spent = timed(lda.update, train[batch], estimate, k=k, seed=args.seed)
+        seconds += spent
+        first = first or perplexity(test, estimate.params["beta"], estimate.params["alpha"])
+    last = perplexity(test, estimate.params["beta"], estimate.params["alpha"])
+    rows.append(["lda.update per batch", f"{first:.0f}", f"{last:.0f}", f"{seconds:.2f}",
+                 f"{matched_l1(once.params['beta'], estimate.params['beta']):.3f}"])
+
+    from sklearn.decomposition import LatentDirichletAllocation
+
+    model = LatentDirichletAllocation(k, learning_method="online", random_state=args.seed,
+                                      total_samples=train.shape[0])
+    seconds, first = 0.0, None
+    for batch in batches:
+        _, spent = timed(model.partial_fit, train[batch])
+        seconds += spent
+        beta = model.components_ / model.components_.sum(axis=1, keepdims=True)
+        alpha = np.full(k, model.doc_topic_prior_)
+        first = first or perplexity(test, beta, alpha)
+    rows.append(["scikit-learn LatentDirichletAllocation.partial_fit (online VB)", f"{first:.0f}",
+                 f"{perplexity(test, beta, alpha):.0f}", f"{seconds:.2f}",
+                 f"{matched_l1(once.params['beta'], beta):.3f}"])
+    print(table(["method", "held-out perplexity after batch 1", "after the last batch", "seconds (all batches)",
+                 "matched L1 to the one fit (mean over topics)"], rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,141 @@
+"""Online LDA: exact merged pair moments, anchor words warm-started from the previous fit, incremental closing
+sweeps, stable topic labels, save/load mid-stream, and ``SpectralLDA.partial_fit``."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import specinit
+from specinit.engine.moments import CountMoments, PairSums
+from specinit.estimate import SpectralEstimate
+from specinit.estimators import SpectralLDA
+from specinit.models import _topics, lda
+from specinit.synthetic import sample_lda
+from tests.conftest import best_permutation
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return sample_lda(n_docs=3000, vocab_size=60, k=4, alpha=0.3, doc_length=60, seed=0)
+
+
+def _batches(X, size):
+    return [X[i: i + size] for i in range(0, X.shape[0], size)]
+
+
+@pytest.mark.parametrize("weighting", ["pooled", "per-document"])
+def test_merged_pair_moments_equal_the_one_shot_moments(corpus, weighting):
+    X = corpus.counts
+    once = CountMoments(X, weighting=weighting)
+    merged = PairSums.from_counts(X[:700], weighting) + PairSums.from_counts(_batches(X[700:], 450), weighting)
+    Q = np.random.default_rng(0).normal(size=(X.shape[1], 6))
+    expected = once.m2_matmat(Q)
+    np.testing.assert_allclose(merged.m2_matmat(Q), expected, rtol=0, atol=1e-10 * np.abs(expected).max())
+    np.testing.assert_allclose(merged.m1, once.m1, rtol=1e-12, atol=0)
+    assert (merged.n_documents, merged.n_dropped) == (once.n_documents, once.n_dropped)
+    np.testing.assert_array_equal(merged.word_counts, np.asarray(X.sum(axis=0)).ravel())
+    restored = PairSums.from_arrays(merged.to_arrays())
+    np.testing.assert_array_equal(restored.m2_matmat(Q), merged.m2_matmat(Q))
+    assert restored.weighting == weighting
+
+
+def test_pair_sums_refuse_other_vocabularies_and_the_budget(corpus):
+    X = corpus.counts
+    with pytest.raises(ValueError, match=r"'counts' argument .*documents over the same 60 words"):
+        PairSums.from_counts(X[:100]) + PairSums.from_counts(X[100:200, :50])
+    specinit.set_memory_limit(2**20)
+    try:
+        big = sample_lda(n_docs=400, vocab_size=2000, k=3, alpha=0.3, doc_length=400, seed=1).counts
+        with pytest.raises(MemoryError, match=r"'counts' argument .*sparse \(V, V\) word-pair sums"):
+            PairSums.from_counts(big)
+    finally:
+        specinit.set_memory_limit(None)
+
+
+def test_the_first_batch_is_the_anchor_fit(corpus):
+    X = corpus.counts
+    once = lda.spectral(X, 4, method="anchor", em_sweeps=0, seed=0)
+    first = lda.update(X, k=4, em_sweeps=0, seed=0)
+    np.testing.assert_allclose(first.params["beta"], once.params["beta"], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(first.params["alpha"], once.params["alpha"], rtol=0, atol=1e-6)
+    assert first.diagnostics["n_batches"] == 1 and first.state["eigenspace"].shape == (X.shape[1], 4)
+
+
+def test_batches_approach_the_one_fit_with_stable_labels(corpus):
+    X = corpus.counts
+    estimate, previous = None, None
+    for batch in _batches(X, 1000):
+        estimate = lda.update(batch, estimate, k=4, seed=0)
+        if previous is not None:  # labels are kept: each topic stays closest to itself
+            assert np.all(best_permutation(previous, estimate.params["beta"]) == np.arange(4))
+        previous = estimate.params["beta"]
+    assert estimate.diagnostics["n_batches"] == 3 and estimate.diagnostics["n_documents"] == 3000
+    once = lda.spectral(X, 4, method="anchor", seed=0)
+    to_once = np.abs(once.params["beta"] - estimate.params["beta"][best_permutation(once.params["beta"],
+                                                                                  estimate.params["beta"])])
+    assert to_once.sum(axis=1).max() < 0.03
+    truth = corpus.beta
+    online = np.abs(truth - estimate.params["beta"][best_permutation(truth, estimate.params["beta"])]).sum(1).max()
+    single = np.abs(truth - once.params["beta"][best_permutation(truth, once.params["beta"])]).sum(1).max()
+    assert online < single + 0.01
+
+
+def test_the_warm_start_leads_the_eigensolver():
+    # an operator with a slowly decaying spectrum, started from its exact top eigenvectors: the Ritz residual is
+    # at round-off after the fewest passes; from a random start it is not
+    rng = np.random.default_rng(3)
+    basis = np.linalg.qr(rng.normal(size=(200, 200)))[0]
+    spectrum = np.concatenate([[3.0, 2.9, 2.8], 2.7 * 0.99 ** np.arange(197)])
+    operator = type("Operator", (), {"n_features": 200,
+                                     "m2_matmat": staticmethod(lambda Q: (basis * spectrum) @ (basis.T @ Q))})()
+    _, _, cold = _topics.positive_eigenspace(operator, 3, seed=0, oversample=0, max_passes=2)
+    _, _, warm = _topics.positive_eigenspace(operator, 3, seed=0, oversample=0, max_passes=2, start=basis[:, :3])
+    assert warm.residual < 1e-10 < cold.residual
+
+
+def test_updates_continue_after_save_and_load(corpus, tmp_path):
+    X = corpus.counts
+    first = lda.update(X[:1000], k=4, seed=0, vocabulary=[f"w{i}" for i in range(60)])
+    path = first.save(tmp_path / "online.npz")
+    resumed = lda.update(X[1000:2000], SpectralEstimate.load(path), seed=0)
+    direct = lda.update(X[1000:2000], first, seed=0)
+    np.testing.assert_array_equal(resumed.params["beta"], direct.params["beta"])
+    np.testing.assert_array_equal(resumed.state["topic_word_counts"], direct.state["topic_word_counts"])
+    assert resumed.vocabulary == first.vocabulary
+
+
+def test_update_errors_name_the_argument(corpus):
+    X = corpus.counts
+    with pytest.raises(ValueError, match=r"'k' argument of lda.update must be given for the first batch"):
+        lda.update(X[:200])
+    first = lda.update(X[:500], k=4, seed=0)
+    with pytest.raises(ValueError, match=r"'k' argument of lda.update must be None or the estimate's k = 4"):
+        lda.update(X[500:], first, k=3)
+    with pytest.raises(ValueError, match=r"'estimate' argument of lda.update must be an estimate that keeps its "
+                                         r"moments"):
+        lda.update(X[500:], lda.spectral(X[:500], 4, seed=0))
+    with pytest.raises(ValueError, match=r"'counts' argument of lda.update must be documents over the same 60"):
+        lda.update(X[500:, :50], first)
+    with pytest.raises(ValueError, match=r"'vocabulary' argument of lda.update must be the estimate's vocabulary"):
+        lda.update(X[500:], lda.update(X[:500], k=4, vocabulary=[f"w{i}" for i in range(60)]),
+                   vocabulary=[f"v{i}" for i in range(60)])
+
+
+def test_partial_fit_answers_after_every_batch(corpus):
+    X = corpus.counts
+    model = SpectralLDA(4, random_state=0)
+    for batch in _batches(X[:1500], 500):
+        model.partial_fit(batch)
+        proportions = model.transform(X[:20])
+        np.testing.assert_allclose(proportions.sum(axis=1), 1.0)
+        assert np.isfinite(model.score(X[:20]))
+    assert model.estimate_.diagnostics["n_batches"] == 3
+    direct = None
+    for batch in _batches(X[:1500], 500):
+        direct = lda.update(batch, direct, k=4, seed=0)
+    np.testing.assert_array_equal(model.components_, direct.params["beta"])
+    with pytest.raises(ValueError, match="X has 50 features"):
+        model.partial_fit(X[:10, :50])
+    with pytest.raises(ValueError, match="SpectralLDA.partial_fit continues a model built by partial_fit"):
+        SpectralLDA(4, random_state=0).fit(X[:500]).partial_fit(X[500:1000])
