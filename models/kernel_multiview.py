@@ -50,7 +50,7 @@ import numpyro.distributions as dist
 from scipy.special import logsumexp
 
 from specinit._validation import Interval, Options, as_generator, bad_argument, check_allocation, check_int, \
-    check_positive, current_entry, public, warn
+    check_magnitude, check_positive, current_entry, public, warn
 from specinit.distributions.mixtures import MixtureLikelihood, gaussian_mixture_components, stack_views
 from specinit.engine.kernel_densities import (
     cv_bandwidth,
@@ -127,6 +127,7 @@ def check_views(views):
 
     checked = ViewSource(arrays).views
     for i, a in enumerate(checked):
+        check_magnitude(a, f"views[{i}]")
         check_no_constant_columns(a, f"views[{i}]", None)
     return checked
 

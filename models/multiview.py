@@ -38,7 +38,8 @@ import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
 
-from specinit._validation import Interval, bad_argument, check_allocation, check_choice, check_int, current_entry, integer_symbols, public, warn
+from specinit._validation import Interval, bad_argument, check_allocation, check_choice, check_int, check_magnitude, \
+    current_entry, integer_symbols, public, warn
 from specinit.distributions.mixtures import MixtureLikelihood, gaussian_components, stack_views
 from specinit.engine.rows import unit_of
 from specinit.engine.views import (
@@ -138,6 +139,7 @@ def check_views(views, kinds=None, dims=None, func: str | None = None):
         else:
             if a.ndim != 2:
                 raise bad_argument(name, func, "a two-dimensional (N, d) array (Gaussian view)", a)
+            check_magnitude(a, name, func)
             size = a.shape[1]
             if dims is not None and check_int(dims[i], f"dims[{i}]", func, minimum=1) != size:
                 raise bad_argument(f"dims[{i}]", func, f"the view's number of columns ({size})", dims[i])

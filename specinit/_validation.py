@@ -33,6 +33,7 @@ __all__ = [
     "check_choice",
     "check_count_matrix",
     "check_int",
+    "check_magnitude",
     "checked_sparse",
     "integer_symbols",
     "check_positive",
@@ -315,6 +316,29 @@ def integer_symbols(array: np.ndarray, name: str, where: str = "", func: str | N
         raise bad_argument(name, func, f"{noun} below {limit:.3g}", f"the value {array.max():g}{where}",
                            describe=False)
     return array.astype(np.int64)
+
+
+#: Largest |value| of real-valued data: the variances the fits use and report (squares) stay finite in float64.
+MAX_MAGNITUDE = float(np.sqrt(np.finfo(np.float64).max) / 2)
+
+
+def check_magnitude(values: np.ndarray, name: str, func: str | None = None) -> None:
+    """Refuse real-valued data beyond :data:`MAX_MAGNITUDE` in absolute value (their squares would overflow).
+
+    Parameters
+    ----------
+    values : ndarray
+        Finite data.
+    name : str
+        The argument named in the error.
+    func : str, optional
+        The public function (default: the current entry).
+    """
+    top = float(np.max(np.abs(values))) if np.size(values) else 0.0
+    if top > MAX_MAGNITUDE:
+        raise bad_argument(name, func, f"values of at most {MAX_MAGNITUDE:.3g} in absolute value (variances, their "
+                           "squares, must be finite in float64: change the unit)", f"max |value| = {top:.3g}",
+                           describe=False)
 
 
 def check_count_matrix(counts: Any, name: str, func: str | None = None) -> sp.csr_matrix:

@@ -21,7 +21,7 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import bad_argument, integer_symbols
+from specinit._validation import bad_argument, check_magnitude, integer_symbols
 from specinit.engine.backends import numba_kernel
 from specinit.engine.sources import is_dask_array, is_jax_array
 from specinit.engine.views import multiview_population
@@ -80,6 +80,7 @@ def as_sequences(sequences, *, categorical: bool) -> list[np.ndarray]:
             if not np.all(np.isfinite(array)):
                 raise bad_argument("sequences", None, "finite observations", f"NaN or inf in item {i}", describe=False)
             array = array.astype(np.float64)
+            check_magnitude(array, "sequences")
         out.append(array)
     return out
 

@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import bad_argument, check_count_matrix, checked_sparse
+from specinit._validation import bad_argument, check_count_matrix, check_magnitude, checked_sparse
 
 __all__ = ["CountSource", "ViewSource", "as_float_block", "check_row_blocks", "check_rows", "from_jax",
            "is_dask_array", "is_jax_array", "row_ranges", "row_view", "transpose_view"]
@@ -413,10 +413,6 @@ class CountSource:
         return sp.vstack(parts, format="csr") if parts else sp.csr_matrix((0, self._width or 0))
 
 
-#: Largest |value| of real-valued data: the variances the fits report (squares) stay finite in float64.
-MAX_MAGNITUDE = float(np.sqrt(np.finfo(np.float64).max) / 2)
-
-
 def _check_view(value, name: str):
     if sp.issparse(value):
         matrix = checked_sparse(value, name).astype(np.float64)
@@ -440,11 +436,6 @@ def _check_view(value, name: str):
         else:
             found = f"{int(values.size - np.count_nonzero(finite))} NaN or infinite entries"
         raise bad_argument(name, None, "finite (drop or impute rows with NaN or infinite values)", found,
-                           describe=False)
-    top = float(np.max(np.abs(values))) if values.size else 0.0
-    if top > MAX_MAGNITUDE:
-        raise bad_argument(name, None, f"values of at most {MAX_MAGNITUDE:.3g} in absolute value (variances, their "
-                           "squares, must be finite in float64: change the unit)", f"max |value| = {top:.3g}",
                            describe=False)
     return matrix
 
@@ -627,4 +618,6 @@ def check_rows(x, name: str = "x", min_columns: int = 1, columns: str = "k", min
         raise bad_argument(name, None, f"an (N, d) array with N >= {min_rows} rows", x)
     if x.shape[1] < min_columns:
         raise bad_argument(name, None, f"an array with d >= {columns} columns ({columns} = {min_columns})", x)
-    return np.asarray(x.toarray() if sp.issparse(x) else x)
+    x = np.asarray(x.toarray() if sp.issparse(x) else x)
+    check_magnitude(x, name)
+    return x

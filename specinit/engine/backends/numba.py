@@ -259,7 +259,24 @@ def forward_backward(batch, init: np.ndarray, transition: np.ndarray, likelihood
 
     The same recursions in the same order (scaled forward pass, backward pass
     accumulating the transition counts), so the results equal the NumPy
-    version to float64 round-off; arguments and results as there.
+    version to float64 round-off. CTRL-C is held during the compiled call and
+    raised when it returns.
+
+    Parameters
+    ----------
+    batch : specinit.engine.sequences.SequenceBatch
+    init : ndarray, shape (k,)
+    transition : ndarray, shape (k, k)
+    likelihood : ndarray, shape (T, k)
+        ``p(x_t | h_t = j)`` of every observation of the batch.
+
+    Returns
+    -------
+    init_counts : ndarray, shape (k,)
+    trans_counts : ndarray, shape (k, k)
+    gamma : ndarray, shape (T, k)
+        Posterior state probabilities.
+    log_likelihood : float
     """
     with interrupts_between_calls():
         init_counts, trans_counts, gamma, log_likelihood = _forward_backward_kernel(
