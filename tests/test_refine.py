@@ -198,14 +198,19 @@ def test_split_merge_leaves_the_optimum_with_two_components_on_one_cluster():
     assert moved.estimate.diagnostics["refine/split_merge_accepted"] == moved.diagnostics["split_merge_accepted"]
 
 
-def test_restarts_that_fall_behind_stop_early():
+def test_restarts_race_by_successive_halving():
     x, _, start = _planted_local_optimum()
-    # tol=1e-9: no candidate converges within 20 steps, so every early stop is a candidate fallen behind
+    # tol=1e-9: no candidate converges in the race, so every stop is a cut; 5 candidates: rounds of 20 steps
+    # after which the better 3, then 2, then 1 stay in
     result = gmm.refine(x, start, restarts=4, split_merge=0, tol=1e-9, max_iter=3000)
     steps, lls = result.diagnostics["restart_steps"], result.diagnostics["restart_log_likelihoods"]
-    assert steps.shape == (5,) and steps.max() <= 20 and steps.min() < 20
-    assert result.diagnostics["chosen_restart"] == int(np.argmax(lls))
+    assert sorted(steps) == [20, 20, 40, 60, 60]
     chosen = result.diagnostics["chosen_restart"]
+    assert chosen == int(np.argmax(lls)) and steps[chosen] == 60
+    # EM never decreases: a candidate cut earlier ended below every one that stayed longer
+    for a, b in itertools.permutations(range(5), 2):
+        if steps[a] < steps[b]:
+            assert lls[a] <= lls[b]
     assert result.diagnostics["restart_iterations"] == steps.sum() - steps[chosen]
     assert result.n_iter == result.log_likelihood.size - 1 + result.diagnostics["restart_iterations"]
     # the kept run goes on from where its race ended: its trace starts at its own start
