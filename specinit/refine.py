@@ -206,6 +206,9 @@ RESTART_SPREADS = (0.5, 1.0, 2.0)
 def perturbed(params: dict, sites: dict, rng: np.random.Generator, spread: float) -> dict:
     """A random copy of ``params`` near them: multiplicative noise for simplex and positive sites, additive for real.
 
+    Simplex rows are first mixed with the uniform row (weight ``min(0.1 * spread, 0.5)``), so that entries at
+    the floor -- a state the chain never enters, a symbol a state never emits -- can come back under EM.
+
     Parameters
     ----------
     params : dict
@@ -259,7 +262,7 @@ class StoppingRule:
     References
     ----------
     .. [2] Böhning, Dietz, Schaub, Schlattmann, Lindsay, "The distribution of the likelihood ratio for mixtures
-       of densities from the one-parameter exponential family", Ann. Inst. Statist. Math. 46 (1994), Sec. 3
+       of densities from the one-parameter exponential family", Ann. Inst. Statist. Math. 46 (1994)
        (Aitken's acceleration as a stopping rule for EM).
     """
 
@@ -385,7 +388,8 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     Copies of a spectral start explore its neighbourhood and beyond at the cost of a few short runs, escaping
     the saddles and duplicated components where EM stalls. With ``split_merge``, the converged estimate then
     meets split-merge moves (Ueda, Nakano, Ghahramani, Hinton 2000): a component moves from where it is least
-    needed to where another component covers two clusters.
+    needed to where another component covers two clusters. Under the relative rule the race and the moves
+    explore under :meth:`StoppingRule.loose` (``100 * rtol``), and only the run kept climbs on to ``rtol``.
 
     Parameters
     ----------
