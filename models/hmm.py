@@ -430,7 +430,7 @@ def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "
     rtol : float
         With ``tol=None``: stop when the last gain and the gain still to come
         (Aitken's extrapolation of the last two gains) are both at most
-        ``rtol`` times the absolute log-likelihood
+        ``rtol`` times ``max(|log-likelihood|, n_symbols_observed)``
         (:class:`specinit.refine.StoppingRule`); a climb whose gains grow
         (EM leaving a saddle) is never stopped, and a slow one is not
         stopped at its start. The restarts' race and the split-merge moves
