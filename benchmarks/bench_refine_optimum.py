@@ -13,7 +13,8 @@ Tables, one run, peers in the same run, one BLAS thread for both sides (threadpo
 Times are wall-clock seconds of the whole fit (ours: spectral + refine; the peer: its three fits); for the
 mixtures the fastest of three identical calls on each side (milliseconds on a shared machine).
 
-Usage: ``python benchmarks/bench_refine_optimum.py [--only gmm|hmm] [--letters 200000] [--k 2,3,4,6]``.
+Usage: ``python benchmarks/bench_refine_optimum.py [--only gmm|hmm] [--letters 200000] [--k 2,3,4,6]
+[--modules email,http,...]``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from _common import machine, table  # noqa: E402
 
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from specinit.corpus import load_letter_sequences  # noqa: E402
+from specinit.corpus import LETTER_MODULES, load_letter_sequences  # noqa: E402
 from specinit.models import gmm, hmm  # noqa: E402
 
 
@@ -84,10 +85,10 @@ def bench_gmm() -> str:
          "time (s)", "LL >= peer", "less time"], rows)
 
 
-def bench_hmm(n_letters: int, ks) -> str:
+def bench_hmm(n_letters: int, ks, modules=None) -> str:
     from hmmlearn.hmm import CategoricalHMM
 
-    seqs = load_letter_sequences(max_letters=n_letters)
+    seqs = load_letter_sequences(modules or LETTER_MODULES, max_letters=n_letters)
     X, lengths = np.concatenate(seqs)[:, None], [s.size for s in seqs]
     timed_quiet(lambda: hmm.refine(seqs[:20], hmm.spectral(seqs[:200], 2, 27), max_iter=2))  # compiled kernels, once
     rows = []
@@ -108,9 +109,10 @@ def bench_hmm(n_letters: int, ks) -> str:
                      f"{d.get('split_merge_accepted', 0)} / {d.get('split_merge_moves', 0)}", f"{best:.1f}",
                      f"{t_peer:.1f}", *verdict(ll, best, t_ours, t_peer)])
         print(rows[-1], flush=True)
-    return (f"{len(seqs)} paragraphs, {X.shape[0]} letters (27 symbols); ours: hmm.spectral + hmm.refine, defaults; "
-            "peer: hmmlearn CategoricalHMM(n_iter=100, tol=1e-2), best of random_state 0-2; total log-likelihood\n\n"
-            ) + table(["k", "spectral+refine LL", "time (s)", "EM steps (all)", "moves kept / tried",
+    source = "default modules" if modules is None else "modules " + ", ".join(modules)
+    return (f"{len(seqs)} paragraphs ({source}), {X.shape[0]} letters (27 symbols); ours: hmm.spectral + "
+            "hmm.refine, defaults; peer: hmmlearn CategoricalHMM(n_iter=100, tol=1e-2), best of random_state 0-2; "
+            "total log-likelihood\n\n") + table(["k", "spectral+refine LL", "time (s)", "EM steps (all)", "moves kept / tried",
                        "hmmlearn best-of-3 LL", "3 fits (s)", "LL >= peer", "less time"], rows)
 
 
@@ -119,9 +121,13 @@ def main(argv=None):
     parser.add_argument("--only", choices=("gmm", "hmm"))
     parser.add_argument("--letters", type=int, default=200_000, help="letters of the HMM corpus (at most)")
     parser.add_argument("--k", default="2,3,4,6", help="HMM states, comma-separated")
+    parser.add_argument("--modules", help="standard-library modules whose docstrings make the letters, "
+                        "comma-separated (default: load_letter_sequences' own)")
     args = parser.parse_args(argv)
     print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the start\n", flush=True)
-    sections = {"gmm": bench_gmm, "hmm": lambda: bench_hmm(args.letters, [int(k) for k in args.k.split(",")])}
+    modules = tuple(args.modules.split(",")) if args.modules else None
+    sections = {"gmm": bench_gmm,
+                "hmm": lambda: bench_hmm(args.letters, [int(k) for k in args.k.split(",")], modules)}
     for name, run in sections.items():
         if args.only and name != args.only:
             continue
