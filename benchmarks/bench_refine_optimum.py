@@ -112,8 +112,9 @@ def bench_hmm(n_letters: int, ks, modules=None) -> str:
     source = "default modules" if modules is None else "modules " + ", ".join(modules)
     return (f"{len(seqs)} paragraphs ({source}), {X.shape[0]} letters (27 symbols); ours: hmm.spectral + "
             "hmm.refine, defaults; peer: hmmlearn CategoricalHMM(n_iter=100, tol=1e-2), best of random_state 0-2; "
-            "total log-likelihood\n\n") + table(["k", "spectral+refine LL", "time (s)", "EM steps (all)", "moves kept / tried",
-                       "hmmlearn best-of-3 LL", "3 fits (s)", "LL >= peer", "less time"], rows)
+            "total log-likelihood\n\n") + table(
+        ["k", "spectral+refine LL", "time (s)", "EM steps (all)", "moves kept / tried", "hmmlearn best-of-3 LL",
+         "3 fits (s)", "LL >= peer", "less time"], rows)
 
 
 def main(argv=None):
