@@ -492,9 +492,9 @@ def spectral(x, k: int | str, *, common_scale: bool = True, covariance: str | No
 
 
 @public
-def refine(x, estimate, *, covariance: str | None = None, method: str = "em", max_iter: int = 100,
-           tol: float = 1e-3, reg: float = 1e-6, floor: float = 1e-10, restarts: int = 0, split_merge: int = 2,
-           seed: int = 0):
+def refine(x, estimate, *, covariance: str | None = None, method: str = "em", max_iter: int = 500,
+           tol: float | None = None, rtol: float = 1e-6, reg: float = 1e-6, floor: float = 1e-10, restarts: int = 0,
+           split_merge: int = 2, restart_iter: int = 20, seed: int = 0):
     """Spectral then refine: EM for the Gaussian mixture started from an estimate.
 
     Parameters
@@ -509,10 +509,19 @@ def refine(x, estimate, *, covariance: str | None = None, method: str = "em", ma
     method : {"em"}
         Expectation-maximization in NumPy, float64, log-sum-exp E-step.
     max_iter : int
-        Largest number of EM iterations (M-steps).
-    tol : float
+        Largest number of EM iterations (M-steps) of a run.
+    tol : float, optional
         Stop when the log-likelihood gain per observation is below ``tol``
-        (scikit-learn's ``GaussianMixture`` convention and default).
+        (scikit-learn's ``GaussianMixture`` convention; its default is 1e-3).
+        Default None: the relative rule of ``rtol``.
+    rtol : float
+        With ``tol=None``: stop when the last gain and the gain still to come
+        (Aitken's extrapolation of the last two gains) are both at most
+        ``rtol`` times ``max(|log-likelihood|, n_rows)``
+        (:class:`specinit.refine.StoppingRule`); a climb whose gains grow is
+        never stopped, and a slow one is not stopped at its start. The
+        split-merge moves are compared under ``100 * rtol``, and the estimate
+        kept climbs on to ``rtol``. In ``(0, 1)``.
     reg : float
         Added to every variance, relative to the data's mean column variance
         (scikit-learn's ``reg_covar`` in units of the data's scale, so the
@@ -529,6 +538,9 @@ def refine(x, estimate, *, covariance: str | None = None, method: str = "em", ma
         principal axis (the next heaviest after every failure); they stop after ``split_merge`` failures in
         a row (:func:`specinit.refine.em`). They fix the optima where two components share one cluster and
         another cluster is covered by one wide component. 0 (with ``restarts=0``): plain EM from the start.
+    restart_iter : int
+        EM steps of every candidate in each round of the restarts' race (successive halving), and the most
+        steps a split-merge move gets to pass the estimate it would replace.
     seed : int
         Randomness of the perturbed copies and of the moves.
 
@@ -544,7 +556,8 @@ def refine(x, estimate, *, covariance: str | None = None, method: str = "em", ma
     ValueError
         Bad ``x`` (as for :func:`spectral`), an estimate of another model,
         parameters that do not match ``x`` or lie outside their supports,
-        non-positive ``tol`` or ``reg``.
+        non-positive ``tol`` or ``reg``, ``rtol`` outside ``(0, 1)``,
+        ``restart_iter < 1``, negative ``restarts`` or ``split_merge``.
 
     Warns
     -----
@@ -557,8 +570,9 @@ def refine(x, estimate, *, covariance: str | None = None, method: str = "em", ma
        the EM algorithm", JRSS B 39 (1977).
     """
 
-    return FAMILY.refine(x, estimate, method=method, covariance=covariance, max_iter=max_iter, tol=tol, reg=reg,
-                         restarts=restarts, split_merge=split_merge, seed=seed, floor=floor)
+    return FAMILY.refine(x, estimate, method=method, covariance=covariance, max_iter=max_iter, tol=tol, rtol=rtol,
+                         reg=reg, restarts=restarts, split_merge=split_merge, restart_iter=restart_iter, seed=seed,
+                         floor=floor)
 
 
 @public

@@ -184,6 +184,28 @@ class HMM(Family):
         init, transition, emission = stats
         return {"init": init, "transition": transition, "emission": emission}
 
+    def split_merge(self, params, batch, stats, rng, attempt=0):
+        # merge: the least visited state leaves, the chain's moves into it going to the other states in
+        # proportion; split: the attempt-th most visited other state, its emission row tilted both ways along a
+        # random direction, its transitions copied and the moves into it shared half and half
+        init, transition, emission = (np.array(params[name], dtype=np.float64)
+                                      for name in ("init", "transition", "emission"))
+        k = init.size
+        if k < 2:
+            return None
+        visits = np.asarray(stats[2]).sum(axis=1)
+        leaving = int(np.argmin(visits))
+        others = np.delete(np.arange(k), leaving)
+        split = int(others[np.argsort(-visits[others], kind="stable")[attempt % (k - 1)]])
+        tilt = np.exp(rng.standard_normal(emission.shape[1]))
+        emission[leaving], emission[split] = emission[split] * tilt, emission[split] / tilt
+        transition[leaving] = transition[split]
+        for weights in (init[None, :], transition):
+            weights[:, leaving] = 0.0
+            weights /= weights.sum(axis=1, keepdims=True)
+            weights[:, [leaving, split]] = weights[:, [split]] / 2
+        return {"init": init, "transition": transition, "emission": emission / emission.sum(axis=1, keepdims=True)}
+
     def log_likelihood(self, sequences, estimate) -> np.ndarray:
         from specinit.engine.backends.jax import x64
         from specinit.refine import check_estimate
@@ -378,8 +400,9 @@ def spectral(sequences, k: int | str, n_symbols: int, *, method: str = "tpm", ap
 
 
 @public
-def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "em", max_iter: int = 100,
-           tol: float = 1e-7, floor: float = 1e-10, restarts: int = 6, seed: int = 0):
+def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "em", max_iter: int = 1000,
+           tol: float | None = None, rtol: float = 1e-7, floor: float = 1e-10, restarts: int = 6,
+           split_merge: int = 3, restart_iter: int = 10, seed: int = 0):
     """Spectral then refine: Baum-Welch EM for the categorical HMM started from an estimate.
 
     The E-step is the scaled forward-backward recursion over all sequences
@@ -400,19 +423,43 @@ def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "
     method : {"em"}
         Baum-Welch.
     max_iter : int
-        Largest number of EM iterations.
-    tol : float
+        Largest number of EM iterations of a run.
+    tol : float, optional
         Stop when the log-likelihood gain per symbol is below ``tol``.
+        Default None: the relative rule of ``rtol``.
+    rtol : float
+        With ``tol=None``: stop when the last gain and the gain still to come
+        (Aitken's extrapolation of the last two gains) are both at most
+        ``rtol`` times ``max(|log-likelihood|, n_symbols_observed)``
+        (:class:`specinit.refine.StoppingRule`); a climb whose gains grow
+        (EM leaving a saddle) is never stopped, and a slow one is not
+        stopped at its start. The restarts' race and the split-merge moves
+        run under ``100 * rtol``; the estimate kept climbs on to ``rtol``.
+        In ``(0, 1)``.
     floor : float
         Probabilities are floored at ``floor / d`` and rows renormalized after
         every M-step (strictly inside the simplex, as NumPyro needs).
-
     restarts : int
-        EM also runs from this many perturbed copies of the start for a few steps and keeps the best
-        (:func:`specinit.refine.em`): it escapes the saddles and duplicated components EM stalls in from a
-        spectral start on real data. 0: plain EM from the start.
+        EM also runs from this many perturbed copies of the start (mixed
+        towards uniform, so that states the start never enters come back) and
+        the candidates race by successive halving, the best one continuing
+        (:func:`specinit.refine.em`): it escapes the saddles and duplicated
+        states EM stalls in from a spectral start on real data. 0: plain EM
+        from the start.
+    split_merge : int
+        Then split-merge moves: the least visited state leaves (the moves
+        into it shared among the others) and a heavily visited state is split
+        in two (its emission row tilted both ways along a random direction,
+        its transitions copied); EM runs from the move, which replaces the
+        estimate when it passes its log-likelihood. The moves stop after
+        ``split_merge`` failures in a row (0: none). They revive a state the
+        spectral start left unreachable and separate states that share one
+        kind of symbol.
+    restart_iter : int
+        EM steps of every candidate in each round of the race, and the most
+        steps a split-merge move gets to pass the estimate.
     seed : int
-        Randomness of the perturbed copies.
+        Randomness of the perturbed copies and of the moves.
 
     Returns
     -------
@@ -428,7 +475,8 @@ def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "
     ValueError
         Symbols outside ``0..n_symbols-1``, an estimate of another model, a
         missing site, values outside the simplex or of inconsistent shapes,
-        non-positive ``tol`` / ``floor``.
+        non-positive ``tol`` / ``floor``, ``rtol`` outside ``(0, 1)``,
+        ``restart_iter < 1``, negative ``restarts`` or ``split_merge``.
 
     Warns
     -----
@@ -439,9 +487,8 @@ def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "
     ----------
     Rabiner (1989), [2]_ eqs. 40a-c (re-estimation) and 91-93 (scaling).
     """
-
-    return FAMILY.refine(sequences, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor, restarts=restarts,
-                         seed=seed,
+    return FAMILY.refine(sequences, estimate, method=method, max_iter=max_iter, tol=tol, rtol=rtol, floor=floor,
+                         restarts=restarts, split_merge=split_merge, restart_iter=restart_iter, seed=seed,
                          n_symbols=n_symbols)
 
 

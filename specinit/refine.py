@@ -35,10 +35,11 @@ from specinit._validation import Interval, bad_argument, check_arguments, curren
 from specinit.engine.support import project
 from specinit.estimate import SpectralEstimate, check_site_values
 
-__all__ = ["DRIVERS", "RESTART_SPREADS", "RefineResult", "check_estimate", "em", "map_estimate", "mixture_e_step",
-           "normalized_rows", "perturbed"]
+__all__ = ["DRIVERS", "RESTART_SPREADS", "RefineResult", "StoppingRule", "check_estimate", "em", "map_estimate",
+           "mixture_e_step", "normalized_rows", "perturbed"]
 
-_EM_OPTIONS = {"max_iter": Interval(int, 0), "tol": Interval(float, 0.0, open="low"),
+_EM_OPTIONS = {"max_iter": Interval(int, 0), "tol": Interval(float, 0.0, open="low", none=True),
+               "rtol": Interval(float, 0.0, 1.0, open="both", none=True),
                "floor": Interval(float, 0.0, 1.0, open="both")}
 
 
@@ -205,6 +206,9 @@ RESTART_SPREADS = (0.5, 1.0, 2.0)
 def perturbed(params: dict, sites: dict, rng: np.random.Generator, spread: float) -> dict:
     """A random copy of ``params`` near them: multiplicative noise for simplex and positive sites, additive for real.
 
+    Simplex rows are first mixed with the uniform row (weight ``min(0.1 * spread, 0.5)``), so that entries at
+    the floor -- a state the chain never enters, a symbol a state never emits -- can come back under EM.
+
     Parameters
     ----------
     params : dict
@@ -223,14 +227,77 @@ def perturbed(params: dict, sites: dict, rng: np.random.Generator, spread: float
     for name, value in params.items():
         support = sites[name].support if name in sites else "real"
         noise = rng.standard_normal(value.shape)
-        if support in ("simplex", "positive"):
-            value = value * np.exp(spread * noise)
-            out[name] = value / value.sum(axis=-1, keepdims=True) if support == "simplex" else value
+        if support == "simplex":
+            # mixed towards uniform first, so that entries at the floor (a state no chain enters) come back
+            mix = min(0.1 * spread, 0.5)
+            value = ((1.0 - mix) * value + mix / value.shape[-1]) * np.exp(spread * noise)
+            out[name] = value / value.sum(axis=-1, keepdims=True)
+        elif support == "positive":
+            out[name] = value * np.exp(spread * noise)
         else:
             axes = sites[name].axes if name in sites else ()
             width = np.std(value, axis=axes[0], keepdims=True) if axes and value.shape[axes[0]] > 1 else np.abs(value)
             out[name] = value + spread * np.maximum(width, np.finfo(float).tiny) * noise
     return out
+
+
+@dataclass(frozen=True)
+class StoppingRule:
+    """EM's stopping rule: an absolute tolerance per observation, or a relative one that lets a climb finish.
+
+    Parameters
+    ----------
+    n_observations : int
+        What divides the log-likelihood in the absolute rule (observations, symbols).
+    tol : float or None
+        Absolute rule: stop when the last gain per observation is below ``tol`` (scikit-learn's
+        ``GaussianMixture`` convention). None: the relative rule.
+    rtol : float
+        Relative rule (``tol`` None): stop when the last gain and the gain still to come are both at most
+        ``rtol * max(|log-likelihood|, n_observations)``. The gain still to come is Aitken's extrapolation of
+        the last two gains (``g * r / (1 - r)`` with ``r`` their ratio, the rate of EM's linear convergence
+        [2]_); a climb whose gains grow (``r >= 1``, EM leaving a saddle) is never stopped, and a slow one
+        stops only near its end, where a rule on the last gain alone stops early.
+
+    References
+    ----------
+    .. [2] Böhning, Dietz, Schaub, Schlattmann, Lindsay, "The distribution of the likelihood ratio for mixtures
+       of densities from the one-parameter exponential family", Ann. Inst. Statist. Math. 46 (1994)
+       (Aitken's acceleration as a stopping rule for EM).
+    """
+
+    n_observations: int
+    tol: float | None
+    rtol: float = 1e-6
+
+    def loose(self) -> "StoppingRule":
+        """The rule that ends the exploring runs (race, split-merge moves): ``rtol`` 100 times larger (the
+        absolute rule unchanged); the run kept then climbs on to this rule."""
+        return self if self.tol is not None else replace(self, rtol=min(100 * self.rtol, 0.5))
+
+    def threshold(self, log_likelihood: float) -> float:
+        """The gain (total, not per observation) below which a run has converged at ``log_likelihood``."""
+        if self.tol is not None:
+            return self.tol * self.n_observations
+        return self.rtol * max(abs(log_likelihood), self.n_observations)
+
+    def converged(self, trace) -> bool:
+        """Whether a run with this log-likelihood ``trace`` (two or more values) stops."""
+        gain = trace[-1] - trace[-2]
+        threshold = self.threshold(trace[-1])
+        if self.tol is not None:
+            return abs(gain) < threshold
+        if gain > threshold:
+            return False
+        if gain <= 1e-12 * abs(trace[-1]):  # a fixed point up to round-off
+            return True
+        if len(trace) < 3:  # one small gain: its rate is not known yet
+            return False
+        previous = trace[-2] - trace[-3]
+        if previous <= 0:
+            return True
+        rate = gain / previous
+        return rate < 1.0 and gain * rate / (1.0 - rate) <= threshold
 
 
 @dataclass
@@ -253,44 +320,45 @@ def _start_run(family, prepared, params) -> _Run:
     return _Run(params, stats, [float(ll)])
 
 
-def _step(family, prepared, run: _Run, sites, floor, n_obs, tol, options) -> None:
-    """One M-step and E-step of ``run`` (in place); ``converged`` when the gain per observation is below ``tol``."""
+def _step(family, prepared, run: _Run, sites, floor, rule: StoppingRule, options) -> None:
+    """One M-step and E-step of ``run`` (in place); ``converged`` by ``rule``."""
     run.params, _ = project(family.m_step(prepared, run.stats, run.params, **options), sites, floor)
     run.stats, ll = family.e_step(run.params, prepared)
     run.trace.append(float(ll))
-    gain = (run.trace[-1] - run.trace[-2]) / n_obs
-    if gain < -1e-9 * max(1.0, abs(run.trace[-2]) / n_obs):
+    if run.trace[-1] - run.trace[-2] < -1e-9 * max(rule.n_observations, abs(run.trace[-2])):
         run.decreases += 1
-    run.converged = abs(gain) < tol
+    run.converged = rule.converged(run.trace)
 
 
-def _race(family, prepared, runs: list, sites, floor, n_obs, tol, steps, options) -> np.ndarray:
-    """Step ``runs`` side by side for at most ``steps`` rounds; the steps each took.
+def _climb(family, prepared, run: _Run, sites, floor, rule, max_iter, options, steps=None) -> None:
+    """Step ``run`` until it converges, reaches ``max_iter`` steps, or has taken ``steps`` more."""
+    stop = max_iter if steps is None else min(max_iter, run.n_iter + steps)
+    while run.n_iter < stop and not run.converged:
+        _step(family, prepared, run, sites, floor, rule, options)
 
-    A run stops when it converges, or when it falls behind: even gaining its last step's gain in every
-    remaining round, it would end below the leader's current log-likelihood.
+
+def _race(family, prepared, runs: list, sites, floor, rule, max_iter, steps, options) -> np.ndarray:
+    """Successive halving of ``runs``; the steps each took.
+
+    Every round, each run still in the race takes ``steps`` more EM steps (fewer when it converges or reaches
+    ``max_iter``), then the better half by log-likelihood stays in; the race ends when one run is left.
     """
-    active = np.ones(len(runs), dtype=bool)
-    for done in range(1, steps + 1):
-        for i in np.flatnonzero(active):
-            _step(family, prepared, runs[i], sites, floor, n_obs, tol, options)
-            active[i] = not runs[i].converged
-        last = np.array([run.trace[-1] for run in runs])
-        gains = np.array([max(run.trace[-1] - run.trace[-2], 0.0) for run in runs])
-        active &= last + (steps - done) * gains >= last.max()
-        if not active.any():
-            break
+    active = list(range(len(runs)))
+    while len(active) > 1:
+        for i in active:
+            _climb(family, prepared, runs[i], sites, floor, rule, max_iter, options, steps)
+        active = sorted(active, key=lambda i: -runs[i].trace[-1])[: (len(active) + 1) // 2]
     return np.array([run.n_iter for run in runs])
 
 
-def _split_merge(family, prepared, run: _Run, sites, floor, n_obs, tol, max_iter, horizon, patience, rng,
+def _split_merge(family, prepared, run: _Run, sites, floor, rule, max_iter, horizon, patience, rng,
                  options) -> tuple[_Run, dict]:
     """Split-merge moves from a converged ``run`` until ``patience`` moves in a row fail; the best run and counts.
 
     A move (the family's :meth:`~specinit.family.Family.split_merge`) takes the least needed component away and
-    splits another; EM runs from it and replaces ``run`` once it passes ``run``'s log-likelihood (then
-    continues to convergence), or is dropped when it has not passed it after ``horizon`` steps or as many
-    steps as ``run`` took.
+    splits another; EM runs from it and replaces ``run`` once it passes ``run``'s log-likelihood by more than
+    the stopping threshold (then continues to convergence), or is dropped when it has not passed it after
+    ``horizon`` steps.
     """
     failures, tried, accepted, spent = 0, 0, 0, 0
     while failures < patience:
@@ -300,25 +368,28 @@ def _split_merge(family, prepared, run: _Run, sites, floor, n_obs, tol, max_iter
         tried += 1
         move = _start_run(family, prepared, project(start, sites, floor)[0])
         while move.n_iter < max_iter and not move.converged and (move.trace[-1] > run.trace[-1]
-                                                                 or move.n_iter < min(horizon, run.n_iter)):
-            _step(family, prepared, move, sites, floor, n_obs, tol, options)
-        if move.trace[-1] > run.trace[-1] + tol * n_obs:
+                                                                 or move.n_iter < horizon):
+            _step(family, prepared, move, sites, floor, rule, options)
+        if move.trace[-1] > run.trace[-1] + rule.threshold(run.trace[-1]):
             spent, run, failures, accepted = spent + run.n_iter, move, 0, accepted + 1
         else:
             spent, failures = spent + move.n_iter, failures + 1
     return run, {"split_merge_moves": tried, "split_merge_accepted": accepted, "split_merge_iterations": spent}
 
 
-def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: float = 1e-3, floor: float = 1e-10,
-       restarts: int = 0, restart_iter: int = 20, split_merge: int = 0, seed: int = 0, **options) -> RefineResult:
-    """EM from ``estimate`` until the log-likelihood gain per observation is below ``tol``.
+def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: float | None = 1e-3,
+       rtol: float | None = None, floor: float = 1e-10, restarts: int = 0, restart_iter: int = 20,
+       split_merge: int = 0, seed: int = 0, **options) -> RefineResult:
+    """EM from ``estimate`` until its stopping rule (:class:`StoppingRule`) holds.
 
-    With ``restarts``, EM first runs ``restart_iter`` steps from the start and from ``restarts`` perturbed
-    copies of it (:func:`perturbed`, spreads cycling through :data:`RESTART_SPREADS`), then continues from the
-    best of them: copies of a spectral start explore its neighbourhood and beyond at the cost of a few short
-    runs, escaping the saddles and duplicated components where EM stalls. With ``split_merge``, the
-    converged estimate then meets split-merge moves (Ueda, Nakano, Ghahramani, Hinton 2000): a component
-    moves from where it is least needed to where another component covers two clusters.
+    With ``restarts``, EM also starts from ``restarts`` perturbed copies of the start (:func:`perturbed`,
+    spreads cycling through :data:`RESTART_SPREADS`) and the candidates race by successive halving: rounds of
+    ``restart_iter`` steps, after each of which the better half stays in; the last one left continues.
+    Copies of a spectral start explore its neighbourhood and beyond at the cost of a few short runs, escaping
+    the saddles and duplicated components where EM stalls. With ``split_merge``, the converged estimate then
+    meets split-merge moves (Ueda, Nakano, Ghahramani, Hinton 2000): a component moves from where it is least
+    needed to where another component covers two clusters. Under the relative rule the race and the moves
+    explore under :meth:`StoppingRule.loose` (``100 * rtol``), and only the run kept climbs on to ``rtol``.
 
     Parameters
     ----------
@@ -328,19 +399,21 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     estimate : SpectralEstimate
         A checked start (:func:`check_estimate`).
     max_iter : int
-        Largest number of M-steps of a run (the chosen candidate's restart steps included).
-    tol : float
-        Stop when the gain per observation is below ``tol`` (scikit-learn's
-        ``GaussianMixture`` convention).
+        Largest number of M-steps of a run (the chosen candidate's race steps included).
+    tol : float or None
+        Stop when the gain per observation is below ``tol`` (scikit-learn's ``GaussianMixture`` convention).
+        None: the relative rule of ``rtol``.
+    rtol : float, optional
+        With ``tol=None``: stop when the last gain and the gain Aitken's extrapolation still expects are both
+        at most ``rtol`` times ``max(|log-likelihood|, n_observations)`` (:class:`StoppingRule`); a climb whose
+        gains grow never stops. Default (None) with ``tol=None``: 1e-6.
     floor : float
         Every iterate is projected strictly inside the supports with this floor.
     restarts : int
         Perturbed copies of the start run alongside it (0: plain EM from the start).
     restart_iter : int
-        Largest number of EM steps of each candidate before the best is kept; a candidate stops earlier when
-        it converges or falls behind (even gaining its last gain in every remaining step, it would end below
-        the leader). Also the most steps a split-merge move gets to pass the incumbent (no more than the
-        incumbent took).
+        EM steps of every candidate in each round of the race. Also the most steps a split-merge move gets to
+        pass the incumbent (no more than the incumbent took).
     split_merge : int
         After convergence, split-merge moves (the family's :meth:`~specinit.family.Family.split_merge`: the
         weakest component taken away, another split in two) run EM and replace the estimate when they reach a
@@ -368,37 +441,40 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     """
     settings = check_arguments({**_EM_OPTIONS, "restarts": Interval(int, 0), "restart_iter": Interval(int, 1),
                                 "split_merge": Interval(int, 0), "seed": Interval(int, 0)},
-                               {"max_iter": max_iter, "tol": tol, "floor": floor, "restarts": restarts,
+                               {"max_iter": max_iter, "tol": tol, "rtol": rtol, "floor": floor, "restarts": restarts,
                                 "restart_iter": restart_iter, "split_merge": split_merge, "seed": seed})
-    max_iter, tol, floor = settings["max_iter"], settings["tol"], settings["floor"]
+    max_iter, floor = settings["max_iter"], settings["floor"]
     prepared = family.refine_data(data, estimate, **options)
     n_obs = family.n_observations(prepared)
+    rule = StoppingRule(n_obs, settings["tol"], 1e-6 if settings["rtol"] is None else settings["rtol"])
     sites = estimate.sites
     params, _ = project(dict(estimate.params), sites, floor)
     rng = np.random.default_rng(settings["seed"])
     run = _start_run(family, prepared, params)
-    extra = {}
+    extra, explore = {}, rule.loose()
     if settings["restarts"] and max_iter > 0:
         runs = [run] + [_start_run(family, prepared, project(perturbed(params, sites, rng, spread), sites, floor)[0])
                         for spread in np.resize(RESTART_SPREADS, settings["restarts"])]
-        steps = _race(family, prepared, runs, sites, floor, n_obs, tol, min(settings["restart_iter"], max_iter),
-                      options)
+        steps = _race(family, prepared, runs, sites, floor, explore, max_iter, settings["restart_iter"], options)
         finals = np.array([candidate.trace[-1] for candidate in runs])
         chosen = int(np.argmax(finals))
         run = runs[chosen]
         extra = {"restart_log_likelihoods": finals, "chosen_restart": chosen, "restart_steps": steps,
                  "restart_iterations": int(steps.sum() - steps[chosen])}
-    while run.n_iter < max_iter and not run.converged:
-        _step(family, prepared, run, sites, floor, n_obs, tol, options)
     if settings["split_merge"] and max_iter > 0:
-        run, moves = _split_merge(family, prepared, run, sites, floor, n_obs, tol, max_iter, settings["restart_iter"],
+        _climb(family, prepared, run, sites, floor, explore, max_iter, options)
+        run, moves = _split_merge(family, prepared, run, sites, floor, explore, max_iter, settings["restart_iter"],
                                   settings["split_merge"], rng, options)
         extra.update(moves)
+    run.converged = run.n_iter > 0 and rule.converged(run.trace)
+    _climb(family, prepared, run, sites, floor, rule, max_iter, options)
     params, trace, converged, decreases = run.params, run.trace, run.converged, run.decreases
     n_iter = run.n_iter + extra.get("restart_iterations", 0) + extra.get("split_merge_iterations", 0)
     if not converged and max_iter > 0:
+        measure = (f"tol={rule.tol:g}" if rule.tol is not None else f"rtol={rule.rtol:g} (relative, with the gain "
+                   "still expected)")
         warn(f"{current_entry()}: EM did not converge in max_iter={max_iter} iterations (last gain per observation "
-             f"{(trace[-1] - trace[-2]) / n_obs:.3g} > tol={tol:g}); raise max_iter or tol.")
+             f"{(trace[-1] - trace[-2]) / n_obs:.3g}, stopping rule {measure}); raise max_iter, tol or rtol.")
     result = refined(family, estimate, params, "em", trace, n_iter, converged, {"decreases": decreases, **extra})
     return RefineResult(result, np.asarray(trace), n_iter, converged, "em",
                         {"n_observations": n_obs, "decreases": decreases, **extra})

@@ -15,7 +15,7 @@ from specinit.distributions.hmm import CategoricalHMM, pad_sequences
 from specinit.engine.backends.jax import x64
 from specinit.engine import sequences
 from specinit.engine.sequences import SequenceBatch, forward_backward
-from specinit.refine import mixture_e_step
+from specinit.refine import StoppingRule, mixture_e_step
 
 
 def test_gaussian_mixture_likelihood_equals_scipy():
@@ -198,15 +198,86 @@ def test_split_merge_leaves_the_optimum_with_two_components_on_one_cluster():
     assert moved.estimate.diagnostics["refine/split_merge_accepted"] == moved.diagnostics["split_merge_accepted"]
 
 
-def test_restarts_that_fall_behind_stop_early():
+def test_restarts_race_by_successive_halving():
     x, _, start = _planted_local_optimum()
-    # tol=1e-9: no candidate converges within 20 steps, so every early stop is a candidate fallen behind
+    # tol=1e-9: no candidate converges in the race, so every stop is a cut; 5 candidates: rounds of 20 steps
+    # after which the better 3, then 2, then 1 stay in
     result = gmm.refine(x, start, restarts=4, split_merge=0, tol=1e-9, max_iter=3000)
     steps, lls = result.diagnostics["restart_steps"], result.diagnostics["restart_log_likelihoods"]
-    assert steps.shape == (5,) and steps.max() <= 20 and steps.min() < 20
-    assert result.diagnostics["chosen_restart"] == int(np.argmax(lls))
+    assert sorted(steps) == [20, 20, 40, 60, 60]
     chosen = result.diagnostics["chosen_restart"]
+    assert chosen == int(np.argmax(lls)) and steps[chosen] == 60
+    # EM never decreases: a candidate cut earlier ended below every one that stayed longer
+    for a, b in itertools.permutations(range(5), 2):
+        if steps[a] < steps[b]:
+            assert lls[a] <= lls[b]
     assert result.diagnostics["restart_iterations"] == steps.sum() - steps[chosen]
     assert result.n_iter == result.log_likelihood.size - 1 + result.diagnostics["restart_iterations"]
     # the kept run goes on from where its race ended: its trace starts at its own start
     assert result.log_likelihood.size - 1 >= steps[chosen]
+
+
+def test_relative_stopping_rule_lets_a_climb_finish():
+    rule = StoppingRule(100, None, 1e-6)
+    base = -1e4
+    assert rule.threshold(base) == pytest.approx(1e-2)
+    # a log-likelihood near 0 (densities of continuous data): the threshold is rtol per observation
+    assert rule.threshold(0.5) == pytest.approx(1e-4)
+
+    def climb(gains):
+        return list(base + np.concatenate([[0.0], np.cumsum(gains)]))
+
+    assert not rule.converged(climb([1.0, 0.5]))  # gains above the threshold
+    assert not rule.converged(climb([1e-4, 2e-4, 4e-4]))  # small gains that grow: EM leaving a saddle
+    assert not rule.converged(climb([1e-3]))  # one small gain: its rate is not known yet
+    assert rule.converged(climb([1e-3, 0.0]))  # a fixed point
+    # a slow geometric climb (rate 0.99): its last gain is a tenth of the threshold, the ~0.1 still to come is not
+    slow = 1e-3 * 0.99 ** np.arange(5)
+    assert not rule.converged(climb(slow))
+    assert rule.converged(climb(1e-2 * 0.5 ** np.arange(5)))  # last gain and the gain to come: 6.25e-4 each
+    # the absolute rule (tol given) reads the last gain per observation only
+    absolute = StoppingRule(100, 1e-5)
+    assert absolute.converged(climb(slow)) and not absolute.converged(climb([1.0, 2e-3]))
+
+
+def test_relative_rule_finishes_the_climb_where_an_absolute_tolerance_stops():
+    from sklearn.datasets import load_iris
+
+    x = load_iris().data
+    x = (x - x.mean(axis=0)) / x.std(axis=0)
+    start = gmm.spectral(x, 3, covariance="spherical", seed=0)
+    # from this start EM's gains per row fall to 6e-4, then grow to 2e-3 before the climb ends
+    absolute = gmm.refine(x, start, tol=1e-3, split_merge=0)
+    relative = gmm.refine(x, start, split_merge=0)
+    optimum = gmm.refine(x, start, tol=1e-12, max_iter=5000, split_merge=0)
+    assert optimum.converged and relative.converged
+    assert optimum.mean_log_likelihood - absolute.mean_log_likelihood > 5e-3
+    assert optimum.mean_log_likelihood - relative.mean_log_likelihood < 1e-5
+    # the run stopped at the first step where the rule held, and at no earlier one
+    rule = StoppingRule(x.shape[0], None, 1e-6)
+    trace = list(relative.log_likelihood)
+    assert [rule.converged(trace[: t + 1]) for t in range(1, len(trace))] == [False] * (len(trace) - 2) + [True]
+
+
+def test_gmm_refine_checks_the_new_options():
+    x = _blobs(n=60)
+    start = gmm.spectral(x, 3, seed=0)
+    for name, value in (("rtol", 0.0), ("rtol", 2.0), ("restart_iter", 0), ("split_merge", -1), ("tol", -1.0)):
+        with pytest.raises(ValueError, match=f"'{name}' argument of gmm.refine"):
+            gmm.refine(x, start, **{name: value})
+    with pytest.raises(TypeError, match="'rtol' argument of gmm.refine"):
+        gmm.refine(x, start, rtol=[1e-6])
+
+
+def test_default_gmm_refine_leaves_the_planted_optimum_for_the_best_of_random_restarts():
+    x, centres, start = _planted_local_optimum()
+    default = gmm.refine(x, start)
+    # the baseline: EM without moves from 3 random rows as means (a forgy start), and from the truth
+    rng = np.random.default_rng(0)
+    runs = [gmm.refine(x, {"weights": np.ones(3) / 3, "loc": x[rng.choice(len(x), 3, replace=False)],
+                           "scale": np.ones(3)}, split_merge=0) for _ in range(3)]
+    runs.append(gmm.refine(x, {"weights": np.ones(3) / 3, "loc": centres, "scale": np.ones(3)}, split_merge=0))
+    best = max(run.mean_log_likelihood for run in runs)
+    assert default.converged
+    assert default.mean_log_likelihood >= best - 1e-6 * abs(best)
+    assert default.mean_log_likelihood > gmm.refine(x, start, split_merge=0).mean_log_likelihood + 1.0

@@ -190,10 +190,12 @@ def test_real_letters_fall_back_by_default_and_refine_improves():
     with pytest.warns(RuntimeWarning, match="did not converge"):
         result = hmm.refine(sequences, estimate, max_iter=5)
     assert result.log_likelihood.size == 6 and result.diagnostics["decreases"] == 0
-    # the start and 6 perturbed copies race for at most max_iter steps; the best one's steps are its trace
+    # the start and 6 perturbed copies race for at most max_iter steps, then split-merge moves of as many steps;
+    # every step is counted
     steps = result.diagnostics["restart_steps"]
     assert steps.shape == (7,) and steps[result.diagnostics["chosen_restart"]] == 5 and steps.max() == 5
-    assert result.n_iter == 5 + result.diagnostics["restart_iterations"] == steps.sum()
+    assert result.diagnostics["restart_iterations"] == steps.sum() - 5
+    assert result.n_iter == 5 + result.diagnostics["restart_iterations"] + result.diagnostics["split_merge_iterations"]
     assert np.all(np.diff(result.log_likelihood) > 0)
     assert result.estimate.params["emission"].shape == (2, 27)
 
@@ -309,3 +311,79 @@ def test_init_params_finite_at_spectral_estimate(ragged):
     chains = estimate.init_params(hmm.model, 2, jax.random.PRNGKey(0), spread=0.1, model_args=(padded,), model_kwargs=kwargs)
     assert set(chains) == {"init", "transition", "emission"}
     assert all(v.shape[0] == 2 and bool(jnp.all(jnp.isfinite(v))) for v in chains.values())
+
+
+def _three_blocks():
+    """4,000 symbols of a 3-state HMM (each state emits its own pair of the 6 symbols), a start with one state the
+    chain never enters (its transitions in and its initial probability at the floor), and the truth."""
+    rng = np.random.default_rng(0)
+    truth = {"init": np.full(3, 1 / 3), "transition": 0.8 * np.eye(3) + 0.2 / 3,
+             "emission": np.kron(np.eye(3), [0.4, 0.4]) + 0.05 * np.kron(1 - np.eye(3), [1.0, 1.0])}
+    cum_t, cum_e = np.cumsum(truth["transition"], axis=1), np.cumsum(truth["emission"], axis=1)
+    seqs = []
+    for _ in range(20):
+        h, s = rng.integers(3), np.empty(200, dtype=np.int64)
+        for t in range(200):
+            h = np.searchsorted(cum_t[h], rng.random(), side="right") if t else h
+            s[t] = min(np.searchsorted(cum_e[h], rng.random(), side="right"), 5)
+        seqs.append(s)
+    tiny = 1e-10
+    dead = {"init": np.array([0.5, 0.5 - tiny, tiny]),
+            "transition": np.array([[0.6, 0.4 - tiny, tiny], [0.4, 0.6 - tiny, tiny], [0.5, 0.5 - tiny, tiny]]),
+            "emission": np.array([[0.3, 0.3, 0.2, 0.1, 0.05, 0.05], [0.05, 0.05, 0.1, 0.2, 0.3, 0.3],
+                                  np.full(6, 1 / 6)])}
+    return seqs, dead, truth
+
+
+def test_split_merge_move_revives_a_state_the_chain_never_enters():
+    seqs, dead, _ = _three_blocks()
+    batch = hmm.FAMILY.refine_data(seqs, hmm.FAMILY.estimate(None, dead, {}))
+    stats, _ = hmm.FAMILY.e_step(dead, batch)
+    moved = hmm.FAMILY.split_merge(dead, batch, stats, np.random.default_rng(0))
+    for name in ("init", "transition", "emission"):
+        np.testing.assert_allclose(moved[name].sum(axis=-1), 1.0, rtol=1e-12)
+    # the unreachable state 2 leaves; the most visited state 0 is split: its outgoing row copied, the moves into it
+    # (and its initial probability) shared half and half, its emission row tilted both ways
+    np.testing.assert_allclose(moved["transition"][2], moved["transition"][0])
+    np.testing.assert_allclose(moved["transition"][:, 0], moved["transition"][:, 2])
+    np.testing.assert_allclose(moved["transition"][:2, 0] * 2,
+                               dead["transition"][:2, 0] / (1 - dead["transition"][:2, 2]))
+    np.testing.assert_allclose(moved["init"], [0.25, 0.5, 0.25], atol=1e-9)
+    np.testing.assert_array_equal(moved["emission"][1], dead["emission"][1])
+    assert not np.allclose(moved["emission"][0], moved["emission"][2])
+    assert hmm.FAMILY.split_merge({"init": [1.0], "transition": [[1.0]], "emission": [dead["emission"][0]]}, batch,
+                                  (None, None, stats[2][:1]), np.random.default_rng(0)) is None
+
+
+def test_default_refine_leaves_an_unreachable_state_and_reaches_the_restart_baseline():
+    seqs, dead, truth = _three_blocks()
+    plain = hmm.refine(seqs, dead, restarts=0, split_merge=0)
+    default = hmm.refine(seqs, dead)
+    moves_only = hmm.refine(seqs, dead, restarts=0)
+    assert moves_only.diagnostics["split_merge_accepted"] >= 1
+    # the baseline: the best of 3 random starts, plain EM run to the same rule (or its cap: some creep)
+    baseline = []
+    for seed in range(3):
+        rng = np.random.default_rng(100 + seed)
+        start = {"init": rng.dirichlet(np.ones(3)), "transition": rng.dirichlet(np.ones(3), size=3),
+                 "emission": rng.dirichlet(np.ones(6), size=3)}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            baseline.append(hmm.refine(seqs, start, restarts=0, split_merge=0).log_likelihood[-1])
+    # and EM from the parameters that drew the data
+    best = max(baseline + [hmm.refine(seqs, truth, restarts=0, split_merge=0).log_likelihood[-1]])
+    slack = 1e-7 * abs(best)  # the stopping rule's own tolerance (rtol)
+    assert plain.log_likelihood[-1] < best - 100.0  # two states for three blocks of symbols
+    assert default.log_likelihood[-1] >= best - slack and moves_only.log_likelihood[-1] >= best - slack
+    assert default.log_likelihood[-1] > max(baseline) + 100.0  # random starts end in poorer optima here
+    assert default.converged and default.diagnostics["decreases"] == 0
+
+
+def test_refine_checks_the_new_options():
+    start = random_hmm(4, 2, 4)
+    seqs = [np.array([0, 1, 2, 3, 1])]
+    for name, value in (("rtol", 0.0), ("rtol", 1.0), ("restart_iter", 0), ("split_merge", -1), ("max_iter", -1)):
+        with pytest.raises(ValueError, match=f"'{name}' argument of hmm.refine"):
+            hmm.refine(seqs, start, **{name: value})
+    with pytest.raises(TypeError, match="'rtol' argument of hmm.refine"):
+        hmm.refine(seqs, start, rtol="tight")
