@@ -151,11 +151,16 @@ class TopicFamily(Family):
         estimate = self.spectral(train, k, seed=rng, **spectral_kw)
         return self.held_out(train, test, estimate)
 
-    def refine_data(self, counts, estimate, **options) -> TopicData:
+    def estimate_counts(self, counts, estimate):
+        """``counts`` as validated CSR with the estimate's number of columns."""
         V = estimate.params["beta"].shape[1]
         X = check_count_matrix(counts, "counts")
         if X.shape[1] != V:
             raise bad_argument("counts", None, f"{V} columns (the estimate's V)", X)
+        return X
+
+    def refine_data(self, counts, estimate, **options) -> TopicData:
+        X = self.estimate_counts(counts, estimate)
         return TopicData(X, from_csr(X, dtype=np.float64))
 
     def n_observations(self, data: TopicData) -> int:

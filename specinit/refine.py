@@ -31,7 +31,7 @@ from typing import Mapping
 
 import numpy as np
 
-from specinit._validation import Interval, bad_argument, check_arguments, current_entry, warn
+from specinit._validation import Interval, Options, bad_argument, check_arguments, current_entry, warn
 from specinit.engine.support import project
 from specinit.estimate import SpectralEstimate, check_site_values
 
@@ -40,6 +40,10 @@ __all__ = ["DRIVERS", "RESTART_SPREADS", "RefineResult", "check_estimate", "em",
 
 _EM_OPTIONS = {"max_iter": Interval(int, 0), "tol": Interval(float, 0.0, open="low"),
                "floor": Interval(float, 0.0, 1.0, open="both")}
+
+#: What EM's gain is measured against: per observation (scikit-learn's convention), or relative to the
+#: objective (a scale-free rule for objectives whose size per observation varies, e.g. document lengths).
+STOPPING_RULES = ("observation", "relative")
 
 
 @dataclass
@@ -253,18 +257,39 @@ def _start_run(family, prepared, params) -> _Run:
     return _Run(params, stats, [float(ll)])
 
 
-def _step(family, prepared, run: _Run, sites, floor, n_obs, tol, options) -> None:
-    """One M-step and E-step of ``run`` (in place); ``converged`` when the gain per observation is below ``tol``."""
+@dataclass(frozen=True)
+class _Stop:
+    """EM's stopping rule: the mean gain over the last ``window`` steps, per observation or relative, below ``tol``."""
+
+    tol: float
+    n_obs: int
+    rule: str = "observation"
+    window: int = 1
+
+    def scale(self, value: float) -> float:
+        """What a gain from ``value`` is divided by."""
+        return self.n_obs if self.rule == "observation" else max(abs(value), np.finfo(float).tiny)
+
+    def gain(self, trace: list) -> float:
+        steps = min(self.window, len(trace) - 1)
+        return (trace[-1] - trace[-1 - steps]) / (steps * self.scale(trace[-1]))
+
+    def met(self, trace: list) -> bool:
+        return len(trace) > self.window and abs(self.gain(trace)) < self.tol
+
+
+def _step(family, prepared, run: _Run, sites, floor, n_obs, stop: _Stop, options) -> None:
+    """One M-step and E-step of ``run`` (in place); ``converged`` when ``stop`` is met."""
     run.params, _ = project(family.m_step(prepared, run.stats, run.params, **options), sites, floor)
     run.stats, ll = family.e_step(run.params, prepared)
     run.trace.append(float(ll))
     gain = (run.trace[-1] - run.trace[-2]) / n_obs
     if gain < -1e-9 * max(1.0, abs(run.trace[-2]) / n_obs):
         run.decreases += 1
-    run.converged = abs(gain) < tol
+    run.converged = stop.met(run.trace)
 
 
-def _race(family, prepared, runs: list, sites, floor, n_obs, tol, steps, options) -> np.ndarray:
+def _race(family, prepared, runs: list, sites, floor, n_obs, stop, steps, options) -> np.ndarray:
     """Step ``runs`` side by side for at most ``steps`` rounds; the steps each took.
 
     A run stops when it converges, or when it falls behind: even gaining its last step's gain in every
@@ -273,7 +298,7 @@ def _race(family, prepared, runs: list, sites, floor, n_obs, tol, steps, options
     active = np.ones(len(runs), dtype=bool)
     for done in range(1, steps + 1):
         for i in np.flatnonzero(active):
-            _step(family, prepared, runs[i], sites, floor, n_obs, tol, options)
+            _step(family, prepared, runs[i], sites, floor, n_obs, stop, options)
             active[i] = not runs[i].converged
         last = np.array([run.trace[-1] for run in runs])
         gains = np.array([max(run.trace[-1] - run.trace[-2], 0.0) for run in runs])
@@ -283,7 +308,7 @@ def _race(family, prepared, runs: list, sites, floor, n_obs, tol, steps, options
     return np.array([run.n_iter for run in runs])
 
 
-def _split_merge(family, prepared, run: _Run, sites, floor, n_obs, tol, max_iter, horizon, patience, rng,
+def _split_merge(family, prepared, run: _Run, sites, floor, n_obs, stop, max_iter, horizon, patience, rng,
                  options) -> tuple[_Run, dict]:
     """Split-merge moves from a converged ``run`` until ``patience`` moves in a row fail; the best run and counts.
 
@@ -301,8 +326,8 @@ def _split_merge(family, prepared, run: _Run, sites, floor, n_obs, tol, max_iter
         move = _start_run(family, prepared, project(start, sites, floor)[0])
         while move.n_iter < max_iter and not move.converged and (move.trace[-1] > run.trace[-1]
                                                                  or move.n_iter < min(horizon, run.n_iter)):
-            _step(family, prepared, move, sites, floor, n_obs, tol, options)
-        if move.trace[-1] > run.trace[-1] + tol * n_obs:
+            _step(family, prepared, move, sites, floor, n_obs, stop, options)
+        if move.trace[-1] > run.trace[-1] + stop.tol * stop.scale(run.trace[-1]):
             spent, run, failures, accepted = spent + run.n_iter, move, 0, accepted + 1
         else:
             spent, failures = spent + move.n_iter, failures + 1
@@ -310,8 +335,9 @@ def _split_merge(family, prepared, run: _Run, sites, floor, n_obs, tol, max_iter
 
 
 def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: float = 1e-3, floor: float = 1e-10,
-       restarts: int = 0, restart_iter: int = 20, split_merge: int = 0, seed: int = 0, **options) -> RefineResult:
-    """EM from ``estimate`` until the log-likelihood gain per observation is below ``tol``.
+       restarts: int = 0, restart_iter: int = 20, split_merge: int = 0, seed: int = 0, stop: str = "observation",
+       window: int = 1, **options) -> RefineResult:
+    """EM from ``estimate`` until the objective's gain (per observation, or relative) is below ``tol``.
 
     With ``restarts``, EM first runs ``restart_iter`` steps from the start and from ``restarts`` perturbed
     copies of it (:func:`perturbed`, spreads cycling through :data:`RESTART_SPREADS`), then continues from the
@@ -330,8 +356,7 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     max_iter : int
         Largest number of M-steps of a run (the chosen candidate's restart steps included).
     tol : float
-        Stop when the gain per observation is below ``tol`` (scikit-learn's
-        ``GaussianMixture`` convention).
+        Stop when the gain (as ``stop`` measures it) is below ``tol``.
     floor : float
         Every iterate is projected strictly inside the supports with this floor.
     restarts : int
@@ -348,8 +373,14 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
         the optima where two components share one cluster while another cluster has none.
     seed : int
         Randomness of the perturbations and moves.
+    stop : {"observation", "relative"}
+        ``"observation"``: the gain per observation (scikit-learn's ``GaussianMixture`` convention);
+        ``"relative"``: the gain divided by the objective's magnitude ``|L|``.
+    window : int
+        The gain is the mean gain per step over the last ``window`` steps (a run takes at least ``window``
+        steps before it can stop): a longer window rides out single slow steps between climbs.
     **options
-        The family's M-step options (covariance kind, regularization).
+        The family's M-step options (covariance kind, regularization, prior).
 
     Returns
     -------
@@ -367,12 +398,15 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
         EM did not converge in ``max_iter`` iterations.
     """
     settings = check_arguments({**_EM_OPTIONS, "restarts": Interval(int, 0), "restart_iter": Interval(int, 1),
-                                "split_merge": Interval(int, 0), "seed": Interval(int, 0)},
+                                "split_merge": Interval(int, 0), "seed": Interval(int, 0),
+                                "stop": Options(STOPPING_RULES), "window": Interval(int, 1)},
                                {"max_iter": max_iter, "tol": tol, "floor": floor, "restarts": restarts,
-                                "restart_iter": restart_iter, "split_merge": split_merge, "seed": seed})
+                                "restart_iter": restart_iter, "split_merge": split_merge, "seed": seed, "stop": stop,
+                                "window": window})
     max_iter, tol, floor = settings["max_iter"], settings["tol"], settings["floor"]
     prepared = family.refine_data(data, estimate, **options)
     n_obs = family.n_observations(prepared)
+    rule = _Stop(tol, n_obs, settings["stop"], settings["window"])
     sites = estimate.sites
     params, _ = project(dict(estimate.params), sites, floor)
     rng = np.random.default_rng(settings["seed"])
@@ -381,7 +415,7 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     if settings["restarts"] and max_iter > 0:
         runs = [run] + [_start_run(family, prepared, project(perturbed(params, sites, rng, spread), sites, floor)[0])
                         for spread in np.resize(RESTART_SPREADS, settings["restarts"])]
-        steps = _race(family, prepared, runs, sites, floor, n_obs, tol, min(settings["restart_iter"], max_iter),
+        steps = _race(family, prepared, runs, sites, floor, n_obs, rule, min(settings["restart_iter"], max_iter),
                       options)
         finals = np.array([candidate.trace[-1] for candidate in runs])
         chosen = int(np.argmax(finals))
@@ -389,16 +423,17 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
         extra = {"restart_log_likelihoods": finals, "chosen_restart": chosen, "restart_steps": steps,
                  "restart_iterations": int(steps.sum() - steps[chosen])}
     while run.n_iter < max_iter and not run.converged:
-        _step(family, prepared, run, sites, floor, n_obs, tol, options)
+        _step(family, prepared, run, sites, floor, n_obs, rule, options)
     if settings["split_merge"] and max_iter > 0:
-        run, moves = _split_merge(family, prepared, run, sites, floor, n_obs, tol, max_iter, settings["restart_iter"],
+        run, moves = _split_merge(family, prepared, run, sites, floor, n_obs, rule, max_iter, settings["restart_iter"],
                                   settings["split_merge"], rng, options)
         extra.update(moves)
     params, trace, converged, decreases = run.params, run.trace, run.converged, run.decreases
     n_iter = run.n_iter + extra.get("restart_iterations", 0) + extra.get("split_merge_iterations", 0)
     if not converged and max_iter > 0:
-        warn(f"{current_entry()}: EM did not converge in max_iter={max_iter} iterations (last gain per observation "
-             f"{(trace[-1] - trace[-2]) / n_obs:.3g} > tol={tol:g}); raise max_iter or tol.")
+        what = "per observation" if rule.rule == "observation" else "relative"
+        warn(f"{current_entry()}: EM did not converge in max_iter={max_iter} iterations (last gain {what} "
+             f"{rule.gain(trace):.3g} > tol={tol:g}); raise max_iter or tol.")
     result = refined(family, estimate, params, "em", trace, n_iter, converged, {"decreases": decreases, **extra})
     return RefineResult(result, np.asarray(trace), n_iter, converged, "em",
                         {"n_observations": n_obs, "decreases": decreases, **extra})
