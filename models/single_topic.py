@@ -36,7 +36,7 @@ from specinit.distributions.mixtures import MixtureLikelihood
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.models._topics import TopicFamily, run_svi, svi_batch
-from specinit.refine import mixture_e_step
+from specinit.refine import check_estimate, mixture_e_step
 
 __all__ = ["FACTS", "FAMILY", "SingleTopic", "guide", "log_likelihood", "model", "population_moments", "predict", "refine",
            "responsibilities", "spectral", "spectral_from_moments", "svi"]
@@ -66,9 +66,16 @@ class SingleTopic(TopicFamily):
         return {"weights": 1.0 / eig**2, "beta": beta}, report
 
     def held_out(self, train, test, estimate) -> float:
-        """Marginal log-likelihood of ``test`` after 30 EM steps on ``train``."""
-        estimate = self.refine(train, estimate, max_iter=30, tol=1e-4, restarts=0).estimate
-        return float(np.sum(self.log_likelihood(test, estimate)))
+        """Marginal log-likelihood of ``test`` (multinomial coefficients left out) after 30 MAP-EM steps on ``train``."""
+        estimate = self.refine(train, estimate, max_iter=30, tol=2e-6, restarts=0, pseudo_count=0.1, stop="relative",
+                               window=10).estimate
+        return self.token_log_likelihood(test, estimate)
+
+    def token_log_likelihood(self, counts, estimate) -> float:
+        """Log-likelihood of the documents' token sequences (topic summed out, no multinomial coefficient)."""
+        estimate = check_estimate(self, estimate)
+        data = self.refine_data(counts, estimate)
+        return float(np.sum(mixture_e_step(self, estimate.params, data, per_observation=True)[1] - data.log_coefficient))
 
     def refine_data(self, counts, estimate, pseudo_count: float = 0.0, **options) -> "UnigramData":
         X = self.estimate_counts(counts, estimate).astype(np.float64)
