@@ -440,13 +440,14 @@ class Family:
     def choose_k(self, data, *, rng, backend=None, k_max: int = 10, **spectral_kw) -> tuple[int, dict]:
         """``k`` from the data: the spectrum of the second moment bounds it, a score after a cheap refine picks it.
 
-        The one rule of ``k="auto"`` (and of the scikit-learn faces' ``n_components="auto"``): the candidates
-        run from 1 to one more than the number of signal values of the second moment's spectrum (positive
-        values above the noise threshold the data give, :meth:`spectrum_k`, whose eigengap guess is
-        reported), within ``k_max`` and the limit the data support. Each candidate is fitted, refined by 30
-        EM steps when the family has EM, and scored by :meth:`k_score` (minus half the BIC; the topic models
-        score held-out documents, the quantity their estimators' ``score`` reports); the smallest k within
-        0.1 % of the best score is kept.
+        The one rule of ``k="auto"`` (and of the scikit-learn faces' ``n_components="auto"``): the spectrum
+        bounds k, a score picks it. The candidates run from 1 to the number of signal values of the second
+        moment's spectrum (positive values above the noise threshold the data give, :meth:`spectrum_k`, whose
+        eigengap guess is reported), within ``k_max`` and the limit the data support. Each candidate is
+        fitted, refined by 30 EM steps when the family has EM, and scored by :meth:`k_score` (minus half the
+        BIC; the topic models score held-out documents by cross-validation, the quantity their estimators'
+        ``score`` reports, so ``GridSearchCV`` over ``n_components`` estimates the same curve); the smallest k
+        within 0.1 % of the best score is kept.
 
         Parameters
         ----------
@@ -472,7 +473,7 @@ class Family:
         limit = min(self.max_components(probe)[0], k_max)
         moments = self.moments(data, k=limit, backend=backend, **family_options) if self.k_dependent_moments else probe
         gap_k, report = self.spectrum_k(moments, limit, rng, **family_options)
-        candidates = list(range(1, min(limit, report["k_auto/signal"] + 1, max(report["k_auto/positive"], 1)) + 1))
+        candidates = list(range(1, min(limit, max(report["k_auto/signal"], 1)) + 1))
         scores = []
         for k in candidates:
             try:
