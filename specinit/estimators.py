@@ -286,8 +286,10 @@ class SpectralGaussianMixture(ClusterMixin, DensityMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_components : int
-        Number of components.
+    n_components : int or "auto"
+        Number of components (more than the number of features: the lifted moments of
+        :func:`specinit.models.gmm.lifted_fit`); ``"auto"``: chosen by ``gmm.spectral(X, "auto")``
+        (:meth:`specinit.family.Family.choose_k`).
     covariance_type : {"spherical", "diag", "common"}
         One variance per component, per component and coordinate, or one for all.
     max_iter : int

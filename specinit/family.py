@@ -68,6 +68,7 @@ True
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from typing import Any, ClassVar, Mapping
 
 import numpy as np
@@ -352,19 +353,21 @@ class Family:
         -------
         SpectralEstimate
         """
-        options = check_arguments(self.options, options)
-        rng = as_generator(seed)
-        report = {}
         options = check_arguments(self.options, options)  # before the passes, which allocate by these sizes
+        rng = as_generator(seed)
         if isinstance(k, str) and k == "auto":
             k, report = self.choose_k(data, rng=rng, backend=backend, method=method, approach=approach,
                                       floor=floor, decompose_options=decompose_options, **options)
+            estimate = self.spectral(data, k, method=method, approach=approach, seed=rng, floor=floor,
+                                     decompose_options=decompose_options, backend=backend, vocabulary=vocabulary,
+                                     **options)
+            return replace(estimate, diagnostics={**estimate.diagnostics, **report})
         k = COMMON_OPTIONS["k"].check("k", k)
         moments = self.moments(data, k=k, backend=backend, **options)
         k, params, diagnostics = self._fit(moments, k, method=method, approach=approach, seed=rng, floor=floor,
                                            decompose_options=decompose_options, options=options)
         params, extra = self.complete(params, data, moments, rng=rng, floor=floor, **options)
-        return self.estimate(k, params, {**diagnostics, **extra, **report}, vocabulary=vocabulary, options=options)
+        return self.estimate(k, params, {**diagnostics, **extra}, vocabulary=vocabulary, options=options)
 
     # ---- k from the data ---------------------------------------------------------------------------------------
     def n_free_parameters(self, estimate: SpectralEstimate) -> int:
@@ -473,7 +476,7 @@ class Family:
         limit = min(self.max_components(probe)[0], k_max)
         moments = self.moments(data, k=limit, backend=backend, **family_options) if self.k_dependent_moments else probe
         gap_k, report = self.spectrum_k(moments, limit, rng, **family_options)
-        candidates = list(range(1, min(limit, max(report["k_auto/signal"], 1)) + 1))
+        candidates = list(range(1, self.largest_candidate(data, report, limit, k_max) + 1))
         scores = []
         for k in candidates:
             try:
@@ -491,6 +494,11 @@ class Family:
             best = gap_k
         return best, {**report, "k_auto/candidates": np.asarray(candidates), "k_auto/score": np.asarray(scores),
                       "k_auto/chosen": best}
+
+    def largest_candidate(self, data, report: Mapping, limit: int, k_max: int) -> int:
+        """The largest k :meth:`choose_k` scores: the signal values of the spectrum (:meth:`spectrum_k`'s
+        report), within ``limit`` (the data's and ``k_max``'s)."""
+        return min(limit, max(report["k_auto/signal"], 1))
 
     # ---- likelihood, refinement, prediction -----------------------------------------------------------------
     def component_log_prob(self, params: Mapping, data):
