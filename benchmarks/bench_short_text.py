@@ -45,8 +45,8 @@ from specinit.corpus import document_completion, load_docstring_summaries
 PACKAGES = ("stdlib", "numpy", "scipy", "sklearn", "jax", "pandas", "matplotlib", "sympy", "networkx")
 
 
-def held_out_per_word(test, estimate) -> float:
-    return float(np.sum(single_topic.log_likelihood(test, estimate)) / test.sum())
+def held_out_per_word(test, estimate) -> str:
+    return f"{np.sum(single_topic.log_likelihood(test, estimate)) / test.sum():.4f}"
 
 
 def random_start(train, k: int, rng: np.random.Generator) -> dict:

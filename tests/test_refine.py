@@ -132,6 +132,24 @@ def test_em_increases_the_likelihood_stops_on_tol_and_warns_on_max_iter():
         gmm.refine(x, start, tol=1e-12, max_iter=1, restarts=0, split_merge=0)
 
 
+def test_em_relative_windowed_stopping_rule():
+    """``stop="relative"``: the mean gain of the last ``window`` steps over ``|L|`` is below ``tol`` where it
+    stops, and above it at every earlier step that had a full window."""
+    from specinit.refine import em
+
+    x = _blobs()
+    start = gmm.spectral(x, 3, covariance="spherical", seed=0)
+    result = em(gmm.FAMILY, x, start, max_iter=500, tol=1e-7, stop="relative", window=4, covariance="spherical")
+    trace = result.log_likelihood
+    gains = (trace[4:] - trace[:-4]) / (4 * np.abs(trace[4:]))
+    assert result.converged and result.n_iter >= 4
+    assert abs(gains[-1]) < 1e-7 and np.all(np.abs(gains[:-1]) >= 1e-7)
+    with pytest.raises(ValueError, match="'stop' argument"):
+        em(gmm.FAMILY, x, start, stop="absolute")
+    with pytest.raises(ValueError, match="'window' argument"):
+        em(gmm.FAMILY, x, start, window=0)
+
+
 def test_refine_checks_its_start_and_never_repairs_it_silently():
     x = _blobs()
     start = gmm.spectral(x, 3, seed=0)
