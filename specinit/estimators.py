@@ -196,7 +196,8 @@ class SpectralTopicMixture(ClusterMixin, _TopicModel):
     method : str
         Tensor decomposition.
     max_iter : int
-        EM iterations after the spectral estimate (:func:`specinit.models.single_topic.refine`); 0: none.
+        Most MAP-EM iterations after the spectral estimate (:func:`specinit.models.single_topic.refine` with its
+        defaults, which stop earlier on its relative-gain rule); 0: none.
     random_state : int, optional
         Seed.
 
@@ -211,7 +212,7 @@ class SpectralTopicMixture(ClusterMixin, _TopicModel):
     n_features_in_ : int
     """
 
-    def __init__(self, n_components: int = 10, *, method: str = "tpm", max_iter: int = 100,
+    def __init__(self, n_components: int = 10, *, method: str = "tpm", max_iter: int = 500,
                  random_state: int | None = None):
         self.n_components = n_components
         self.method = method
