@@ -44,7 +44,7 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, public
+from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, current_entry, public
 from specinit.distributions.mixtures import gaussian_components_host
 from specinit.engine.population import FactoredMoments
 from specinit.engine.rows import RowMoments, unit_of
@@ -52,11 +52,11 @@ from specinit.engine.sources import check_rows, is_dask_array
 from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.family import Family
+from specinit.family import COMMON_OPTIONS, Family
 from specinit.refine import mixture_e_step, normalized_rows
 
-__all__ = ["FACTS", "FAMILY", "GaussianMixture", "MixtureMoments", "log_likelihood", "model", "population_moments", "predict",
-           "refine", "spectral", "spectral_axis_aligned", "spectral_from_moments"]
+__all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "log_likelihood", "model",
+           "population_moments", "predict", "refine", "spectral", "spectral_axis_aligned", "spectral_from_moments"]
 
 COVARIANCES = ("common", "spherical", "diag")
 
@@ -250,6 +250,37 @@ class GaussianMixture(Family):
             moved["scale"][leaving] = moved["scale"][split]
         return moved
 
+    def spectral(self, data, k, *, method="tpm", approach="auto", seed=0, floor=1e-3, decompose_options=None,
+                 backend=None, vocabulary=None, **options):
+        if isinstance(k, str) or is_dask_array(data):
+            return super().spectral(data, k, method=method, approach=approach, seed=seed, floor=floor,
+                                    decompose_options=decompose_options, backend=backend, vocabulary=vocabulary,
+                                    **options)
+        k = COMMON_OPTIONS["k"].check("k", k)
+        x = check_rows(data)
+        if x.shape[1] >= k:
+            return super().spectral(x, k, method=method, approach=approach, seed=seed, floor=floor,
+                                    decompose_options=decompose_options, backend=backend, vocabulary=vocabulary,
+                                    **options)
+        if k > LIFTED_MAX_K:
+            raise bad_argument("k", None, f"at most {LIFTED_MAX_K} when x has fewer columns than k (d = {x.shape[1]}: "
+                               "the one-dimensional method of moments uses moments up to order 2 k)", k)
+        options = check_arguments(self.options, options)
+        floor = COMMON_OPTIONS["floor"].check("floor", floor)
+        params, diagnostics = lifted_fit(x, k)
+        covariance = options.get("covariance", "common")
+        params["scale"] = _scale_for(params["scale"], covariance, params["loc"].shape)
+        params, repairs = project(params, self.site_table(params)[0], floor)
+        params, extra = self.complete(params, x, None, rng=as_generator(seed), **options)
+        return self.estimate(k, params, {**diagnostics, **repairs, **extra, "covariance": covariance},
+                             vocabulary=vocabulary, options=options)
+
+    def largest_candidate(self, data, report: dict, limit: int, k_max: int) -> int:
+        # every direction of the data carries signal: the spectrum bounds nothing, the lifted fits (k > d) compete
+        if not is_dask_array(data) and report["k_auto/signal"] >= limit and np.shape(data)[1] < k_max:
+            return k_max
+        return super().largest_candidate(data, report, limit, k_max)
+
     def refine(self, data, estimate, *, method=None, covariance=None, **options):
         from specinit.refine import check_estimate
 
@@ -270,6 +301,113 @@ def _scale_for(scale, covariance: str, shape: tuple) -> np.ndarray:
     if covariance == "spherical":
         return np.sqrt(var.mean(axis=1))
     return np.sqrt(var)
+
+
+#: The largest k of the lifted fit (``d < k``): it reads moments up to order 2 k of the standardized data.
+LIFTED_MAX_K = 10
+
+
+def _hermite_basis(order: int) -> list:
+    """``s^(j/2) He_j(t / sqrt(s))`` for j = 0..order, each as ``{n: (c, q)}``: the term ``c s^q t^n``."""
+    basis = []
+    for j in range(order + 1):
+        coefficients = np.polynomial.hermite_e.herme2poly(np.eye(j + 1)[j])
+        basis.append({n: (float(c), (j - n) // 2) for n, c in enumerate(coefficients) if c})
+    return basis
+
+
+def _denoised(raw: np.ndarray, s: float, basis: list) -> np.ndarray:
+    """The lifted features ``s^(j/2) He_j(t / sqrt(s))`` from powers ``t^n`` (last axis), or their means from raw
+    moments: ``sum_i w_i a_i^j`` for a Gaussian mixture with variance ``s`` along ``t`` and means ``a_i``."""
+    return np.array([sum(c * s**q * raw[..., n] for n, (c, q) in terms.items()) for terms in basis]).T
+
+
+def _hankel(m: np.ndarray, size: int) -> np.ndarray:
+    return np.array([[m[a + b] for b in range(size)] for a in range(size)])
+
+
+def lifted_fit(x: np.ndarray, k: int) -> tuple[dict, dict]:
+    """Means, weights and a common variance of a k-component Gaussian mixture with ``d < k``, by moments.
+
+    The data are centred and projected on their principal axis ``u`` (scaled to unit variance), ``t =
+    u^T x``. With a common variance ``s`` along ``u``, the Hermite-corrected moments of the lifted features
+    ``[1, t, t^2, ...]``, ``m_j(s) = E[s^(j/2) He_j(t / sqrt(s))] = sum_i w_i a_i^j``, are the moments of the
+    means ``a_i = u^T mu_i``, so the ``(k + 1) x (k + 1)`` Hankel matrix ``[m_(a+b)(s)]`` is positive
+    semi-definite of rank k exactly at the variance: ``s`` is the smallest root of its smallest eigenvalue
+    (Lindsay 1989), its null vector holds the coefficients of the polynomial whose roots are the ``a_i``
+    (Prony), and the Vandermonde system ``sum_i w_i a_i^j = m_j`` gives the weights. The other coordinates:
+    ``E[(I - u u^T) x m_j-feature] = sum_i w_i (I - u u^T) mu_i a_i^j`` for ``j < k``, a linear solve. Exact for
+    population moments when the ``a_i`` are distinct.
+
+    Parameters
+    ----------
+    x : ndarray, shape (N, d)
+        Validated rows.
+    k : int
+        Number of components (at most :data:`LIFTED_MAX_K`).
+
+    Returns
+    -------
+    params : dict
+        ``weights`` (k,), ``loc`` (k, d), ``scale`` (the common standard deviation).
+    diagnostics : dict
+        ``lifted`` (True), ``lifted_axis``, ``lifted_variance``, ``lifted_imaginary`` (largest imaginary part of
+        a root, relative; 0 for exact moments).
+
+    Raises
+    ------
+    ValueError
+        When the projected moments do not identify k distinct means.
+
+    References
+    ----------
+    .. [2] Lindsay, "Moment matrices: applications in mixtures", Annals of Statistics 17 (1989), Sec. 2-3 (the
+       Hankel moment matrix of a normal mixture with a common variance, singular at that variance).
+    """
+    mean = x.mean(axis=0)
+    centred = x - mean
+    axis = np.linalg.svd(centred, full_matrices=False)[2][0] if x.shape[1] > 1 else np.ones(1)
+    projection = centred @ axis
+    unit = float(np.sqrt(np.mean(projection**2)))
+    if not unit > 0:
+        raise bad_argument("x", None, f"rows that vary (k={k} components need distinct means)", x)
+    t, rest = projection / unit, (centred - np.outer(projection, axis)) / unit
+    order = 2 * k
+    powers = t[:, None] ** np.arange(order + 1)
+    raw = powers.mean(axis=0)
+    basis = _hermite_basis(order)
+
+    def smallest(s):
+        hankel = _hankel(_denoised(raw, s, basis), k + 1)
+        scale = np.sqrt(np.maximum(np.abs(np.diag(hankel)), np.finfo(float).tiny))
+        values, vectors = np.linalg.eigh(hankel / np.outer(scale, scale))
+        return values[0], vectors[:, 0] / scale
+
+    grid = np.linspace(0.0, 1.0, 201)
+    signs = np.array([smallest(s)[0] for s in grid])
+    crossing = int(np.argmax(signs <= 0))
+    low, high = grid[max(crossing - 1, 0)], grid[crossing]
+    for _ in range(60):
+        middle = 0.5 * (low + high)
+        low, high = (middle, high) if smallest(middle)[0] > 0 else (low, middle)
+    s = 0.5 * (low + high)
+    polynomial = smallest(s)[1]
+    if not s < 1.0 - 1e-6 or abs(polynomial[-1]) < 1e-12 * np.abs(polynomial).max():
+        raise ValueError(f"{current_entry()}: the moments of x along its principal axis do not identify k={k} "
+                         "distinct means (d < k: the one-dimensional method of moments was used); try a smaller k.")
+    roots = np.roots(polynomial[::-1])
+    imaginary = float(np.max(np.abs(roots.imag)) / max(np.max(np.abs(roots)), np.finfo(float).tiny))
+    a = np.sort(roots.real)
+    m = _denoised(raw, s, basis)
+    vandermonde = np.vander(a, k, increasing=True).T  # [j, i] = a_i^j
+    weights = np.linalg.lstsq(vandermonde, m[:k], rcond=None)[0]
+    weights = np.maximum(weights, 1e-3 / k)
+    weights /= weights.sum()
+    cross = rest.T @ _denoised(powers, s, basis[:k]) / t.size  # (d, k): sum_i w_i (P mu_i) a_i^j
+    others = np.linalg.lstsq((weights[:, None] * vandermonde.T).T, cross.T, rcond=None)[0]  # (k, d)
+    loc = mean + unit * (a[:, None] * axis + others)
+    return ({"weights": weights, "loc": loc, "scale": np.asarray(unit * np.sqrt(s))},
+            {"lifted": True, "lifted_axis": axis, "lifted_variance": float(unit**2 * s), "lifted_imaginary": imaginary})
 
 
 FAMILY = GaussianMixture()
@@ -416,11 +554,17 @@ def spectral(x, k: int | str, *, common_scale: bool = True, covariance: str | No
     ----------
     x : array, shape (N, d)
         Observations. Constant or duplicated columns are allowed (they lower
-        the rank, which must stay >= k).
+        the rank, which must stay >= k when d >= k).
     k : int or "auto"
-        Number of components.
+        Number of components. ``d < k`` (one-dimensional data with several components) is fitted by
+        :func:`lifted_fit`: the one-dimensional method of moments on the principal axis (Hermite-corrected
+        moments of the lifted features ``[1, t, t^2, ..., t^(2k)]``), with a common variance (the other
+        ``covariance`` kinds start every component at it; :func:`refine` separates them), ``k <= 10``;
+        ``diagnostics["lifted"]`` says so.
         ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
-        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
+        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``;
+        when every direction of the data carries signal and ``d < 10``, the spectrum bounds nothing and k up to
+        10 are scored).
     common_scale : bool
         Used when ``covariance`` is None: True means ``"common"``, False
         ``"spherical"``.
@@ -477,8 +621,8 @@ def spectral(x, k: int | str, *, common_scale: bool = True, covariance: str | No
     Raises
     ------
     ValueError
-        ``d < k`` or covariance rank < k, NaN or infinite values (the rows
-        are named), fewer than 2 observations, unknown ``covariance``.
+        Covariance rank < k <= d, ``d < k`` with k > 10 or moments that do not identify k distinct means, NaN or
+        infinite values (the rows are named), fewer than 2 observations, unknown ``covariance``.
     TypeError
         Non-numeric ``x``.
 

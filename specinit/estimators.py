@@ -19,7 +19,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, DensityMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
-from specinit._validation import check_count_matrix
+from specinit._validation import bad_argument, check_count_matrix, warn
 
 __all__ = ["SpectralGaussianMixture", "SpectralLDA", "SpectralTopicMixture"]
 
@@ -46,7 +46,15 @@ class _TopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         return self.components_.shape[0]
 
     def score(self, X, y=None) -> float:
-        """Total log-likelihood of the documents (higher is better; what ``GridSearchCV`` maximizes).
+        """Held-out log-likelihood of the documents' tokens (higher is better; what ``GridSearchCV`` maximizes).
+
+        A quantity that does not grow with ``n_components`` on documents the model was not fitted to, and
+        the one ``n_components="auto"`` scores (:meth:`specinit.family.Family.choose_k`), so both pick the
+        same k. No multinomial coefficient: tokens are scored as a sequence. :class:`SpectralLDA` scores
+        document completion (:func:`specinit.corpus.document_completion`: every document's topic
+        proportions are folded in on half of its tokens, drawn with ``random_state``, and the other half is
+        scored); :class:`SpectralTopicMixture` scores every document's tokens with its topic summed out (no
+        per-document parameter is fitted).
 
         Parameters
         ----------
@@ -57,9 +65,14 @@ class _TopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         Returns
         -------
         float
+            Finite, or ``-inf`` (with a warning) where a scored word has probability zero.
         """
         check_is_fitted(self)
-        return float(np.sum(self._module.log_likelihood(_counts(self, X, reset=False), self.estimate_)))
+        value = self._held_out(_counts(self, X, reset=False))
+        if not np.isfinite(value):
+            warn(f"{type(self).__name__}.score: the held-out log-likelihood is not finite; scored as -inf.")
+            return -np.inf
+        return value
 
     def perplexity(self, X) -> float:
         """``exp(-log-likelihood / number of tokens)`` of the documents (lower is better).
@@ -73,8 +86,9 @@ class _TopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimat
         -------
         float
         """
+        check_is_fitted(self)
         X = _counts(self, X, reset=False)
-        return float(np.exp(-self.score(X) / max(float(X.sum()), 1.0)))
+        return float(np.exp(-np.sum(self._module.log_likelihood(X, self.estimate_)) / max(float(X.sum()), 1.0)))
 
 
 class SpectralLDA(_TopicModel):
@@ -82,8 +96,10 @@ class SpectralLDA(_TopicModel):
 
     Parameters
     ----------
-    n_components : int
-        Number of topics.
+    n_components : int or "auto"
+        Number of topics; ``"auto"``: chosen from the data by the rule of ``lda.spectral(X, "auto")``
+        (:meth:`specinit.family.Family.choose_k`: the eigengap above the noise threshold of the second
+        moment's spectrum bounds it, the held-out score :meth:`score` reports picks it).
     alpha0 : float, optional
         ``sum(alpha)``; ``None`` chooses it from the data.
     method : str
@@ -182,6 +198,15 @@ class SpectralLDA(_TopicModel):
         self.doc_topic_prior_ = estimate.params["alpha"]
         return self
 
+    def _held_out(self, X) -> float:
+        from specinit.corpus import document_completion
+
+        if not np.any(np.asarray(X.sum(axis=1)) >= 2):
+            raise bad_argument("X", "SpectralLDA.score", "at least one document with 2 or more tokens", "none",
+                               describe=False)
+        seed = 0 if self.random_state is None else self.random_state
+        return document_completion(X, self.components_, self.doc_topic_prior_, seed=seed).log_likelihood
+
     def transform(self, X):
         """Topic proportions of every document (the fixed-topic posterior mean).
 
@@ -205,12 +230,14 @@ class SpectralTopicMixture(ClusterMixin, _TopicModel):
 
     Parameters
     ----------
-    n_components : int
-        Number of topics.
+    n_components : int or "auto"
+        Number of topics; ``"auto"``: chosen from the data by the rule of ``single_topic.spectral(X, "auto")``
+        (:meth:`specinit.family.Family.choose_k`, scored by the held-out quantity :meth:`score` reports).
     method : str
         Tensor decomposition.
     max_iter : int
-        EM iterations after the spectral estimate (:func:`specinit.models.single_topic.refine`); 0: none.
+        Most MAP-EM iterations after the spectral estimate (:func:`specinit.models.single_topic.refine` with its
+        defaults, which stop earlier on its relative-gain rule); 0: none.
     random_state : int, optional
         Seed.
 
@@ -225,7 +252,7 @@ class SpectralTopicMixture(ClusterMixin, _TopicModel):
     n_features_in_ : int
     """
 
-    def __init__(self, n_components: int = 10, *, method: str = "tpm", max_iter: int = 100,
+    def __init__(self, n_components: int = 10, *, method: str = "tpm", max_iter: int = 500,
                  random_state: int | None = None):
         self.n_components = n_components
         self.method = method
@@ -262,6 +289,9 @@ class SpectralTopicMixture(ClusterMixin, _TopicModel):
         self.labels_ = self.predict(X)
         return self
 
+    def _held_out(self, X) -> float:
+        return self._module.FAMILY.token_log_likelihood(X, self.estimate_)
+
     def predict_proba(self, X):
         """Posterior topic probabilities of every document.
 
@@ -297,8 +327,10 @@ class SpectralGaussianMixture(ClusterMixin, DensityMixin, BaseEstimator):
 
     Parameters
     ----------
-    n_components : int
-        Number of components.
+    n_components : int or "auto"
+        Number of components (more than the number of features: the lifted moments of
+        :func:`specinit.models.gmm.lifted_fit`); ``"auto"``: chosen by ``gmm.spectral(X, "auto")``
+        (:meth:`specinit.family.Family.choose_k`).
     covariance_type : {"spherical", "diag", "common"}
         One variance per component, per component and coordinate, or one for all.
     max_iter : int

@@ -68,6 +68,7 @@ True
 from __future__ import annotations
 
 import warnings
+from dataclasses import replace
 from typing import Any, ClassVar, Mapping
 
 import numpy as np
@@ -88,7 +89,11 @@ from specinit.engine.views import fit_multiview, pair_spectrum
 from specinit.engine.whitening import IndefiniteMomentError, signed_spectrum
 from specinit.estimate import Site, SpectralEstimate, register_sites
 
-__all__ = ["COMMON_OPTIONS", "Family"]
+__all__ = ["COMMON_OPTIONS", "Family", "NOISE_FACTOR"]
+
+#: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the largest
+#: negative eigenvalue's magnitude (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
+NOISE_FACTOR = 2.0
 
 #: The options every ``spectral`` takes, checked once at the entry.
 COMMON_OPTIONS = {
@@ -348,19 +353,21 @@ class Family:
         -------
         SpectralEstimate
         """
-        options = check_arguments(self.options, options)
-        rng = as_generator(seed)
-        report = {}
         options = check_arguments(self.options, options)  # before the passes, which allocate by these sizes
+        rng = as_generator(seed)
         if isinstance(k, str) and k == "auto":
             k, report = self.choose_k(data, rng=rng, backend=backend, method=method, approach=approach,
                                       floor=floor, decompose_options=decompose_options, **options)
+            estimate = self.spectral(data, k, method=method, approach=approach, seed=rng, floor=floor,
+                                     decompose_options=decompose_options, backend=backend, vocabulary=vocabulary,
+                                     **options)
+            return replace(estimate, diagnostics={**estimate.diagnostics, **report})
         k = COMMON_OPTIONS["k"].check("k", k)
         moments = self.moments(data, k=k, backend=backend, **options)
         k, params, diagnostics = self._fit(moments, k, method=method, approach=approach, seed=rng, floor=floor,
                                            decompose_options=decompose_options, options=options)
         params, extra = self.complete(params, data, moments, rng=rng, floor=floor, **options)
-        return self.estimate(k, params, {**diagnostics, **extra, **report}, vocabulary=vocabulary, options=options)
+        return self.estimate(k, params, {**diagnostics, **extra}, vocabulary=vocabulary, options=options)
 
     # ---- k from the data ---------------------------------------------------------------------------------------
     def n_free_parameters(self, estimate: SpectralEstimate) -> int:
@@ -385,10 +392,13 @@ class Family:
         """The number of components the second moment supports, from its spectrum.
 
         The signed eigenvalues of the exchangeable moment (or the singular values of a cross moment of the
-        views) have exactly k leading positive values under a k-component model with exact moments; with
-        data, the largest ratio of consecutive leading values (the eigengap) is the guess. Families that
-        whiten with the positive eigenspace (``whitening_eigenspace = "positive"``) count the positive values
-        past any larger negative (noise) ones.
+        views) have exactly k leading positive values under a k-component model with exact moments, and no
+        negative one. With data, the second moment is that positive semi-definite signal plus sampling noise
+        of both signs, so the largest negative value measures the noise: a positive value counts as signal
+        when it exceeds :data:`NOISE_FACTOR` times that magnitude (the noise threshold), and the largest ratio
+        of consecutive values among the signal ones (the eigengap) is the guess. Families that whiten with the
+        positive eigenspace (``whitening_eigenspace = "positive"``) count the positive values past any larger
+        negative (noise) ones.
 
         Parameters
         ----------
@@ -405,7 +415,8 @@ class Family:
         k : int
             The eigengap guess (exact for population moments).
         report : dict
-            ``k_auto/spectrum``, ``k_auto/positive`` (leading positive values), ``k_auto/eigengap_k``.
+            ``k_auto/spectrum``, ``k_auto/positive`` (leading positive values), ``k_auto/noise_level`` (the
+            threshold), ``k_auto/signal`` (positive values above it), ``k_auto/eigengap_k``.
         """
         limit = min(self.max_components(moments)[0], k_max)
         fit_moments = self.fit_input(moments, limit, **options)
@@ -421,19 +432,25 @@ class Family:
             keep = spectrum > 1e-10 * scale
             spectrum = np.concatenate([np.sort(spectrum[keep])[::-1], spectrum[~keep]])
         positive = int(np.argmax(np.append(spectrum, -1.0) <= 1e-10 * scale))
+        noise = NOISE_FACTOR * float(np.max(-spectrum, initial=0.0))
+        signal = int(np.count_nonzero(spectrum[:positive] > max(noise, 1e-10 * scale)))
         magnitudes = np.maximum(np.abs(spectrum), 1e-10 * scale)
-        ratios = (magnitudes[:-1] / magnitudes[1:])[:max(positive, 1)]  # ratio i separates k = i + 1
+        ratios = (magnitudes[:-1] / magnitudes[1:])[:max(signal, 1)]  # ratio i separates k = i + 1
         gap_k = min(int(np.argmax(ratios)) + 1 if ratios.size else 1, limit)
-        return gap_k, {"k_auto/spectrum": spectrum, "k_auto/positive": positive, "k_auto/eigengap_k": gap_k}
+        return gap_k, {"k_auto/spectrum": spectrum, "k_auto/positive": positive, "k_auto/noise_level": noise,
+                       "k_auto/signal": signal, "k_auto/eigengap_k": gap_k}
 
     def choose_k(self, data, *, rng, backend=None, k_max: int = 10, **spectral_kw) -> tuple[int, dict]:
         """``k`` from the data: the spectrum of the second moment bounds it, a score after a cheap refine picks it.
 
-        The candidates run from 1 to the number of leading positive values of the second moment's spectrum
-        (:meth:`spectrum_k`, whose eigengap guess is reported), within ``k_max`` and the limit the data
-        support. Each candidate is fitted, refined by 30 EM steps when the family has EM, and scored by
-        :meth:`k_score` (minus half the BIC; the topic models score held-out documents); the smallest k within
-        0.1 % of the best score is kept.
+        The one rule of ``k="auto"`` (and of the scikit-learn faces' ``n_components="auto"``): the spectrum
+        bounds k, a score picks it. The candidates run from 1 to the number of signal values of the second
+        moment's spectrum (positive values above the noise threshold the data give, :meth:`spectrum_k`, whose
+        eigengap guess is reported), within ``k_max`` and the limit the data support. Each candidate is
+        fitted, refined by 30 EM steps when the family has EM, and scored by :meth:`k_score` (minus half the
+        BIC; the topic models score held-out documents by cross-validation, the quantity their estimators'
+        ``score`` reports, so ``GridSearchCV`` over ``n_components`` estimates the same curve); the smallest k
+        within 0.1 % of the best score is kept.
 
         Parameters
         ----------
@@ -459,7 +476,7 @@ class Family:
         limit = min(self.max_components(probe)[0], k_max)
         moments = self.moments(data, k=limit, backend=backend, **family_options) if self.k_dependent_moments else probe
         gap_k, report = self.spectrum_k(moments, limit, rng, **family_options)
-        candidates = list(range(1, min(limit, max(report["k_auto/positive"], 1) + 1) + 1))
+        candidates = list(range(1, self.largest_candidate(data, report, limit, k_max) + 1))
         scores = []
         for k in candidates:
             try:
@@ -477,6 +494,11 @@ class Family:
             best = gap_k
         return best, {**report, "k_auto/candidates": np.asarray(candidates), "k_auto/score": np.asarray(scores),
                       "k_auto/chosen": best}
+
+    def largest_candidate(self, data, report: Mapping, limit: int, k_max: int) -> int:
+        """The largest k :meth:`choose_k` scores: the signal values of the spectrum (:meth:`spectrum_k`'s
+        report), within ``limit`` (the data's and ``k_max``'s)."""
+        return min(limit, max(report["k_auto/signal"], 1))
 
     # ---- likelihood, refinement, prediction -----------------------------------------------------------------
     def component_log_prob(self, params: Mapping, data):

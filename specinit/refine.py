@@ -258,6 +258,10 @@ class StoppingRule:
         the last two gains (``g * r / (1 - r)`` with ``r`` their ratio, the rate of EM's linear convergence
         [2]_); a climb whose gains grow (``r >= 1``, EM leaving a saddle) is never stopped, and a slow one
         stops only near its end, where a rule on the last gain alone stops early.
+    window : int
+        The gains are the mean gains per step over the last ``window`` steps (and the ``window`` steps before,
+        for the rate): objectives that climb in bursts (a slow step, then a climb when a cluster separates, as
+        on short texts) are not stopped by one slow step. A run takes at least ``window`` steps.
 
     References
     ----------
@@ -269,6 +273,7 @@ class StoppingRule:
     n_observations: int
     tol: float | None
     rtol: float = 1e-6
+    window: int = 1
 
     def loose(self) -> "StoppingRule":
         """The rule that ends the exploring runs (race, split-merge moves): ``rtol`` 100 times larger (the
@@ -283,7 +288,10 @@ class StoppingRule:
 
     def converged(self, trace) -> bool:
         """Whether a run with this log-likelihood ``trace`` (two or more values) stops."""
-        gain = trace[-1] - trace[-2]
+        w = self.window
+        if len(trace) <= w:
+            return False
+        gain = (trace[-1] - trace[-1 - w]) / w
         threshold = self.threshold(trace[-1])
         if self.tol is not None:
             return abs(gain) < threshold
@@ -291,9 +299,9 @@ class StoppingRule:
             return False
         if gain <= 1e-12 * abs(trace[-1]):  # a fixed point up to round-off
             return True
-        if len(trace) < 3:  # one small gain: its rate is not known yet
+        if len(trace) <= 2 * w:  # one small gain: its rate is not known yet
             return False
-        previous = trace[-2] - trace[-3]
+        previous = (trace[-1 - w] - trace[-1 - 2 * w]) / w
         if previous <= 0:
             return True
         rate = gain / previous
@@ -378,7 +386,7 @@ def _split_merge(family, prepared, run: _Run, sites, floor, rule, max_iter, hori
 
 
 def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: float | None = 1e-3,
-       rtol: float | None = None, floor: float = 1e-10, restarts: int = 0, restart_iter: int = 20,
+       rtol: float | None = None, window: int = 1, floor: float = 1e-10, restarts: int = 0, restart_iter: int = 20,
        split_merge: int = 0, seed: int = 0, **options) -> RefineResult:
     """EM from ``estimate`` until its stopping rule (:class:`StoppingRule`) holds.
 
@@ -407,6 +415,8 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
         With ``tol=None``: stop when the last gain and the gain Aitken's extrapolation still expects are both
         at most ``rtol`` times ``max(|log-likelihood|, n_observations)`` (:class:`StoppingRule`); a climb whose
         gains grow never stops. Default (None) with ``tol=None``: 1e-6.
+    window : int
+        Steps the gains of the stopping rule are averaged over (:class:`StoppingRule`).
     floor : float
         Every iterate is projected strictly inside the supports with this floor.
     restarts : int
@@ -422,7 +432,7 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     seed : int
         Randomness of the perturbations and moves.
     **options
-        The family's M-step options (covariance kind, regularization).
+        The family's M-step options (covariance kind, regularization, prior).
 
     Returns
     -------
@@ -440,13 +450,15 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
         EM did not converge in ``max_iter`` iterations.
     """
     settings = check_arguments({**_EM_OPTIONS, "restarts": Interval(int, 0), "restart_iter": Interval(int, 1),
-                                "split_merge": Interval(int, 0), "seed": Interval(int, 0)},
+                                "split_merge": Interval(int, 0), "seed": Interval(int, 0), "window": Interval(int, 1)},
                                {"max_iter": max_iter, "tol": tol, "rtol": rtol, "floor": floor, "restarts": restarts,
-                                "restart_iter": restart_iter, "split_merge": split_merge, "seed": seed})
+                                "restart_iter": restart_iter, "split_merge": split_merge, "seed": seed,
+                                "window": window})
     max_iter, floor = settings["max_iter"], settings["floor"]
     prepared = family.refine_data(data, estimate, **options)
     n_obs = family.n_observations(prepared)
-    rule = StoppingRule(n_obs, settings["tol"], 1e-6 if settings["rtol"] is None else settings["rtol"])
+    rule = StoppingRule(n_obs, settings["tol"], 1e-6 if settings["rtol"] is None else settings["rtol"],
+                        settings["window"])
     sites = estimate.sites
     params, _ = project(dict(estimate.params), sites, floor)
     rng = np.random.default_rng(settings["seed"])

@@ -98,3 +98,84 @@ def test_gaussian_mixture_face_agrees_with_scikit_learn():
     assert abs(ours.bic(x) - theirs.bic(x)) < 1e-2 * abs(theirs.bic(x))
     np.testing.assert_allclose(ours.predict_proba(x).sum(axis=1), 1.0)
     assert ours.estimate_.k == 3 and ours.converged_
+
+
+# ----------------------------------------------------------------------------- choosing the number of topics
+def _lda_corpus(k: int, n_docs: int = 1_500):
+    """An LDA corpus: ``k`` sparse topics over 100 words, alpha = 0.3, documents of 30 tokens."""
+    import scipy.sparse as sp
+
+    from tests.conftest import sample_lda
+
+    beta = np.random.default_rng(k).dirichlet(np.full(100, 0.1), size=k)
+    return sp.csr_matrix(sample_lda(beta, np.full(k, 0.3), n_docs, 30, k + 1)[0])
+
+
+def _single_topic_corpus(k: int):
+    import scipy.sparse as sp
+
+    from tests.conftest import sample_single_topic
+
+    beta = np.random.default_rng(k).dirichlet(np.full(100, 0.1), size=k)
+    return sp.csr_matrix(sample_single_topic(beta, np.full(k, 1.0 / k), 1_500, 10, k)[0])
+
+
+def _grid(estimator, X, grid):
+    search = GridSearchCV(estimator, {"n_components": grid}, cv=3, error_score="raise")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # noisy extra topics are repaired (in diagnostics)
+        return search.fit(X)
+
+
+@pytest.mark.parametrize("k", [3, 5, 7])
+def test_lda_grid_search_picks_the_true_k_and_agrees_with_auto(k):
+    """The held-out score peaks at the true k and falls past it (the old in-sample score grew with k, so
+    GridSearchCV picked the largest k offered); n_components="auto" follows the same rule and agrees."""
+    X = _lda_corpus(k)
+    search = _grid(SpectralLDA(random_state=0), X, list(range(k - 1, k + 3)))
+    scores = search.cv_results_["mean_test_score"]
+    assert search.best_params_["n_components"] == k
+    assert np.all(np.isfinite(scores)) and np.all(np.diff(scores[1:]) < 0)  # decreasing past the truth
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        auto = SpectralLDA("auto", random_state=0).fit(X)
+    assert auto.estimate_.k == k and auto.components_.shape == (k, 100)
+    assert auto.estimate_.diagnostics["k_auto/signal"] == k
+
+
+@pytest.mark.parametrize("k", [3, 6])
+def test_topic_mixture_grid_search_picks_the_true_k_and_agrees_with_auto(k):
+    X = _single_topic_corpus(k)
+    search = _grid(SpectralTopicMixture(random_state=0), X, list(range(k - 2, k + 3)))
+    assert search.best_params_["n_components"] == k
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        auto = SpectralTopicMixture("auto", random_state=0).fit(X)
+    assert auto.estimate_.k == k
+
+
+def test_topic_scores_are_held_out_and_never_nan():
+    """``score`` is the held-out token log-likelihood (no multinomial coefficient): finite, below the
+    in-sample log-likelihood ``log_likelihood`` reports plus the coefficients, and a k beyond what the data
+    support is refused by fit with a message (not a NaN score)."""
+    from specinit.engine.whitening import IndefiniteMomentError
+
+    X = _lda_corpus(3, 600)
+    train, test = X[:400], X[400:]
+    for face in (SpectralLDA(3, random_state=0), SpectralTopicMixture(3, random_state=0)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            face.fit(train)
+        value = face.score(test)
+        assert np.isfinite(value) and value < 0
+    # the mixture's score is its marginal log-likelihood less the multinomial coefficients
+    from scipy.special import gammaln
+
+    from specinit.models import single_topic
+
+    coefficient = gammaln(np.asarray(test.sum(axis=1)).ravel() + 1).sum() - gammaln(test.data + 1).sum()
+    np.testing.assert_allclose(face.score(test), single_topic.log_likelihood(test, face.estimate_).sum() - coefficient,
+                               rtol=1e-10)
+    with pytest.raises(IndefiniteMomentError, match="k=40"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        SpectralLDA(40, random_state=0).fit(train)

@@ -295,8 +295,12 @@ def test_k_auto_is_exact_on_population_moments(name):
     module = _module(name)
     _, population, options, _ = CASES[name]
     estimate = module.FAMILY.spectral_from_moments(population(module), "auto", seed=0, **options)
-    # exact moments: exactly K leading positive values, and the eigengap falls after the K-th
+    # exact moments: no negative value (a zero noise threshold), at least K signal values (exactly K but for
+    # moments with a noise floor, as the factors' covariance), and the eigengap falls after the K-th
     assert estimate.k == K and estimate.diagnostics["k_auto/eigengap_k"] == K
+    assert estimate.diagnostics["k_auto/signal"] >= K
+    assert estimate.diagnostics["k_auto/signal"] == K or name == "factors"
+    assert estimate.diagnostics["k_auto/noise_level"] < 1e-8 * estimate.diagnostics["k_auto/spectrum"][0]
 
 
 @pytest.mark.parametrize("name", ["lda", "gaussian_hmm", "gmm", "multiview", "factors"])

@@ -132,6 +132,25 @@ def test_em_increases_the_likelihood_stops_on_tol_and_warns_on_max_iter():
         gmm.refine(x, start, tol=1e-12, max_iter=1, restarts=0, split_merge=0)
 
 
+def test_em_relative_windowed_stopping_rule():
+    """``window``: the relative rule reads the mean gain of the last ``window`` steps. Where a run stops that
+    gain is at most ``rtol * max(|L|, n)``; at no earlier step with a full window were both it and Aitken's
+    extrapolation of it that small."""
+    from specinit.refine import StoppingRule, em
+
+    x = _blobs()
+    start = gmm.spectral(x, 3, covariance="spherical", seed=0)
+    rtol, w = 1e-7, 4
+    result = em(gmm.FAMILY, x, start, max_iter=500, tol=None, rtol=rtol, window=w, covariance="spherical")
+    trace = list(result.log_likelihood)
+    rule = StoppingRule(x.shape[0], None, rtol, w)
+    assert result.converged and result.n_iter >= w
+    assert (trace[-1] - trace[-1 - w]) / w <= rtol * max(abs(trace[-1]), x.shape[0])
+    assert not any(rule.converged(trace[: i + 1]) for i in range(w, len(trace) - 1))
+    with pytest.raises(ValueError, match="'window' argument"):
+        em(gmm.FAMILY, x, start, window=0)
+
+
 def test_refine_checks_its_start_and_never_repairs_it_silently():
     x = _blobs()
     start = gmm.spectral(x, 3, seed=0)

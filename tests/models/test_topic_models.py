@@ -332,3 +332,47 @@ def test_k_auto_spectrum_counts_positive_eigenvalues_past_negative_noise():
     assert np.all(np.diff(small["k_auto/spectrum"][: small["k_auto/positive"]]) <= 0)
     k, large = single_topic.FAMILY.spectrum_k(CountMoments(short_documents(beta, weights, 100_000, 10)), 10, rng)
     assert k == 6 and large["k_auto/positive"] >= 6
+
+
+# ----------------------------------------------------------------------------- MAP-EM of the single-topic model
+def _quiet(func, *args, **kwargs):
+    """``func`` with the spectral fit's warnings about short documents silenced (they are in its diagnostics)."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return func(*args, **kwargs)
+
+
+def test_single_topic_map_refine_generalizes_to_held_out_short_documents():
+    """Short documents (3-4 tokens) leave many words unseen in a cluster. With the pseudo-count ``a`` every word
+    keeps at least ``a / (n_i + V a)`` in a topic with ``n_i`` expected tokens (five padded words never seen in
+    training included), so the refined topics beat the spectral start on held-out documents, and beat
+    maximum-likelihood EM (which drives unseen words to the floor) there."""
+    beta, weights = SHORT_TOPICS
+    pad = sp.csr_matrix((3_000, 5))
+    train = sp.hstack([short_documents(beta, weights, 3_000, 2), pad], format="csr")
+    test = sp.hstack([short_documents(beta, weights, 1_000, 3), pad[:1_000]], format="csr")
+    start = _quiet(single_topic.spectral, train, 6, seed=0)
+    result = single_topic.refine(train, start, restarts=0)
+    lowest = 0.1 / (train.sum() + 125 * 0.1)
+    assert result.params["beta"][:, -5:].min() > 0.99 * lowest
+    held_out = {name: float(np.sum(single_topic.log_likelihood(test, est)))
+                for name, est in [("spectral", start), ("map", result.estimate),
+                                  ("ml", single_topic.refine(train, start, restarts=0, pseudo_count=0.0).estimate)]}
+    assert held_out["map"] > held_out["spectral"] and held_out["map"] > held_out["ml"]
+    # MAP-EM raises its objective at every step (up to round-off)
+    assert result.converged and np.all(np.diff(result.log_likelihood) > -1e-9 * np.abs(result.log_likelihood[1:]))
+
+
+def test_single_topic_map_refine_with_zero_pseudo_count_is_maximum_likelihood():
+    beta, weights = SHORT_TOPICS
+    train = short_documents(beta, weights, 1_000, 4)
+    start = _quiet(single_topic.spectral, train, 6, seed=0)
+    with pytest.warns(RuntimeWarning, match="did not converge in max_iter=3"):
+        ml = single_topic.refine(train, start, restarts=0, pseudo_count=0.0, max_iter=3, tol=1e-12, window=1)
+    # the trace is then the log-likelihood itself
+    np.testing.assert_allclose(ml.log_likelihood[-1], np.sum(single_topic.log_likelihood(train, ml.estimate)),
+                               rtol=1e-9)
+    with pytest.raises(ValueError, match="pseudo_count"):
+        single_topic.refine(train, start, pseudo_count=-0.1)
