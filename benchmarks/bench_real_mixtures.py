@@ -138,7 +138,7 @@ def _bench_hmm(n_letters, ks, n_iter):
         print(rows[-1], flush=True)
     header = (f"{len(seqs)} paragraphs, {n} letters (27 symbols), EM cap {n_iter} iterations, tol 1e-2 on the total "
               "log-likelihood for both, one BLAS thread for both; hmm.refine with its default 6 spectral-seeded restarts "
-              "(raced: a candidate stops once it cannot reach the leader; iterations count every step)")
+              "(raced by successive halving) and split-merge moves; iterations count every step")
     return header + "\n\n" + table(
         ["k", "default hmm.spectral runs", "spectral LL", "spectral+EM LL / iters", "time spectral + EM (s)",
          "hmmlearn best-of-3 LL / iters", "hmmlearn 3 runs (s)", "LL >= hmmlearn best", "less time"], rows)
