@@ -203,6 +203,9 @@ class GaussianMixture(Family):
     def n_observations(self, data: RowData) -> int:
         return int(data.x.shape[0])
 
+    def unit_offset(self, data: RowData) -> float:
+        return float(data.x.size * np.log(unit_of(data.x)))
+
     def component_log_prob(self, params, data: RowData):
         # NumPy (float64 products): EM's E-step on rows is a few matrix products, cheaper than a JAX dispatch
         scale = np.asarray(params["scale"], dtype=np.float64)

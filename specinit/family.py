@@ -545,6 +545,12 @@ class Family:
         """What divides the log-likelihood gain in EM's stopping rule (observations, symbols)."""
         return int(np.shape(data)[0])
 
+    def unit_offset(self, data) -> float:
+        """What makes the log-likelihood of ``data`` free of the data's unit (added to it by EM's relative
+        stopping rule): ``N d log(unit)`` for densities of real-valued data, whose log-likelihood shifts by
+        ``-N d log(s)`` when the data are multiplied by ``s``; 0 for discrete data (default)."""
+        return 0.0
+
     def refine(self, data, estimate, *, method: str | None = None, **options):
         """Spectral then refine: a driver of :mod:`specinit.refine` started from ``estimate``.
 

@@ -262,6 +262,9 @@ class StoppingRule:
         The gains are the mean gains per step over the last ``window`` steps (and the ``window`` steps before,
         for the rate): objectives that climb in bursts (a slow step, then a climb when a cluster separates, as
         on short texts) are not stopped by one slow step. A run takes at least ``window`` steps.
+    offset : float
+        Added to the log-likelihood before its magnitude sets the relative threshold
+        (:meth:`~specinit.family.Family.unit_offset`): data in another unit stop at the same step.
 
     References
     ----------
@@ -274,6 +277,7 @@ class StoppingRule:
     tol: float | None
     rtol: float = 1e-6
     window: int = 1
+    offset: float = 0.0
 
     def loose(self) -> "StoppingRule":
         """The rule that ends the exploring runs (race, split-merge moves): ``rtol`` 100 times larger (the
@@ -284,7 +288,7 @@ class StoppingRule:
         """The gain (total, not per observation) below which a run has converged at ``log_likelihood``."""
         if self.tol is not None:
             return self.tol * self.n_observations
-        return self.rtol * max(abs(log_likelihood), self.n_observations)
+        return self.rtol * max(abs(log_likelihood + self.offset), self.n_observations)
 
     def converged(self, trace) -> bool:
         """Whether a run with this log-likelihood ``trace`` (two or more values) stops."""
@@ -458,7 +462,7 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     prepared = family.refine_data(data, estimate, **options)
     n_obs = family.n_observations(prepared)
     rule = StoppingRule(n_obs, settings["tol"], 1e-6 if settings["rtol"] is None else settings["rtol"],
-                        settings["window"])
+                        settings["window"], family.unit_offset(prepared))
     sites = estimate.sites
     params, _ = project(dict(estimate.params), sites, floor)
     rng = np.random.default_rng(settings["seed"])

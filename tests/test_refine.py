@@ -143,9 +143,9 @@ def test_em_relative_windowed_stopping_rule():
     rtol, w = 1e-7, 4
     result = em(gmm.FAMILY, x, start, max_iter=500, tol=None, rtol=rtol, window=w, covariance="spherical")
     trace = list(result.log_likelihood)
-    rule = StoppingRule(x.shape[0], None, rtol, w)
+    rule = StoppingRule(x.shape[0], None, rtol, w, gmm.FAMILY.unit_offset(gmm.FAMILY.refine_data(x, start)))
     assert result.converged and result.n_iter >= w
-    assert (trace[-1] - trace[-1 - w]) / w <= rtol * max(abs(trace[-1]), x.shape[0])
+    assert (trace[-1] - trace[-1 - w]) / w <= rule.threshold(trace[-1])
     assert not any(rule.converged(trace[: i + 1]) for i in range(w, len(trace) - 1))
     with pytest.raises(ValueError, match="'window' argument"):
         em(gmm.FAMILY, x, start, window=0)
@@ -273,7 +273,8 @@ def test_relative_rule_finishes_the_climb_where_an_absolute_tolerance_stops():
     assert optimum.mean_log_likelihood - absolute.mean_log_likelihood > 5e-3
     assert optimum.mean_log_likelihood - relative.mean_log_likelihood < 1e-5
     # the run stopped at the first step where the rule held, and at no earlier one
-    rule = StoppingRule(x.shape[0], None, 1e-6)
+    offset = gmm.FAMILY.unit_offset(gmm.FAMILY.refine_data(x, start))  # the unit-free log-likelihood's shift
+    rule = StoppingRule(x.shape[0], None, 1e-6, offset=offset)
     trace = list(relative.log_likelihood)
     assert [rule.converged(trace[: t + 1]) for t in range(1, len(trace))] == [False] * (len(trace) - 2) + [True]
 

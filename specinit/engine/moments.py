@@ -46,7 +46,24 @@ def _operand(A):
     return A if hasattr(A, "__array_namespace__") and not isinstance(A, np.ndarray) else np.asarray(A, np.float64)
 
 
-class CountMoments:
+class _FirstOrder:
+    """What a summary holding :class:`FirstOrderStats` as ``stats`` answers."""
+
+    @property
+    def n_documents(self) -> int:
+        return self.stats.n_documents
+
+    @property
+    def n_dropped(self) -> int:
+        return self.stats.n_dropped
+
+    @property
+    def m1(self) -> np.ndarray:
+        """First moment: the expected word distribution (V,)."""
+        return self.stats.m1_sum / self.stats.m1_norm
+
+
+class CountMoments(_FirstOrder):
     """Matrix-free moments of a corpus for the single-topic model and LDA.
 
     With ``alpha0=None`` the moments are the all-word cross moments
@@ -149,19 +166,6 @@ class CountMoments:
         """Name of the backend running the passes."""
         return self.passes.name
 
-    @property
-    def n_documents(self) -> int:
-        return self.stats.n_documents
-
-    @property
-    def n_dropped(self) -> int:
-        return self.stats.n_dropped
-
-    @property
-    def m1(self) -> np.ndarray:
-        """First moment: the expected word distribution (V,)."""
-        return self.stats.m1_sum / self.stats.m1_norm
-
     def _shift(self) -> float:
         return 0.0 if self.alpha0 is None else self.alpha0 / (self.alpha0 + 1.0)
 
@@ -216,7 +220,7 @@ class CountMoments:
         return e3 - a0 / (a0 + 2.0) * cross + 2.0 * a0**2 / ((a0 + 2.0) * (a0 + 1.0)) * cube
 
 
-class PairSums:
+class PairSums(_FirstOrder):
     """The exact additive second-order summary of a corpus: first-order sums and the word-pair sums.
 
     ``pairs = sum_d a_d c_d c_d^T`` (sparse V x V, ``a_d`` the second-order
@@ -295,19 +299,6 @@ class PairSums:
                                describe=False)
         return PairSums(self.stats + other.stats, self.pairs + other.pairs, self.weighting,
                         self.word_counts + other.word_counts)
-
-    @property
-    def n_documents(self) -> int:
-        return self.stats.n_documents
-
-    @property
-    def n_dropped(self) -> int:
-        return self.stats.n_dropped
-
-    @property
-    def m1(self) -> np.ndarray:
-        """First moment: the expected word distribution (V,)."""
-        return self.stats.m1_sum / self.stats.m1_norm
 
     def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
         """``E2 @ Q`` for a (V, r) matrix: the same values as :meth:`CountMoments.m2_matmat` on the documents."""
