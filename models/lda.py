@@ -41,21 +41,22 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
-from scipy.optimize import linear_sum_assignment
 from jax.scipy.special import logsumexp
 from numpyro.infer import HMCGibbs, NUTS
 from numpyro.infer.mcmc import MCMCKernel
 
-from specinit._validation import Interval, Options, as_generator, bad_argument, check_int, check_positive, \
-    current_entry, public, warn
+from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, check_int, \
+    check_positive, current_entry, public, warn
 from specinit.distributions.continuous import TRANSFORMS, LogRatioDirichlet, point_mass
 from specinit.distributions.counts import HIGHEST, DenseTopicCounts, DocumentCounts, ModelData, as_document_counts, \
     lda_loglik, lda_marginal_loglik
+from specinit.align import match_components
 from specinit.engine.backends import one_blas_thread
 from specinit.engine.moments import CountMoments, PairSums
 from specinit.engine.sources import CountSource
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
+from specinit.family import COMMON_OPTIONS
 from specinit.models._topics import (
     ALPHA0,
     ALPHA0_MAX,
@@ -1161,12 +1162,13 @@ def update(counts, estimate=None, *, k: int | None = None, alpha_sum: float = 1.
     ((3, 30), 2, 400)
     """
     func = current_entry()
-    batch = PairSums.from_counts(counts, weighting, "counts")
+    checked = check_arguments({**FAMILY.options, **COMMON_OPTIONS},
+                              {"floor": floor, "weighting": weighting, "alpha_sum": alpha_sum, "em_sweeps": em_sweeps})
+    rng = as_generator(seed)
     if estimate is None:
         if k is None:
             raise bad_argument("k", None, "given for the first batch (no estimate to update)", k)
-        k = Interval(int, 1).check("k", k)
-        merged, start, n_batches = batch, np.zeros((batch.n_features, 0)), 1
+        k = COMMON_OPTIONS["k"].check("k", k)
     else:
         if not isinstance(estimate, SpectralEstimate) or estimate.model != "lda":
             raise bad_argument("estimate", None, "an LDA SpectralEstimate from lda.update", estimate, kind=TypeError)
@@ -1176,31 +1178,31 @@ def update(counts, estimate=None, *, k: int | None = None, alpha_sum: float = 1.
             raise bad_argument("estimate", None, "an estimate that keeps its moments (from lda.update; lda.spectral "
                                "does not keep them: fit the first batch with lda.update)",
                                "an estimate without stored moments", describe=False)
-        if k is not None and Interval(int, 1).check("k", k) != estimate.k:
+        if k is not None and COMMON_OPTIONS["k"].check("k", k) != estimate.k:
             raise bad_argument("k", None, f"None or the estimate's k = {estimate.k}", k)
         if vocabulary is not None and estimate.vocabulary is not None and tuple(vocabulary) != estimate.vocabulary:
             raise bad_argument("vocabulary", None, "the estimate's vocabulary", vocabulary)
         k, vocabulary = estimate.k, vocabulary if vocabulary is not None else estimate.vocabulary
+    source = CountSource(counts)  # validated once, read by the pair sums and by the sweeps
+    batch = PairSums.from_counts(source, checked["weighting"], "counts")
+    if estimate is None:
+        merged, start, n_batches = batch, np.zeros((batch.n_features, 0)), 1
+    else:
         merged = PairSums.from_arrays(stored, "estimate") + batch
         start, n_batches = np.asarray(estimate.state["eigenspace"]), int(estimate.diagnostics.get("n_batches", 1)) + 1
-    em_sweeps = Interval(int, 0).check("em_sweeps", em_sweeps)
-    rng = as_generator(seed)
+    floor, em_sweeps = checked["floor"], checked["em_sweeps"]
     with one_blas_thread():
-        beta, alpha, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor,
-                                         alpha_sum=Interval(float, 0.0, ALPHA0_MAX, open="low").check("alpha_sum",
-                                                                                                     alpha_sum),
+        beta, alpha, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor, alpha_sum=checked["alpha_sum"],
                                          start=start)
     prior = None
     if estimate is not None:
         # topics keep their labels from batch to batch: the new ones are put in the order of the closest old ones
         # (L1), whose expected topic-word counts from the earlier batches join the sweeps (incremental EM)
-        new, old = linear_sum_assignment(np.abs(beta[:, None, :] - estimate.params["beta"][None, :, :]).sum(axis=2))
-        order = new[np.argsort(old)]
+        order = match_components(estimate.params["beta"], beta)
         beta, alpha = beta[order], alpha[order]
         prior = np.asarray(estimate.state["topic_word_counts"], dtype=np.float64)
     if em_sweeps:
-        beta, alpha, closing = close_topics(CountSource(counts), beta, alpha, em_sweeps, floor=floor,
-                                            prior_counts=prior)
+        beta, alpha, closing = close_topics(source, beta, alpha, em_sweeps, floor=floor, prior_counts=prior)
         topic_word_counts = closing.pop("closing_counts")
         report.update(closing)
     else:

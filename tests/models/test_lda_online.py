@@ -109,6 +109,9 @@ def test_update_errors_name_the_argument(corpus):
     X = corpus.counts
     with pytest.raises(ValueError, match=r"'k' argument of lda.update must be given for the first batch"):
         lda.update(X[:200])
+    for option, value in (("em_sweeps", -1), ("floor", 2.0), ("alpha_sum", 0.0), ("weighting", "mean")):
+        with pytest.raises(ValueError, match=rf"'{option}' argument of lda.update"):
+            lda.update(X[:200], k=4, **{option: value})
     first = lda.update(X[:500], k=4, seed=0)
     with pytest.raises(ValueError, match=r"'k' argument of lda.update must be None or the estimate's k = 4"):
         lda.update(X[500:], first, k=3)
