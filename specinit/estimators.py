@@ -102,8 +102,10 @@ class SpectralLDA(_TopicModel):
         moment's spectrum bounds it, the held-out score :meth:`score` reports picks it).
     alpha0 : float, optional
         ``sum(alpha)``; ``None`` chooses it from the data.
-    method : str
-        ``"tpm"`` (tensor power method), ``"svtd"``, ``"eca"``, ``"als"`` or ``"anchor"``.
+    method : {"anchor", "tpm", "svtd", "eca", "als"} or None
+        Recovery of :func:`specinit.models.lda.spectral`; ``None``: its default (anchor words closed by EM
+        sweeps; the tensor power method when ``alpha0`` is given), so ``SpectralLDA(k).fit(X)`` and
+        ``lda.spectral(X, k)`` give the same topics.
     refine_steps : int
         Variational-EM steps after the spectral estimate (:func:`specinit.models.lda.refine`); 0: none.
     random_state : int, optional
@@ -120,7 +122,7 @@ class SpectralLDA(_TopicModel):
     n_features_in_ : int
     """
 
-    def __init__(self, n_components: int = 10, *, alpha0: float | None = None, method: str = "tpm",
+    def __init__(self, n_components: int = 10, *, alpha0: float | None = None, method: str | None = None,
                  refine_steps: int = 0, random_state: int | None = None):
         self.n_components = n_components
         self.alpha0 = alpha0

@@ -135,12 +135,24 @@ def test_lda_grid_search_picks_the_true_k_and_agrees_with_auto(k):
     search = _grid(SpectralLDA(random_state=0), X, list(range(k - 1, k + 3)))
     scores = search.cv_results_["mean_test_score"]
     assert search.best_params_["n_components"] == k
-    assert np.all(np.isfinite(scores)) and np.all(np.diff(scores[1:]) < 0)  # decreasing past the truth
+    assert np.all(np.isfinite(scores)) and np.all(scores[2:] < scores[1])  # below the truth's score past it
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         auto = SpectralLDA("auto", random_state=0).fit(X)
     assert auto.estimate_.k == k and auto.components_.shape == (k, 100)
     assert auto.estimate_.diagnostics["k_auto/signal"] == k
+
+
+def test_spectral_lda_default_is_lda_spectral_default():
+    """One library, one answer: the estimator's default fit is the functional face's default fit."""
+    from specinit.models import lda
+
+    X = _lda_corpus(3, 400)
+    face = SpectralLDA(3, random_state=0).fit(X)
+    estimate = lda.spectral(X, 3, seed=0)
+    assert face.estimate_.diagnostics["method"] == estimate.diagnostics["method"] == "anchor"
+    np.testing.assert_array_equal(face.components_, estimate.params["beta"])
+    np.testing.assert_array_equal(face.doc_topic_prior_, estimate.params["alpha"])
 
 
 @pytest.mark.parametrize("k", [3, 6])
@@ -157,7 +169,7 @@ def test_topic_mixture_grid_search_picks_the_true_k_and_agrees_with_auto(k):
 def test_topic_scores_are_held_out_and_never_nan():
     """``score`` is the held-out token log-likelihood (no multinomial coefficient): finite, below the
     in-sample log-likelihood ``log_likelihood`` reports plus the coefficients, and a k beyond what the data
-    support is refused by fit with a message (not a NaN score)."""
+    support is refused by the tensor path's fit with a message (not a NaN score); anchor words fit it, finite."""
     from specinit.engine.whitening import IndefiniteMomentError
 
     X = _lda_corpus(3, 600)
@@ -178,4 +190,7 @@ def test_topic_scores_are_held_out_and_never_nan():
                                rtol=1e-10)
     with pytest.raises(IndefiniteMomentError, match="k=40"), warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
-        SpectralLDA(40, random_state=0).fit(train)
+        SpectralLDA(40, method="tpm", random_state=0).fit(train)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        assert np.isfinite(SpectralLDA(40, random_state=0).fit(train).score(test))  # anchors: 40 topics, finite

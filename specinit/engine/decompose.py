@@ -286,10 +286,10 @@ def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, t
     seed : int or numpy.random.Generator
         Randomness of the starts (drawn on the host, component by component).
     passes : specinit.engine.backends.Passes, optional
-        The backend of the moments the tensor came from: its
-        :meth:`~specinit.engine.backends.Passes.power_method` runs the
+        The backend of the moments the tensor came from: where it has a
+        :attr:`~specinit.engine.backends.Passes.power_method`, that runs the
         iterations where its passes run (JAX: one compiled program on the
-        device). Default: the host.
+        device). Default, and for the other backends: the host.
 
     Returns
     -------
@@ -314,7 +314,7 @@ def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, t
     n_iter = check_int(n_iter, "n_iter", func, minimum=1)
     tol = check_positive(tol, "tol", func)
     starts = as_generator(seed, func).standard_normal((k, T.shape[0], n_restarts))
-    if passes is None:
+    if passes is None or passes.power_method is None:
         found = deflated_power_method(T, starts, n_iter, tol, contract, cube)
     else:
         found = passes.power_method(T, starts, n_iter, tol)

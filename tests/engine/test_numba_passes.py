@@ -73,6 +73,7 @@ _INTERRUPTED = textwrap.dedent("""
     beta, alpha = rng.dirichlet(np.ones(V), size=k), np.full(k, 0.1)
     small = X[:50]
     reference = closing_sweep(small, beta, alpha, np.full((50, k), 1 / k), 3)
+    close_topics(CountSource(small), beta, alpha, 1, floor=1e-3)  # compiled for the source's chunks before the clock
     print("ready", flush=True)
     try:
         close_topics(CountSource(X), beta, alpha, 100_000, floor=1e-3)  # hours of closing sweeps
@@ -98,6 +99,7 @@ def test_ctrl_c_during_a_compiled_sweep_is_a_clean_keyboard_interrupt():
         waited = time.perf_counter() - sent
     finally:
         child.kill()
+        child.communicate()  # closes the pipes also when the child had to be killed
     assert "kernels after the interrupt: same" in out
     assert err.rstrip().endswith("KeyboardInterrupt") and "SystemError" not in err, err
     assert child.returncode in (-signal.SIGINT, 1, 130)

@@ -29,9 +29,10 @@ was given. NumPy in, NumPy out (every backend); an array made
 out, so the whitening's Krylov space, the whitening matrix and the
 same-token corrections of the whitened third moment stay where the data
 are, and only small (k x k, k x k x k) results come back to the host
-(:func:`namespace` gives the array module of either kind). The tensor
-power method on the (k, k, k) tensor also runs where the passes run
-(:meth:`Passes.power_method`).
+(:func:`namespace` gives the array module of either kind). A backend may
+also run the tensor power method on the (k, k, k) tensor where its passes
+run (:attr:`Passes.power_method`; JAX does, the others leave it to the
+host).
 """
 
 from __future__ import annotations
@@ -199,35 +200,12 @@ class Passes:
 
         return pair_products(A, rhs, n_threads=os.cpu_count() or 1)
 
-    def power_method(self, T: np.ndarray, starts: np.ndarray, n_iter: int, tol: float) -> tuple:
-        """The deflated tensor power method on a (k, k, k) tensor, where the passes run.
-
-        The iterations of :func:`specinit.engine.decompose.tensor_power_method`
-        (random ``starts`` of shape (k, k, n_restarts), each column stopping
-        when it converges or is hopeless, the best restart polished and
-        deflated). The default runs
-        :func:`specinit.engine.decompose.deflated_power_method` on the host.
-
-        Parameters
-        ----------
-        T : ndarray, shape (k, k, k)
-            Symmetric tensor (validated by the caller).
-        starts : ndarray, shape (k, k, n_restarts)
-            Random starts, component by component.
-        n_iter : int
-            Iterations per phase.
-        tol : float
-            Convergence tolerance on the move of the unit iterates.
-
-        Returns
-        -------
-        tuple of host arrays
-            ``(weights, vectors, converged, stalled, iterations)`` as
-            :func:`~specinit.engine.decompose.deflated_power_method` returns them.
-        """
-        from specinit.engine.decompose import contract, cube, deflated_power_method
-
-        return deflated_power_method(T, starts, n_iter, tol, contract, cube)
+    #: The deflated tensor power method where the passes run, or None: :func:`specinit.engine.decompose.
+    #: tensor_power_method` then runs its host iterations. A backend that provides one (JAX) defines
+    #: ``power_method(T, starts, n_iter, tol)`` with ``T`` (k, k, k), ``starts`` (k, k, n_restarts), and returns
+    #: host arrays ``(weights, vectors, converged, stalled, iterations)`` as
+    #: :func:`~specinit.engine.decompose.deflated_power_method` does.
+    power_method: ClassVar = None
 
 
 def resident_scope(moments):
