@@ -285,8 +285,10 @@ def forward_backward(batch, init: np.ndarray, transition: np.ndarray, likelihood
     return init_counts, trans_counts, gamma, float(log_likelihood)
 
 
-# Reassociation lets the per-token dot products over topics use SIMD lanes (round-off changes only; every value is
-# finite and positive).
+# Per document and step, the dot products of all its tokens come first (independent, so they pipeline), then the
+# ratios, then one accumulation; reassociation lets the sums over topics use SIMD lanes (round-off changes only;
+# every value is finite and positive). The last pass scores the tokens and scatters the expected counts with the
+# final proportions.
 @numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})
 def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, stop, stats,
                     totals):  # pragma: no cover - compiled
@@ -294,34 +296,53 @@ def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, s
     n_parts = stats.shape[0]
     a0 = alpha.sum()
     step = (stop - start + n_parts - 1) // n_parts
+    longest = 0
+    for d in range(start, stop):
+        longest = max(longest, indptr[d + 1] - indptr[d])
     for p in numba.prange(n_parts):
         acc = np.empty(k)
+        th = np.empty(k)
+        ratio = np.empty(longest)
+        counts = stats[p]
         for d in range(start + p * step, min(stop, start + (p + 1) * step)):
             lo, hi = indptr[d], indptr[d + 1]
+            n = hi - lo
             length = 0.0
             for e in range(lo, hi):
                 length += data[e]
-            for _ in range(steps):
-                acc[:] = 0.0
-                for e in range(lo, hi):
-                    w = indices[e]
+            for j in range(k):
+                th[j] = theta[d, j]
+            for s in range(steps + 1):
+                for i in range(n):
+                    row = beta_t[indices[lo + i]]
                     dot = 0.0
                     for j in range(k):
-                        dot += theta[d, j] * beta_t[w, j]
-                    ratio = data[e] / dot
+                        dot += th[j] * row[j]
+                    ratio[i] = dot
+                if s == steps:
+                    total = 0.0
+                    for i in range(n):
+                        total += data[lo + i] * np.log(ratio[i])
+                    totals[p] += total
+                for i in range(n):
+                    ratio[i] = data[lo + i] / ratio[i]
+                if s == steps:
+                    for i in range(n):
+                        out = counts[indices[lo + i]]
+                        r = ratio[i]
+                        for j in range(k):
+                            out[j] += th[j] * r
+                else:
+                    acc[:] = 0.0
+                    for i in range(n):
+                        row = beta_t[indices[lo + i]]
+                        r = ratio[i]
+                        for j in range(k):
+                            acc[j] += r * row[j]
                     for j in range(k):
-                        acc[j] += ratio * beta_t[w, j]
-                for j in range(k):
-                    theta[d, j] = (alpha[j] + theta[d, j] * acc[j]) / (length + a0)
-            for e in range(lo, hi):
-                w = indices[e]
-                dot = 0.0
-                for j in range(k):
-                    dot += theta[d, j] * beta_t[w, j]
-                totals[p] += data[e] * np.log(dot)
-                ratio = data[e] / dot
-                for j in range(k):
-                    stats[p, w, j] += theta[d, j] * ratio
+                        th[j] = (alpha[j] + th[j] * acc[j]) / (length + a0)
+            for j in range(k):
+                theta[d, j] = th[j]
 
 
 def closing_sweep(chunk, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray, steps: int):
