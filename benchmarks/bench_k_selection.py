@@ -14,7 +14,12 @@ Synthetic LDA corpora with 3 to 8 topics (100 words, topics drawn from Dirichlet
 * ``GridSearchCV(LatentDirichletAllocation(learning_method="batch", max_iter=20), n_components=1..12, cv=3)``
   (scikit-learn's variational bound).
 
-Run: ``python benchmarks/bench_k_selection.py [--topics 3 4 5 6 7 8]``.
+Gaussian mixtures (``--gmm``): blobs (``make_blobs``, 1,500 rows, unit spread, seeded) with 3-6 centres in 1-5
+dimensions; ``SpectralGaussianMixture`` (spherical) chosen by ``n_components="auto"``, by ``GridSearchCV(cv=3)``
+over its held-out ``score`` and by its ``bic``, against scikit-learn's ``GaussianMixture`` (spherical,
+``n_init=3``) by the same grid and by BIC, k = 1..8.
+
+Run: ``python benchmarks/bench_k_selection.py [--topics 3 4 5 6 7 8] [--gmm]``.
 """
 
 from __future__ import annotations
@@ -57,11 +62,42 @@ def search(estimator, X, scoring=None):
     return found.best_params_["n_components"], failed, time.perf_counter() - start
 
 
+BLOBS = [(3, 2, 0), (4, 3, 1), (5, 5, 2), (3, 1, 3), (6, 4, 4)]  # (centres, dimensions, seed)
+
+
+def gmm_rows() -> list:
+    from sklearn.datasets import make_blobs
+    from sklearn.mixture import GaussianMixture
+
+    from specinit.estimators import SpectralGaussianMixture
+
+    grid = {"n_components": list(range(1, 9))}
+    rows = []
+    for k, d, seed in BLOBS:
+        X, _ = make_blobs(1_500, n_features=d, centers=k, cluster_std=1.0, random_state=seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            auto = SpectralGaussianMixture("auto", random_state=0).fit(X).estimate_.k
+            ours = GridSearchCV(SpectralGaussianMixture(random_state=0), grid, cv=3).fit(X)
+            ours_bic = [SpectralGaussianMixture(j, random_state=0).fit(X).bic(X) for j in grid["n_components"]]
+            peer = GaussianMixture(covariance_type="spherical", n_init=3, random_state=0)
+            theirs = GridSearchCV(peer, grid, cv=3).fit(X)
+            theirs_bic = [peer.set_params(n_components=j).fit(X).bic(X) for j in grid["n_components"]]
+        rows.append([k, d, auto, ours.best_params_["n_components"], 1 + int(np.argmin(ours_bic)),
+                     theirs.best_params_["n_components"], 1 + int(np.argmin(theirs_bic))])
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--topics", type=int, nargs="+", default=[3, 4, 5, 6, 7, 8])
+    parser.add_argument("--gmm", action="store_true", help="the Gaussian-mixture table instead of the topic one")
     args = parser.parse_args()
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}\n")
+    if args.gmm:
+        print(table(["centres", "dimensions", "auto", "GridSearchCV, score", "BIC", "scikit-learn GridSearchCV",
+                     "scikit-learn BIC"], gmm_rows()))
+        return
     rows = []
     for k in args.topics:
         X = corpus(k, k)

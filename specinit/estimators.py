@@ -337,8 +337,10 @@ class SpectralGaussianMixture(ClusterMixin, DensityMixin, BaseEstimator):
         One variance per component, per component and coordinate, or one for all.
     max_iter : int
         EM iterations after the spectral estimate; 0: the spectral estimate alone.
-    tol : float
-        EM stops when the mean log-likelihood gain is below ``tol``.
+    tol : float, optional
+        EM stops when the mean log-likelihood gain is below ``tol`` (scikit-learn's rule). Default None:
+        the relative rule of :func:`specinit.models.gmm.refine` (with its split-merge moves), so the face's
+        fit is ``gmm.refine(X, gmm.spectral(X, k, covariance=covariance_type))``.
     reg_covar : float
         Added to every variance, relative to the data's mean variance.
     random_state : int, optional
@@ -358,8 +360,8 @@ class SpectralGaussianMixture(ClusterMixin, DensityMixin, BaseEstimator):
     n_features_in_ : int
     """
 
-    def __init__(self, n_components: int = 1, *, covariance_type: str = "spherical", max_iter: int = 100,
-                 tol: float = 1e-3, reg_covar: float = 1e-6, random_state: int | None = None):
+    def __init__(self, n_components: int = 1, *, covariance_type: str = "spherical", max_iter: int = 500,
+                 tol: float | None = None, reg_covar: float = 1e-6, random_state: int | None = None):
         self.n_components = n_components
         self.covariance_type = covariance_type
         self.max_iter = max_iter

@@ -143,6 +143,26 @@ def test_lda_grid_search_picks_the_true_k_and_agrees_with_auto(k):
     assert auto.estimate_.diagnostics["k_auto/signal"] == k
 
 
+def test_gaussian_mixture_default_is_gmm_refine_default_and_picks_k():
+    """The face's default fit is gmm.refine(X, gmm.spectral(X, k, covariance=...)) (the relative stopping rule,
+    split-merge); on well-separated blobs GridSearchCV over its score, BIC and n_components="auto" pick the true k."""
+    from sklearn.datasets import make_blobs
+
+    from specinit.models import gmm
+
+    X, _ = make_blobs(900, n_features=2, centers=3, cluster_std=1.0, random_state=0)
+    face = SpectralGaussianMixture(3, random_state=0).fit(X)
+    refined = gmm.refine(X, gmm.spectral(X, 3, covariance="spherical", seed=0)).estimate
+    for name in ("weights", "loc", "scale"):
+        np.testing.assert_array_equal(face.estimate_.params[name], refined.params[name])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        search = GridSearchCV(SpectralGaussianMixture(random_state=0), {"n_components": [1, 2, 3, 4, 5]}, cv=3).fit(X)
+        bics = [SpectralGaussianMixture(k, random_state=0).fit(X).bic(X) for k in range(1, 6)]
+        auto = SpectralGaussianMixture("auto", random_state=0).fit(X)
+    assert search.best_params_["n_components"] == 3 and int(np.argmin(bics)) + 1 == 3 and auto.estimate_.k == 3
+
+
 def test_spectral_lda_default_is_lda_spectral_default():
     """One library, one answer: the estimator's default fit is the functional face's default fit."""
     from specinit.models import lda
