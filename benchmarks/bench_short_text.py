@@ -5,13 +5,15 @@ every docstring, 3-8 tokens a document), documents split 80/20 into train and te
 on the training documents:
 
 * ``single_topic.spectral`` (the top-k positive eigenspace of the pair moment, tensor power method);
-* ``single_topic.refine`` (MAP-EM with its default pseudo-count 0.1 from the spectral estimate, with its
-  default 6 spectral-seeded restarts; time includes the spectral step), and the same with ``restarts=0``
-  (plain MAP-EM from the spectral estimate), also stopped after 20 steps (time to quality), and with
-  ``pseudo_count`` 0 (maximum likelihood), 0.01, 0.03, 0.3 and 1 (``restarts=0``; the sweep behind the default);
-* best-of-3 random EM: the same EM (``single_topic.refine``, no restarts, default pseudo-count) from 3 random
-  starts (topics = the smoothed word frequencies of a random partition of the documents), the best training
-  objective kept; time for all 3;
+* ``single_topic.refine`` with its defaults (MAP-EM, pseudo-count 0.1, from the spectral estimate, then
+  split-merge moves until 2 fail in a row; time includes the spectral step), the same without the moves
+  (``split_merge=0``: plain MAP-EM from the spectral estimate), also stopped after 20 steps (time to quality),
+  with 6 perturbed restarts racing instead of the moves (``restarts=6, split_merge=0``), and with
+  ``pseudo_count`` 0 (maximum likelihood), 0.01, 0.03, 0.3 and 1 (``split_merge=0``; the sweep behind the
+  default);
+* best-of-3 random EM: plain MAP-EM (``single_topic.refine``, ``split_merge=0``, default pseudo-count) from 3
+  random starts (topics = the smoothed word frequencies of a random partition of the documents), the best
+  training objective kept; time for all 3;
 * k-means (scikit-learn ``KMeans``, 3 inits) on l2-normalized tf-idf rows: a clustering, no likelihood;
 * ``lda.spectral`` alone (its default method).
 
@@ -58,7 +60,7 @@ def random_start(train, k: int, rng: np.random.Generator) -> dict:
 
 def best_of_random_em(train, k: int, seed: int, n_starts: int = 3):
     rng = np.random.default_rng(seed)
-    runs = [single_topic.refine(train, random_start(train, k, rng), restarts=0) for _ in range(n_starts)]
+    runs = [single_topic.refine(train, random_start(train, k, rng), split_merge=0) for _ in range(n_starts)]
     return max(runs, key=lambda run: run.log_likelihood[-1]).estimate
 
 
@@ -95,14 +97,17 @@ def run(train, test, labels, k: int, seed: int) -> list[list]:
     add("single_topic.spectral", lambda: single_topic.spectral(train, k, seed=seed), single)
     add("single_topic.refine", lambda: single_topic.refine(train, single_topic.spectral(train, k, seed=seed),
                                                            seed=seed), refined)
-    add("single_topic.refine, restarts=0",
-        lambda: single_topic.refine(train, single_topic.spectral(train, k, seed=seed), restarts=0), refined)
-    add("single_topic.refine, restarts=0, max_iter=20",
-        lambda: single_topic.refine(train, single_topic.spectral(train, k, seed=seed), restarts=0, max_iter=20),
+    add("single_topic.refine, split_merge=0",
+        lambda: single_topic.refine(train, single_topic.spectral(train, k, seed=seed), split_merge=0), refined)
+    add("single_topic.refine, restarts=6, split_merge=0",
+        lambda: single_topic.refine(train, single_topic.spectral(train, k, seed=seed), restarts=6, split_merge=0,
+                                    seed=seed), refined)
+    add("single_topic.refine, split_merge=0, max_iter=20",
+        lambda: single_topic.refine(train, single_topic.spectral(train, k, seed=seed), split_merge=0, max_iter=20),
         refined)
     for pseudo_count in (0.0, 0.01, 0.03, 0.3, 1.0):
-        add(f"single_topic.refine, restarts=0, pseudo_count={pseudo_count:g}",
-            lambda: single_topic.refine(train, single_topic.spectral(train, k, seed=seed), restarts=0,
+        add(f"single_topic.refine, split_merge=0, pseudo_count={pseudo_count:g}",
+            lambda: single_topic.refine(train, single_topic.spectral(train, k, seed=seed), split_merge=0,
                                         pseudo_count=pseudo_count), refined)
     add("EM, best of 3 random starts", lambda: best_of_random_em(train, k, seed), single)
     tfidf = TfidfTransformer().fit_transform(train)

@@ -53,7 +53,7 @@ from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.family import COMMON_OPTIONS, Family
-from specinit.refine import mixture_e_step, normalized_rows
+from specinit.refine import least_needed_component, mixture_e_step
 
 __all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "log_likelihood", "model",
            "population_moments", "predict", "refine", "spectral", "spectral_axis_aligned", "spectral_from_moments"]
@@ -229,10 +229,7 @@ class GaussianMixture(Family):
         k, x, loc = weights.size, data.x, np.asarray(params["loc"], dtype=np.float64)
         if k < 2:
             return None
-        log_joint = self.component_log_prob(params, data) + np.log(weights)
-        without = [normalized_rows(np.delete(log_joint, j, axis=1))[1].sum() - x.shape[0] * np.log1p(-weights[j])
-                   for j in range(k)]
-        leaving = int(np.argmax(without))
+        leaving = least_needed_component(self, params, data)
         others = np.delete(np.arange(k), leaving)
         split = int(others[np.argsort(-weights[others], kind="stable")[attempt % (k - 1)]])
         unit = unit_of(x - loc[split])  # the power iteration in that unit: no square overflows or underflows

@@ -179,6 +179,32 @@ def mixture_e_step(family, params: Mapping, data, per_observation: bool = False)
     return resp, (row if per_observation else float(row.sum()))
 
 
+def least_needed_component(family, params: Mapping, data) -> int:
+    """The mixture component whose removal costs the least log-likelihood (the merge of a split-merge move).
+
+    Each candidate is scored by the data's log-likelihood with that component taken out and the other
+    weights renormalized (``log(1 - w_j)`` per observation).
+
+    Parameters
+    ----------
+    family : Family
+        Provides ``component_log_prob(params, data)`` and a ``weights`` site.
+    params : dict
+    data : object
+        In the form ``component_log_prob`` reads.
+
+    Returns
+    -------
+    int
+    """
+    weights = np.asarray(params["weights"], dtype=np.float64)
+    log_joint = np.asarray(family.component_log_prob(params, data), dtype=np.float64) + np.log(weights)
+    n = log_joint.shape[0]
+    without = [normalized_rows(np.delete(log_joint, j, axis=1))[1].sum() - n * np.log1p(-weights[j])
+               for j in range(weights.size)]
+    return int(np.argmax(without))
+
+
 def normalized_rows(log_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``exp(log_values)`` with rows scaled to sum to one, and every row's log-sum-exp (one ``exp``, NumPy).
 

@@ -376,3 +376,20 @@ def test_single_topic_map_refine_with_zero_pseudo_count_is_maximum_likelihood():
                                rtol=1e-9)
     with pytest.raises(ValueError, match="pseudo_count"):
         single_topic.refine(train, start, pseudo_count=-0.1)
+
+
+def test_single_topic_split_merge_escapes_a_merged_and_a_duplicated_topic():
+    """Three topics on disjoint words; the start merges the first two into one topic and gives the third twice.
+    EM alone stays in that optimum; the split-merge moves (the duplicate leaves, the merged topic is split along
+    its documents' principal axis) recover the three topics and a higher objective."""
+    beta = np.kron(np.eye(3), np.full(10, 0.1))
+    X = sp.csr_matrix(sample_single_topic(beta, np.full(3, 1 / 3), 900, 8, 5)[0])
+    start = {"weights": np.array([0.6, 0.2, 0.2]),
+             "beta": np.vstack([(beta[0] + beta[1]) / 2, beta[2], beta[2]]) * 0.97 + 0.03 / 30}
+    plain = single_topic.refine(X, start, split_merge=0)
+    moved = single_topic.refine(X, start, split_merge=2)
+    assert moved.log_likelihood[-1] > plain.log_likelihood[-1] + 100
+    assert moved.estimate.diagnostics["refine/split_merge_accepted"] >= 1
+    error = np.abs(moved.params["beta"][best_permutation(beta, moved.params["beta"])] - beta).sum(axis=1).max()
+    assert error < 0.1
+    assert np.abs(plain.params["beta"][best_permutation(beta, plain.params["beta"])] - beta).sum(axis=1).max() > 0.5
