@@ -902,9 +902,7 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
     batches), are added to every M-step's counts.
 
     Returns ``(beta, alpha, report)``; the report holds the training
-    log-likelihood per token before each M-step (``closing_log_likelihood``)
-    and the expected topic-word counts of the last M-step
-    (``closing_counts``, ``prior_counts`` included).
+    log-likelihood per token before each M-step (``closing_log_likelihood``).
     """
     alpha = np.asarray(alpha, dtype=np.float64)
     k = beta.shape[0]
@@ -944,7 +942,7 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
         mass = counts.sum(axis=1)
         alpha = alpha.sum() * mass / mass.sum()
     return beta, alpha, {"closing_sweeps": int(sweeps), "closing_eta": float(eta),
-                         "closing_log_likelihood": np.asarray(loglik), "closing_counts": counts}
+                         "closing_log_likelihood": np.asarray(loglik)}
 
 
 def initial_unconstrained(init, shapes: dict, rng: np.random.Generator, func: str) -> dict:

@@ -74,11 +74,29 @@ def test_batches_approach_the_one_fit_with_stable_labels(corpus):
     once = lda.spectral(X, 4, method="anchor", seed=0)
     to_once = np.abs(once.params["beta"] - estimate.params["beta"][best_permutation(once.params["beta"],
                                                                                   estimate.params["beta"])])
-    assert to_once.sum(axis=1).max() < 0.03
+    assert to_once.sum(axis=1).max() < 0.05
     truth = corpus.beta
     online = np.abs(truth - estimate.params["beta"][best_permutation(truth, estimate.params["beta"])]).sum(1).max()
     single = np.abs(truth - once.params["beta"][best_permutation(truth, once.params["beta"])]).sum(1).max()
     assert online < single + 0.01
+
+
+def test_batches_are_as_close_to_the_truth_as_one_fit_on_ten_topics():
+    """Ten batches of a 10-topic corpus: the online topics are as close to the true ones as one fit on everything
+    (mean matched L1). Counts left by earlier batches' sweeps, computed under earlier topics, would pull the sweeps
+    back (0.156 against 0.129 for the one fit); the earlier documents' word counts under the current topics do not
+    (0.115)."""
+    corpus = sample_lda(n_docs=10_000, vocab_size=500, k=10, alpha=0.3, doc_length=60, seed=1)
+    X, truth = corpus.counts, corpus.beta
+    estimate = None
+    for batch in _batches(X, 1000):
+        estimate = lda.update(batch, estimate, k=10, seed=0)
+    once = lda.spectral(X, 10, seed=0, doc_topics=False)
+
+    def error(beta):
+        return np.abs(truth - beta[best_permutation(truth, beta)]).sum(axis=1).mean()
+
+    assert error(estimate.params["beta"]) < error(once.params["beta"]) + 0.01
 
 
 def test_the_warm_start_leads_the_eigensolver():
@@ -101,7 +119,6 @@ def test_updates_continue_after_save_and_load(corpus, tmp_path):
     resumed = lda.update(X[1000:2000], SpectralEstimate.load(path), seed=0)
     direct = lda.update(X[1000:2000], first, seed=0)
     np.testing.assert_array_equal(resumed.params["beta"], direct.params["beta"])
-    np.testing.assert_array_equal(resumed.state["topic_word_counts"], direct.state["topic_word_counts"])
     assert resumed.vocabulary == first.vocabulary
 
 
