@@ -40,7 +40,7 @@ def bare_pass_seconds(X, k: int, repeats: int = 5) -> float:
 def bench_sklearn(n_docs, vocab, k, seed=0):
     """specinit's default call, its parts and the tensor path against scikit-learn's LDA on one corpus.
 
-    The compiled kernels (Numba, cached on disk after the first call of a session) are warmed on a slice
+    The compiled kernels (Numba, cached on disk after their first compilation) are warmed on a slice
     first, so the times are those of a user's second and later fits."""
     from sklearn.decomposition import LatentDirichletAllocation
     from specinit.engine.sources import CountSource

@@ -36,7 +36,7 @@ from specinit.engine.support import project
 from specinit.estimate import SpectralEstimate, check_site_values
 
 __all__ = ["DRIVERS", "RESTART_SPREADS", "RefineResult", "StoppingRule", "check_estimate", "em", "map_estimate",
-           "mixture_e_step", "normalized_rows", "perturbed"]
+           "least_needed_component", "log_joint", "mixture_e_step", "normalized_rows", "perturbed"]
 
 _EM_OPTIONS = {"max_iter": Interval(int, 0), "tol": Interval(float, 0.0, open="low", none=True),
                "rtol": Interval(float, 0.0, 1.0, open="both", none=True),
@@ -170,13 +170,21 @@ def mixture_e_step(family, params: Mapping, data, per_observation: bool = False)
     resp : ndarray, shape (N, k)
     log_likelihood : float or ndarray (N,)
     """
+    resp, row = normalized_rows(log_joint(family, params, data))
+    return resp, (row if per_observation else float(row.sum()))
+
+
+def log_joint(family, params: Mapping, data) -> np.ndarray:
+    """``log w_i + log p(x_n | component i)`` for every observation and component, (N, k) float64.
+
+    The family's ``component_log_prob`` (JAX, evaluated under a scoped float64 context, or NumPy) plus the
+    log weights: what the E-step normalizes and the merge of a split-merge move compares.
+    """
     from specinit.engine.backends.jax import x64
 
     with x64():
-        log_joint = np.asarray(family.component_log_prob(params, data), dtype=np.float64)
-    log_joint = log_joint + np.log(np.asarray(params["weights"], dtype=np.float64))
-    resp, row = normalized_rows(log_joint)
-    return resp, (row if per_observation else float(row.sum()))
+        per_component = np.asarray(family.component_log_prob(params, data), dtype=np.float64)
+    return per_component + np.log(np.asarray(params["weights"], dtype=np.float64))
 
 
 def least_needed_component(family, params: Mapping, data) -> int:
@@ -198,9 +206,8 @@ def least_needed_component(family, params: Mapping, data) -> int:
     int
     """
     weights = np.asarray(params["weights"], dtype=np.float64)
-    log_joint = np.asarray(family.component_log_prob(params, data), dtype=np.float64) + np.log(weights)
-    n = log_joint.shape[0]
-    without = [normalized_rows(np.delete(log_joint, j, axis=1))[1].sum() - n * np.log1p(-weights[j])
+    joint = log_joint(family, params, data)
+    without = [normalized_rows(np.delete(joint, j, axis=1))[1].sum() - joint.shape[0] * np.log1p(-weights[j])
                for j in range(weights.size)]
     return int(np.argmax(without))
 
