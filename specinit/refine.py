@@ -179,6 +179,18 @@ def log_joint(family, params: Mapping, data) -> np.ndarray:
 
     The family's ``component_log_prob`` (JAX, evaluated under a scoped float64 context, or NumPy) plus the
     log weights: what the E-step normalizes and the merge of a split-merge move compares.
+
+    Parameters
+    ----------
+    family : Family
+        Provides ``component_log_prob(params, data)`` and a ``weights`` site.
+    params : dict
+    data : object
+        In the form ``component_log_prob`` reads.
+
+    Returns
+    -------
+    ndarray, shape (N, k)
     """
     from specinit.engine.backends.jax import x64
 
