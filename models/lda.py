@@ -57,20 +57,17 @@ from specinit.engine.sources import CountSource
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.family import COMMON_OPTIONS
+from specinit.engine.anchors import fit_anchor
+from specinit.models._svi import check_local, local_gamma, run_svi, svi_batch
 from specinit.models._topics import (
     ALPHA0,
     ALPHA0_MAX,
     TopicFamily,
     check_alpha0_grid,
-    check_local,
     close_topics,
     default_alpha0_grid,
     document_topics,
-    fit_anchor,
     fit_lda_grid,
-    local_gamma,
-    run_svi,
-    svi_batch,
     word_pairs,
 )
 from specinit.refine import RefineResult, refined
@@ -786,7 +783,7 @@ def spectral(
     spectrum are estimator noise) and never formed: anchor words and the
     RecoverL2 weights come from the exact k-dimensional embedding of the
     row-normalized low-rank moment ([4]_, [5]_;
-    :func:`specinit.models._topics.fit_anchor`). Then ``em_sweeps`` EM
+    :func:`specinit.engine.anchors.fit_anchor`). Then ``em_sweeps`` EM
     sweeps over the corpus close the estimate (per-document fold-in of the
     topic proportions, topics from the expected counts plus ``eta = 0.1``;
     :func:`specinit.models._topics.close_topics`). On the real corpora of

@@ -35,7 +35,8 @@ from specinit.distributions.counts import ModelData, mixture_loglik, topic_compo
 from specinit.distributions.mixtures import MixtureLikelihood
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.models._topics import TopicFamily, run_svi, svi_batch
+from specinit.models._svi import run_svi, svi_batch
+from specinit.models._topics import TopicFamily
 from specinit.refine import check_estimate, least_needed_component, mixture_e_step
 
 __all__ = ["FACTS", "FAMILY", "SingleTopic", "guide", "log_likelihood", "model", "population_moments", "predict", "refine",

@@ -10,6 +10,7 @@ import pytest
 import scipy.sparse as sp
 from specinit.models import _topics, lda
 
+from specinit.engine.anchors import fit_anchor
 from specinit.engine.moments import CountMoments
 from specinit.engine.whitening import IndefiniteMomentError
 from tests.conftest import SHORT_TOPICS, best_permutation, random_instance, sample_lda, short_documents
@@ -293,7 +294,7 @@ def test_anchor_recovery_is_exact_on_population_moments():
     noise = np.linalg.qr(np.column_stack([beta.T, rng.standard_normal((beta.shape[1], 2))]))[0][:, K:]
     s = np.linalg.eigvalsh(lda.population_moments(beta, alpha).dense()[0])[::-1]
     for extra in ([], [(-2 * s[0], noise[:, 0]), (0.5 * s[K - 1], noise[:, 1])]):
-        b, a, report = _topics.fit_anchor(PopulationPairs(beta, alpha, extra), K, func="t", seed=0, floor=1e-14,
+        b, a, report = fit_anchor(PopulationPairs(beta, alpha, extra), K, func="t", seed=0, floor=1e-14,
                                           n_iter=5000)
         perm = best_permutation(beta, b)
         assert sorted(report["anchors"]) == [0, 1, 2]
@@ -307,7 +308,7 @@ def test_anchor_step_refuses_k_beyond_the_positive_spectrum():
     """Exact moments of 3 topics have 3 positive eigenvalues: 4 anchors cannot be found, and the error says so."""
     beta, alpha = separable_instance()
     with pytest.raises(IndefiniteMomentError, match=r"only 3 positive eigenvalues.*do not support k=4.*Try k <= 3"):
-        _topics.fit_anchor(PopulationPairs(beta, alpha), 4, func="t", seed=0)
+        fit_anchor(PopulationPairs(beta, alpha), 4, func="t", seed=0)
 
 
 def test_closing_sweeps_are_em_and_keep_a_fixed_point():

@@ -239,7 +239,7 @@ def test_svi_stops_on_a_plateau_and_reports_why(corpus):
     """From the spectral start on an easy corpus the check loss levels off long before the cap: the run stops at
     the first pair of consecutive checks (every 25 steps, from step 100) where the last quarter of the run gained
     less than tol per word; the check losses fall on the whole (the start is far from the optimum)."""
-    from specinit.models._topics import _plateau_gain
+    from specinit.models._svi import _plateau_gain
 
     est = lda.spectral(corpus.counts, K, alpha0=0.6, doc_topics=False, seed=0)
     result = lda.svi(corpus.counts, K, init=est, batch_size=64, seed=0, max_steps=2000, tol=2e-3)
@@ -291,7 +291,7 @@ def test_sorted_elbo_is_trace_elbo_summed_in_a_fixed_order(small, module, sites)
     """The ELBO of the compiled update is Trace_ELBO's (same key, same random numbers) up to float32 rounding."""
     from numpyro.infer import Trace_ELBO
 
-    from specinit.models._topics import _SortedTraceELBO
+    from specinit.models._svi import _SortedTraceELBO
 
     batch = from_csr(sp.csr_matrix(small[0]), num_documents=20)
     rng = np.random.default_rng(0)
