@@ -207,13 +207,15 @@ class HMM(Family):
         return {"init": init, "transition": transition, "emission": emission / emission.sum(axis=1, keepdims=True)}
 
     def log_likelihood(self, sequences, estimate) -> np.ndarray:
-        from specinit.engine.backends.jax import x64
-        from specinit.refine import check_estimate
+        from specinit.refine import check_estimate, in_float64
 
         estimate = check_estimate(self, estimate)
-        with x64():
+
+        def per_sequence():
             hmm, padded, _, _ = sequence_distribution(sequences, estimate.params)
-            return np.asarray(hmm.log_prob(jnp.asarray(padded)), dtype=np.float64)
+            return hmm.log_prob(jnp.asarray(padded))
+
+        return in_float64(per_sequence)
 
 
 FAMILY = HMM()

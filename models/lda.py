@@ -1291,8 +1291,7 @@ def log_likelihood(counts, estimate) -> np.ndarray:
     -------
     ndarray, shape (N,)
     """
-    from specinit.engine.backends.jax import x64
-    from specinit.refine import check_estimate
+    from specinit.refine import check_estimate, in_float64
 
     estimate = check_estimate(FAMILY, estimate)
     data = FAMILY.refine_data(counts, estimate)
@@ -1300,6 +1299,5 @@ def log_likelihood(counts, estimate) -> np.ndarray:
     theta = params.get("theta")
     if theta is None or theta.shape[0] != data.csr.shape[0]:
         theta = document_topics(data.csr, params["beta"], params["alpha"])
-    with x64():
-        return np.asarray(lda_loglik(jnp.asarray(theta), jnp.asarray(params["beta"]), data.documents), dtype=np.float64)
+    return in_float64(lambda: lda_loglik(jnp.asarray(theta), jnp.asarray(params["beta"]), data.documents))
 

@@ -27,7 +27,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Mapping
+from typing import Callable, Mapping
 
 import numpy as np
 
@@ -36,7 +36,7 @@ from specinit.engine.support import project
 from specinit.estimate import SpectralEstimate, check_site_values
 
 __all__ = ["DRIVERS", "RESTART_SPREADS", "RefineResult", "StoppingRule", "check_estimate", "em", "map_estimate",
-           "least_needed_component", "log_joint", "mixture_e_step", "normalized_rows", "perturbed"]
+           "in_float64", "least_needed_component", "log_joint", "mixture_e_step", "normalized_rows", "perturbed"]
 
 _EM_OPTIONS = {"max_iter": Interval(int, 0), "tol": Interval(float, 0.0, open="low", none=True),
                "rtol": Interval(float, 0.0, 1.0, open="both", none=True),
@@ -192,11 +192,33 @@ def log_joint(family, params: Mapping, data) -> np.ndarray:
     -------
     ndarray, shape (N, k)
     """
+    per_component = in_float64(family.component_log_prob, params, data)
+    return per_component + np.log(np.asarray(params["weights"], dtype=np.float64))
+
+
+def in_float64(compute: Callable, *args) -> np.ndarray:
+    """``compute(*args)`` evaluated under JAX's scoped float64 context, returned as a float64 NumPy array.
+
+    Every likelihood the drivers and the families' ``log_likelihood`` read
+    goes through here: JAX computes float32 by default, and a per-row
+    log-likelihood summed over many rows needs float64.
+
+    Parameters
+    ----------
+    compute : callable
+        A JAX (or NumPy) computation.
+    *args
+        Its arguments.
+
+    Returns
+    -------
+    ndarray
+        Its value as float64.
+    """
     from specinit.engine.backends.jax import x64
 
     with x64():
-        per_component = np.asarray(family.component_log_prob(params, data), dtype=np.float64)
-    return per_component + np.log(np.asarray(params["weights"], dtype=np.float64))
+        return np.asarray(compute(*args), dtype=np.float64)
 
 
 def least_needed_component(family, params: Mapping, data) -> int:
