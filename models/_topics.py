@@ -644,7 +644,9 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
     core without per-token temporaries; otherwise the documents are
     processed in blocks of bounded (nonzeros, k) temporaries
     (:data:`TOKEN_BLOCK_BYTES`) on every core. Memory: the (N, k)
-    proportions and a few blocks' temporaries. ``prior_counts`` (k, V),
+    proportions kept in float32 between sweeps (a warm start, refined by
+    the next sweep's fold-in steps in float64) and a few blocks'
+    temporaries. ``prior_counts`` (k, V),
     expected topic-word counts of documents not in ``source`` (earlier
     batches), are added to every M-step's counts.
 
@@ -660,8 +662,7 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
     def sweep(item, beta, alpha):
         i, X = item
         theta = thetas.get(i)
-        if theta is None:
-            theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1))
+        theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1)) if theta is None else theta.astype(np.float64)
         if compiled is not None:
             return (i, *compiled(X, beta, alpha, theta, fold_in_steps), float(X.data.sum()))
         tokens = _tokens(X, beta)
@@ -678,7 +679,7 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
             blocks = enumerate(block for chunk in source.chunks() for block in _token_blocks(chunk, k))
             results = in_order(partial(sweep, beta=beta, alpha=alpha), blocks, os.cpu_count() or 1)
         for i, theta, block_stats, block_total, block_tokens in results:
-            thetas[i] = theta
+            thetas[i] = theta.astype(np.float32)  # the next sweep's warm start: half the memory of the (N, k)
             stats += block_stats
             total += block_total
             n_tokens += block_tokens
