@@ -9,8 +9,13 @@ document's tokens fold theta in, the other half is scored); the table gives the 
 the last batch, the total time of the updates, and the matched L1 distance of the final topics to the one fit.
 Both ``lda`` arms are timed warm (an untimed call of each first loads the compiled kernels).
 
+With ``--synthetic``, corpora drawn from LDA (``sample_lda``, alpha = 0.3, 60 tokens a document, seed 1) arrive in
+batches of the given size; the table gives the matched L1 distance of the online topics to the one fit and of
+both to the truth, and the time of all updates against the one fit (both warm).
+
     python benchmarks/bench_lda_online.py
     python benchmarks/bench_lda_online.py --batches 5 --k 10
+    python benchmarks/bench_lda_online.py --synthetic
 """
 
 from __future__ import annotations
@@ -33,13 +38,44 @@ def perplexity(test, beta, alpha) -> float:
     return float(document_completion(test, beta, alpha).perplexity)
 
 
+#: Synthetic corpora of ``--synthetic``: documents, vocabulary, topics, batch size.
+SYNTHETIC = [(3_000, 60, 4, 1_000), (3_000, 60, 4, 300), (10_000, 500, 10, 1_000), (20_000, 2_000, 20, 2_000)]
+
+
+def synthetic() -> None:
+    from specinit.synthetic import sample_lda
+
+    print(f"# Online LDA on synthetic corpora, {machine()}\n", flush=True)
+    rows = []
+    for n, vocab, k, size in SYNTHETIC:
+        corpus = sample_lda(n, vocab, k, alpha=0.3, doc_length=60, seed=1)
+        X = sp.csr_matrix(corpus.counts, dtype=np.float64)
+        batches = [X[start: start + size] for start in range(0, n, size)]
+        lda.spectral(batches[0], k, seed=0, doc_topics=False)  # warm: the compiled kernels load here
+        lda.update(batches[0], k=k, seed=0)
+        once, once_seconds = timed(lda.spectral, X, k, seed=0, doc_topics=False)
+        estimate, seconds = None, 0.0
+        for batch in batches:
+            estimate, spent = timed(lda.update, batch, estimate, k=k, seed=0)
+            seconds += spent
+        truth, online, one = corpus.beta, estimate.params["beta"], once.params["beta"]
+        rows.append([f"{n:,}, {vocab:,}, {k}, {size:,}", f"{matched_l1(one, online):.3f}",
+                     f"{matched_l1(truth, online):.3f}", f"{matched_l1(truth, one):.3f}", f"{once_seconds:.3f}",
+                     f"{seconds:.3f}", f"{seconds / once_seconds:.1f}"])
+    print(table(["corpus (N, V, k, batch)", "online to one fit", "online to truth", "one fit to truth",
+                 "one fit (s)", "all updates (s)", "updates / one fit"], rows))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--k", type=int, default=20)
     parser.add_argument("--batches", type=int, default=10)
     parser.add_argument("--test-docs", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--synthetic", action="store_true", help="the synthetic corpora instead of real text")
     args = parser.parse_args()
+    if args.synthetic:
+        return synthetic()
 
     corpus = load_python_docs(("stdlib",))
     X = sp.csr_matrix(corpus.counts, dtype=np.float64)

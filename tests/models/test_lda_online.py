@@ -8,6 +8,7 @@ import pytest
 
 import specinit
 from specinit.engine.anchors import positive_eigenspace
+from specinit.engine import moments as moments_module
 from specinit.engine.moments import CountMoments, PairSums
 from specinit.estimate import SpectralEstimate
 from specinit.estimators import SpectralLDA
@@ -25,11 +26,24 @@ def _batches(X, size):
     return [X[i: i + size] for i in range(0, X.shape[0], size)]
 
 
+@pytest.mark.parametrize("storage", ["dense", "sparse", "mixed"])
 @pytest.mark.parametrize("weighting", ["pooled", "per-document"])
-def test_merged_pair_moments_equal_the_one_shot_moments(corpus, weighting):
+def test_merged_pair_moments_equal_the_one_shot_moments(corpus, weighting, storage, monkeypatch):
+    """The 60-word corpus's pair sums are dense enough to be held dense; a threshold above 1 keeps them sparse;
+    "mixed" merges a sparse summary into a dense one."""
     X = corpus.counts
     once = CountMoments(X, weighting=weighting)
-    merged = PairSums.from_counts(X[:700], weighting) + PairSums.from_counts(_batches(X[700:], 450), weighting)
+    if storage != "dense":
+        monkeypatch.setattr(moments_module, "DENSE_PAIRS", 2.0)
+    first = PairSums.from_counts(X[:700], weighting)
+    rest = PairSums.from_counts(_batches(X[700:], 450), weighting)
+    if storage == "mixed":
+        monkeypatch.setattr(moments_module, "DENSE_PAIRS", 0.25)
+        first = PairSums.from_counts(X[:700], weighting)
+    assert isinstance(first.pairs, np.ndarray) == (storage != "sparse")
+    assert isinstance(rest.pairs, np.ndarray) == (storage == "dense")
+    merged = first + rest
+    assert isinstance(merged.pairs, np.ndarray) == (storage != "sparse")
     Q = np.random.default_rng(0).normal(size=(X.shape[1], 6))
     expected = once.m2_matmat(Q)
     np.testing.assert_allclose(merged.m2_matmat(Q), expected, rtol=0, atol=1e-10 * np.abs(expected).max())
@@ -39,6 +53,15 @@ def test_merged_pair_moments_equal_the_one_shot_moments(corpus, weighting):
     restored = PairSums.from_arrays(merged.to_arrays())
     np.testing.assert_array_equal(restored.m2_matmat(Q), merged.m2_matmat(Q))
     assert restored.weighting == weighting
+    assert isinstance(restored.pairs, np.ndarray) == (storage != "sparse")
+
+
+def test_stored_dense_pair_sums_are_checked(corpus):
+    arrays = PairSums.from_counts(corpus.counts[:500]).to_arrays()
+    assert arrays["pairs"].shape == (60, 60)
+    for bad in (arrays["pairs"][:, :59], np.where(np.eye(60, dtype=bool), np.nan, arrays["pairs"])):
+        with pytest.raises(ValueError, match=r"'estimate' argument .*finite \(V, V\) = \(60, 60\) pair sums"):
+            PairSums.from_arrays({**arrays, "pairs": bad})
 
 
 def test_pair_sums_refuse_other_vocabularies_and_the_budget(corpus):
