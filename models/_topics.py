@@ -29,9 +29,9 @@ from specinit._validation import (
     warn,
 )
 from specinit.distributions.counts import DocumentCounts, from_csr, topic_components
+from specinit.engine.anchors import supported_k
 from specinit.engine.backends import numba_kernel
 from specinit.engine.backends.numpy import in_order
-from specinit.engine.anchors import supported_k
 from specinit.engine.decompose import check_options, decompose
 from specinit.engine.moments import WEIGHTINGS, CountMoments
 from specinit.engine.sources import row_ranges
