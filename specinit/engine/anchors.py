@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from specinit._validation import as_generator
+from specinit.engine.backends import numba_kernel
 from specinit.engine.support import project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 
-__all__ = ["fit_anchor", "positive_eigenspace", "supported_k"]
+__all__ = ["fit_anchor", "positive_eigenspace", "simplex_projection", "supported_k"]
 
 
 def supported_k(ritz: np.ndarray) -> int:
@@ -35,8 +36,18 @@ def supported_k(ritz: np.ndarray) -> int:
 
 
 
-def _simplex_projection(Y: np.ndarray) -> np.ndarray:
-    """Euclidean projection of each row onto the probability simplex (Duchi et al. 2008), vectorized."""
+def simplex_projection(Y: np.ndarray) -> np.ndarray:
+    """Euclidean projection of each row onto the probability simplex (Duchi et al. 2008), vectorized.
+
+    Parameters
+    ----------
+    Y : ndarray, shape (n, k)
+
+    Returns
+    -------
+    ndarray, shape (n, k)
+        Rows on the simplex.
+    """
     n, k = Y.shape
     U = -np.sort(-Y, axis=1)
     css = np.cumsum(U, axis=1) - 1.0
@@ -122,7 +133,8 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     farthest-point search (Gram-Schmidt) on ``X`` over the frequent words;
     the convex weights ``C_w = p(topic | w)`` minimize
     ``||X_w - C_w X_S||^2`` over the simplex, solved for all words at once
-    by accelerated projected gradient. Then ``A_wk ~ C_wk p(w)`` and each
+    by accelerated projected gradient (the projection compiled with Numba when
+    the ``[fast]`` extra is installed). Then ``A_wk ~ C_wk p(w)`` and each
     topic is a column of ``A`` normalized, with ``p(w)`` the first moment.
     Memory O(V k); passes over the data: those of the eigensolver only
     (warm-started from ``start``, see :func:`positive_eigenspace`).
@@ -198,10 +210,11 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     G = 0.5 * (G + G.T)
     L = 2.0 * max(np.linalg.eigvalsh(G)[-1], 1e-300)
     C = np.full((d, k), 1.0 / k)
+    project = numba_kernel("simplex_projection") or simplex_projection  # compiled with the [fast] extra
     Y, t = C.copy(), 1.0
     steps = 0
     for steps in range(1, n_iter + 1):  # FISTA on all words at once, until no weight moves by 1e-10
-        new = _simplex_projection(Y - (2.0 * (Y @ G - H)) / L)
+        new = project(Y - (2.0 * (Y @ G - H)) / L)
         t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
         Y = new + (t - 1.0) / t_new * (new - C)
         done = np.max(np.abs(new - C)) < 1e-10

@@ -77,6 +77,27 @@ def test_compiled_closing_sweeps_equal_the_numpy_sweeps(monkeypatch):
                                rtol=1e-12)
 
 
+def test_compiled_simplex_projection_equals_the_numpy_projection(monkeypatch):
+    """Rows far from, near and on the simplex, with ties; and the anchor fit that uses it is unchanged."""
+    from specinit.engine import anchors
+    from specinit.engine.backends.numba import simplex_projection
+
+    rng = np.random.default_rng(8)
+    Y = np.vstack([rng.normal(scale=scale, size=(200, 7)) for scale in (0.01, 1.0, 30.0)]
+                  + [rng.dirichlet(np.ones(7), size=50), np.full((3, 7), 0.5), np.eye(7)])
+    ours, reference = simplex_projection(Y), anchors.simplex_projection(Y)
+    np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(ours.sum(axis=1), 1.0, atol=1e-13)
+    assert ours.min() >= 0.0
+
+    beta, weights = random_instance(4, 60, seed=5)
+    moments = CountMoments(sp.csr_matrix(sample_lda(beta, weights, N=500, length=30, seed=6)[0]))
+    compiled = anchors.fit_anchor(moments, 4, func="t", seed=0)
+    monkeypatch.setattr(anchors, "numba_kernel", lambda name: None)
+    plain = anchors.fit_anchor(moments, 4, func="t", seed=0)
+    np.testing.assert_allclose(compiled[0], plain[0], rtol=0, atol=1e-12)
+
+
 _INTERRUPTED = textwrap.dedent("""
     import numpy as np, scipy.sparse as sp
     from specinit.engine.backends.numba import closing_sweep
