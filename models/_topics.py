@@ -661,8 +661,9 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
 
     def sweep(item, beta, alpha):
         i, X = item
-        theta = thetas.get(i)
-        theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1)) if theta is None else theta.astype(np.float64)
+        theta = thetas.get(i)  # float32 from the previous sweep: both sweeps below copy it to float64
+        if theta is None:
+            theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1))
         if compiled is not None:
             return (i, *compiled(X, beta, alpha, theta, fold_in_steps), float(X.data.sum()))
         tokens = _tokens(X, beta)

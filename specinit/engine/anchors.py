@@ -16,7 +16,7 @@ from specinit.engine.backends import numba_kernel
 from specinit.engine.support import project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 
-__all__ = ["fit_anchor", "positive_eigenspace", "simplex_projection", "supported_k"]
+__all__ = ["fit_anchor", "positive_eigenspace", "positive_ritz", "simplex_projection", "supported_k"]
 
 
 def supported_k(ritz: np.ndarray) -> int:
@@ -32,7 +32,22 @@ def supported_k(ritz: np.ndarray) -> int:
     int
         How many exceed ``1e-12`` times the largest magnitude.
     """
-    return int(np.count_nonzero(ritz > 1e-12 * np.max(np.abs(ritz))))
+    return positive_ritz(ritz).size
+
+
+def positive_ritz(ritz: np.ndarray) -> np.ndarray:
+    """Indices of the positive Ritz values that are not numerically zero (above ``1e-12`` of the largest magnitude).
+
+    Parameters
+    ----------
+    ritz : ndarray
+        Signed Ritz values.
+
+    Returns
+    -------
+    ndarray of int
+    """
+    return np.flatnonzero(ritz > 1e-12 * np.max(np.abs(ritz)))
 
 
 
@@ -107,7 +122,7 @@ def positive_eigenspace(raw, k: int, *, seed, oversample: int = 10, max_passes: 
     if start is not None:
         block[:, : start.shape[1]] = start[:, :width]
     space = krylov_eigenspace(raw.m2_matmat, block, k, min_passes=2, max_passes=max_passes, tol=tol)
-    positive = np.flatnonzero(space.ritz > 1e-12 * np.max(np.abs(space.ritz)))
+    positive = positive_ritz(space.ritz)
     positive = positive[np.argsort(-space.ritz[positive], kind="stable")][:k]
     if positive.size < k:
         raise IndefiniteMomentError(

@@ -264,7 +264,8 @@ class PairSums(_FirstOrder):
         V = stats.m1_sum.shape[0]
         if sp.issparse(pairs) and pairs.nnz >= DENSE_PAIRS * V * V and 8.0 * V * V <= memory_limit():
             pairs = pairs.toarray()
-        self.stats, self.pairs, self.weighting = stats, pairs if isinstance(pairs, np.ndarray) else pairs.tocsr(), weighting
+        self.stats, self.weighting = stats, weighting
+        self.pairs = pairs if isinstance(pairs, np.ndarray) else pairs.tocsr()
         self.word_counts = np.asarray(word_counts, dtype=np.float64)
         self.n_features = V
 
@@ -318,11 +319,8 @@ class PairSums(_FirstOrder):
             raise bad_argument("counts", None, f"documents over the same {self.n_features} words, weighted "
                                f"{self.weighting!r}", f"{other.n_features} words weighted {other.weighting!r}",
                                describe=False)
-        if isinstance(self.pairs, np.ndarray) or isinstance(other.pairs, np.ndarray):
-            dense, rest = (self.pairs, other.pairs) if isinstance(self.pairs, np.ndarray) else (other.pairs, self.pairs)
-            pairs = dense + (rest if isinstance(rest, np.ndarray) else rest.toarray())
-        else:
-            pairs = self.pairs + other.pairs
+        pairs = self.pairs + other.pairs  # dense as soon as one side is (SciPy returns np.matrix then)
+        pairs = pairs if sp.issparse(pairs) else np.asarray(pairs)
         return PairSums(self.stats + other.stats, pairs, self.weighting, self.word_counts + other.word_counts)
 
     def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
