@@ -401,7 +401,7 @@ class Factors(Family):
                        "gaussian_like": gaussian_like}
         params = {"loc": np.asarray(moments.mean, dtype=np.float64), "loadings": loadings, **params,
                   "noise": np.asarray(noise_sd)}
-        return params, diagnostics
+        return params, diagnostics, {}
 
     def complete(self, params, x, moments, *, rng, scores=True, **options):
         if not scores:

@@ -103,7 +103,7 @@ class GaussianHMMFamily(HMM):
         return moments.n_bins, f"at most the number of quantile bins n_bins = {moments.n_bins}"
 
     def unwhiten(self, fit, moments: GaussianHMMMoments, k, floor, **options):
-        params, report = super().unwhiten(fit, moments.chain, k, floor)
+        params, report, state = super().unwhiten(fit, moments.chain, k, floor)
         # x_t and x_t^2 are views of the middle state, conditionally independent of the NEXT bin (view 2).
         first, second = conditional_means(moments.extended, 3, 2, fit.means[2], fit.weights).T
         variance = second - first**2
@@ -111,7 +111,7 @@ class GaussianHMMFamily(HMM):
         report.update(n_bins=moments.n_bins, n_scales_floored=int(np.sum(variance < minimum)))
         del params["emission"]
         params.update(loc=first, scale=np.sqrt(np.maximum(variance, minimum)))
-        return params, report
+        return params, report, state
 
     # EM ------------------------------------------------------------------------------------------------------
     def refine_data(self, sequences, estimate: SpectralEstimate, **options):

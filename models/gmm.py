@@ -177,7 +177,7 @@ class GaussianMixture(Family):
         if rowdata:
             diagnostics.update(covariance_eigenvalues=moments.eigenvalues * unit**2, covariance_rank=moments.rank,
                                constant_columns=moments.n_constant, factor_iterations=moments.factor_iterations)
-        return {"weights": weights, "loc": loc, "scale": scale}, diagnostics
+        return {"weights": weights, "loc": loc, "scale": scale}, diagnostics, {}
 
     def complete(self, params, x, moments, *, rng, covariance="common", assign_steps=0, **options):
         if not assign_steps:

@@ -161,7 +161,7 @@ class HMM(Family):
         init, init_residual = solve_rows(emission, moments.first_mean)
         report = {**moments.counts, "middle_state_weights": fit.weights, "transition_residual": trans_residual,
                   "init_residual": init_residual}
-        return {"init": init[0], "transition": transition, "emission": moments.expand(emission)}, report
+        return {"init": init[0], "transition": transition, "emission": moments.expand(emission)}, report, {}
 
     # EM (Baum-Welch) -----------------------------------------------------------------------------------------
     def refine_data(self, sequences, estimate: SpectralEstimate, n_symbols: int | None = None):

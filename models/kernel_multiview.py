@@ -300,15 +300,15 @@ class KernelMultiview(Family):
         diagnostics = {"raw_weights": np.asarray(weights, dtype=np.float64), "exchangeable": bool(exchangeable),
                        "feature_kind": moments.features[0].kind, "feature_rank": int(rank)}
         units = moments.units or (1.0,) * len(moments.features)
+        state = {}
         for v, fm in enumerate(moments.features):
-            diagnostics[f"state/bandwidth_{v}"] = units[v] * fm.bandwidth
-            diagnostics[f"state/embedding_{v}"] = np.asarray(embeddings[v])
+            state[f"bandwidth_{v}"] = units[v] * fm.bandwidth
+            state[f"embedding_{v}"] = np.asarray(embeddings[v])
         params = {"weights": np.maximum(np.asarray(weights, dtype=np.float64), floor / k)}
         params["weights"] = params["weights"] / params["weights"].sum()
         if moments.data is None:
-            return params, diagnostics
+            return params, diagnostics, state
         rng = as_generator(0 if rng is None else rng)
-        state = {}
         features = moments.moments.views
         n_obs = features[0].shape[0]
         subset = rng.permutation(n_obs)[:max_support]  # random order: the EM uses the first _EM_POINTS
@@ -335,8 +335,7 @@ class KernelMultiview(Family):
             params[f"mix_{v}"] = np.stack([f[0] for f in fits])
             params[f"loc_{v}"] = units[v] * np.stack([f[1] for f in fits])
             params[f"scale_{v}"] = units[v] * np.stack([f[2] for f in fits])
-        diagnostics.update({f"state/{key}": value for key, value in state.items()})
-        return params, diagnostics
+        return params, diagnostics, state
 
     # EM ------------------------------------------------------------------------------------------------------
     def refine_data(self, views, estimate: SpectralEstimate, **options) -> KernelData:

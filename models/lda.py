@@ -137,9 +137,9 @@ class LDA(TopicFamily):
             if alpha0 is not None or decompose_options is not None or alpha0_grid is not None:
                 raise bad_argument("method", None, "'tpm', 'svtd', 'eca' or 'als' when alpha0, alpha0_grid or "
                                    "decompose_options is given (method='anchor' uses none of them)", method)
-            beta, alpha, report = fit_anchor(moments, k, func=current_entry(), seed=rng, floor=floor,
-                                             alpha_sum=alpha_sum)
-            return {"alpha": alpha, "beta": beta}, report
+            beta, alpha, _, report = fit_anchor(moments, k, func=current_entry(), seed=rng, floor=floor,
+                                                alpha_sum=alpha_sum)
+            return {"alpha": alpha, "beta": beta}, report, {}
         if alpha0 is None:
             source = getattr(moments, "source", None)
             if source is None:
@@ -151,7 +151,7 @@ class LDA(TopicFamily):
             grid = default_alpha0_grid(k) if alpha0_grid is None else alpha0_grid
             beta, alpha, report = fit_lda_grid(moments, k, grid, pairs, func=current_entry(), method=method, seed=rng,
                                                floor=floor, decompose_options=decompose_options, alpha_sum=alpha_sum)
-            return {"alpha": alpha, "beta": beta}, report
+            return {"alpha": alpha, "beta": beta}, report, {}
         if method == "tpm" and (decompose_options is None or isinstance(decompose_options, dict)):
             # Noisy real-text moments: the power iterates converge linearly; 1e-6 on unit vectors in up to 300
             # steps (far below the moment noise) instead of the engine's 1e-10 in 100, which real corpora miss.
@@ -168,7 +168,7 @@ class LDA(TopicFamily):
             warn(f"{current_entry()}: sum(alpha_hat) = {alpha.sum():.3g} differs from alpha0 = {a0:.3g} by more "
                  "than a factor of 2; alpha0 is probably misspecified (refit with alpha0 near sum(alpha_hat)) or "
                  "k is wrong.")
-        return {"alpha": alpha, "beta": beta}, report
+        return {"alpha": alpha, "beta": beta}, report, {}
 
     def complete(self, params, counts, moments, *, rng, floor=1e-3, doc_topics="auto", em_sweeps=EM_SWEEPS,
                  **options):
@@ -1194,8 +1194,8 @@ def update(counts, estimate=None, *, k: int | None = None, alpha_sum: float = 1.
         start, n_batches = np.asarray(estimate.state["eigenspace"]), int(estimate.diagnostics.get("n_batches", 1)) + 1
     floor, em_sweeps = checked["floor"], checked["em_sweeps"]
     with one_blas_thread():
-        beta, alpha, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor, alpha_sum=checked["alpha_sum"],
-                                         start=start)
+        beta, alpha, eigenspace, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor,
+                                                     alpha_sum=checked["alpha_sum"], start=start)
     if estimate is not None:
         # topics keep their labels from batch to batch: the new ones are put in the order of the closest old ones
         order = match_components(estimate.params["beta"], beta)
@@ -1208,7 +1208,7 @@ def update(counts, estimate=None, *, k: int | None = None, alpha_sum: float = 1.
                                             prior_counts=earlier[None, :] * joint / joint.sum(axis=0, keepdims=True))
         report.update(closing)
     state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
-    state.update(eigenspace=report.pop("state/eigenspace"))
+    state.update(eigenspace=eigenspace)
     return FAMILY.estimate(k, {"alpha": alpha, "beta": beta}, {**report, "n_batches": n_batches, "method": "anchor",
                                                                "em_sweeps": em_sweeps}, vocabulary=vocabulary,
                            state=state)

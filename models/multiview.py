@@ -321,7 +321,7 @@ class MultiView(Family):
                 params[f"loc_{v}"] = unit * fit.means[v]
                 report[f"scale_floored_{v}"] = int(np.count_nonzero(variances[v] < minimum))
                 params[f"scale_{v}"] = unit * np.sqrt(np.maximum(variances[v], minimum))
-        return params, report
+        return params, report, {}
 
     def independence(self, moments: MultiViewMoments, fit, k: int, rng) -> dict:
         """Check the model's premise on data: the views conditionally independent given the k classes.

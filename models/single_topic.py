@@ -64,7 +64,7 @@ class SingleTopic(TopicFamily):
     def unwhiten(self, fit, moments, k, floor, **options):
         beta, eig, report = self.topics(fit, moments, k)
         report["weights_sum_before_normalization"] = float(np.sum(1.0 / eig**2))
-        return {"weights": 1.0 / eig**2, "beta": beta}, report
+        return {"weights": 1.0 / eig**2, "beta": beta}, report, {}
 
     def held_out(self, train, test, estimate) -> float:
         """Marginal log-likelihood of ``test`` (multinomial coefficients left out) after 30 MAP-EM steps on ``train``."""

@@ -39,7 +39,7 @@ independent views of the die) -- is written as a new model would be:
 ...     def max_components(self, moments):
 ...         return 6, "at most the number of faces (6)"
 ...     def unwhiten(self, fit, moments, k, floor, **options):
-...         return {"weights": fit.weights, "faces": fit.means[0]}, {}
+...         return {"weights": fit.weights, "faces": fit.means[0]}, {}, {}
 ...     def component_log_prob(self, params, throws):
 ...         return jnp.log(jnp.asarray(params["faces"])).T[throws].sum(axis=1)
 ...     def refine_data(self, throws, estimate):
@@ -204,8 +204,9 @@ class Family:
         """What the engine fit decomposes: the family's moments, or a view of them (default: themselves)."""
         return moments
 
-    def unwhiten(self, fit, moments, k: int, floor: float, **options) -> tuple[dict, dict]:
-        """``(params, report)`` from an engine fit: values of every latent site, flat diagnostics.
+    def unwhiten(self, fit, moments, k: int, floor: float, **options) -> tuple[dict, dict, dict]:
+        """``(params, report, state)`` from an engine fit: values of every latent site, flat diagnostics, and the
+        fitted arrays that are not sites but that the estimate keeps (saved with it; usually none).
 
         ``options`` hold the family's options and ``rng``, the fit's generator.
         """
@@ -217,8 +218,8 @@ class Family:
         return params, {}
 
     # ---- the skeleton ---------------------------------------------------------------------------------------
-    def estimate(self, k: int | None, params: Mapping, diagnostics: Mapping, *, vocabulary=None, state=None,
-                 options: Mapping | None = None) -> SpectralEstimate:
+    def estimate(self, k: int | None, params: Mapping, diagnostics: Mapping, *, vocabulary=None,
+                 state: Mapping | None = None, options: Mapping | None = None) -> SpectralEstimate:
         """Package values as this family's :class:`~specinit.estimate.SpectralEstimate` (the one place estimates are built).
 
         Parameters
@@ -227,9 +228,10 @@ class Family:
             Number of components (None: read off the match site).
         params : dict
         diagnostics : dict
-            Flat diagnostics; keys ``"state/<name>"`` go to the estimate's ``state``.
+            Flat diagnostics (numbers, strings, arrays).
         vocabulary : sequence of str, optional
         state : dict, optional
+            Fitted arrays that are not sites (saved and loaded with the estimate).
         options : dict, optional
             The family's options (for site tables that depend on them).
 
@@ -238,10 +240,8 @@ class Family:
         SpectralEstimate
         """
         sites, match = self.site_table(params, **(options or {}))
-        diagnostics, state = dict(diagnostics), dict(state or {})
-        state.update({key[len("state/"):]: diagnostics.pop(key) for key in list(diagnostics) if key.startswith("state/")})
-        return SpectralEstimate(self.name, dict(params), diagnostics, vocabulary, k=k, sites=sites, match_site=match,
-                                state=state)
+        return SpectralEstimate(self.name, dict(params), dict(diagnostics), vocabulary, k=k, sites=sites,
+                                match_site=match, state=dict(state or {}))
 
     def check_k(self, k, moments) -> int:
         """``k`` as an int in ``1..max_components(moments)`` (the one data-dependent check of k)."""
@@ -252,8 +252,8 @@ class Family:
         return k
 
     def recover(self, moments, k: int, *, method: str, approach: str, rng, floor: float, decompose_options,
-                **options) -> tuple[dict, dict]:
-        """Engine fit (with the fallback of ``approach="auto"``) and :meth:`unwhiten`: ``(params, report)``."""
+                **options) -> tuple[dict, dict, dict]:
+        """Engine fit (with the fallback of ``approach="auto"``) and :meth:`unwhiten`: ``(params, report, state)``."""
         fit_moments = self.fit_input(moments, k, **options)
         if self.kind_of(**options) == "multiview":
             fit = fit_multiview(fit_moments, k, target=self.target(**options), method=method, approach=approach,
@@ -263,24 +263,25 @@ class Family:
             fit = fit_exchangeable(fit_moments, k, order=self.tensor_order(**options), method=method, seed=rng,
                                    decompose_options=decompose_options, eigenspace=self.whitening_eigenspace)
             diagnostics = fit.diagnostics
-        params, report = self.unwhiten(fit, moments, k, floor, rng=rng, **options)
-        return params, {**diagnostics, **report}
+        params, report, state = self.unwhiten(fit, moments, k, floor, rng=rng, **options)
+        return params, {**diagnostics, **report}, state
 
-    def _fit(self, moments, k, *, method, approach, seed, floor, decompose_options, options) -> tuple[int, dict, dict]:
+    def _fit(self, moments, k, *, method, approach, seed, floor, decompose_options,
+             options) -> tuple[int, dict, dict, dict]:
         checked = check_arguments({**COMMON_OPTIONS, "method": Options(self.methods)},
                                   {"method": method, "approach": approach, "floor": floor})
         options = check_arguments(self.options, options)
         k = self.check_k(k, moments)
         rng = as_generator(seed)
         try:
-            params, report = self.recover(moments, k, method=checked["method"], approach=checked["approach"],
-                                          rng=rng, floor=checked["floor"], decompose_options=decompose_options,
-                                          **options)
+            params, report, state = self.recover(moments, k, method=checked["method"], approach=checked["approach"],
+                                                 rng=rng, floor=checked["floor"],
+                                                 decompose_options=decompose_options, **options)
         except IndefiniteMomentError as exc:
             raise exc.advise(current_entry(), self.advice) from None
         params, repairs = project(params, self.site_table(params, **options)[0], checked["floor"])
         self.warn_repairs(repairs, k, self.site_table(params, **options)[1])
-        return k, params, {**report, **repairs}
+        return k, params, {**report, **repairs}, state
 
     def warn_repairs(self, repairs: Mapping, k: int, match_site: str | None) -> None:
         """Warn when the projection had to repair much of the matched site (every repair is in the diagnostics)."""
@@ -328,9 +329,10 @@ class Family:
         if isinstance(k, str) and k == "auto":
             seed = as_generator(seed)
             k, report = self.spectrum_k(moments, 10, seed, **check_arguments(self.options, options))
-        k, params, diagnostics = self._fit(moments, k, method=method, approach=approach, seed=seed, floor=floor,
-                                           decompose_options=decompose_options, options=options)
-        return self.estimate(k, params, {**diagnostics, **report}, vocabulary=vocabulary, options=options)
+        k, params, diagnostics, state = self._fit(moments, k, method=method, approach=approach, seed=seed,
+                                                  floor=floor, decompose_options=decompose_options, options=options)
+        return self.estimate(k, params, {**diagnostics, **report}, vocabulary=vocabulary, state=state,
+                             options=options)
 
     def spectral(self, data, k, *, method: str = "tpm", approach: str = "auto", seed=0, floor: float = 1e-3,
                  decompose_options: dict | None = None, backend=None, vocabulary=None, **options) -> SpectralEstimate:
@@ -364,10 +366,11 @@ class Family:
             return replace(estimate, diagnostics={**estimate.diagnostics, **report})
         k = COMMON_OPTIONS["k"].check("k", k)
         moments = self.moments(data, k=k, backend=backend, **options)
-        k, params, diagnostics = self._fit(moments, k, method=method, approach=approach, seed=rng, floor=floor,
-                                           decompose_options=decompose_options, options=options)
+        k, params, diagnostics, state = self._fit(moments, k, method=method, approach=approach, seed=rng,
+                                                  floor=floor, decompose_options=decompose_options, options=options)
         params, extra = self.complete(params, data, moments, rng=rng, floor=floor, **options)
-        return self.estimate(k, params, {**diagnostics, **extra}, vocabulary=vocabulary, options=options)
+        return self.estimate(k, params, {**diagnostics, **extra}, vocabulary=vocabulary, state=state,
+                             options=options)
 
     # ---- k from the data ---------------------------------------------------------------------------------------
     def n_free_parameters(self, estimate: SpectralEstimate) -> int:

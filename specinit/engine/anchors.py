@@ -182,10 +182,10 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
         Topics, rows on the simplex.
     alpha : ndarray, shape (k,)
         ``alpha_sum * p(topic)``.
+    eigenspace : ndarray, shape (V, k)
+        The eigenvectors ``U``: the next ``start`` of an online update.
     report : dict
-        Diagnostics (anchors, eigenvalues, passes, recovery objective);
-        with ``start`` given, ``state/eigenspace`` is the (V, k)
-        eigenvector basis, the next start.
+        Diagnostics (anchors, eigenvalues, passes, recovery objective).
 
     References
     ----------
@@ -262,6 +262,4 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     }
     if hasattr(raw, "n_documents"):
         report.update(n_documents=raw.n_documents, n_dropped=raw.n_dropped)
-    if start is not None:
-        report["state/eigenspace"] = U
-    return beta, alpha_sum * weights, report
+    return beta, alpha_sum * weights, U, report

@@ -164,6 +164,8 @@ def test_population_round_trip_is_exact(exchangeable):
     moments = km.population_moments(params, exchangeable=exchangeable, rank=64)
     est = km.spectral_from_moments(moments, 3, seed=0)
     assert set(est.params) == {"weights"} and est.facts.match_site == "weights"
+    assert set(est.state) == {f"{name}_{v}" for name in ("bandwidth", "embedding") for v in range(3)}
+    assert not any(key.startswith("state") for key in est.diagnostics)  # state has its own field
     perm = best_permutation(params["weights"], est.params["weights"])
     # exact moments: weights and embeddings to round-off (TPM tolerance 1e-10, conditioning ~1e2)
     np.testing.assert_allclose(est.params["weights"][perm], params["weights"], atol=1e-8)

@@ -294,8 +294,8 @@ def test_anchor_recovery_is_exact_on_population_moments():
     noise = np.linalg.qr(np.column_stack([beta.T, rng.standard_normal((beta.shape[1], 2))]))[0][:, K:]
     s = np.linalg.eigvalsh(lda.population_moments(beta, alpha).dense()[0])[::-1]
     for extra in ([], [(-2 * s[0], noise[:, 0]), (0.5 * s[K - 1], noise[:, 1])]):
-        b, a, report = fit_anchor(PopulationPairs(beta, alpha, extra), K, func="t", seed=0, floor=1e-14,
-                                          n_iter=5000)
+        b, a, _, report = fit_anchor(PopulationPairs(beta, alpha, extra), K, func="t", seed=0, floor=1e-14,
+                                     n_iter=5000)
         perm = best_permutation(beta, b)
         assert sorted(report["anchors"]) == [0, 1, 2]
         np.testing.assert_allclose(b[perm], beta, atol=1e-8)

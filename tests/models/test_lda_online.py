@@ -84,6 +84,7 @@ def test_the_first_batch_is_the_anchor_fit(corpus):
     np.testing.assert_allclose(first.params["beta"], once.params["beta"], rtol=0, atol=1e-6)
     np.testing.assert_allclose(first.params["alpha"], once.params["alpha"], rtol=0, atol=1e-6)
     assert first.diagnostics["n_batches"] == 1 and first.state["eigenspace"].shape == (X.shape[1], 4)
+    assert not any(key.startswith("state") or key == "eigenspace" for key in first.diagnostics)
 
 
 def test_batches_approach_the_one_fit_with_stable_labels(corpus):
