@@ -11,14 +11,19 @@ spectral estimate is ``lda.spectral(X, 4, alpha0=1.2, seed=0)``. Per seed:
   unconstrained, ``beta`` and ``theta`` constrained);
 * ``gibbs, default``: ``lda.kernel`` without ``init_params`` (prior draws of
   ``beta`` and ``theta``, NumPyro's default for ``alpha``);
-* ``nuts, spectral``: NUTS on ``lda.model`` from the same spectral start.
+* ``nuts, spectral``: NUTS on ``lda.model`` from the same spectral start;
+* ``compare``: ``compare_nuts(lda.model, estimate)`` with its defaults (``lda.kernel``; the warm run from starts
+  drawn from the Laplace Gaussian at the estimate and with ``alpha``'s inverse mass matrix from it, the cold run
+  from NumPyro's default), two rows; the warm row's time adds the spectral fit and ``compare_nuts``'s own
+  preparation (Laplace step, mass matrix, starts) to ``mcmc.run``.
 
 Reported: wall time of ``mcmc.run`` (with compilation), max rank-normalized
 split R-hat over ``alpha`` and ``beta`` and their smallest bulk ESS
 (:func:`specinit.posterior.convergence`, no relabelling), bulk ESS per
 second, and the number of ``beta`` entries with R-hat above 1.1.
 
-Run: ``python benchmarks/bench_lda_gibbs.py [--seeds 11,12,13] [--runs gibbs,default,nuts] [--sweeps 5] [--quick]``.
+Run: ``python benchmarks/bench_lda_gibbs.py [--seeds 11,12,13] [--runs gibbs,default,nuts,compare] [--sweeps 5]
+[--quick]``.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import numpy as np
 from numpyro.infer import MCMC, NUTS
 
 from _common import machine, table
+from specinit.compare import compare_nuts
 from specinit.models import lda
 from specinit.posterior import _draws, _rhat_ess, convergence
 from specinit.synthetic import sample_lda
@@ -40,9 +46,23 @@ from specinit.synthetic import sample_lda
 RUNS = {"gibbs": "gibbs, spectral", "default": "gibbs, default", "nuts": "nuts, spectral"}
 
 
-def run(name: str, seed: int, sizes: dict, sweeps: int):
-    n, k = sizes["n"], sizes["k"]
-    corpus = sample_lda(n, n, k, alpha=0.3, doc_length=80, seed=seed)
+def corpus_of(seed: int, sizes: dict):
+    return sample_lda(sizes["n"], sizes["n"], sizes["k"], alpha=0.3, doc_length=80, seed=seed)
+
+
+def row(label: str, seed: int, sweeps, seconds: float, draws) -> list:
+    draws = {site: np.asarray(draws[site], np.float64) for site in ("alpha", "beta")}
+    conv = convergence(draws)
+    rhat_beta = np.asarray(_rhat_ess(_draws({"beta": draws["beta"]}, None, "bench_lda_gibbs"))[0]["beta"])
+    ess = float(conv.ess_bulk.min())
+    return [label, seed, sweeps, seconds, float(conv.r_hat.max()), ess, ess / seconds, int((rhat_beta > 1.1).sum())]
+
+
+def run(name: str, seed: int, sizes: dict, sweeps: int) -> list:
+    if name == "compare":
+        return compare(seed, sizes, sweeps)
+    k = sizes["k"]
+    corpus = corpus_of(seed, sizes)
     X = corpus.counts.toarray().astype(np.float32)
     init_key, run_key = jax.random.split(jax.random.PRNGKey(seed))
     init = None
@@ -57,12 +77,26 @@ def run(name: str, seed: int, sizes: dict, sweeps: int):
     mcmc.run(run_key, X, init_params=init, k=k)
     draws = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
     seconds = time.perf_counter() - start
-    draws = {site: np.asarray(draws[site], np.float64) for site in ("alpha", "beta")}
-    conv = convergence(draws)
-    rhat_beta = np.asarray(_rhat_ess(_draws({"beta": draws["beta"]}, None, "bench_lda_gibbs"))[0]["beta"])
-    ess = float(conv.ess_bulk.min())
-    return [RUNS[name], seed, sweeps if name != "nuts" else "-", seconds, float(conv.r_hat.max()), ess, ess / seconds,
-            int((rhat_beta > 1.1).sum())]
+    return [row(RUNS[name], seed, sweeps if name != "nuts" else "-", seconds, draws)]
+
+
+def compare(seed: int, sizes: dict, sweeps: int) -> list:
+    """``compare_nuts`` with its defaults: the warm row's time is spectral fit + preparation + ``mcmc.run``."""
+    k = sizes["k"]
+    corpus = corpus_of(seed, sizes)
+    X = corpus.counts.toarray().astype(np.float32)
+    start = time.perf_counter()
+    estimate = lda.spectral(corpus.counts, k, alpha0=0.3 * k, seed=0)
+    fit_seconds = time.perf_counter() - start
+    start = time.perf_counter()
+    result = compare_nuts(lda.model, estimate, model_args=(X,), model_kwargs={"k": k}, num_chains=4,
+                          num_warmup=sizes["warmup"], num_samples=sizes["draws"], seed=seed,
+                          nuts_kwargs={"gibbs_sweeps": sweeps})
+    preparation = time.perf_counter() - start - result.warm_time - result.cold_time
+    return [row("compare_nuts, spectral (Laplace spread + mass)", seed, sweeps,
+                fit_seconds + preparation + result.warm_time, result.warm.get_samples(group_by_chain=True)),
+            row("compare_nuts, default start", seed, sweeps, result.cold_time,
+                result.cold.get_samples(group_by_chain=True))]
 
 
 def main():
@@ -82,8 +116,9 @@ def main():
         for name in args.runs.split(","):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                rows.append(run(name, seed, sizes, args.sweeps))
-            print(table(headers, rows[-1:]), flush=True)
+                new = run(name, seed, sizes, args.sweeps)
+            rows.extend(new)
+            print(table(headers, new), flush=True)
     print(table(headers, rows))
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
 

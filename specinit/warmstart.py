@@ -429,7 +429,11 @@ def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None
         independent Gaussian noise per coordinate (0: every chain starts at
         the estimate); ``"laplace"`` draws each start from the estimate's
         own uncertainty, the Gaussian of :func:`laplace`, so precise
-        coordinates move little and vague ones a lot.
+        coordinates move little and vague ones a lot. With a Gibbs
+        composite ``kernel``, the Gaussian covers the sites its HMC block
+        moves (conditional on the others at the estimate); the sites its
+        Gibbs steps draw exactly start at the estimate, and their first
+        conditional draw spreads them.
     sites : None, list of str, or dict of str -> str or callable
         The model's sites and their sources (module notes).
     fallback : collection of str
@@ -464,14 +468,16 @@ def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None
                            or not np.isfinite(spread) or spread < 0):
         raise bad_argument("spread", func, "a finite number >= 0 or 'laplace'", spread)
     start = _start(estimate, model, sites, fallback, model_args, model_kwargs, func)
+    unconstrained = unconstrained_sites(kernel, start.z)
     if by_laplace:
-        chains = _laplace(start, tuple(sorted(start.z))).sample(key, num_chains)
+        chains = {name: jnp.broadcast_to(value, (num_chains, *value.shape)) for name, value in start.z.items()}
+        if unconstrained:
+            chains.update(_laplace(start, unconstrained).sample(key, num_chains))
     else:
         keys = jax.random.split(key, len(start.z))
         chains = {name: value[None] + spread * jax.random.normal(k_, (num_chains, *value.shape), value.dtype)
                   for (name, value), k_ in zip(sorted(start.z.items()), keys)}
     _check_finite(start.potential_fn, chains, num_chains, func)
-    unconstrained = unconstrained_sites(kernel, start.z)
     chains = {name: value if name in unconstrained else biject_to(start.model_trace[name]["fn"].support)(value)
               for name, value in chains.items()}
     return chains if num_chains > 1 else {name: value[0] for name, value in chains.items()}

@@ -7,12 +7,22 @@ package). The matcher is an independent oracle built on SciPy, not
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
+
+# JAX's persistent compilation cache, shared by the worker processes, the tutorials' subprocesses and the runs
+# under other Pythons with the same jax version (a key hashes the program without source locations, and the
+# jax/jaxlib version): much of the suite's time is XLA compiling the same NumPyro programs again. Bounded in size,
+# so JAX locks each entry (filelock, in the test extra) and no process reads a half-written one. Set before JAX is
+# imported; the caller's own JAX_* settings win.
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(__file__).parent.parent / ".pytest_cache" / "jax"))
+os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(4 << 30))
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
 # Test modules that cross the NumPyro/ArviZ/scikit-learn boundary or run the demo, the README or a tutorial: .ci/run
 # runs them (`pytest -m boundary`) under every supported Python beside the full suite.

@@ -199,6 +199,23 @@ def test_gibbs_composites_take_constrained_values_for_their_gibbs_sites(blobs):
     np.testing.assert_allclose(np.exp(np.asarray(chains["scale"][0])), MAPPING["scale"](est.params), rtol=1e-5)
 
 
+def test_laplace_spread_under_a_gibbs_composite_covers_the_hmc_block_only(blobs):
+    x, est = blobs
+
+    def gibbs_fn(rng_key, gibbs_sites, hmc_sites):
+        return gibbs_sites
+
+    kernel = HMCGibbs(NUTS(mixture), gibbs_fn=gibbs_fn, gibbs_sites=["weights"])
+    chains = init_params(est, mixture, 3, jax.random.PRNGKey(0), spread="laplace", sites=MAPPING, model_args=(x,),
+                         kernel=kernel)
+    # the Gibbs site is drawn exactly by the kernel's first step: every chain starts at the estimate
+    np.testing.assert_allclose(np.asarray(chains["weights"]), np.broadcast_to(est.params["weights"], (3, 3)),
+                               rtol=1e-5)
+    # the HMC block's sites scatter by the Laplace Gaussian: three different starts
+    locs = np.asarray(chains["locs"]).reshape(3, -1)
+    assert np.all(np.abs(locs[1:] - locs[0]).max(axis=1) > 1e-4)
+
+
 # --- enumerated models: the marginal log-likelihood and ArviZ ------------------------------------------------
 
 def test_marginal_log_likelihood_of_a_mixture_by_hand(blobs):
