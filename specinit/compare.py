@@ -185,11 +185,11 @@ def compare_nuts(
     mass : bool
         Give the warm run's NUTS an initial inverse mass matrix from the
         estimate's uncertainty (:func:`specinit.warmstart.inverse_mass_matrix`,
-        over the sites NUTS moves) instead of the identity (``False``). On
-        ``hmm.model`` on letters it turns a run that barely moves (bulk ESS
-        8) into one that mixes (146); on Gaussian mixtures it raises bulk
-        ESS 1.6-2x; on NumPyro's stick-breaking ``scan`` HMM it lowered it
-        (97 to 29): ``benchmarks/RESULTS.md``.
+        over the sites NUTS moves) instead of the identity (``False``). It
+        raises bulk ESS 1.6-2x on Gaussian mixtures, and 2.7x on
+        ``hmm.model`` on letters at 5x the time per draw; on NumPyro's
+        stick-breaking ``scan`` HMM it lowered it (97 to 29):
+        ``benchmarks/RESULTS.md``.
     kernel : callable, optional
         ``kernel(**nuts_kwargs) -> numpyro.infer.MCMCKernel``, a fresh kernel
         for each run. Default: the model's own kernel when it declares one
