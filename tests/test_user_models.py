@@ -187,27 +187,28 @@ def test_inverse_mass_matrix_is_accepted_by_nuts(conjugate):
     np.testing.assert_allclose(np.cov(draws.T), covariance, rtol=0.35)
 
 
-def test_gibbs_composites_take_constrained_values_for_their_gibbs_sites(blobs):
-    x, est = blobs
+@pytest.fixture
+def weights_by_gibbs():
+    """NUTS on the mixture's ``locs`` and ``scale``, a (trivial) Gibbs step on ``weights``."""
 
     def gibbs_fn(rng_key, gibbs_sites, hmc_sites):
         return gibbs_sites
 
-    kernel = HMCGibbs(NUTS(mixture), gibbs_fn=gibbs_fn, gibbs_sites=["weights"])
-    chains = init_params(est, mixture, 2, jax.random.PRNGKey(0), sites=MAPPING, model_args=(x,), kernel=kernel)
+    return HMCGibbs(NUTS(mixture), gibbs_fn=gibbs_fn, gibbs_sites=["weights"])
+
+
+def test_gibbs_composites_take_constrained_values_for_their_gibbs_sites(blobs, weights_by_gibbs):
+    x, est = blobs
+    chains = init_params(est, mixture, 2, jax.random.PRNGKey(0), sites=MAPPING, model_args=(x,),
+                         kernel=weights_by_gibbs)
     np.testing.assert_allclose(np.asarray(chains["weights"][0]), est.params["weights"], rtol=1e-5)  # on the simplex
     np.testing.assert_allclose(np.exp(np.asarray(chains["scale"][0])), MAPPING["scale"](est.params), rtol=1e-5)
 
 
-def test_laplace_spread_under_a_gibbs_composite_covers_the_hmc_block_only(blobs):
+def test_laplace_spread_under_a_gibbs_composite_covers_the_hmc_block_only(blobs, weights_by_gibbs):
     x, est = blobs
-
-    def gibbs_fn(rng_key, gibbs_sites, hmc_sites):
-        return gibbs_sites
-
-    kernel = HMCGibbs(NUTS(mixture), gibbs_fn=gibbs_fn, gibbs_sites=["weights"])
     chains = init_params(est, mixture, 3, jax.random.PRNGKey(0), spread="laplace", sites=MAPPING, model_args=(x,),
-                         kernel=kernel)
+                         kernel=weights_by_gibbs)
     # the Gibbs site is drawn exactly by the kernel's first step: every chain starts at the estimate
     np.testing.assert_allclose(np.asarray(chains["weights"]), np.broadcast_to(est.params["weights"], (3, 3)),
                                rtol=1e-5)
