@@ -36,8 +36,8 @@ from numpyro.optim import Adam
 
 from specinit._validation import bad_argument, check_choice, check_int, check_positive
 from specinit.posterior import convergence
-from specinit.warmstart import (init_params, init_strategy, inverse_mass_matrix, latent_sites, map_sites,
-                                site_info, unconstrained_sites)
+from specinit.warmstart import (init_params, init_strategy, laplace, latent_sites, map_sites, site_info,
+                                unconstrained_sites)
 
 __all__ = ["NutsComparison", "SviComparison", "compare_nuts", "compare_svi", "local_sites"]
 
@@ -74,6 +74,14 @@ class NutsComparison:
         with ``get_samples(group_by_chain=True)``).
     warm_time, cold_time : float
         Wall-clock seconds of ``MCMC.run`` (warm-up, sampling, compilation).
+    preparation_time : float
+        Wall-clock seconds of the warm run's preparation: the Laplace
+        Gaussian, the mass matrix and the chains' starts. The first call of
+        NumPyro's ``initialize_model`` on a model runs it op by op and
+        compiles each operation (16 s on ``lda.model`` with 150 documents);
+        the preparation pays that once, and the runs after it find the
+        operations compiled, so a run alone in a fresh process costs that
+        much more than its ``*_time`` here.
     warm_rhat, cold_rhat : dict of str -> float
         Largest rank-normalized split R-hat of every latent site, per-document
         sites included (:func:`specinit.posterior.convergence`, the one
@@ -99,6 +107,7 @@ class NutsComparison:
     global_sites: tuple
     warm_mean_steps: float
     cold_mean_steps: float
+    preparation_time: float
 
     def summary(self) -> dict:
         """Headline numbers: times, max R-hat and min bulk ESS (and ESS per second) over global sites, tree sizes."""
@@ -107,6 +116,7 @@ class NutsComparison:
         return {
             "warm_time_s": self.warm_time,
             "cold_time_s": self.cold_time,
+            "warm_preparation_s": self.preparation_time,
             "warm_max_rhat": max(self.warm_rhat[name] for name in self.global_sites),
             "cold_max_rhat": max(self.cold_rhat[name] for name in self.global_sites),
             "warm_min_ess": warm_ess,
@@ -153,7 +163,7 @@ def compare_nuts(
     num_warmup: int = 500,
     num_samples: int = 500,
     spread="laplace",
-    mass: bool = True,
+    mass: bool | None = None,
     kernel=None,
     seed: int = 0,
     progress_bar: bool = False,
@@ -182,14 +192,20 @@ def compare_nuts(
         (:func:`specinit.warmstart.init_params`): ``"laplace"`` draws them
         from the estimate's own uncertainty; a float is a fixed standard
         deviation in the unconstrained space.
-    mass : bool
+    mass : bool, optional
         Give the warm run's NUTS an initial inverse mass matrix from the
-        estimate's uncertainty (:func:`specinit.warmstart.inverse_mass_matrix`,
-        over the sites NUTS moves) instead of the identity (``False``). It
-        raises bulk ESS 1.6-2x on Gaussian mixtures, and 2.7x on
-        ``hmm.model`` on letters at 5x the time per draw; on NumPyro's
-        stick-breaking ``scan`` HMM it lowered it (97 to 29):
-        ``benchmarks/RESULTS.md``.
+        estimate's uncertainty (the covariance of
+        :func:`specinit.warmstart.laplace` over the sites NUTS moves, the
+        same Gaussian the ``"laplace"`` spread draws from) instead of the
+        identity (``False``). It raises bulk ESS 1.6-2x on Gaussian
+        mixtures, and 2.7x on ``hmm.model`` on letters at 5x the time per
+        draw; on NumPyro's stick-breaking ``scan`` HMM it lowered it (97 to
+        29): ``benchmarks/RESULTS.md``. Default: on when NUTS moves every
+        continuous site; off for a Gibbs composite kernel (``lda.kernel``),
+        whose NUTS block moves its sites given Gibbs-drawn ones, and the
+        Laplace Gaussian is conditional on those at the estimate, where the
+        chains never are (a fold-in ``theta`` has no near-zero entries; its
+        posterior draws do).
     kernel : callable, optional
         ``kernel(**nuts_kwargs) -> numpyro.infer.MCMCKernel``, a fresh kernel
         for each run. Default: the model's own kernel when it declares one
@@ -228,16 +244,24 @@ def compare_nuts(
     model_kwargs = dict(model_kwargs or {})
     nuts_kwargs = dict(nuts_kwargs or {})
     init_key, run_key = jax.random.split(jax.random.PRNGKey(check_int(seed, "seed", func, minimum=0)))
+    start = time.perf_counter()
     cold_kernel = _kernel(model, kernel, model_args, model_kwargs, nuts_kwargs)
+    over = unconstrained_sites(cold_kernel, latent_sites(model, model_args, model_kwargs))
+    mass = isinstance(cold_kernel, HMC) if mass is None else bool(mass)
+    by_laplace = isinstance(spread, str) and spread == "laplace"
+    gaussian = None
+    if over and (mass or by_laplace):
+        gaussian = laplace(estimate, model, sites=sites, fallback=fallback, model_args=model_args,
+                           model_kwargs=model_kwargs, over=over)
     warm_kernel = cold_kernel
-    if mass:
-        matrix = inverse_mass_matrix(estimate, model, sites=sites, fallback=fallback, model_args=model_args,
-                                     model_kwargs=model_kwargs,
-                                     over=unconstrained_sites(cold_kernel, latent_sites(model, model_args, model_kwargs)))
+    if mass and gaussian is not None:
+        matrix = gaussian.covariance
         warm_kernel = _kernel(model, kernel, model_args, model_kwargs,
                               {**nuts_kwargs, "inverse_mass_matrix": matrix, "dense_mass": matrix.ndim == 2})
-    init = init_params(estimate, model, num_chains, init_key, spread=spread, sites=sites, fallback=fallback,
-                       model_args=model_args, model_kwargs=model_kwargs, kernel=warm_kernel)
+    init = init_params(estimate, model, num_chains, init_key, spread=gaussian if by_laplace and gaussian is not None else spread,
+                       sites=sites, fallback=fallback, model_args=model_args, model_kwargs=model_kwargs,
+                       kernel=warm_kernel)
+    preparation = time.perf_counter() - start
     warm = _nuts_run(warm_kernel, init, run_key, model_args, model_kwargs, settings)
     cold = _nuts_run(_kernel(model, kernel, model_args, model_kwargs, nuts_kwargs), None, run_key, model_args,
                      model_kwargs, settings)
@@ -247,7 +271,7 @@ def compare_nuts(
     if not global_sites:
         raise bad_argument("estimate", func, "an estimate with at least one global site of the model", sorted(mapped.params))
     return NutsComparison(warm[0], cold[0], warm[1], cold[1], warm[2], cold[2], warm[3], cold[3], global_sites,
-                          warm[4], cold[4])
+                          warm[4], cold[4], preparation)
 
 
 def _smooth(losses: np.ndarray, window: int) -> np.ndarray:

@@ -82,6 +82,9 @@ __all__ = [
 #: Above this many unconstrained coordinates :func:`laplace` keeps the diagonal of the Hessian only.
 DENSE_LIMIT = 2000
 
+#: Up to this many chains :func:`init_params` checks the starts op by op (no compilation), beyond it compiled.
+EAGER_CHECK_CHAINS = 16
+
 
 class SiteInfo(NamedTuple):
     """What a trace of the model says about one sample site.
@@ -395,7 +398,22 @@ def unconstrained_sites(kernel, z: Mapping) -> tuple:
 
 
 def _check_finite(potential_fn, chains: dict, num_chains: int, func: str) -> None:
-    energy, grads = jax.jit(jax.vmap(jax.value_and_grad(potential_fn)))(chains)
+    """Raise unless every chain's start has a finite potential energy and gradient.
+
+    Up to ``EAGER_CHECK_CHAINS`` chains are evaluated op by op, chain by
+    chain: NumPyro's ``initialize_model`` has just run the same operations
+    at these shapes, so they are compiled already (a jitted, vmapped check
+    compiles the model's gradient anew: 2.3 s on ``lda.model`` with 150
+    documents, against 0.5 s for four chains op by op). More chains are
+    checked at once, compiled.
+    """
+    value_and_grad = jax.value_and_grad(potential_fn)
+    if num_chains <= EAGER_CHECK_CHAINS:
+        energy, grads = zip(*(value_and_grad({name: value[chain] for name, value in chains.items()})
+                              for chain in range(num_chains)))
+        energy, grads = np.stack(energy), jax.tree_util.tree_map(lambda *g: np.stack(g), *grads)
+    else:
+        energy, grads = jax.jit(jax.vmap(value_and_grad))(chains)
     bad = ~np.isfinite(np.asarray(energy))
     for g in jax.tree_util.tree_leaves(grads):
         bad |= ~np.all(np.isfinite(np.asarray(g)).reshape(num_chains, -1), axis=1)
@@ -423,7 +441,7 @@ def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None
         with ``num_chains=1``.
     key : jax.random.PRNGKey
         Used for the spread.
-    spread : float or "laplace"
+    spread : float, "laplace" or Laplace
         How the chains' starts scatter around the estimate in the
         unconstrained space: a float is the standard deviation of
         independent Gaussian noise per coordinate (0: every chain starts at
@@ -433,7 +451,10 @@ def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None
         composite ``kernel``, the Gaussian covers the sites its HMC block
         moves (conditional on the others at the estimate); the sites its
         Gibbs steps draw exactly start at the estimate, and their first
-        conditional draw spreads them.
+        conditional draw spreads them. A :class:`Laplace` already computed
+        (e.g. the one whose covariance is the kernel's inverse mass matrix)
+        is used as it is: the starts of its sites are drawn from it, the
+        other sites start at the estimate.
     sites : None, list of str, or dict of str -> str or callable
         The model's sites and their sources (module notes).
     fallback : collection of str
@@ -463,16 +484,20 @@ def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None
     """
     func = "init_params"
     num_chains = check_int(num_chains, "num_chains", func, minimum=1)
-    by_laplace = isinstance(spread, str) and spread == "laplace"
+    by_laplace = isinstance(spread, Laplace) or (isinstance(spread, str) and spread == "laplace")
     if not by_laplace and (isinstance(spread, (bool, str)) or not isinstance(spread, numbers.Real)
                            or not np.isfinite(spread) or spread < 0):
-        raise bad_argument("spread", func, "a finite number >= 0 or 'laplace'", spread)
+        raise bad_argument("spread", func, "a finite number >= 0, 'laplace' or a Laplace", spread)
     start = _start(estimate, model, sites, fallback, model_args, model_kwargs, func)
     unconstrained = unconstrained_sites(kernel, start.z)
+    if isinstance(spread, Laplace) and not set(spread.sites) <= set(unconstrained):
+        raise bad_argument("spread", func, f"a Laplace over sites the kernel moves unconstrained ({list(unconstrained)})",
+                           f"a Laplace over {list(spread.sites)}", describe=False)
     if by_laplace:
         chains = {name: jnp.broadcast_to(value, (num_chains, *value.shape)) for name, value in start.z.items()}
-        if unconstrained:
-            chains.update(_laplace(start, unconstrained).sample(key, num_chains))
+        gaussian = spread if isinstance(spread, Laplace) else _laplace(start, unconstrained) if unconstrained else None
+        if gaussian is not None:
+            chains.update(gaussian.sample(key, num_chains))
     else:
         keys = jax.random.split(key, len(start.z))
         chains = {name: value[None] + spread * jax.random.normal(k_, (num_chains, *value.shape), value.dtype)

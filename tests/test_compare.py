@@ -42,8 +42,8 @@ def test_compare_nuts_returns_finite_numbers():
     assert isinstance(result, NutsComparison)
     assert result.global_sites == ("weights", "beta")
     summary = result.summary()
-    assert set(summary) == {"warm_time_s", "cold_time_s", "warm_max_rhat", "cold_max_rhat", "warm_min_ess",
-                            "cold_min_ess", "warm_ess_per_s", "cold_ess_per_s", "warm_mean_num_steps",
+    assert set(summary) == {"warm_time_s", "cold_time_s", "warm_preparation_s", "warm_max_rhat", "cold_max_rhat",
+                            "warm_min_ess", "cold_min_ess", "warm_ess_per_s", "cold_ess_per_s", "warm_mean_num_steps",
                             "cold_mean_num_steps"}
     assert all(np.isfinite(v) for v in summary.values())
     assert summary["warm_ess_per_s"] == pytest.approx(summary["warm_min_ess"] / summary["warm_time_s"])

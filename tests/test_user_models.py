@@ -20,13 +20,13 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.infer import MCMC, NUTS, HMCGibbs, Predictive, initialize_model
 
 from specinit import SpectralEstimate
-from specinit.compare import compare_svi
+from specinit.compare import compare_nuts, compare_svi
 from specinit.examples import MIXTURE_SITES, enumerated_hmm, enumerated_mixture
 from specinit.models import gmm, hmm
 from specinit.pointwise import row_log_likelihood
 from specinit.posterior import group, loo, to_inference_data
-from specinit.warmstart import (condition, init_params, init_strategy, inverse_mass_matrix, laplace, latent_sites,
-                                map_sites)
+from specinit.warmstart import (Laplace, condition, init_params, init_strategy, inverse_mass_matrix, laplace,
+                                latent_sites, map_sites)
 
 K = 3
 mixture = enumerated_mixture
@@ -217,6 +217,41 @@ def test_laplace_spread_under_a_gibbs_composite_covers_the_hmc_block_only(blobs,
     assert np.all(np.abs(locs[1:] - locs[0]).max(axis=1) > 1e-4)
 
 
+def recording(make):
+    """A ``compare_nuts`` kernel factory that records the keyword arguments of every kernel it makes."""
+    calls = []
+
+    def factory(**kwargs):
+        calls.append(kwargs)
+        return make(**kwargs)
+
+    return factory, calls
+
+
+def test_compare_nuts_gives_nuts_the_laplace_mass_matrix(conjugate):
+    y, est, covariance = conjugate
+    factory, calls = recording(lambda **kwargs: NUTS(gaussian_means, **kwargs))
+    result = compare_nuts(gaussian_means, est, (y,), kernel=factory, num_chains=2, num_warmup=20, num_samples=10)
+    cold, warm, cold_run = calls
+    np.testing.assert_allclose(warm["inverse_mass_matrix"], covariance, rtol=1e-4)
+    assert warm["dense_mass"] and "inverse_mass_matrix" not in cold and "inverse_mass_matrix" not in cold_run
+    assert result.summary()["warm_preparation_s"] == result.preparation_time > 0
+
+
+def test_compare_nuts_leaves_a_gibbs_composite_at_the_identity_mass(blobs):
+    x, est = blobs
+
+    def weights_near(rng_key, gibbs_sites, hmc_sites):
+        return {"weights": jax.random.dirichlet(rng_key, 300 * gibbs_sites["weights"])}
+
+    factory, calls = recording(lambda **kwargs: HMCGibbs(NUTS(mixture, **kwargs), gibbs_fn=weights_near,
+                                                         gibbs_sites=["weights"]))
+    result = compare_nuts(mixture, est, (x.astype(np.float32),), sites=MAPPING, kernel=factory, num_chains=2,
+                          num_warmup=10, num_samples=5)
+    assert calls == [{}, {}]  # one kernel for each run, neither with a mass matrix
+    assert result.warm.get_samples()["weights"].shape == (10, K)
+
+
 # --- enumerated models: the marginal log-likelihood and ArviZ ------------------------------------------------
 
 def test_marginal_log_likelihood_of_a_mixture_by_hand(blobs):
@@ -310,10 +345,33 @@ def test_tiny_simplex_entries_survive_float32_stick_breaking():
     assert start.min() > 0 and np.abs(start - probs).max() < 3e-5
 
 
+def test_a_computed_laplace_is_the_spread_as_it_is(conjugate):
+    y, est, _ = conjugate
+    gaussian = laplace(est, gaussian_means, model_args=(y,))
+    key = jax.random.PRNGKey(5)
+    given = init_params(est, gaussian_means, 4, key, spread=gaussian, model_args=(y,))
+    computed = init_params(est, gaussian_means, 4, key, spread="laplace", model_args=(y,))
+    np.testing.assert_array_equal(np.asarray(given["mu"]), np.asarray(computed["mu"]))
+    # a wider Gaussian is used as given, not recomputed
+    wide = Laplace(gaussian.sites, gaussian.mean, 100 * gaussian.covariance)
+    spread = np.asarray(init_params(est, gaussian_means, 4, key, spread=wide, model_args=(y,))["mu"])
+    np.testing.assert_allclose(spread - est.params["mu"], 10 * (np.asarray(given["mu"]) - est.params["mu"]),
+                               rtol=1e-4, atol=1e-5)
+
+
+def test_a_laplace_over_a_gibbs_drawn_site_is_refused(blobs, weights_by_gibbs):
+    x, est = blobs
+    gaussian = laplace(est, mixture, sites=MAPPING, model_args=(x,))
+    with pytest.raises(ValueError, match=r"'spread' argument of init_params.*kernel moves unconstrained"):
+        init_params(est, mixture, 2, jax.random.PRNGKey(0), spread=gaussian, sites=MAPPING, model_args=(x,),
+                    kernel=weights_by_gibbs)
+
+
 @pytest.mark.parametrize("spread", ["gaussian", True, float("nan"), -0.1])
 def test_bad_spread_is_named(conjugate, spread):
     y, est, _ = conjugate
-    with pytest.raises(ValueError, match="'spread' argument of init_params must be a finite number >= 0 or 'laplace'"):
+    with pytest.raises(ValueError, match="'spread' argument of init_params must be a finite number >= 0, 'laplace' "
+                                         "or a Laplace"):
         init_params(est, gaussian_means, 2, jax.random.PRNGKey(0), spread=spread, model_args=(y,))
 
 
