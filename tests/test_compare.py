@@ -76,3 +76,5 @@ def test_smoothing_and_errors():
         compare_svi(lda.model, estimate, guide="laplace")
     with pytest.raises(ValueError, match="'num_samples'"):
         compare_nuts(lda.model, estimate, num_samples=2)
+    with pytest.raises(ValueError, match="'chain_method'"):
+        compare_nuts(lda.model, estimate, chain_method="threads")
