@@ -99,6 +99,7 @@ def test_compiled_simplex_projection_equals_the_numpy_projection(monkeypatch):
 
 
 _INTERRUPTED = textwrap.dedent("""
+    import faulthandler
     import numpy as np, scipy.sparse as sp
     from specinit.engine.backends.numba import closing_sweep
     from specinit.engine.sources import CountSource
@@ -113,6 +114,7 @@ _INTERRUPTED = textwrap.dedent("""
     reference = closing_sweep(small, beta, alpha, np.full((50, k), 1 / k), 3)
     close_topics(CountSource(small), beta, alpha, 1, floor=1e-3)  # compiled for the source's chunks before the clock
     print("ready", flush=True)
+    faulthandler.dump_traceback_later(45, exit=True)  # a hang ends with every thread's traceback on stderr
     try:
         close_topics(CountSource(X), beta, alpha, 100_000, floor=1e-3)  # hours of closing sweeps
     except KeyboardInterrupt:
@@ -138,7 +140,7 @@ def test_ctrl_c_during_a_compiled_sweep_is_a_clean_keyboard_interrupt():
     finally:
         child.kill()
         child.communicate()  # closes the pipes also when the child had to be killed
-    assert "kernels after the interrupt: same" in out
+    assert "kernels after the interrupt: same" in out, err
     assert err.rstrip().endswith("KeyboardInterrupt") and "SystemError" not in err, err
     assert child.returncode in (-signal.SIGINT, 1, 130)
     assert waited < 5.0, waited
