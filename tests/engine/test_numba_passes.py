@@ -99,12 +99,13 @@ def test_compiled_simplex_projection_equals_the_numpy_projection(monkeypatch):
 
 
 _INTERRUPTED = textwrap.dedent("""
-    import faulthandler
+    import faulthandler, signal
     import numpy as np, scipy.sparse as sp
     from specinit.engine.backends.numba import closing_sweep
     from specinit.engine.sources import CountSource
     from specinit.models._topics import close_topics
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal, whatever the parent ignores
     rng = np.random.default_rng(0)
     n, V, k, per = 20000, 2000, 50, 80
     X = sp.csr_matrix((rng.integers(1, 3, n * per).astype(float), rng.integers(0, V, n * per),
