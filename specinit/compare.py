@@ -254,12 +254,11 @@ def compare_nuts(
     init_key, run_key = jax.random.split(jax.random.PRNGKey(check_int(seed, "seed", func, minimum=0)))
     start = time.perf_counter()
     cold_kernel = _kernel(model, kernel, model_args, model_kwargs, nuts_kwargs)
-    if chain_method is None:
-        chain_method = "sequential" if isinstance(cold_kernel, HMC) else "vectorized"
-    settings["chain_method"] = jax.vmap if chain_method == "vectorized" and not isinstance(cold_kernel, HMC) \
-        else chain_method
+    gibbs = not isinstance(cold_kernel, HMC)  # a composite whose NUTS block moves some sites
+    chain_method = chain_method or ("vectorized" if gibbs else "sequential")
+    settings["chain_method"] = jax.vmap if gibbs and chain_method == "vectorized" else chain_method
+    mass = not gibbs if mass is None else bool(mass)
     over = unconstrained_sites(cold_kernel, latent_sites(model, model_args, model_kwargs))
-    mass = isinstance(cold_kernel, HMC) if mass is None else bool(mass)
     by_laplace = isinstance(spread, str) and spread == "laplace"
     gaussian = None
     if over and (mass or by_laplace):
@@ -270,9 +269,10 @@ def compare_nuts(
         matrix = gaussian.covariance
         warm_kernel = _kernel(model, kernel, model_args, model_kwargs,
                               {**nuts_kwargs, "inverse_mass_matrix": matrix, "dense_mass": matrix.ndim == 2})
-    init = init_params(estimate, model, num_chains, init_key, spread=gaussian if by_laplace and gaussian is not None else spread,
-                       sites=sites, fallback=fallback, model_args=model_args, model_kwargs=model_kwargs,
-                       kernel=warm_kernel)
+    if by_laplace and gaussian is not None:
+        spread = gaussian  # the same Gaussian, not computed again
+    init = init_params(estimate, model, num_chains, init_key, spread=spread, sites=sites, fallback=fallback,
+                       model_args=model_args, model_kwargs=model_kwargs, kernel=warm_kernel)
     preparation = time.perf_counter() - start
     warm = _nuts_run(warm_kernel, init, run_key, model_args, model_kwargs, settings)
     cold = _nuts_run(_kernel(model, kernel, model_args, model_kwargs, nuts_kwargs), None, run_key, model_args,

@@ -491,13 +491,14 @@ def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None
     start = _start(estimate, model, sites, fallback, model_args, model_kwargs, func)
     unconstrained = unconstrained_sites(kernel, start.z)
     if isinstance(spread, Laplace) and not set(spread.sites) <= set(unconstrained):
-        raise bad_argument("spread", func, f"a Laplace over sites the kernel moves unconstrained ({list(unconstrained)})",
-                           f"a Laplace over {list(spread.sites)}", describe=False)
+        raise bad_argument("spread", func, f"a Laplace over sites the kernel moves unconstrained "
+                           f"({list(unconstrained)})", f"a Laplace over {list(spread.sites)}", describe=False)
     if by_laplace:
         chains = {name: jnp.broadcast_to(value, (num_chains, *value.shape)) for name, value in start.z.items()}
-        gaussian = spread if isinstance(spread, Laplace) else _laplace(start, unconstrained) if unconstrained else None
-        if gaussian is not None:
-            chains.update(gaussian.sample(key, num_chains))
+        if isinstance(spread, Laplace):
+            chains.update(spread.sample(key, num_chains))
+        elif unconstrained:
+            chains.update(_laplace(start, unconstrained).sample(key, num_chains))
     else:
         keys = jax.random.split(key, len(start.z))
         chains = {name: value[None] + spread * jax.random.normal(k_, (num_chains, *value.shape), value.dtype)
