@@ -16,19 +16,24 @@ spectral estimate is ``lda.spectral(X, 4, alpha0=1.2, seed=0)``. Per seed:
 * ``short``: ``lda.kernel`` from starts drawn by ``init_params(..., spread="laplace")`` with a third of the
   warm-up (100 steps at the full size); its time adds the spectral fit and ``init_params`` to ``mcmc.run``
   (after one ``initialize_model`` call, as for ``compare``);
+* ``long``: ``lda.kernel`` from NumPyro's default start with ``--long`` times the warm-up and the draws (does the
+  default start get there with more steps?);
 * ``compare``: ``compare_nuts(lda.model, estimate)`` with its defaults (``lda.kernel``; the warm run from starts
   drawn from the Laplace Gaussian over ``alpha`` at the estimate, the cold run from NumPyro's default), two rows;
   the warm row's time adds the spectral fit and ``compare_nuts``'s own preparation (Laplace step, starts) to
   ``mcmc.run``. Before timing, one ``initialize_model`` call on the corpus runs the model op by op, as the first
   of either run would in a fresh process (16 s on these corpora): both rows then find its operations compiled.
+  Before the first corpus, one unreported ``compare_nuts`` call with 4 + 4 steps pays the process's one-time
+  compilations (the kernel's jitted updates, the spectral fit, the Laplace step), which would otherwise fall on
+  whichever side runs first.
 
 Reported: wall time of ``mcmc.run`` (with compilation), max rank-normalized
 split R-hat over ``alpha`` and ``beta`` and their smallest bulk ESS
 (:func:`specinit.posterior.convergence`, no relabelling), bulk ESS per
 second, and the number of ``beta`` entries with R-hat above 1.1.
 
-Run: ``python benchmarks/bench_lda_gibbs.py [--seeds 11,12,13] [--runs gibbs,default,nuts,compare] [--sweeps 5]
-[--quick]``.
+Run: ``python benchmarks/bench_lda_gibbs.py [--seeds 11,12,13] [--runs gibbs,default,nuts,short,long,compare]
+[--sweeps 5] [--long 5] [--quick]``.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ from specinit.posterior import _draws, _rhat_ess, convergence
 from specinit.synthetic import sample_lda
 
 RUNS = {"gibbs": "gibbs, spectral", "default": "gibbs, default", "nuts": "nuts, spectral",
-        "short": "gibbs, spectral (Laplace spread), 1/3 warm-up"}
+        "short": "gibbs, spectral (Laplace spread), 1/3 warm-up", "long": "gibbs, default, {long}x the steps"}
 
 
 def corpus_of(seed: int, sizes: dict):
@@ -77,19 +82,29 @@ def run(name: str, seed: int, sizes: dict, sweeps: int) -> list:
     if name == "short":
         initialize_model(jax.random.PRNGKey(seed), lda.model, model_args=(X,), model_kwargs={"k": k})
     start = time.perf_counter()
-    if name != "default":
+    if name not in ("default", "long"):
         estimate = lda.spectral(corpus.counts, k, alpha0=0.3 * k, seed=0)
         init = estimate.init_params(lda.model, 4, init_key, spread="laplace" if name == "short" else 0.05,
                                     kernel=kernel, model_args=(X,), model_kwargs={"k": k})
     if name != "short":  # only the short run's time counts the spectral fit and the starts
         start = time.perf_counter()
-    warmup = sizes["warmup"] // 3 if name == "short" else sizes["warmup"]
-    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=sizes["draws"], num_chains=4,
+    warmup, draws = {"short": (sizes["warmup"] // 3, sizes["draws"]),
+                     "long": (sizes["warmup"] * sizes["long"], sizes["draws"] * sizes["long"])}.get(
+        name, (sizes["warmup"], sizes["draws"]))
+    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=4,
                 chain_method="sequential" if name == "nuts" else jax.vmap, progress_bar=False)
     mcmc.run(run_key, X, init_params=init, k=k)
     draws = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
     seconds = time.perf_counter() - start
-    return [row(RUNS[name], seed, sweeps if name != "nuts" else "-", seconds, draws)]
+    return [row(RUNS[name].format(long=sizes["long"]), seed, sweeps if name != "nuts" else "-", seconds, draws)]
+
+
+def prewarm(seed: int, sizes: dict, sweeps: int) -> None:
+    """One unreported ``compare_nuts`` call with 4 + 4 steps: the process's one-time compilations."""
+    corpus = corpus_of(seed, sizes)
+    compare_nuts(lda.model, lda.spectral(corpus.counts, sizes["k"], alpha0=0.3 * sizes["k"], seed=0),
+                 model_args=(corpus.counts.toarray().astype(np.float32),), model_kwargs={"k": sizes["k"]},
+                 num_chains=4, num_warmup=4, num_samples=4, seed=seed, nuts_kwargs={"gibbs_sweeps": sweeps})
 
 
 def compare(seed: int, sizes: dict, sweeps: int) -> list:
@@ -116,15 +131,22 @@ def main():
     parser.add_argument("--seeds", default="11,12,13")
     parser.add_argument("--runs", default="gibbs,default,nuts")
     parser.add_argument("--sweeps", type=int, default=5)
+    parser.add_argument("--long", type=int, default=5, help="the long run's multiple of the warm-up and draws")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     sizes = ({"n": 40, "k": 2, "warmup": 30, "draws": 30} if args.quick
              else {"n": 150, "k": 4, "warmup": 300, "draws": 300})
+    sizes["long"] = args.long
     print(f"machine: {machine()}; load average at start {os.getloadavg()[0]:.1f}")
     headers = ["sampler, start", "seed", "Gibbs sweeps / step", "time (s)", "max R-hat (alpha, beta)",
                "min bulk ESS (alpha, beta)", "bulk ESS / s", "beta entries R-hat > 1.1"]
     rows = []
-    for seed in (int(s) for s in args.seeds.split(",")):
+    seeds = [int(s) for s in args.seeds.split(",")]
+    if "compare" in args.runs.split(","):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            prewarm(seeds[0], sizes, args.sweeps)
+    for seed in seeds:
         for name in args.runs.split(","):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
