@@ -24,8 +24,8 @@ spectral estimate is ``lda.spectral(X, 4, alpha0=1.2, seed=0)``. Per seed:
   ``mcmc.run``. Before timing, one ``initialize_model`` call on the corpus runs the model op by op, as the first
   of either run would in a fresh process (16 s on these corpora): both rows then find its operations compiled.
   Before the first corpus, one unreported ``compare_nuts`` call with 4 + 4 steps pays the process's one-time
-  compilations (the kernel's jitted updates, the spectral fit, the Laplace step), which would otherwise fall on
-  whichever side runs first.
+  compilations (the model run op by op, the kernel's jitted updates, the spectral fit, the Laplace step), which
+  would otherwise fall on whichever side runs first.
 
 Reported: wall time of ``mcmc.run`` (with compilation), max rank-normalized
 split R-hat over ``alpha`` and ``beta`` and their smallest bulk ESS
@@ -88,10 +88,12 @@ def run(name: str, seed: int, sizes: dict, sweeps: int) -> list:
                                     kernel=kernel, model_args=(X,), model_kwargs={"k": k})
     if name != "short":  # only the short run's time counts the spectral fit and the starts
         start = time.perf_counter()
-    warmup, draws = {"short": (sizes["warmup"] // 3, sizes["draws"]),
-                     "long": (sizes["warmup"] * sizes["long"], sizes["draws"] * sizes["long"])}.get(
-        name, (sizes["warmup"], sizes["draws"]))
-    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=4,
+    num_warmup, num_samples = sizes["warmup"], sizes["draws"]
+    if name == "short":
+        num_warmup //= 3
+    elif name == "long":
+        num_warmup, num_samples = num_warmup * sizes["long"], num_samples * sizes["long"]
+    mcmc = MCMC(kernel, num_warmup=num_warmup, num_samples=num_samples, num_chains=4,
                 chain_method="sequential" if name == "nuts" else jax.vmap, progress_bar=False)
     mcmc.run(run_key, X, init_params=init, k=k)
     draws = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
@@ -99,16 +101,8 @@ def run(name: str, seed: int, sizes: dict, sweeps: int) -> list:
     return [row(RUNS[name].format(long=sizes["long"]), seed, sweeps if name != "nuts" else "-", seconds, draws)]
 
 
-def prewarm(seed: int, sizes: dict, sweeps: int) -> None:
-    """One unreported ``compare_nuts`` call with 4 + 4 steps: the process's one-time compilations."""
-    corpus = corpus_of(seed, sizes)
-    compare_nuts(lda.model, lda.spectral(corpus.counts, sizes["k"], alpha0=0.3 * sizes["k"], seed=0),
-                 model_args=(corpus.counts.toarray().astype(np.float32),), model_kwargs={"k": sizes["k"]},
-                 num_chains=4, num_warmup=4, num_samples=4, seed=seed, nuts_kwargs={"gibbs_sweeps": sweeps})
-
-
-def compare(seed: int, sizes: dict, sweeps: int) -> list:
-    """``compare_nuts`` with its defaults: the warm row's time is spectral fit + preparation + ``mcmc.run``."""
+def compare_run(seed: int, sizes: dict, sweeps: int):
+    """``(spectral fit seconds, NutsComparison)``: the spectral fit and ``compare_nuts`` with its defaults."""
     k = sizes["k"]
     corpus = corpus_of(seed, sizes)
     X = corpus.counts.toarray().astype(np.float32)
@@ -116,9 +110,14 @@ def compare(seed: int, sizes: dict, sweeps: int) -> list:
     start = time.perf_counter()
     estimate = lda.spectral(corpus.counts, k, alpha0=0.3 * k, seed=0)
     fit_seconds = time.perf_counter() - start
-    result = compare_nuts(lda.model, estimate, model_args=(X,), model_kwargs={"k": k}, num_chains=4,
-                          num_warmup=sizes["warmup"], num_samples=sizes["draws"], seed=seed,
-                          nuts_kwargs={"gibbs_sweeps": sweeps})
+    return fit_seconds, compare_nuts(lda.model, estimate, model_args=(X,), model_kwargs={"k": k}, num_chains=4,
+                                     num_warmup=sizes["warmup"], num_samples=sizes["draws"], seed=seed,
+                                     nuts_kwargs={"gibbs_sweeps": sweeps})
+
+
+def compare(seed: int, sizes: dict, sweeps: int) -> list:
+    """``compare_nuts`` with its defaults: the warm row's time is spectral fit + preparation + ``mcmc.run``."""
+    fit_seconds, result = compare_run(seed, sizes, sweeps)
     print(f"seed {seed}: spectral fit {fit_seconds:.2f} s, compare_nuts's preparation {result.preparation_time:.2f} s")
     return [row("compare_nuts, spectral (Laplace spread)", seed, sweeps,
                 fit_seconds + result.preparation_time + result.warm_time, result.warm.get_samples(group_by_chain=True)),
@@ -145,7 +144,7 @@ def main():
     if "compare" in args.runs.split(","):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            prewarm(seeds[0], sizes, args.sweeps)
+            compare_run(seeds[0], {**sizes, "warmup": 4, "draws": 4}, args.sweeps)  # one-time compilations
     for seed in seeds:
         for name in args.runs.split(","):
             with warnings.catch_warnings():
