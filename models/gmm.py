@@ -37,7 +37,7 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import jax.numpy as jnp
 import numpy as np
@@ -90,11 +90,16 @@ class MixtureMoments(FactoredMoments):
 
 @dataclass(frozen=True)
 class RowData:
-    """Rows as EM reads them, with the covariance kind and the data's mean column variance (the unit of ``reg``)."""
+    """Rows as EM reads them (and their squares, read by every E- and M-step), with the covariance kind and the
+    data's mean column variance (the unit of ``reg``)."""
 
     x: np.ndarray
     covariance: str
     variance: float
+    x_squared: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "x_squared", self.x * self.x)
 
 
 class GaussianMixture(Family):
@@ -209,13 +214,14 @@ class GaussianMixture(Family):
     def component_log_prob(self, params, data: RowData):
         # NumPy (float64 products): EM's E-step on rows is a few matrix products, cheaper than a JAX dispatch
         scale = np.asarray(params["scale"], dtype=np.float64)
-        return gaussian_components_host(data.x, params["loc"], scale[:, None] if scale.ndim == 1 else scale)
+        return gaussian_components_host(data.x, params["loc"], scale[:, None] if scale.ndim == 1 else scale,
+                                        x_squared=data.x_squared)
 
     def m_step(self, data: RowData, resp, params, reg: float = 1e-6, **options):
         x = data.x
         nk = resp.sum(axis=0) + 10 * np.finfo(float).eps
         loc = (resp.T @ x) / nk[:, None]
-        var = np.maximum((resp.T @ (x * x)) / nk[:, None] - loc**2, 0.0)
+        var = np.maximum((resp.T @ data.x_squared) / nk[:, None] - loc**2, 0.0)
         if data.covariance == "spherical":
             var = var.mean(axis=1)
         elif data.covariance == "common":

@@ -59,7 +59,7 @@ def gaussian_components(x, loc, scale):
     return dist.Normal(loc, scale).log_prob(x[..., None, :]).sum(-1)
 
 
-def gaussian_components_host(x, loc, scale) -> np.ndarray:
+def gaussian_components_host(x, loc, scale, x_squared=None) -> np.ndarray:
     """:func:`gaussian_components` in NumPy float64, by three matrix products (no (N, k, d) array, no dispatch).
 
     ``-1/2 sum_j (x_j^2 - 2 x_j loc_hj + loc_hj^2) / scale_hj^2 - sum_j log scale_hj - d/2 log 2 pi``: what
@@ -73,6 +73,8 @@ def gaussian_components_host(x, loc, scale) -> np.ndarray:
     loc : ndarray, shape (k, d)
     scale : ndarray, shape (k, d), (k, 1) or ()
         Positive standard deviations.
+    x_squared : ndarray, shape (N, d), optional
+        ``x * x``, when the caller keeps it (EM evaluates the same rows at every step).
 
     Returns
     -------
@@ -80,13 +82,19 @@ def gaussian_components_host(x, loc, scale) -> np.ndarray:
     """
     x, loc = np.asarray(x, dtype=np.float64), np.asarray(loc, dtype=np.float64)
     scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), loc.shape)
+    # Formed as (k, N) and returned transposed (Fortran order): the E-step's reductions over each row's k
+    # entries are then fast (:func:`specinit.refine.normalized_rows`).
     with np.errstate(over="ignore", invalid="ignore"):
         precision = scale**-2
-        quadratic = (x * x) @ precision.T - 2.0 * (x @ (loc * precision).T) + np.sum(loc * loc * precision, axis=1)
+        quadratic = precision @ (x * x if x_squared is None else x_squared).T - 2.0 * ((loc * precision) @ x.T)
+        quadratic += np.sum(loc * loc * precision, axis=1)[:, None]
     if not np.all(np.isfinite(quadratic)):  # scales far below the data's magnitude: differences first
         with np.errstate(over="ignore"):
-            quadratic = np.sum(((x[:, None, :] - loc) / scale) ** 2, axis=2)
-    return -0.5 * quadratic - np.sum(np.log(scale), axis=1) - 0.5 * loc.shape[1] * np.log(2.0 * np.pi)
+            quadratic = np.sum(((x[None, :, :] - loc[:, None, :]) / scale[:, None, :]) ** 2, axis=2)
+    constant = np.sum(np.log(scale), axis=1) + 0.5 * loc.shape[1] * np.log(2.0 * np.pi)
+    quadratic *= -0.5
+    quadratic -= constant[:, None]
+    return quadratic.T
 
 
 @jax.jit

@@ -157,30 +157,35 @@ def _power_iterate(T, U, n_iter, tol, contract_fn=None):
     m = U.shape[1]
     iterations = np.zeros(m, dtype=int)
     converged, stalled = np.zeros(m, dtype=bool), np.zeros(m, dtype=bool)
+    # The running columns are kept together (``current``, their indices ``running`` and their moves
+    # ``moves[:, j]``) and compacted only when some stop: each step is a few small array operations.
+    running, current = np.arange(m), U.copy()
     moves = np.empty((n_iter + 1, m))
-    running = np.arange(m)
     patience = max(STALL_WINDOW, n_iter // 10)
-    for it in range(1, n_iter + 1):
-        current = U[:, running]
-        V = contract_fn(T, current)
-        norms = np.linalg.norm(V, axis=0)
-        V = V / np.where(norms > 0, norms, 1.0)
-        step = np.minimum(np.linalg.norm(V - current, axis=0), np.linalg.norm(V + current, axis=0))
-        U[:, running] = V
-        iterations[running] = it
-        moves[it, running] = step
-        done = step < tol
-        hopeless = np.zeros_like(done)
-        if it >= patience:
-            with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-                rate = (step / moves[it - STALL_WINDOW, running]) ** (1.0 / STALL_WINDOW)
-                needed = np.log(tol / step) / np.log(rate)
-            hopeless = ~done & ((rate >= 1.0) | (it + needed > n_iter))
-        converged[running[done]] = True
-        stalled[running[hopeless]] = True
-        running = running[~(done | hopeless)]
-        if running.size == 0:
-            break
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        for it in range(1, n_iter + 1):
+            V = contract_fn(T, current)
+            norms = np.sqrt(np.einsum("ij,ij->j", V, V))
+            V /= np.where(norms > 0, norms, 1.0)
+            # The move up to sign: against the nearer of current and -current.
+            V_minus = V - np.copysign(1.0, np.einsum("ij,ij->j", V, current)) * current
+            step = np.sqrt(np.einsum("ij,ij->j", V_minus, V_minus))
+            current = V
+            moves[it] = step
+            stop = done = step < tol
+            if it >= patience:
+                rate = (step / moves[it - STALL_WINDOW]) ** (1.0 / STALL_WINDOW)
+                hopeless = ~done & ((rate >= 1.0) | (it + np.log(tol / step) / np.log(rate) > n_iter))
+                stop = done | hopeless
+                stalled[running[hopeless]] = True
+            if stop.any() or it == n_iter:
+                U[:, running] = current
+                iterations[running] = it
+                converged[running[done]] = True
+                keep = ~stop
+                running, current, moves = running[keep], current[:, keep], moves[:, keep]
+                if running.size == 0:
+                    break
     return U, iterations, converged, stalled
 
 
