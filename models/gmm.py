@@ -181,7 +181,8 @@ class GaussianMixture(Family):
         scale = unit * np.sqrt(np.maximum(variances, minimum))
         if rowdata:
             diagnostics.update(covariance_eigenvalues=moments.eigenvalues * unit**2, covariance_rank=moments.rank,
-                               constant_columns=moments.n_constant, factor_iterations=moments.factor_iterations)
+                               constant_columns=moments.n_constant, factor_iterations=moments.factor_iterations,
+                               factor_converged=moments.factor_converged)
         return {"weights": weights, "loc": loc, "scale": scale}, diagnostics, {}
 
     def complete(self, params, x, moments, *, rng, covariance="common", assign_steps=0, **options):
@@ -622,7 +623,10 @@ def spectral(x, k: int | str, *, common_scale: bool = True, covariance: str | No
         ``"gmm"`` with ``weights`` (k,), ``loc`` (k, d), ``scale`` (scalar,
         (k,) or (k, d) by ``covariance``); diagnostics include ``sigma2_bar``,
         ``covariance_eigenvalues``, ``covariance_rank``, ``constant_columns``,
-        ``assign_steps``.
+        ``assign_steps``, and for per-coordinate noise ``factor_iterations`` and
+        ``factor_converged`` (False: the principal-axis iterations for the
+        noise stopped at their cap of 50 before their tolerance, so the noise
+        correction is approximate; :func:`refine` does not depend on it).
 
     Raises
     ------

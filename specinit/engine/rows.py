@@ -106,6 +106,11 @@ class RowMoments:
     eigenvalues : ndarray
         Covariance eigenvalues of ``z`` (ascending).
     rank, n_constant, factor_iterations : int
+    factor_converged : bool
+        The principal-axis iterations met their tolerance within their cap of 50 (always True for isotropic
+        noise). They converge linearly, often slowly: where a noise variance heads for its floor, or where the
+        rank-(k-1) + diagonal covariance is not identified (``(d - k + 1)^2 < d + k - 1``, e.g. d = 4 and
+        k = 3), hundreds of iterations or never.
 
     Raises
     ------
@@ -140,7 +145,7 @@ class RowMoments:
         self.m3_weights = self.noise
         self.m1 = np.zeros(d + 1)
         self.m1[d] = c
-        self.factor_iterations = 0
+        self.factor_iterations, self.factor_converged = 0, True
         augmented = z.map(lambda block: np.hstack([block, np.full((block.shape[0], 1), c)]), d + 1)
         if covariance == "spherical":
             P = eigvecs[:, bottom]
@@ -176,7 +181,7 @@ class RowMoments:
             noise = new
             if done:
                 break
-        self.factor_iterations = it
+        self.factor_iterations, self.factor_converged = it, bool(done)
         return noise
 
     @property
