@@ -225,7 +225,10 @@ def least_needed_component(family, params: Mapping, data) -> int:
     """The mixture component whose removal costs the least log-likelihood (the merge of a split-merge move).
 
     Each candidate is scored by the data's log-likelihood with that component taken out and the other
-    weights renormalized (``log(1 - w_j)`` per observation).
+    weights renormalized (``log(1 - w_j)`` per observation). Two exponentials of the (N, k) log joint serve
+    every candidate: relative to each row's largest entry (rows whose largest entry stays) and relative to its
+    second largest with the largest left out (rows whose largest entry leaves); each sum keeps a term equal to
+    one, so nothing cancels.
 
     Parameters
     ----------
@@ -240,9 +243,24 @@ def least_needed_component(family, params: Mapping, data) -> int:
     int
     """
     weights = np.asarray(params["weights"], dtype=np.float64)
-    joint = log_joint(family, params, data)
-    without = [normalized_rows(np.delete(joint, j, axis=1))[1].sum() - joint.shape[0] * np.log1p(-weights[j])
-               for j in range(weights.size)]
+    by_column = np.ascontiguousarray(log_joint(family, params, data).T)  # (k, N): see normalized_rows
+    k, n = by_column.shape
+    rows = np.arange(n)
+    first = by_column.argmax(axis=0)
+    top = by_column[first, rows]
+    scaled = np.exp(np.maximum(by_column - top, SUBNORMAL_EXP))
+    total = scaled.sum(axis=0)
+    others = by_column.copy()
+    others[first, rows] = -np.inf
+    second = others.max(axis=0)
+    rest = np.exp(np.maximum(others - second, SUBNORMAL_EXP))
+    rest[first, rows] = 0.0
+    log_rest = second + np.log(rest.sum(axis=0))
+    without = []
+    for j in range(k):
+        leaving = first == j  # these rows use log_rest; the others keep their largest term
+        kept = top + np.log(np.where(leaving, 1.0, total - scaled[j]))
+        without.append(np.where(leaving, log_rest, kept).sum() - n * np.log1p(-weights[j]))
     return int(np.argmax(without))
 
 

@@ -301,3 +301,27 @@ def test_default_gmm_refine_leaves_the_planted_optimum_for_the_best_of_random_re
     assert default.converged
     assert default.mean_log_likelihood >= best - 1e-6 * abs(best)
     assert default.mean_log_likelihood > gmm.refine(x, start, split_merge=0).mean_log_likelihood + 1.0
+
+
+class _GivenLogProb:
+    """A family whose component log-densities are the data themselves."""
+
+    def component_log_prob(self, params, data):
+        return data
+
+
+@pytest.mark.parametrize("scale", [1e-2, 1.0, 30.0, 3e3])
+def test_least_needed_component_is_the_merge_with_the_highest_log_likelihood(scale):
+    from scipy.special import logsumexp
+
+    from specinit.refine import least_needed_component
+
+    rng = np.random.default_rng(int(scale * 100))
+    for n, k in [(1, 2), (7, 2), (300, 3), (500, 8)]:
+        log_prob = scale * rng.standard_normal((n, k))
+        log_prob[: n // 2, -1] = log_prob[: n // 2, 0]  # ties between components on half the rows
+        weights = rng.dirichlet(np.ones(k))
+        joint = log_prob + np.log(weights)
+        # the direct computation: each component removed, the others' weights renormalized
+        scores = [logsumexp(np.delete(joint, j, axis=1), axis=1).sum() - n * np.log1p(-weights[j]) for j in range(k)]
+        assert least_needed_component(_GivenLogProb(), {"weights": weights}, log_prob) == int(np.argmax(scores))
