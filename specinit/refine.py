@@ -248,12 +248,12 @@ def least_needed_component(family, params: Mapping, data) -> int:
     rows = np.arange(n)
     first = by_column.argmax(axis=0)
     top = by_column[first, rows]
-    scaled = np.exp(np.maximum(by_column - top, SUBNORMAL_EXP))
+    scaled = _shifted_exp(by_column, top)
     total = scaled.sum(axis=0)
     others = by_column.copy()
     others[first, rows] = -np.inf
     second = others.max(axis=0)
-    rest = np.exp(np.maximum(others - second, SUBNORMAL_EXP))
+    rest = _shifted_exp(others, second)
     rest[first, rows] = 0.0
     log_rest = second + np.log(rest.sum(axis=0))
     without = []
@@ -266,6 +266,12 @@ def least_needed_component(family, params: Mapping, data) -> int:
 
 #: The exponent below which ``exp`` gives subnormal float64 numbers (``exp(-708.4)`` is the smallest normal one).
 SUBNORMAL_EXP = -700.0
+
+
+def _shifted_exp(values: np.ndarray, shift: np.ndarray) -> np.ndarray:
+    """``exp(values - shift)`` as a new array, differences below :data:`SUBNORMAL_EXP` raised to it."""
+    out = np.maximum(values - shift, SUBNORMAL_EXP)
+    return np.exp(out, out=out)
 
 
 def normalized_rows(log_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -288,8 +294,7 @@ def normalized_rows(log_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     # 1e-304 relative to each row's sum.
     by_column = np.ascontiguousarray(np.asarray(log_values).T)
     top = by_column.max(axis=0)
-    scaled = np.maximum(by_column - top, SUBNORMAL_EXP)
-    np.exp(scaled, out=scaled)
+    scaled = _shifted_exp(by_column, top)
     sums = scaled.sum(axis=0)
     scaled /= sums
     return scaled.T, top + np.log(sums)
