@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import specinit
-from specinit.engine.anchors import positive_eigenspace
+from specinit.engine.anchors import OVERSAMPLE, positive_eigenspace
 from specinit.engine import moments as moments_module
 from specinit.engine.moments import CountMoments, PairSums
 from specinit.estimate import SpectralEstimate
@@ -83,7 +83,10 @@ def test_the_first_batch_is_the_anchor_fit(corpus):
     first = lda.update(X, k=4, em_sweeps=0, seed=0)
     np.testing.assert_allclose(first.params["beta"], once.params["beta"], rtol=0, atol=1e-6)
     np.testing.assert_allclose(first.params["alpha"], once.params["alpha"], rtol=0, atol=1e-6)
-    assert first.diagnostics["n_batches"] == 1 and first.state["eigenspace"].shape == (X.shape[1], 4)
+    # the warm start kept for the next batch: the eigensolver's whole leading block, orthonormal
+    space = first.state["eigenspace"]
+    assert first.diagnostics["n_batches"] == 1 and space.shape == (X.shape[1], 4 + OVERSAMPLE)
+    np.testing.assert_allclose(space.T @ space, np.eye(4 + OVERSAMPLE), atol=1e-10)
     assert not any(key.startswith("state") or key == "eigenspace" for key in first.diagnostics)
 
 
