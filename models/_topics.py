@@ -680,10 +680,13 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
             blocks = enumerate(block for chunk in source.chunks() for block in _token_blocks(chunk, k))
             results = in_order(partial(sweep, beta=beta, alpha=alpha), blocks, os.cpu_count() or 1)
         for i, theta, block_stats, block_total, block_tokens in results:
-            thetas[i] = theta.astype(np.float32)  # the next sweep's warm start: half the memory of the (N, k)
+            thetas[i] = theta.astype(np.float32, copy=False)  # the next sweep's warm start: half the memory
             stats += block_stats
             total += block_total
             n_tokens += block_tokens
+            # released before the next chunk's sweep runs (``results`` is lazy): at N = 1M, k = 100 the chunk's
+            # float64 proportions and expected counts are 0.09 GB of the peak
+            del theta, block_stats
         counts = beta * stats + (0.0 if prior_counts is None else prior_counts)
         loglik.append(total / max(n_tokens, 1.0))
         smoothed = counts + eta

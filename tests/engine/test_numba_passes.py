@@ -60,6 +60,22 @@ def test_closing_sweep_in_small_blocks_equals_one_call(monkeypatch):
     np.testing.assert_allclose(blocked[2], whole[2], rtol=RTOL)
 
 
+def test_closing_sweep_keeps_float32_proportions_in_float32():
+    """The warm start kept between sweeps is float32: it goes in and comes out float32 (no float64 copy of the
+    chunk's proportions), with each document's steps in float64 -- the float64 sweep's result, rounded once."""
+    from specinit.engine.backends import numba as backend
+
+    beta, weights = random_instance(3, 40, seed=3)
+    X = sp.csr_matrix(sample_lda(beta, weights, N=300, length=25, seed=4)[0])
+    start = np.random.default_rng(8).dirichlet(np.ones(3), size=300).astype(np.float32)
+    single = backend.closing_sweep(X, beta, weights, start, 3)
+    double = backend.closing_sweep(X, beta, weights, start.astype(np.float64), 3)
+    assert single[0].dtype == np.float32 and double[0].dtype == np.float64
+    np.testing.assert_array_equal(single[0], double[0].astype(np.float32))
+    np.testing.assert_array_equal(single[1], double[1])
+    assert single[2] == double[2]
+
+
 def test_compiled_closing_sweeps_equal_the_numpy_sweeps(monkeypatch):
     """The compiled kernel (batched dot products, reassociated sums) is the same EM as the NumPy blocks."""
     from specinit.engine.sources import CountSource

@@ -258,3 +258,21 @@ def test_krylov_forced_passes_on_a_space_already_full():
     np.testing.assert_allclose(space.ritz[:2], [4.0, 3.0], rtol=1e-12)
     top = space.basis @ space.vectors[:, :2]
     np.testing.assert_allclose(m2 @ top, top * [4.0, 3.0], atol=1e-12)
+
+
+@pytest.mark.parametrize("tail", [0.0, 1e-6, 1e-2])
+def test_krylov_basis_stays_orthonormal_when_the_space_is_nearly_invariant(tail):
+    """A rank-8 operator plus a tail of size ``tail``: once the space holds the rank-8 part, each new direction
+    keeps only about ``tail`` of its norm after the projections (1e-6: kept, and its round-off along the basis
+    amplified 1e6 by the normalization, which the extra projection removes; 0: dropped, the space is invariant;
+    1e-2: an ordinary block). The basis stays orthonormal to 1e-12 in every case."""
+    d = 120
+    rng = np.random.default_rng(5)
+    low = spectrum_matrix(np.concatenate([np.arange(8, 0, -1.0), np.zeros(d - 8)]), d=d, seed=4)
+    noise = rng.standard_normal((d, d))
+    m2 = low + tail * (noise + noise.T) / np.sqrt(2 * d)
+    space = krylov_eigenspace(lambda Q: m2 @ Q, rng.standard_normal((d, 6)), 4, min_passes=5, max_passes=5,
+                              max_blocks=6)
+    np.testing.assert_allclose(space.basis.T @ space.basis, np.eye(space.basis.shape[1]), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(space.image, m2 @ space.basis, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(space.ritz[:4], np.linalg.eigvalsh(m2)[::-1][:4], rtol=1e-9)

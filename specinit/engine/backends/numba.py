@@ -367,7 +367,8 @@ def closing_sweep(chunk, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray,
     alpha : ndarray, shape (k,)
         Dirichlet parameters of the proportions.
     theta : ndarray, shape (n, k)
-        Starting proportions (the previous sweep's).
+        Starting proportions (the previous sweep's); float32 ones are
+        returned in float32 (the steps of each document run in float64).
     steps : int
         Fixed-point steps per document.
 
@@ -378,7 +379,8 @@ def closing_sweep(chunk, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray,
     log_likelihood : float
         Sum over the chunk's tokens.
     """
-    theta = np.array(theta, dtype=np.float64)
+    # float32 proportions (a warm start kept between sweeps) stay float32: each document's steps run in float64
+    theta = np.array(theta, dtype=np.float32 if np.asarray(theta).dtype == np.float32 else np.float64)
     beta_t = np.ascontiguousarray(beta.T)
     n_parts = max(1, min(numba.get_num_threads(), chunk.shape[0]))
     stats, totals = np.zeros((n_parts, *beta_t.shape)), np.zeros(n_parts)
@@ -387,7 +389,9 @@ def closing_sweep(chunk, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray,
                lambda start, stop: _closing_kernel(chunk.indptr, chunk.indices, data, beta_t, theta,
                                                    np.asarray(alpha, dtype=np.float64), int(steps), start, stop,
                                                    stats, totals))
-    return theta, stats.sum(axis=0).T, float(totals.sum())
+    for part in stats[1:]:  # the threads' partial counts, summed into the first (no (V, k) temporary)
+        stats[0] += part
+    return theta, stats[0].T, float(totals.sum())
 
 
 # Branch-free sums over a row (a 0/1 mask times the entry) vectorize; the data-dependent branch of each entry
