@@ -1106,7 +1106,7 @@ def update(counts, estimate=None, *, k: int | None = None, alpha_sum: float = 1.
     (to rounding). The topics are then recovered from the merged moments by
     anchor words (the second-order method of :func:`spectral`,
     ``method="anchor"``), the eigensolver started from the previous fit's
-    eigenvectors; the ``em_sweeps`` closing sweeps run over the new batch only
+    leading Ritz vectors; the ``em_sweeps`` closing sweeps run over the new batch only
     (the earlier documents are not kept): each M-step adds the earlier
     documents' expected topic-word counts under the current topics from their
     merged word counts, ``n_w p(topic | w)`` with ``p(topic | w)``
@@ -1151,7 +1151,8 @@ def update(counts, estimate=None, *, k: int | None = None, alpha_sum: float = 1.
     SpectralEstimate
         ``"lda"`` with ``alpha`` (k,) and ``beta`` (k, V); ``diagnostics``
         as for ``method="anchor"`` plus ``n_batches``; ``state`` holds the
-        merged moments and the eigenvector basis.
+        merged moments and the eigensolver's leading Ritz block (the next
+        update's start).
 
     Raises
     ------
