@@ -37,7 +37,8 @@ from specinit.engine.moments import WEIGHTINGS, CountMoments
 from specinit.engine.sources import row_ranges
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
-from specinit.family import Family
+from specinit.faces import Param
+from specinit.family import COMMON_OPTIONS, Family
 
 __all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "TopicData", "TopicFamily", "check_alpha0_grid", "close_topics",
            "default_alpha0_grid", "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace", "word_pairs"]
@@ -58,7 +59,20 @@ class TopicData:
 class TopicFamily(Family):
     """What the topic families share: count moments, the limits on k, sign fixing, count data for EM."""
 
-    options = {"weighting": Options(WEIGHTINGS)}
+    options = {"weighting": Param("{'pooled', 'per-document'}", "Moment estimator: the pooled all-word estimators, or "
+                                  "the average of per-document unbiased estimators.", "pooled", Options(WEIGHTINGS))}
+    arguments = {
+        "counts": Param("array-like or scipy.sparse matrix, shape (N, V)", "Non-negative integer word counts (or "
+                        "chunks; see :class:`specinit.engine.moments.CountMoments`)."),
+        "moments": Param("CountMoments or FactoredMoments", "Empirical moments (:class:`specinit.engine.moments."
+                         "CountMoments`), or exact ones (:func:`population_moments`)."),
+        "k": Param("int or 'auto'", "Number of topics, ``1 <= k < V``. ``\"auto\"``: chosen from the data "
+                   "(:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, the "
+                   "held-out score after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``).",
+                   constraint=COMMON_OPTIONS["k"].constraint),
+        "floor": Param("float", "Topic-word probabilities are floored at ``floor / V``.", 1e-3,
+                       COMMON_OPTIONS["floor"].constraint),
+    }
     data_kind = "counts"
     # The pair moment of short documents is a positive semi-definite signal plus sampling noise of both signs,
     # whose negative eigenvalues can exceed the smaller topics' eigenvalues: whiten with the top-k positive

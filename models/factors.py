@@ -77,7 +77,8 @@ from specinit.distributions.continuous import UnitExponentialPower, excess_kurto
 from specinit.engine.cumulants import CorrectedCovariance, whitened_fourth_cumulant, whitened_third_cumulant
 from specinit.engine.sources import check_rows
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.family import Family
+from specinit.faces import Param
+from specinit.family import COMMON_OPTIONS, Family
 
 __all__ = [
     "FACTS",
@@ -301,8 +302,53 @@ class Factors(Family):
     data_kind = "rows"
     k_dependent_moments = True
     match_site = "loadings"
-    options = {"cumulant": Options(CUMULANTS), "noise": Options(("isotropic", "none")),
-               "scores": lambda name, value: bool(value)}
+    options = {
+        "cumulant": Param(
+            "{'skew', 'kurtosis'}",
+            "Third cumulant (skewed factors; order-3 tensor) or fourth cumulant (kurtotic factors, sub- or "
+            "super-Gaussian; order-4 tensor).", 'skew', Options(CUMULANTS)),
+        "noise": Param(
+            "{'isotropic', 'none'}",
+            "``\"isotropic\"``: the noise variance is the mean of the ``d - k`` smallest covariance "
+            "eigenvalues (0 when ``d == k``); ``\"none\"``: noise-free data.", 'isotropic', Options(("isotropic", "none"))),
+        "scores": Param(
+            "bool",
+            "Also return the site ``factors`` (N, k) (:func:`factor_scores`), so that the estimate covers "
+            "every latent site of :func:`model`.", True, lambda name, value: bool(value)),
+    }
+    arguments = {
+        "x": Param(
+            "array, shape (N, d)",
+            "Observations, finite, with no constant column."),
+        "moments": Param(
+            "FactorMoments or the moments of data",
+            "Anything with ``cumulant``, ``n_features``, ``mean``, ``n_samples``, ``covariance()`` and "
+            "``whitened_cumulant(W)`` (:func:`population_moments`, or the data moments built by "
+            ":func:`spectral`)."),
+        "k": Param(
+            "int or 'auto'",
+            "Number of factors, ``1 <= k <= d`` (``k < d`` to estimate the noise). ``\"auto\"``: chosen from "
+            "the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, "
+            "a score after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``)."),
+        "method": Param(
+            "{'tpm', 'svtd', 'eca', 'als'}",
+            "``\"tpm\"`` (default), ``\"svtd\"``, ``\"eca\"``, ``\"als\"`` for skew; ``\"tpm\"`` or "
+            "``\"eca\"`` for kurtosis.", 'tpm'),
+        "seed": Param(
+            "int or numpy.random.Generator",
+            "Randomness of the decomposition.", 0),
+        "decompose_options": Param(
+            "dict, optional",
+            "Keyword arguments of the decomposition (e.g. ``{\"n_restarts\": 20}``).", None),
+        "backend": Param(
+            "None or 'numpy'",
+            "The cumulant passes run in NumPy (in memory).", None),
+        "floor": Param(
+            "float",
+            "The NumPyro site ``noise`` is at least ``floor`` times the root mean covariance eigenvalue (so "
+            "that the likelihood is proper when the data are noise-free).", 1e-3,
+            COMMON_OPTIONS["floor"].constraint),
+    }
     optional_sites = frozenset({"factors"})
     refine_methods = ("map",)
     advice = "Fewer than k factors stand out of the isotropic noise: try a smaller k."
@@ -448,34 +494,9 @@ FACTS = ModelFacts.from_sites(*FAMILY.site_table({"shape": None}))
 FACTS_KURTOSIS = ModelFacts.from_sites(*FAMILY.site_table({"power": None}))
 
 
-@public
-def spectral_from_moments(moments, k: int, *, noise: str = "isotropic", method: str = "tpm", seed=0,
-                          decompose_options: dict | None = None, floor: float = 1e-3) -> SpectralEstimate:
+@FAMILY.face()
+def spectral_from_moments(moments, k, *, noise, method, seed, decompose_options, floor) -> SpectralEstimate:
     """Loadings, factor shapes, noise and mean from the moments of an independent-factor model.
-
-    Parameters
-    ----------
-    moments : FactorMoments or the moments of data
-        Anything with ``cumulant``, ``n_features``, ``mean``, ``n_samples``,
-        ``covariance()`` and ``whitened_cumulant(W)`` (:func:`population_moments`,
-        or the data moments built by :func:`spectral`).
-    k : int
-        Number of factors, ``1 <= k <= d``.
-    noise : {"isotropic", "none"}
-        ``"isotropic"``: the noise variance is the mean of the ``d - k``
-        smallest covariance eigenvalues (0 when ``d == k``); ``"none"``:
-        noise-free data.
-    method : str
-        Decomposition: ``"tpm"``, ``"svtd"``, ``"eca"``, ``"als"`` for skewed
-        factors (order 3), ``"tpm"`` or ``"eca"`` for kurtotic ones (order 4).
-    seed : int or numpy.random.Generator
-        Randomness of the decomposition.
-    decompose_options : dict, optional
-        Keyword arguments of the decomposition; unknown keys raise.
-    floor : float
-        The NumPyro site ``noise`` is at least ``floor`` times the root mean
-        covariance eigenvalue (so that the likelihood is proper when the data
-        are noise-free).
 
     Returns
     -------
@@ -557,39 +578,9 @@ def factor_scores(estimate, x, *, margin: float = 0.05) -> np.ndarray:
     return _scores(estimate.params, x, check_positive(margin, "margin", None))
 
 
-@public
-def spectral(x, k: int | str, cumulant: str = "skew", *, noise: str = "isotropic", method: str = "tpm", seed=0,
-             decompose_options: dict | None = None, scores: bool = True, floor: float = 1e-3,
-             backend=None) -> SpectralEstimate:
+@FAMILY.face()
+def spectral(x, k, cumulant, *, noise, method, seed, decompose_options, scores, floor, backend) -> SpectralEstimate:
     """Method-of-moments estimate of an independent-factor model from data.
-
-    Parameters
-    ----------
-    x : array, shape (N, d)
-        Observations, finite, with no constant column.
-    k : int or "auto"
-        Number of factors, ``1 <= k <= d`` (``k < d`` to estimate the noise).
-        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
-        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
-    cumulant : {"skew", "kurtosis"}
-        Third cumulant (skewed factors; order-3 tensor) or fourth cumulant
-        (kurtotic factors, sub- or super-Gaussian; order-4 tensor).
-    noise : {"isotropic", "none"}
-        See :func:`spectral_from_moments`.
-    method : str
-        ``"tpm"`` (default), ``"svtd"``, ``"eca"``, ``"als"`` for skew;
-        ``"tpm"`` or ``"eca"`` for kurtosis.
-    seed : int or numpy.random.Generator
-        Randomness of the decomposition.
-    decompose_options : dict, optional
-        Keyword arguments of the decomposition (e.g. ``{"n_restarts": 20}``).
-    scores : bool
-        Also return the site ``factors`` (N, k) (:func:`factor_scores`), so
-        that the estimate covers every latent site of :func:`model`.
-    floor : float
-        Relative floor of the site ``noise`` (see :func:`spectral_from_moments`).
-    backend : None or "numpy"
-        The cumulant passes run in NumPy (in memory).
 
     Returns
     -------

@@ -20,6 +20,8 @@ from specinit.engine.sequences import ChainViews, SequenceBatch, as_sequences, c
     stationary, triple_views
 from specinit.engine.views import ViewMoments, conditional_means, multiview_population
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
+from specinit.faces import Param
+from specinit.family import COMMON_OPTIONS
 from specinit.models.hmm import HMM
 
 __all__ = ["FACTS", "FAMILY", "GaussianHMM", "GaussianHMMMoments", "GaussianHMMFamily", "log_likelihood", "model",
@@ -66,7 +68,24 @@ class GaussianHMMFamily(HMM):
         "observations": Site("observed", (), ("sequences", "time"), ("time",)),
     }
     match_site = "loc"
-    options = {"n_bins": Interval(int, 1, none=True)}
+    options = {"n_bins": Param("int, optional", "Number of quantile bins (default ``max(3 k, 10)``).", None,
+                               Interval(int, 1, none=True))}
+    arguments = {
+        **HMM.arguments,
+        "sequences": Param("1-D float array, 2-D array or list/tuple of 1-D arrays", "Real observations (finite)."),
+        "moments": Param("GaussianHMMMoments", "From :func:`population_moments` or built from data by "
+                         ":func:`spectral`."),
+        "k": Param("int or 'auto'", "Number of hidden states, ``1 <= k <= n_bins``. ``\"auto\"``: chosen from the "
+                   "data (:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, a "
+                   "score after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``).",
+                   constraint=COMMON_OPTIONS["k"].constraint),
+        "seed": Param("int or numpy.random.Generator", "Randomness of the range finders and the decomposition.", 0),
+        "floor": Param("float", "Probabilities are floored at ``floor / d``; variances at ``floor`` times the "
+                       "overall variance (so the result does not depend on the data's unit).", 1e-3,
+                       COMMON_OPTIONS["floor"].constraint),
+        "backend": Param("{'numpy', 'jax'} or None", "Where the passes over the triples run "
+                         "(:mod:`specinit.engine.backends`).", None),
+    }
     advice = "The binned observations may not follow a k-state HMM: try a smaller k, or approach='jennrich'."
 
     def fit_input(self, moments: GaussianHMMMoments, k, **options):
@@ -216,19 +235,9 @@ def population_moments(init, transition=None, loc=None, scale=None, *, n_bins: i
     return FAMILY.population_moments(params, n_bins=n_bins)
 
 
-@public
-def spectral_from_moments(moments: GaussianHMMMoments, k: int, *, method: str = "tpm", approach: str = "auto", seed=0,
-                          floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
+@FAMILY.face()
+def spectral_from_moments(moments, k, *, method, approach, seed, floor, decompose_options) -> SpectralEstimate:
     """Recover ``init``, ``transition``, ``loc``, ``scale`` from :class:`GaussianHMMMoments`.
-
-    Parameters
-    ----------
-    moments : GaussianHMMMoments
-        From :func:`population_moments` or built from data by :func:`spectral`.
-    k : int
-        Number of hidden states.
-    method, approach, seed, floor, decompose_options
-        As for :func:`spectral`.
 
     Returns
     -------
@@ -245,9 +254,8 @@ def spectral_from_moments(moments: GaussianHMMMoments, k: int, *, method: str = 
                                         decompose_options=decompose_options)
 
 
-@public
-def spectral(sequences, k: int | str, *, n_bins: int | None = None, method: str = "tpm", approach: str = "auto", seed=0,
-             floor: float = 1e-3, decompose_options: dict | None = None, backend=None) -> SpectralEstimate:
+@FAMILY.face()
+def spectral(sequences, k, *, n_bins, method, approach, seed, floor, decompose_options, backend) -> SpectralEstimate:
     """Method-of-moments estimate of an HMM with scalar Gaussian emissions.
 
     The observations are discretized into ``n_bins`` quantile bins; the bin
@@ -258,32 +266,6 @@ def spectral(sequences, k: int | str, *, n_bins: int | None = None, method: str 
     exact moments, not bin averages: ``x_t`` and ``x_t^2`` are extra views of
     the middle state, regressed on the (conditionally independent) third
     view's bin means by :func:`specinit.engine.views.conditional_means`.
-
-    Parameters
-    ----------
-    sequences : 1-D float array, 2-D array or list/tuple of 1-D arrays
-        Real observations (finite).
-    k : int or "auto"
-        Number of hidden states, ``1 <= k <= n_bins``.
-        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
-        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
-    n_bins : int, optional
-        Number of quantile bins (default ``max(3 k, 10)``).
-    method : {"tpm", "svtd", "eca", "als"}
-        Tensor decomposition.
-    seed : int or numpy.random.Generator
-        Randomness of the range finders and the decomposition.
-    floor : float
-        Probabilities are floored at ``floor / d``; variances at ``floor``
-        times the overall variance (so the result does not depend on the
-        data's unit).
-    decompose_options : dict, optional
-        Keyword arguments of the tensor decomposition; unknown keys raise.
-    approach : {"auto", "symmetric", "jennrich"}
-        As for :func:`specinit.models.hmm.spectral` (``"auto"``: the Jennrich
-        fallback on an indefinite symmetrized moment).
-    backend : {"numpy", "jax"} or None
-        Where the passes over the triples run (:mod:`specinit.engine.backends`).
 
     Returns
     -------

@@ -52,6 +52,7 @@ from specinit.engine.sources import check_rows, is_dask_array
 from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
+from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, Family
 from specinit.refine import least_needed_component, mixture_e_step
 
@@ -109,8 +110,53 @@ class GaussianMixture(Family):
     data_kind = "rows"
     k_dependent_moments = True
     match_site = "loc"
-    options = {"covariance": Options(COVARIANCES), "noise": Options(("factor", "isotropic")),
-               "assign_steps": Interval(int, 0)}
+    options = {
+        "covariance": Param("{'common', 'spherical', 'diag'}, optional", "``\"common\"``: one variance ([1]_ Thm "
+                            "3.2). ``\"spherical\"``: one variance per component ([1]_ Thm 3.3, solved from ``M1' = "
+                            "sum_i w_i sigma_i^2 mu_i``). ``\"diag\"``: per-component, per-coordinate variances; the "
+                            "moment step corrects a shared per-coordinate noise estimated by factor iterations, the "
+                            "per-component variances come from the assignment steps (or :func:`refine`); with "
+                            "``assign_steps=0`` every component gets the shared noise. (scikit-learn's "
+                            "``covariance_type`` names ``\"spherical\"`` and ``\"diag\"`` mean the same.) ``None`` "
+                            "(default): by ``common_scale``.", None, Options(COVARIANCES)),
+        "noise": Param("{'factor', 'isotropic'}", "Noise correction of the moment step. ``\"factor\"`` (default): a "
+                       "per-coordinate noise ``D`` shared by the components, from factor iterations on the "
+                       "covariance; consistent for spherical mixtures with a common variance and for diagonal ones "
+                       "with shared noise, and much closer to real data (standardized features whose within-cluster "
+                       "spread differs by feature). ``\"isotropic\"``: ``sigma_bar^2 I`` and, for "
+                       "``covariance=\"spherical\"``, the ``M1'`` correction of [1]_ Thm 3.3 (consistent for "
+                       "spherical components with differing variances). Always per-coordinate for ``\"diag\"``.",
+                       "factor", Options(("factor", "isotropic"))),
+        "assign_steps": Param("int", "EM assignment steps (soft assignment of every point, then weighted weights, "
+                              "means and variances) applied to the moment estimate, counted in "
+                              "``diagnostics[\"assign_steps\"]`` and not by :func:`refine`. They move the components "
+                              "to what EM calls a cluster on data that are not an exact mixture. 0 (default): the "
+                              "pure moment estimate.", 0, Interval(int, 0)),
+    }
+    arguments = {
+        "x": Param("array, shape (N, d)", "Observations. Constant or duplicated columns are allowed (they lower the "
+                   "rank, which must stay >= k when d >= k)."),
+        "moments": Param("MixtureMoments or the moments of data", ":func:`population_moments`, or the data moments "
+                         "built by :func:`spectral` (:class:`specinit.engine.rows.RowMoments`)."),
+        "k": Param("int or 'auto'", "Number of components. ``d < k`` (one-dimensional data with several components) "
+                   "is fitted by :func:`lifted_fit`: the one-dimensional method of moments on the principal axis "
+                   "(Hermite-corrected moments of the lifted features ``[1, t, t^2, ..., t^(2k)]``), with a common "
+                   "variance (the other ``covariance`` kinds start every component at it; :func:`refine` separates "
+                   "them), ``k <= 10``; ``diagnostics[\"lifted\"]`` says so. ``\"auto\"``: chosen from the data "
+                   "(:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, a score "
+                   "after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``; when every direction "
+                   "of the data carries signal and ``d < 10``, the spectrum bounds nothing and k up to 10 are "
+                   "scored).", constraint=COMMON_OPTIONS["k"].constraint),
+        "common_scale": Param("bool", "Used when ``covariance`` is None: True means ``\"common\"``, False "
+                              "``\"spherical\"``.", True),
+        "backend": Param("{'numpy', 'jax', 'dask'} or None", "Where the moment passes run "
+                         "(:mod:`specinit.engine.backends`; ``None``: Dask for a ``dask.array`` of dense row blocks, "
+                         "whose passes run where the blocks live (``assign_steps`` must be 0), JAX when an "
+                         "accelerator is present, NumPy otherwise).", None),
+        "floor": Param("float", "Scales are floored at ``floor`` times the data's root mean variance and weights at "
+                       "``floor / k`` (relative floors: the estimate does not depend on the data's unit).", 1e-3,
+                       COMMON_OPTIONS["floor"].constraint),
+    }
     advice = "The component means must be linearly independent (k <= d); try a smaller k."
 
     def site_table(self, params=None, **options):
@@ -501,32 +547,10 @@ def population_moments(loc, weights=None, scale=None) -> MixtureMoments:
     return FAMILY.population_moments(params)
 
 
-@public
-def spectral_from_moments(moments, k: int, *, common_scale: bool = True, covariance: str | None = None,
-                          method: str = "tpm", seed=0, decompose_options: dict | None = None,
-                          floor: float = 1e-3) -> SpectralEstimate:
+@FAMILY.face()
+def spectral_from_moments(moments, k, *, common_scale, covariance, method, seed, decompose_options,
+                          floor) -> SpectralEstimate:
     """Weights, locations and scales from corrected moments ([1]_ Thm 3.2/3.3).
-
-    Parameters
-    ----------
-    moments : MixtureMoments or the moments of data
-        :func:`population_moments`, or the data moments built by
-        :func:`spectral` (:class:`specinit.engine.rows.RowMoments`).
-    k : int
-        Number of components.
-    common_scale : bool
-        As for :func:`spectral`.
-    covariance : {"common", "spherical", "diag"}, optional
-        As for :func:`spectral`.
-    method : {"tpm", "svtd", "eca", "als"}
-        As for :func:`spectral`.
-    seed : int or numpy.random.Generator
-        As for :func:`spectral`.
-    decompose_options : dict, optional
-        As for :func:`spectral`.
-
-    floor : float
-        As for :func:`spectral`.
 
     Returns
     -------
@@ -545,10 +569,9 @@ def spectral_from_moments(moments, k: int, *, common_scale: bool = True, covaria
                                         covariance=_resolve_covariance(common_scale, covariance))
 
 
-@public
-def spectral(x, k: int | str, *, common_scale: bool = True, covariance: str | None = None, method: str = "tpm",
-             seed=0, assign_steps: int = 0, decompose_options: dict | None = None,
-             backend=None, noise: str = "factor", floor: float = 1e-3) -> SpectralEstimate:
+@FAMILY.face()
+def spectral(x, k, *, common_scale, covariance, method, seed, assign_steps, decompose_options, backend, noise,
+             floor) -> SpectralEstimate:
     """Method-of-moments estimate of a Gaussian mixture (spherical or diagonal covariances).
 
     The data are centred and a constant coordinate is appended (see the
@@ -556,66 +579,6 @@ def spectral(x, k: int | str, *, common_scale: bool = True, covariance: str | No
     ``k <= rank(Cov(x))`` with affinely independent means can be fitted; the
     corrected second moment is then positive definite on its top k
     eigenvectors for every data set (no refusal on real data).
-
-    Parameters
-    ----------
-    x : array, shape (N, d)
-        Observations. Constant or duplicated columns are allowed (they lower
-        the rank, which must stay >= k when d >= k).
-    k : int or "auto"
-        Number of components. ``d < k`` (one-dimensional data with several components) is fitted by
-        :func:`lifted_fit`: the one-dimensional method of moments on the principal axis (Hermite-corrected
-        moments of the lifted features ``[1, t, t^2, ..., t^(2k)]``), with a common variance (the other
-        ``covariance`` kinds start every component at it; :func:`refine` separates them), ``k <= 10``;
-        ``diagnostics["lifted"]`` says so.
-        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
-        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``;
-        when every direction of the data carries signal and ``d < 10``, the spectrum bounds nothing and k up to
-        10 are scored).
-    common_scale : bool
-        Used when ``covariance`` is None: True means ``"common"``, False
-        ``"spherical"``.
-    covariance : {"common", "spherical", "diag"}, optional
-        ``"common"``: one variance ([1]_ Thm 3.2). ``"spherical"``: one
-        variance per component ([1]_ Thm 3.3, solved from
-        ``M1' = sum_i w_i sigma_i^2 mu_i``). ``"diag"``: per-component,
-        per-coordinate variances; the moment step corrects a shared
-        per-coordinate noise estimated by factor iterations, the
-        per-component variances come from the assignment steps (or
-        :func:`refine`); with ``assign_steps=0`` every component gets the
-        shared noise. (scikit-learn's ``covariance_type`` names
-        ``"spherical"`` and ``"diag"`` mean the same.)
-    method : {"tpm", "svtd", "eca", "als"}
-        Tensor decomposition.
-    seed : int or numpy.random.Generator
-        Randomness of the whitening and the decomposition.
-    assign_steps : int
-        EM assignment steps (soft assignment of every point, then weighted
-        weights, means and variances) applied to the moment estimate,
-        counted in ``diagnostics["assign_steps"]`` and not by :func:`refine`.
-        They move the components to what EM calls a cluster on data that
-        are not an exact mixture. 0 (default): the pure moment estimate.
-    noise : {"factor", "isotropic"}
-        Noise correction of the moment step. ``"factor"`` (default): a
-        per-coordinate noise ``D`` shared by the components, from factor
-        iterations on the covariance; consistent for spherical mixtures
-        with a common variance and for diagonal ones with shared noise, and
-        much closer to real data (standardized features whose within-cluster
-        spread differs by feature). ``"isotropic"``: ``sigma_bar^2 I`` and,
-        for ``covariance="spherical"``, the ``M1'`` correction of [1]_
-        Thm 3.3 (consistent for spherical components with differing
-        variances). Always per-coordinate for ``"diag"``.
-    decompose_options : dict, optional
-        Keyword arguments of the tensor decomposition; unknown keys raise.
-    backend : {"numpy", "jax", "dask"} or None
-        Where the moment passes run (:mod:`specinit.engine.backends`;
-        ``None``: Dask for a ``dask.array`` of dense row blocks, whose passes
-        run where the blocks live (``assign_steps`` must be 0), JAX when an
-        accelerator is present, NumPy otherwise).
-    floor : float
-        Scales are floored at ``floor`` times the data's root mean variance
-        and weights at ``floor / k`` (relative floors: the estimate does not
-        depend on the data's unit).
 
     Returns
     -------

@@ -73,7 +73,8 @@ from specinit.engine.sequences import (
 from specinit.engine.sources import is_dask_array
 from specinit.engine.views import ViewMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.family import Family
+from specinit.faces import Param
+from specinit.family import COMMON_OPTIONS, Family
 
 __all__ = [
     "FACTS",
@@ -122,7 +123,36 @@ class HMM(Family):
     }
     match_site = "emission"
     fit_kind = "multiview"
-    options = {"n_symbols": Interval(int, 1)}
+    options = {"n_symbols": Param("int", "V, the number of distinct symbols.", constraint=Interval(int, 1))}
+    arguments = {
+        "sequences": Param("1-D int array, 2-D int array or list/tuple of 1-D int arrays", "One sequence, "
+                           "equal-length sequences (rows) or ragged sequences of symbols in ``0..n_symbols-1``. "
+                           "Sequences shorter than 3 inform only ``init`` (counted in "
+                           "``diagnostics[\"n_short_sequences\"]``). One long sequence may also be a 1-D "
+                           "``dask.array``: the triples' one-hot views are built block by block where the symbols "
+                           "live (:func:`specinit.engine.sequences.triple_views`)."),
+        "moments": Param("ChainViews", "From :func:`population_moments` or the sliding triples of data."),
+        "k": Param("int or 'auto'", "Number of hidden states, ``1 <= k <= n_symbols``. ``\"auto\"``: chosen from "
+                   "the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, a "
+                   "score after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``).",
+                   constraint=COMMON_OPTIONS["k"].constraint),
+        "method": Param("{'tpm', 'svtd', 'eca', 'als'}", "Tensor decomposition (:mod:`specinit.engine.decompose`); "
+                        "``approach=\"symmetric\"`` only.", "tpm"),
+        "approach": Param(COMMON_OPTIONS["approach"].type, "``\"symmetric\"`` whitens the symmetrized second moment "
+                          "(:func:`specinit.engine.views.fit_multiview`) and raises "
+                          ":class:`specinit.engine.whitening.IndefiniteMomentError` when it is not positive "
+                          "semi-definite (the data are then not a k-state HMM). ``\"jennrich\"`` (observable "
+                          "operators, simultaneous diagonalization, [2]_ Alg. B) needs no PSD moment and warns "
+                          "(RuntimeWarning) when the operators are far from simultaneously diagonalizable or a state "
+                          "weight is not positive. ``\"auto\"`` (default): ``\"symmetric\"``, and on an indefinite "
+                          "moment a RuntimeWarning and ``\"jennrich\"``, recorded in ``diagnostics[\"fallback\"]`` "
+                          "(None when no fallback was needed). On real sequences the estimate is a starting point "
+                          "for :func:`refine` (Baum-Welch), not a final fit.", "auto",
+                          COMMON_OPTIONS["approach"].constraint),
+        "floor": Param("float", "Every probability is floored at ``floor / d`` (d = row length) and rows "
+                       "renormalized, so estimates are strictly inside the simplex.", 1e-3,
+                       COMMON_OPTIONS["floor"].constraint),
+    }
     advice = "The symbol triples may not follow a k-state HMM: try a smaller k, or approach='jennrich'."
 
     def target(self, **options) -> int:
@@ -296,19 +326,9 @@ def population_moments(init, transition=None, emission=None) -> ChainViews:
     return FAMILY.population_moments(params)
 
 
-@public
-def spectral_from_moments(moments: ChainViews, k: int, *, method: str = "tpm", approach: str = "auto", seed=0,
-                          floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
+@FAMILY.face()
+def spectral_from_moments(moments, k, *, method, approach, seed, floor, decompose_options) -> SpectralEstimate:
     """Recover ``init``, ``transition``, ``emission`` from :class:`~specinit.engine.sequences.ChainViews`.
-
-    Parameters
-    ----------
-    moments : ChainViews
-        From :func:`population_moments` or the sliding triples of data.
-    k : int
-        Number of hidden states.
-    method, approach, seed, floor, decompose_options
-        As for :func:`spectral`.
 
     Returns
     -------
@@ -325,52 +345,9 @@ def spectral_from_moments(moments: ChainViews, k: int, *, method: str = "tpm", a
                                         decompose_options=decompose_options)
 
 
-@public
-def spectral(sequences, k: int | str, n_symbols: int, *, method: str = "tpm", approach: str = "auto", seed=0,
-             floor: float = 1e-3, decompose_options: dict | None = None, backend=None) -> SpectralEstimate:
+@FAMILY.face()
+def spectral(sequences, k, n_symbols, *, method, approach, seed, floor, decompose_options, backend) -> SpectralEstimate:
     """Method-of-moments estimate of a categorical HMM ([1]_ Prop. 3.4).
-
-    Parameters
-    ----------
-    sequences : 1-D int array, 2-D int array or list/tuple of 1-D int arrays
-        One sequence, equal-length sequences (rows) or ragged sequences of
-        symbols in ``0..n_symbols-1``. Sequences shorter than 3 inform only
-        ``init`` (counted in ``diagnostics["n_short_sequences"]``). One long
-        sequence may also be a 1-D ``dask.array``: the triples' one-hot views
-        are built block by block where the symbols live
-        (:func:`specinit.engine.sequences.triple_views`).
-    k : int or "auto"
-        Number of hidden states, ``1 <= k <= n_symbols``.
-        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
-        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
-    n_symbols : int
-        V, the number of distinct symbols.
-    method : {"tpm", "svtd", "eca", "als"}
-        Tensor decomposition (:mod:`specinit.engine.decompose`); ``approach="symmetric"`` only.
-    approach : {"auto", "symmetric", "jennrich"}
-        ``"symmetric"`` whitens the symmetrized second moment
-        (:func:`specinit.engine.views.fit_multiview`) and raises
-        :class:`specinit.engine.whitening.IndefiniteMomentError` when it is
-        not positive semi-definite (the data are then not a k-state HMM).
-        ``"jennrich"`` (observable operators, simultaneous diagonalization,
-        [2]_ Alg. B) needs no PSD moment and warns (RuntimeWarning) when the
-        operators are far from simultaneously diagonalizable or a state
-        weight is not positive. ``"auto"`` (default): ``"symmetric"``, and
-        on an indefinite moment a RuntimeWarning and ``"jennrich"``,
-        recorded in ``diagnostics["fallback"]`` (None when no fallback was
-        needed). On real sequences the estimate is a starting point for
-        :func:`refine` (Baum-Welch), not a final fit.
-    seed : int or numpy.random.Generator
-    floor : float
-        Every probability is floored at ``floor / d`` (d = row length) and
-        rows renormalized, so estimates are strictly inside the simplex.
-    decompose_options : dict, optional
-        Keyword arguments of the tensor decomposition (``approach="symmetric"``
-        only); unknown keys raise.
-    backend : {"numpy", "jax", "dask"} or None
-        Where the passes over the triples run (:mod:`specinit.engine.backends`;
-        ``None``: Dask for a Dask sequence, JAX when an accelerator is present,
-        NumPy otherwise).
 
     Returns
     -------

@@ -71,7 +71,8 @@ from specinit.engine.kernels import ExchangeableViews
 from specinit.engine.rows import unit_of
 from specinit.engine.views import ViewMoments, multiview_population
 from specinit.estimate import Site, SpectralEstimate
-from specinit.family import Family
+from specinit.faces import Param
+from specinit.family import COMMON_OPTIONS, Family
 
 __all__ = [
     "FAMILY",
@@ -214,9 +215,63 @@ class KernelMultiview(Family):
     name = "kernel_multiview"
     data_kind = "views"
     fit_kind = "multiview"
-    options = {"bandwidth": lambda name, value: value, "rank": Interval(int, 2), "features": Options(FEATURES),
-               "exchangeable": lambda name, value: bool(value), "m": Interval(int, 1),
-               "target": Interval(int), "max_support": Interval(int, 1)}
+    options = {
+        "bandwidth": Param(
+            "float, or sequence with one entry (float or (d_v,) vector) per view, optional",
+            "Gaussian kernel length scale(s); default: half the median distance per view on standardized "
+            "columns (:func:`specinit.engine.kernel_features.median_bandwidth`; pooled over the views when "
+            "``exchangeable``).", None),
+        "rank": Param(
+            "int",
+            "Feature rank ``r``: memory ``O(N r)`` per view.", 128, Interval(int, 2)),
+        "features": Param(
+            "{'rff', 'nystrom'}",
+            "Random Fourier features (default) or Nystrom features with pivoted-Cholesky landmarks.", 'rff', Options(FEATURES)),
+        "exchangeable": Param(
+            "bool",
+            "Views of the same kind (same dimension, same conditional densities): one shared feature map and "
+            "the symmetric estimator of seed 004 Sec. 6. Default False: per-view feature maps, symmetrized "
+            "onto the target view.", False, lambda name, value: bool(value)),
+        "m": Param(
+            "int",
+            "Gaussians per component and view in the parametric projection.", 2, Interval(int, 1)),
+        "target": Param(
+            "int",
+            "Target view of the symmetrization (``exchangeable=False``), and the view whose ``loc`` labels "
+            "are matched (facts).", -1, Interval(int)),
+        "max_support": Param(
+            "int",
+            "At most this many observations (a random subset) carry the kernel density of each view "
+            "(evaluation cost ``O(n_points max_support k)``).", 4000, Interval(int, 1)),
+    }
+    arguments = {
+        "views": Param(
+            "sequence of arrays",
+            "At least 3 views with the same observations, each (N,) or (N, d_v), real-valued, no constant "
+            "column."),
+        "moments": Param(
+            "KernelMoments",
+            "From :func:`population_moments` or built from data by :func:`spectral`."),
+        "k": Param(
+            "int or 'auto'",
+            "Number of classes, at most ``rank``; the ``k`` embedded conditional distributions of each view "
+            "must be linearly independent. ``\"auto\"``: chosen from the data "
+            "(:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, a score "
+            "after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``)."),
+        "method": Param(
+            "{'tpm', 'svtd', 'eca', 'als'}",
+            "Tensor decomposition (default: robust tensor power method, seed 004 Alg. 2).", 'tpm'),
+        "seed": Param(
+            "int or numpy.random.Generator",
+            "Random features, range finders, decomposition, support subset.", 0),
+        "approach": Param(
+            COMMON_OPTIONS["approach"].type,
+            "``exchangeable=False`` only: as for :func:`specinit.models.multiview.spectral`.", 'auto',
+            COMMON_OPTIONS["approach"].constraint),
+        "backend": Param(
+            "{'numpy', 'jax'} or None",
+            "Where the passes over the feature views run (:mod:`specinit.engine.backends`).", None),
+    }
     advice = ("The views may not follow a k-class multi-view mixture in this kernel: try a smaller k, a larger "
               "rank, another bandwidth, or exchangeable=False.")
 
@@ -543,20 +598,10 @@ def population_moments(params, *, features=None, bandwidth=None, rank: int = 128
     return KernelMoments(features, multiview_population(embeddings, weights), exchangeable, None)
 
 
-@public
-def spectral_from_moments(moments: KernelMoments, k: int, *, m: int = 2, target: int = -1, method: str = "tpm",
-                          max_support: int = 4000, seed=0, decompose_options: dict | None = None,
-                          approach: str = "auto") -> SpectralEstimate:
+@FAMILY.face()
+def spectral_from_moments(moments, k, *, m, target, method, max_support, seed, decompose_options,
+                          approach) -> SpectralEstimate:
     """Weights, conditional embeddings and (from data) densities and their Gaussian-mixture projection.
-
-    Parameters
-    ----------
-    moments : KernelMoments
-        From :func:`population_moments` or built from data by :func:`spectral`.
-    k : int
-        Number of classes, at most the feature rank.
-    m, target, method, max_support, seed, decompose_options, approach
-        As for :func:`spectral`.
 
     Returns
     -------
@@ -581,54 +626,10 @@ def spectral_from_moments(moments: KernelMoments, k: int, *, m: int = 2, target:
                                         max_support=max_support, exchangeable=moments.exchangeable)
 
 
-@public
-def spectral(views, k: int | str, *, bandwidth=None, rank: int = 128, features: str = "rff", exchangeable: bool = False,
-             m: int = 2, target: int = -1, method: str = "tpm", max_support: int = 4000, seed=0,
-             decompose_options: dict | None = None, approach: str = "auto", backend=None) -> SpectralEstimate:
+@FAMILY.face()
+def spectral(views, k, *, bandwidth, rank, features, exchangeable, m, target, method, max_support, seed,
+             decompose_options, approach, backend) -> SpectralEstimate:
     """Nonparametric spectral estimate of a multi-view mixture (seed 004's kernel algorithm, low rank).
-
-    Parameters
-    ----------
-    views : sequence of arrays
-        At least 3 views with the same observations, each (N,) or (N, d_v),
-        real-valued, no constant column.
-    k : int or "auto"
-        Number of classes, at most ``rank``; the ``k`` embedded conditional
-        distributions of each view must be linearly independent.
-        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
-        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
-    bandwidth : float, or sequence with one entry (float or (d_v,) vector) per view, optional
-        Gaussian kernel length scale(s); default: half the median distance per
-        view on standardized columns (:func:`specinit.engine.kernel_features.median_bandwidth`;
-        pooled over the views when ``exchangeable``).
-    rank : int
-        Feature rank ``r``: memory ``O(N r)`` per view.
-    features : {"rff", "nystrom"}
-        Random Fourier features (default) or Nystrom features with
-        pivoted-Cholesky landmarks.
-    exchangeable : bool
-        Views of the same kind (same dimension, same conditional densities):
-        one shared feature map and the symmetric estimator of seed 004
-        Sec. 6. Default False: per-view feature maps, symmetrized onto the
-        target view.
-    m : int
-        Gaussians per component and view in the parametric projection.
-    target : int
-        Target view of the symmetrization (``exchangeable=False``), and the
-        view whose ``loc`` labels are matched (facts).
-    method : {"tpm", "svtd", "eca", "als"}
-        Tensor decomposition (default: robust tensor power method, seed 004 Alg. 2).
-    max_support : int
-        At most this many observations (a random subset) carry the kernel
-        density of each view (evaluation cost ``O(n_points max_support k)``).
-    seed : int or numpy.random.Generator
-        Random features, range finders, decomposition, support subset.
-    decompose_options : dict, optional
-        Keyword arguments of the tensor decomposition; unknown keys raise.
-    approach : {"auto", "symmetric", "jennrich"}
-        ``exchangeable=False`` only: as for :func:`specinit.models.multiview.spectral`.
-    backend : {"numpy", "jax"} or None
-        Where the passes over the feature views run (:mod:`specinit.engine.backends`).
 
     Returns
     -------

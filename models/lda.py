@@ -56,6 +56,7 @@ from specinit.engine.moments import CountMoments, PairSums
 from specinit.engine.sources import CountSource
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
+from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS
 from specinit.engine.anchors import fit_anchor
 from specinit.models._svi import check_local, local_gamma, run_svi, svi_batch
@@ -102,13 +103,39 @@ class LDA(TopicFamily):
     match_site = "beta"
     optional_sites = frozenset({"theta"})
     options = {
-        **TopicFamily.options,
-        "alpha0": ALPHA0,
-        "alpha_sum": Interval(float, 0.0, ALPHA0_MAX, open="low"),
-        "doc_topics": lambda name, value: value if value == "auto" or isinstance(value, bool) else Options(
-            ("auto", True, False)).check(name, value),
-        "alpha0_grid": check_alpha0_grid,
-        "em_sweeps": Interval(int, 0),
+        "alpha0": Param("float, optional", "``sum(alpha)``, the Dirichlet concentration (:math:`\\alpha_0` in [1]_) "
+                        "used in the moment correction. ``None`` (default): chosen from the data (tensor path; see "
+                        ":func:`spectral`). A given value is used as is (the classical estimator; ``sum(alpha_hat)`` "
+                        "is then reported beside it).", None, ALPHA0),
+        "weighting": Param("{'pooled', 'per-document'} or None", "Moment estimator: the average of per-document "
+                           "unbiased estimators, or the pooled all-word estimators. ``None`` (default): "
+                           "``\"per-document\"`` for ``method=\"anchor\"``, ``\"pooled\"`` for the tensor path.",
+                           None, TopicFamily.options["weighting"].constraint),
+        "doc_topics": Param("bool or 'auto'", "Also estimate per-document ``theta`` given ``beta`` and ``alpha`` "
+                            "(:func:`document_topics`, chunk by chunk: one more pass). ``\"auto\"`` (default): only "
+                            "for corpora of at most 5,000 documents (where NUTS on the full model, which needs "
+                            "``theta``, is practical); on larger corpora call :func:`document_topics` when needed.",
+                            "auto", lambda name, value: value if value == "auto" or isinstance(value, bool)
+                            else Options(("auto", True, False)).check(name, value)),
+        "alpha0_grid": Param("sequence of float, optional", "Candidate ``alpha0`` values when ``alpha0=None`` "
+                             "(default: 9 values geometrically spaced from 0.01 to k).", None, check_alpha0_grid),
+        "alpha_sum": Param("float", "``sum(alpha)`` of the returned prior when ``alpha0=None`` or "
+                           "``method=\"anchor\"`` (ignored when ``alpha0`` is given: the tensor's ``alpha_hat`` is "
+                           "returned).", 1.0, Interval(float, 0.0, ALPHA0_MAX, open="low")),
+        "em_sweeps": Param("int", "EM sweeps over the corpus after the moment estimate (one pass each; ``0``: the "
+                           "moment estimate alone). They keep ``sum(alpha)``.", EM_SWEEPS, Interval(int, 0)),
+    }
+    arguments = {
+        **TopicFamily.arguments,
+        "method": Param("{'anchor', 'tpm', 'svtd', 'eca', 'als'} or None", "``\"anchor\"``: anchor-word recovery "
+                        "from the top-k positive eigenspace of the pair moment (no third moment, no ``alpha0``; "
+                        "``alpha = alpha_sum * p(topic)``). Otherwise the tensor decomposition "
+                        "(:mod:`specinit.engine.decompose`) of the Dirichlet-corrected third moment. ``None`` "
+                        "(default): ``\"anchor\"``, or ``\"tpm\"`` when ``alpha0`` is given (the classical "
+                        "estimator).", None),
+        "seed": Param("int or numpy.random.Generator", "Randomness of the whitening, the decomposition and the pair "
+                      "sample (documents drawn by global row index, so in-memory, chunked and Dask inputs give the "
+                      "same estimate).", 0),
     }
     methods = (*TopicFamily.methods, "anchor")
     advice = "For LDA, alpha0 may be misspecified: try another alpha0 (smaller for sparse topic mixtures)."
@@ -725,22 +752,10 @@ def population_moments(beta, alpha=None) -> FactoredMoments:
     return FAMILY.population_moments(params)
 
 
-@public
-def spectral_from_moments(moments, k: int, alpha0: float, *, method: str = "tpm", seed=0, vocabulary=None,
-                          floor: float = 1e-3, decompose_options: dict | None = None) -> SpectralEstimate:
+@FAMILY.face(method=COMMON_OPTIONS["method"], alpha0=Param("float", "``sum(alpha)`` used in the moment correction."))
+def spectral_from_moments(moments, k, alpha0, *, method, seed, vocabulary, floor,
+                          decompose_options) -> SpectralEstimate:
     """Recover ``beta`` and ``alpha`` from Dirichlet-corrected moments with known ``alpha0``.
-
-    Parameters
-    ----------
-    moments : CountMoments or FactoredMoments
-        Empirical moments corrected with the same ``alpha0``, or exact ones
-        (:func:`population_moments`).
-    k : int
-        Number of topics.
-    alpha0 : float
-        ``sum(alpha)`` used in the moment correction.
-    method, seed, vocabulary, floor, decompose_options
-        As for :func:`spectral`.
 
     Returns
     -------
@@ -765,24 +780,9 @@ def spectral_from_moments(moments, k: int, alpha0: float, *, method: str = "tpm"
                                         decompose_options=decompose_options, alpha0=a0)
 
 
-@public
-def spectral(
-    counts,
-    k: int | str,
-    alpha0: float | None = None,
-    *,
-    method: str | None = None,
-    weighting: str | None = None,
-    seed=0,
-    vocabulary=None,
-    doc_topics="auto",
-    floor: float = 1e-3,
-    decompose_options: dict | None = None,
-    backend=None,
-    alpha0_grid=None,
-    alpha_sum: float = 1.0,
-    em_sweeps: int = EM_SWEEPS,
-) -> SpectralEstimate:
+@FAMILY.face()
+def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topics, floor, decompose_options, backend,
+             alpha0_grid, alpha_sum, em_sweeps) -> SpectralEstimate:
     """Method-of-moments estimate of LDA: anchor words on the cleaned pair moment (default) or a tensor path.
 
     The default (``method="anchor"``) uses the pair moment ``E2`` alone,
@@ -834,64 +834,6 @@ def spectral(
     ``alpha0 -> 0`` is used with a warning; only when ``E2`` itself is
     indefinite on its top k (k beyond what the data support) is an error
     raised.
-
-    Parameters
-    ----------
-    counts : array-like or scipy.sparse matrix, shape (N, V)
-        Non-negative integer word counts (or chunks; see
-        :class:`specinit.engine.moments.CountMoments`).
-    k : int or "auto"
-        Number of topics, ``1 <= k < V``.
-        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
-        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
-    alpha0 : float, optional
-        ``sum(alpha)``, the Dirichlet concentration (:math:`\\alpha_0` in
-        [1]_) used in the moment correction. ``None`` (default): chosen from
-        the data (see above). A given value is used as is (the classical
-        estimator; ``sum(alpha_hat)`` is then reported beside it).
-    method : {"anchor", "tpm", "svtd", "eca", "als"} or None
-        ``"anchor"``: anchor-word recovery from the top-k positive
-        eigenspace of the pair moment (no third moment, no ``alpha0``;
-        ``alpha = alpha_sum * p(topic)``). Otherwise the tensor
-        decomposition (:mod:`specinit.engine.decompose`) of the
-        Dirichlet-corrected third moment. ``None`` (default): ``"anchor"``,
-        or ``"tpm"`` when ``alpha0`` is given (the classical estimator).
-    weighting : {"pooled", "per-document"} or None
-        Moment estimator: the average of per-document unbiased estimators,
-        or the pooled all-word estimators. ``None`` (default):
-        ``"per-document"`` for ``method="anchor"``, ``"pooled"`` for the
-        tensor path.
-    seed : int or numpy.random.Generator
-        Randomness of the whitening, the decomposition and the pair sample
-        (documents drawn by global row index, so in-memory, chunked and Dask
-        inputs give the same estimate).
-    vocabulary : sequence of str, optional
-        Kept with the estimate.
-    doc_topics : bool or "auto"
-        Also estimate per-document ``theta`` given ``beta`` and ``alpha``
-        (:func:`document_topics`, chunk by chunk: one more pass). ``"auto"``
-        (default): only for corpora of at most 5,000 documents (where NUTS
-        on the full model, which needs ``theta``, is practical); on larger
-        corpora call :func:`document_topics` when needed.
-    floor : float, default 1e-3
-        Topic-word probabilities are floored at ``floor / V``.
-    decompose_options : dict, optional
-        Keyword arguments of the tensor decomposition (e.g.
-        ``{"n_restarts": 20}`` for ``method="tpm"``); unknown keys raise.
-    backend : {"numpy", "numba", "jax", "dask"} or None
-        Where the moment passes run (:mod:`specinit.engine.backends`);
-        ``None``: Dask for a ``dask.array`` of row blocks, JAX when an
-        accelerator is present, NumPy otherwise.
-    alpha0_grid : sequence of float, optional
-        Candidate ``alpha0`` values when ``alpha0=None`` (default: 9 values
-        geometrically spaced from 0.01 to k).
-    alpha_sum : float, default 1.0
-        ``sum(alpha)`` of the returned prior when ``alpha0=None`` or
-        ``method="anchor"`` (ignored when ``alpha0`` is given: the tensor's
-        ``alpha_hat`` is returned).
-    em_sweeps : int, default 4
-        EM sweeps over the corpus after the moment estimate (one pass each;
-        ``0``: the moment estimate alone). They keep ``sum(alpha)``.
 
     Returns
     -------

@@ -50,7 +50,8 @@ from specinit.engine.views import (
     with_squares,
 )
 from specinit.estimate import Site, SpectralEstimate
-from specinit.family import Family
+from specinit.faces import Param
+from specinit.family import COMMON_OPTIONS, Family
 
 __all__ = [
     "FAMILY",
@@ -240,7 +241,27 @@ class MultiView(Family):
     data_kind = "views"
     match_site = "beta_2"
     fit_kind = "multiview"
-    options = {"kinds": lambda name, value: value, "dims": lambda name, value: value, "target": Interval(int)}
+    options = {
+        "kinds": Param("sequence of {'categorical', 'gaussian'}, optional", "See :func:`check_views`.", None),
+        "dims": Param("sequence of int, optional", "See :func:`check_views`.", None),
+        "target": Param("int", "View onto which the others are symmetrized "
+                        "(:func:`specinit.engine.views.fit_multiview`).", -1, Interval(int)),
+    }
+    arguments = {
+        "views": Param("sequence of arrays", "At least 3 views with the same observations (see :func:`check_views`)."),
+        "moments": Param("MultiViewMoments", "From :func:`population_moments`, or built from data by "
+                         ":func:`spectral`."),
+        "k": Param("int or 'auto'", "Number of classes; every view used by the tensor step needs ``V_v >= k`` "
+                   "(categorical) or ``d_v >= k`` (Gaussian) with linearly independent class means. ``\"auto\"``: "
+                   "chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment "
+                   "bounds it, a score after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``).",
+                   constraint=COMMON_OPTIONS["k"].constraint),
+        "seed": Param("int or numpy.random.Generator", "Randomness of the range finders and the decomposition.", 0),
+        "floor": Param("float", "Categorical rows are projected onto the simplex and floored at ``floor / V_v``; "
+                       "Gaussian variances at ``floor`` times the view's column variance.", 1e-3,
+                       COMMON_OPTIONS["floor"].constraint),
+        "backend": Param("{'numpy', 'jax'} or None", "Where the passes run (:mod:`specinit.engine.backends`).", None),
+    }
     advice = ("The views may not follow a k-class multi-view mixture: try a smaller k, another target view, or "
               "approach='jennrich'.")
 
@@ -465,20 +486,10 @@ def population_moments(params, kinds=None) -> MultiViewMoments:
     return FAMILY.population_moments(dict(getattr(params, "params", params)), kinds)
 
 
-@public
-def spectral_from_moments(moments: MultiViewMoments, k: int, *, target: int = -1, method: str = "tpm", seed=0,
-                          floor: float = 1e-3, decompose_options: dict | None = None,
-                          approach: str = "auto") -> SpectralEstimate:
+@FAMILY.face()
+def spectral_from_moments(moments, k, *, target, method, seed, floor, decompose_options,
+                          approach) -> SpectralEstimate:
     """Weights and every view's parameters from :class:`MultiViewMoments` (data or population).
-
-    Parameters
-    ----------
-    moments : MultiViewMoments
-        From :func:`population_moments`, or built from data by :func:`spectral`.
-    k : int
-        Number of classes.
-    target, method, seed, floor, decompose_options, approach
-        As for :func:`spectral`.
 
     Returns
     -------
@@ -495,47 +506,10 @@ def spectral_from_moments(moments: MultiViewMoments, k: int, *, target: int = -1
                                         decompose_options=decompose_options, target=target)
 
 
-@public
-def spectral(views, k: int | str, kinds=None, *, dims=None, target: int = -1, method: str = "tpm", seed=0,
-             floor: float = 1e-3, decompose_options: dict | None = None, approach: str = "auto",
-             backend=None) -> SpectralEstimate:
+@FAMILY.face()
+def spectral(views, k, kinds, *, dims, target, method, seed, floor, decompose_options, approach,
+             backend) -> SpectralEstimate:
     """Method-of-moments estimate of a multi-view mixture.
-
-    Parameters
-    ----------
-    views : sequence of arrays
-        At least 3 views with the same observations (see :func:`check_views`).
-    k : int or "auto"
-        Number of classes; every view used by the tensor step needs ``V_v >= k``
-        (categorical) or ``d_v >= k`` (Gaussian) with linearly independent
-        class means.
-        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
-        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
-    kinds : sequence of {"categorical", "gaussian"}, optional
-        See :func:`check_views`.
-    dims : sequence of int, optional
-        See :func:`check_views`.
-    target : int
-        View onto which the others are symmetrized (:func:`specinit.engine.views.fit_multiview`).
-    method : {"tpm", "svtd", "eca", "als"}
-        Tensor decomposition.
-    seed : int or numpy.random.Generator
-        Randomness of the range finders and the decomposition.
-    floor : float
-        Categorical rows are projected onto the simplex and floored at
-        ``floor / V_v``; Gaussian variances at ``floor`` times the view's
-        column variance.
-    decompose_options : dict, optional
-        Keyword arguments of the tensor decomposition; unknown keys raise.
-    approach : {"auto", "symmetric", "jennrich"}
-        ``"symmetric"``: whiten the symmetrized second moment (raises
-        :class:`specinit.engine.whitening.IndefiniteMomentError` when it is
-        indefinite, as on real data that are not an exact k-class mixture).
-        ``"jennrich"``: observable operators (no square root of a moment).
-        ``"auto"`` (default): ``"symmetric"``, falling back to ``"jennrich"``
-        with a RuntimeWarning; recorded in ``diagnostics["fallback"]``.
-    backend : {"numpy", "jax"} or None
-        Where the passes run (:mod:`specinit.engine.backends`).
 
     Returns
     -------

@@ -241,18 +241,9 @@ def population_moments(beta, weights=None) -> FactoredMoments:
     return FAMILY.population_moments(params)
 
 
-@public
-def spectral_from_moments(moments, k: int, *, method: str = "tpm", seed=0, vocabulary=None, floor: float = 1e-3,
-                          decompose_options: dict | None = None) -> SpectralEstimate:
+@FAMILY.face()
+def spectral_from_moments(moments, k, *, method, seed, vocabulary, floor, decompose_options) -> SpectralEstimate:
     """Recover ``beta`` and ``weights`` from moments (empirical or population).
-
-    Parameters
-    ----------
-    moments : CountMoments or FactoredMoments
-        Empirical (:class:`specinit.engine.moments.CountMoments` with
-        ``alpha0=None``) or exact (:func:`population_moments`) moments.
-    k, method, seed, vocabulary, floor, decompose_options
-        As for :func:`spectral`.
 
     Returns
     -------
@@ -270,37 +261,9 @@ def spectral_from_moments(moments, k: int, *, method: str = "tpm", seed=0, vocab
                                         decompose_options=decompose_options)
 
 
-@public
-def spectral(counts, k: int | str, *, method: str = "tpm", weighting: str = "pooled", seed=0, vocabulary=None,
-             floor: float = 1e-3, decompose_options: dict | None = None, backend=None) -> SpectralEstimate:
+@FAMILY.face()
+def spectral(counts, k, *, method, weighting, seed, vocabulary, floor, decompose_options, backend) -> SpectralEstimate:
     """Method-of-moments estimate of the single-topic model.
-
-    Parameters
-    ----------
-    counts : array-like or scipy.sparse matrix, shape (N, V)
-        Non-negative integer word counts (or chunks; see
-        :class:`specinit.engine.moments.CountMoments`).
-    k : int or "auto"
-        Number of topics, ``1 <= k < V``.
-        ``"auto"``: chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the
-        second moment bounds it, a score after a cheap refine picks it; evidence in ``diagnostics["k_auto/*"]``).
-    method : {"tpm", "svtd", "eca", "als"}
-        Tensor decomposition.
-    weighting : {"pooled", "per-document"}
-        Moment estimator ([2]_ Thm 1 is the pooled one).
-    seed : int or numpy.random.Generator
-    vocabulary : sequence of str, optional
-        Kept with the estimate.
-    floor : float, default 1e-3
-        Topic-word probabilities are floored at ``floor / V`` and rows
-        renormalized, so every value is strictly inside the simplex.
-    decompose_options : dict, optional
-        Keyword arguments of the tensor decomposition (e.g.
-        ``{"n_restarts": 20}`` for ``method="tpm"``); unknown keys raise.
-    backend : {"numpy", "numba", "jax", "dask"} or None
-        Where the moment passes run (:mod:`specinit.engine.backends`);
-        ``None``: Dask for a ``dask.array`` of row blocks, JAX when an
-        accelerator is present, NumPy otherwise.
 
     Returns
     -------

@@ -88,6 +88,7 @@ from specinit.engine.support import project
 from specinit.engine.views import fit_multiview, pair_spectrum
 from specinit.engine.whitening import IndefiniteMomentError, signed_spectrum
 from specinit.estimate import Site, SpectralEstimate, register_sites
+from specinit.faces import Param, face
 
 __all__ = ["COMMON_OPTIONS", "Family", "NOISE_FACTOR"]
 
@@ -95,11 +96,31 @@ __all__ = ["COMMON_OPTIONS", "Family", "NOISE_FACTOR"]
 #: negative eigenvalue's magnitude (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
 NOISE_FACTOR = 2.0
 
-#: The options every ``spectral`` takes, checked once at the entry.
+#: The arguments every ``spectral`` takes, declared once (:class:`~specinit.faces.Param`); ``k``, ``approach``,
+#: ``floor`` and ``method`` are checked once at the entry, a family may re-declare one to document it its way.
 COMMON_OPTIONS = {
-    "k": Interval(int, 1),
-    "approach": Options(("auto", "symmetric", "jennrich")),
-    "floor": Interval(float, 0.0, 1.0, open="both"),
+    "k": Param("int or 'auto'", "Number of components; ``\"auto\"``: chosen from the data "
+               "(:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, a score after "
+               "a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``).", constraint=Interval(int, 1)),
+    "method": Param("{'tpm', 'svtd', 'eca', 'als'}", "Tensor decomposition (:mod:`specinit.engine.decompose`).",
+                    "tpm"),
+    "approach": Param("{'auto', 'symmetric', 'jennrich'}",
+                      "Multi-view fits: ``\"symmetric\"`` whitens the symmetrized second moment (raises "
+                      ":class:`specinit.engine.whitening.IndefiniteMomentError` when it is indefinite, as on real "
+                      "data that are not an exact k-class mixture); ``\"jennrich\"``: observable operators (no "
+                      "square root of a moment); ``\"auto\"`` (default): ``\"symmetric\"``, falling back to "
+                      "``\"jennrich\"`` with a RuntimeWarning, recorded in ``diagnostics[\"fallback\"]`` "
+                      "(:func:`specinit.engine.views.fit_multiview`).",
+                      "auto", Options(("auto", "symmetric", "jennrich"))),
+    "seed": Param("int or numpy.random.Generator", "Randomness of the whitening and the decomposition.", 0),
+    "floor": Param("float", "Probabilities are floored at ``floor / d`` (d entries), so every value lies strictly "
+                   "inside its support.", 1e-3, Interval(float, 0.0, 1.0, open="both")),
+    "decompose_options": Param("dict, optional", "Keyword arguments of the tensor decomposition (e.g. "
+                               "``{\"n_restarts\": 20}`` for ``method=\"tpm\"``); unknown keys raise.", None),
+    "backend": Param("{'numpy', 'numba', 'jax', 'dask'} or None",
+                     "Where the moment passes run (:mod:`specinit.engine.backends`); ``None``: Dask for a "
+                     "``dask.array`` input, JAX when an accelerator is present, NumPy otherwise.", None),
+    "vocabulary": Param("sequence of str, optional", "Kept with the estimate.", None),
 }
 
 
@@ -123,9 +144,16 @@ class Family:
         on :meth:`fit_input` (with the Jennrich fallback of ``approach="auto"``).
     order : {3, 4}
         Order of the whitened tensor (exchangeable fits).
-    options : dict of str -> constraint
-        The family's own options, checked once at the public entry
-        (:func:`specinit._validation.check_arguments`).
+    options : dict of str -> Param
+        The family's own options of ``spectral`` (:class:`~specinit.faces.Param`:
+        type, default, constraint, documentation), checked once at the entry
+        (:func:`specinit._validation.check_arguments`) and passed to
+        :meth:`moments`, :meth:`unwhiten` and :meth:`complete`.
+    arguments : dict of str -> Param
+        The family's other declared arguments: its data (``counts``, ``x``,
+        ...), ``moments``, and common arguments it documents its own way.
+        :meth:`face` builds the public functions from :data:`COMMON_OPTIONS`,
+        these and :attr:`options`.
     advice : str
         Appended to an :class:`~specinit.engine.whitening.IndefiniteMomentError`.
     refine_methods : tuple of str
@@ -159,7 +187,8 @@ class Family:
     match_site: ClassVar[str | None] = None
     fit_kind: ClassVar[str] = "exchangeable"
     order: ClassVar[int] = 3
-    options: ClassVar[Mapping[str, Any]] = {}
+    options: ClassVar[Mapping[str, Param]] = {}
+    arguments: ClassVar[Mapping[str, Param]] = {}
     advice: ClassVar[str] = ""
     refine_methods: ClassVar[tuple] = ("em",)
     methods: ClassVar[tuple] = METHODS
@@ -172,6 +201,20 @@ class Family:
         register_sites(self.name, self.site_table)
 
     # ---- declarations ---------------------------------------------------------------------------------------
+    def face(self, **overrides: Param):
+        """Decorator building a public function of this family from a template (:func:`specinit.faces.face`).
+
+        Parameters
+        ----------
+        **overrides : Param
+            Declarations of this function only (an argument it documents differently).
+
+        Returns
+        -------
+        callable
+        """
+        return face({**COMMON_OPTIONS, **self.arguments, **self.options, **overrides})
+
     def site_table(self, params: Mapping | None = None, **options) -> tuple[dict, str | None]:
         """``(sites, match_site)`` for estimates with these parameters (default: the declared table)."""
         return dict(self.sites), self.match_site
