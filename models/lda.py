@@ -1036,9 +1036,18 @@ def svi(counts, k: int, *, init=None, max_steps: int = 2000, tol: float = 0.01, 
 MOMENTS_STATE = "moments/"
 
 
-@public
-def update(counts, estimate=None, *, k: int | None = None, alpha_sum: float = 1.0, em_sweeps: int = EM_SWEEPS,
-           seed=0, floor: float = 1e-3, weighting: str = "per-document", vocabulary=None) -> SpectralEstimate:
+@FAMILY.face(
+    counts=Param("array-like, scipy.sparse matrix, list of chunks or callable",
+                 "The new (n, V) counts (any input :func:`spectral` reads, except Dask)."),
+    estimate=Param("SpectralEstimate, optional", "The fit to update (from :func:`update`, or :func:`load "
+                   "<specinit.estimate.SpectralEstimate.load>` of one); None for the first batch.", None),
+    k=Param("int, optional", "Number of topics: required for the first batch; with ``estimate`` it must be None or "
+            "``estimate.k``.", None),
+    weighting=Param("{'per-document', 'pooled'}", "Estimator of the pair moment (default: that of :func:`spectral`'s "
+                    "anchor words); fixed by the first batch.", "per-document"),
+    vocabulary=Param("sequence of str, optional", "Words of the columns; with ``estimate`` it must equal its "
+                     "vocabulary.", None))
+def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting, vocabulary) -> SpectralEstimate:
     """Add a batch of documents to an LDA fit: exact merged moments, warm-started anchor words, sweeps on the batch.
 
     The pair moment ``E2`` is a sum over documents, so the summary of the
@@ -1063,30 +1072,6 @@ def update(counts, estimate=None, *, k: int | None = None, alpha_sum: float = 1.
     (``moments/...``), which :meth:`~specinit.estimate.SpectralEstimate.save`
     writes, so updates go on in a later process. The online face of
     ``SpectralLDA.partial_fit``.
-
-    Parameters
-    ----------
-    counts : array-like, scipy.sparse matrix, list of chunks or callable
-        The new (n, V) counts (any input :func:`spectral` reads, except Dask).
-    estimate : SpectralEstimate, optional
-        The fit to update (from :func:`update`, or :func:`load
-        <specinit.estimate.SpectralEstimate.load>` of one); None for the
-        first batch.
-    k : int, optional
-        Number of topics: required for the first batch; with ``estimate``
-        it must be None or ``estimate.k``.
-    alpha_sum : float, default 1.0
-        ``sum(alpha)`` of the returned prior (as for :func:`spectral`).
-    em_sweeps : int, default 4
-        Closing EM sweeps over the new batch.
-    seed : int or numpy.random.Generator
-    floor : float, default 1e-3
-        Topic-word probabilities are floored at ``floor / V``.
-    weighting : {"per-document", "pooled"}
-        Estimator of the pair moment (default: that of :func:`spectral`'s
-        anchor words); fixed by the first batch.
-    vocabulary : sequence of str, optional
-        Words of the columns; with ``estimate`` it must equal its vocabulary.
 
     Returns
     -------

@@ -38,6 +38,7 @@ __all__ = [
     "integer_symbols",
     "check_positive",
     "check_allocation",
+    "checked_by_caller",
     "current_entry",
     "format_bytes",
     "memory_limit",
@@ -59,6 +60,7 @@ def _inside_package(filename: str) -> bool:
 
 
 _ENTRY: contextvars.ContextVar = contextvars.ContextVar("specinit_entry", default=None)
+_NESTED: contextvars.ContextVar = contextvars.ContextVar("specinit_nested", default=False)
 
 
 def _entry_name(func: Callable) -> str:
@@ -92,15 +94,28 @@ def public(func: Callable) -> Callable:
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        if _ENTRY.get() is not None:
-            return func(*args, **kwargs)
-        token = _ENTRY.set(name)
+        nested = _ENTRY.get() is not None
+        entry = None if nested else _ENTRY.set(name)
+        token = _NESTED.set(nested)
         try:
             return func(*args, **kwargs)
         finally:
-            _ENTRY.reset(token)
+            _NESTED.reset(token)
+            if entry is not None:
+                _ENTRY.reset(entry)
 
     return wrapper
+
+
+def checked_by_caller() -> bool:
+    """Whether the running public function was called by another one, which checked the arguments it passes.
+
+    Arguments are validated once, at the entry the user called; an engine
+    function (``whiten``, ``decompose``) called by the skeleton receives
+    values already checked against the same constraints and skips its own
+    checks of them (``k``).
+    """
+    return _NESTED.get()
 
 
 def current_entry(default: str = "specinit") -> str:

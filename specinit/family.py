@@ -286,9 +286,8 @@ class Family:
         return SpectralEstimate(self.name, dict(params), dict(diagnostics), vocabulary, k=k, sites=sites,
                                 match_site=match, state=dict(state or {}))
 
-    def check_k(self, k, moments) -> int:
-        """``k`` as an int in ``1..max_components(moments)`` (the one data-dependent check of k)."""
-        k = COMMON_OPTIONS["k"].check("k", k)
+    def check_k(self, k: int, moments) -> int:
+        """``k`` (an int >= 1, checked at the entry) within ``max_components(moments)``: its data-dependent check."""
         limit, constraint = self.max_components(moments)
         if k > limit:
             raise bad_argument("k", None, constraint, k)
@@ -372,6 +371,8 @@ class Family:
         if isinstance(k, str) and k == "auto":
             seed = as_generator(seed)
             k, report = self.spectrum_k(moments, 10, seed, **check_arguments(self.options, options))
+        else:
+            k = COMMON_OPTIONS["k"].check("k", k)
         k, params, diagnostics, state = self._fit(moments, k, method=method, approach=approach, seed=seed,
                                                   floor=floor, decompose_options=decompose_options, options=options)
         return self.estimate(k, params, {**diagnostics, **report}, vocabulary=vocabulary, state=state,

@@ -37,6 +37,8 @@ from specinit._validation import (
     check_choice,
     check_int,
     check_positive,
+    checked_by_caller,
+    public,
     warn,
 )
 from specinit.engine.backends import one_blas_thread
@@ -78,9 +80,12 @@ def _check_tensor(T, k, func, order: int = 3) -> tuple[np.ndarray, int]:
     if not np.all(np.isfinite(T)):
         raise bad_argument("T", func, "finite", "an array with NaN or infinite entries", describe=False)
     n = T.shape[0]
-    k = n if k is None else check_int(k, "k", func, minimum=1)
-    if k > n:
-        raise bad_argument("k", func, f"at most the tensor size {n}", k)
+    if k is None:
+        return T, n
+    if not checked_by_caller():
+        k = check_int(k, "k", func, minimum=1)
+        if k > n:
+            raise bad_argument("k", func, f"at most the tensor size {n}", k)
     return T, k
 
 
@@ -561,6 +566,7 @@ def check_options(method: str, options, func: str, methods: dict | None = None) 
     return dict(options)
 
 
+@public
 def decompose(T, k=None, method: str = "tpm", *, seed=0, passes=None, **options) -> Decomposition:
     """Dispatch to one of :data:`METHODS`.
 

@@ -34,6 +34,7 @@ from specinit._validation import (
     as_generator,
     check_int,
     check_positive,
+    public,
     warn,
 )
 from specinit.engine.decompose import (
@@ -262,6 +263,7 @@ def check_options4(method: str, options, func: str) -> dict:
     return check_options(method, options, func, _BY_METHOD4)
 
 
+@public
 def decompose4(T, k=None, method: str = "tpm", *, seed=0, options=None) -> Decomposition:
     """Dispatch to one of :data:`METHODS4`.
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from specinit._validation import as_generator, check_choice, check_int, public
+from specinit._validation import as_generator, check_choice, check_int, checked_by_caller, public
 from specinit.engine.decompose import METHODS, Decomposition, check_options, decompose
 from specinit.engine.decompose4 import METHODS4, check_options4, decompose4
 from specinit.engine.backends import resident_scope
@@ -134,7 +134,8 @@ def fit_exchangeable(
     """
     order = check_choice(order, "order", None, (3, 4))
     method = check_choice(method, "method", None, METHODS if order == 3 else METHODS4)
-    k = check_int(k, "k", None, minimum=1, maximum=moments.n_features)
+    if not checked_by_caller():
+        k = check_int(k, "k", None, minimum=1, maximum=moments.n_features)
     max_slice_directions = check_int(max_slice_directions, "max_slice_directions", None, minimum=1)
     rng = as_generator(seed, None)
     options = (check_options if order == 3 else check_options4)(method, decompose_options, None)

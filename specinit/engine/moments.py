@@ -36,7 +36,7 @@ from specinit._validation import (
     memory_limit,
     public,
 )
-from specinit.engine.backends import FirstOrderStats, WhitenedStats, namespace, resolve_backend
+from specinit.engine.backends import FirstOrderStats, OnBackend, WhitenedStats, namespace
 from specinit.engine.backends.numpy import document_weights, first_order_stats, usable_documents
 from specinit.engine.sources import CountSource
 
@@ -71,7 +71,7 @@ class _FirstOrder:
         return self.stats.m1_sum / self.stats.m1_norm
 
 
-class CountMoments(_FirstOrder):
+class CountMoments(_FirstOrder, OnBackend):
     """Matrix-free moments of a corpus for the single-topic model and LDA.
 
     With ``alpha0=None`` the moments are the all-word cross moments
@@ -155,7 +155,7 @@ class CountMoments(_FirstOrder):
         self.weighting = check_choice(weighting, "weighting", None, WEIGHTINGS)
         self.alpha0 = None if alpha0 is None else check_positive(alpha0, "alpha0")
         source = counts if isinstance(counts, CountSource) else CountSource(counts)
-        self.passes = resolve_backend(backend, source.kind, COUNT_PASSES, n_threads=n_threads, chunk_rows=chunk_rows)
+        self._run_on(backend, source.kind, COUNT_PASSES, n_threads=n_threads, chunk_rows=chunk_rows)
         self.source = source
         self._placed = self.passes.place_counts(source, self.weighting)
         stats = self.passes.count_first(self._placed)
@@ -168,11 +168,6 @@ class CountMoments(_FirstOrder):
             )
         self.stats = stats
         self.n_features = stats.m1_sum.shape[0]
-
-    @property
-    def backend(self) -> str:
-        """Name of the backend running the passes."""
-        return self.passes.name
 
     def _shift(self) -> float:
         return 0.0 if self.alpha0 is None else self.alpha0 / (self.alpha0 + 1.0)

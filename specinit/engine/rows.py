@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from specinit._validation import bad_argument, public
-from specinit.engine.backends import resolve_backend
+from specinit.engine.backends import OnBackend
 from specinit.engine.sources import ViewSource
 
 __all__ = ["ROW_PASSES", "RowMoments", "effective_rank", "unit_of"]
@@ -68,7 +68,7 @@ def effective_rank(eigvals: np.ndarray) -> int:
     return int(np.count_nonzero(eigvals > top * eigvals.size * 1e-12))
 
 
-class RowMoments:
+class RowMoments(OnBackend):
     """Noise-corrected moments of mixture rows with a constant coordinate appended ([1]_ Thm 3.2/3.3).
 
     The standardized rows ``z = (x - shift) / unit`` get a constant
@@ -121,7 +121,7 @@ class RowMoments:
     @public
     def __init__(self, x, k: int, covariance: str, noise: str = "factor", backend=None):
         source = x if isinstance(x, ViewSource) else ViewSource([x], "x", minimum=1)
-        self.passes = resolve_backend(backend, source.kind, ROW_PASSES)
+        self._run_on(backend, source.kind, ROW_PASSES)
         n, d = source.n_observations, source.dims[0]
         _, self.shift, ptp = source.summary()
         self.unit = float(np.max(ptp)) if np.max(ptp) > 0 else 1.0

@@ -67,11 +67,12 @@ from specinit._validation import (
     bad_argument,
     check_choice,
     check_int,
+    checked_by_caller,
     current_entry,
     public,
     warn,
 )
-from specinit.engine.backends import resolve_backend
+from specinit.engine.backends import OnBackend
 from specinit.engine.decompose import check_options
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.jennrich import jennrich_projected_means
@@ -96,7 +97,7 @@ __all__ = [
 ]
 
 
-class ViewMoments:
+class ViewMoments(OnBackend):
     """Empirical cross moments of ``l >= 3`` views (one pass per operator product).
 
     Parameters
@@ -131,15 +132,10 @@ class ViewMoments:
     @public
     def __init__(self, views, backend=None):
         source = views if isinstance(views, ViewSource) else ViewSource(views)
-        self.passes = resolve_backend(backend, source.kind, VIEW_PASSES)
+        self._run_on(backend, source.kind, VIEW_PASSES)
         self.source = source
         self.n_observations = source.n_observations
         self._placed = self.passes.place_views(source)
-
-    @property
-    def backend(self) -> str:
-        """Name of the backend running the passes."""
-        return self.passes.name
 
     @property
     def views(self) -> list:
@@ -488,9 +484,10 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
     a, b = [v for v in range(3) if v != target][:2]
     t = target
     used_dims = [moments.dims[v] for v in (a, b, t)]
-    k = check_int(k, "k", None, minimum=1)
-    if k > min(used_dims):
-        raise bad_argument("k", None, f"<= the smallest dimension of the views used ({min(used_dims)})", k)
+    if not checked_by_caller():
+        k = check_int(k, "k", None, minimum=1)
+        if k > min(used_dims):
+            raise bad_argument("k", None, f"<= the smallest dimension of the views used ({min(used_dims)})", k)
     oversample = check_int(oversample, "oversample", None, minimum=0)
     n_power_iter = check_int(n_power_iter, "n_power_iter", None, minimum=0)
     rng = as_generator(seed, None)

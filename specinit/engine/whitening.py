@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from specinit._validation import as_generator, check_choice, check_int, public, warn
+from specinit._validation import as_generator, check_choice, check_int, checked_by_caller, public, warn
 from specinit.engine.backends import namespace, one_blas_thread, resident_scope
 
 __all__ = ["EIGENSPACES", "Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace", "signed_spectrum",
@@ -340,7 +340,8 @@ def whiten(
         whose scale the negative ones show).
     """
     d = moments.n_features
-    k = check_int(k, "k", None, minimum=1, maximum=d)
+    if not checked_by_caller():
+        k = check_int(k, "k", None, minimum=1, maximum=d)
     oversample = check_int(oversample, "oversample", None, minimum=0)
     n_iter = check_int(n_iter, "n_iter", None, minimum=0)
     max_iter = check_int(max_iter, "max_iter", None, minimum=n_iter)

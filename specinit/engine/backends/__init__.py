@@ -47,7 +47,7 @@ import numpy as np
 
 from specinit._validation import bad_argument
 
-__all__ = ["BACKENDS", "FirstOrderStats", "Passes", "WhitenedStats", "accelerator_present", "namespace",
+__all__ = ["BACKENDS", "FirstOrderStats", "OnBackend", "Passes", "WhitenedStats", "accelerator_present", "namespace",
            "numba_kernel", "one_blas_thread", "resident_scope", "resolve_backend"]
 
 #: Backend name -> "module:class" (imported on first use).
@@ -357,6 +357,25 @@ def resolve_backend(backend, source_kind: str, needs: frozenset, **settings) -> 
                            if source_kind == "dask" else "a local backend ('numpy', 'numba', 'jax') for in-memory "
                            "input (backend='dask' needs dask.array input)", passes.name)
     return passes
+
+
+class OnBackend:
+    """Base of the moment classes: every pass over their source runs on one backend, resolved once.
+
+    A subclass calls :meth:`_run_on` in its constructor, before its first pass; the chosen
+    :class:`Passes` is ``passes`` and its name ``backend``.
+    """
+
+    passes: Passes
+
+    def _run_on(self, backend, source_kind: str, needs: frozenset, **settings) -> None:
+        """Resolve ``backend`` for a source of ``source_kind`` that will run ``needs`` (:func:`resolve_backend`)."""
+        self.passes = resolve_backend(backend, source_kind, needs, **settings)
+
+    @property
+    def backend(self) -> str:
+        """Name of the backend running the passes."""
+        return self.passes.name
 
 
 def _load_quietly(name: str) -> frozenset:
