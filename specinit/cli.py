@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 import json
 import os
 import re
@@ -160,11 +161,64 @@ def _options(pairs) -> dict:
         name, sep, text = pair.partition("=")
         if not sep or not name.isidentifier():
             raise CommandError(f"--option expects NAME=VALUE; got {pair!r}")
-        try:
-            options[name] = ast.literal_eval(text)
-        except (ValueError, SyntaxError):
-            options[name] = text
+        options[name] = _literal(text)
     return options
+
+
+#: Arguments of every family's ``spectral`` that the command line sets itself (or reads from the data).
+_NOT_FLAGS = ("k", "seed", "vocabulary")
+
+
+def _spectral_options(family: str) -> list:
+    """The keyword arguments of ``family``'s ``spectral`` a flag may set (its signature, less the data and k)."""
+    from specinit.models import family as family_module
+
+    parameters = list(inspect.signature(family_module(family).spectral).parameters.values())[1:]
+    return [p.name for p in parameters if p.name not in _NOT_FLAGS and p.kind in (p.POSITIONAL_OR_KEYWORD,
+                                                                                  p.KEYWORD_ONLY)]
+
+
+def _first_sentence(doc: str) -> str:
+    """The first sentence of a declaration's documentation, without reST markup (for ``--help``)."""
+    text = re.sub(r":\w+:`~?([^`<]*?)(?: <[^>]*>)?`", r"\1", " ".join(doc.split())).replace("``", "")
+    return re.split(r"(?<!e\.g)(?<!i\.e)(?<!Sec)(?<!Thm)(?<!Alg)\. ", text)[0].rstrip(".").replace("%", "%%")
+
+
+def _literal(text: str):
+    """A flag's value: a Python literal (number, tuple, dict, True/None) or else the text itself."""
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def _flag_type(constraints: list):
+    """How a flag's text becomes a value: int or float when every family declaring it says so, else a literal."""
+    kinds = {getattr(constraint, "kind", None) for constraint in constraints}
+    nullable = any(getattr(constraint, "none", False) for constraint in constraints)
+    return kinds.pop() if len(kinds) == 1 and kinds <= {int, float} and not nullable else _literal
+
+
+def _add_option_flags(fit: argparse.ArgumentParser) -> list:
+    """One ``--name`` flag per argument of the families' ``spectral``, documented from their declarations; the
+    names."""
+    from specinit.family import COMMON_OPTIONS
+    from specinit.models import FAMILIES
+    from specinit.models import family as family_module
+
+    declarations = {}
+    for family in FAMILIES:
+        table = family_module(family).FAMILY.declared()
+        for option in _spectral_options(family):
+            declarations.setdefault(option, []).append((family, table[option]))
+    for option, declared in declarations.items():
+        families = [family for family, _ in declared]
+        param = COMMON_OPTIONS.get(option, declared[0][1])
+        who = "every family" if len(families) == len(FAMILIES) else ", ".join(families)
+        fit.add_argument(f"--{option.replace('_', '-')}", dest=option, default=None, metavar="VALUE",
+                         type=_flag_type([p.constraint for _, p in declared]),
+                         help=f"{who}: {_first_sentence(param.doc)} ({param.type})")
+    return list(declarations)
 
 
 def _check_out(path: str | None) -> Path | None:
@@ -206,12 +260,15 @@ def _fit(args) -> int:
     out = _check_out(args.out)
     module = family_module(name)
     options = _options(args.option)
-    if args.alpha0 is not None:
-        if name != "lda":
-            raise CommandError("--alpha0 applies to the lda family only")
-        options["alpha0"] = args.alpha0
-    if args.method is not None:
-        options["method"] = args.method
+    takes = _spectral_options(name)
+    for option in args.option_flags:
+        value = getattr(args, option, None)
+        if value is None:
+            continue
+        if option not in takes:
+            users = [family for family in FAMILIES if option in _spectral_options(family)]
+            raise CommandError(f"--{option.replace('_', '-')} applies to {', '.join(users)} only, not {name}")
+        options[option] = value
     k = args.k if args.k == "auto" else _int_k(args.k)
     try:
         data, vocabulary = load_data(name, args)
@@ -327,23 +384,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="Data by family: topic models (lda, single_topic) read LDA-C, UCI docword, scipy.sparse .npz, a "
                     "directory of .txt files or 'reuters'; gmm and factors an (N, d) .npy/.csv/text array; hmm and "
                     "gaussian_hmm one sequence per line of a text file (or the arrays of a .npy/.npz); multiview and "
-                    "kernel_multiview an .npz with one array per view. Other arguments of the family's spectral() "
-                    "go in --option NAME=VALUE (e.g. --option n_symbols=27 for hmm).")
+                    "kernel_multiview an .npz with one array per view. Every argument of the family's spectral() "
+                    "has a flag (e.g. --n-symbols 27 for hmm; values are Python literals or text); --option "
+                    "NAME=VALUE sets any of them too.")
     fit.add_argument("model", metavar="family", help=f"one of {', '.join(FAMILIES)} (or with '-' for '_')")
     fit.add_argument("data", help="data file, directory, or 'reuters'")
     fit.add_argument("--k", required=True, help="number of components, or 'auto' to choose it from the data")
     fit.add_argument("--option", action="append", metavar="NAME=VALUE",
                      help="a keyword argument of the family's spectral() (Python literal or string); repeatable")
-    fit.add_argument("--alpha0", type=float, default=None,
-                     help="lda: sum of the Dirichlet parameters used in the moments (default: chosen from the data)")
-    fit.add_argument("--method", default=None, help="decomposition method (default: the family's)")
     fit.add_argument("--format", default="auto", choices=_COUNT_FORMATS, help="topic models: the corpus format")
     fit.add_argument("--vocab", default=None, help="topic models: vocabulary file, one word per line")
     fit.add_argument("--top", type=_positive_int, default=10, help="topic models: top words per topic")
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--json", action="store_true", help="print the estimate (params and diagnostics) as JSON")
     fit.add_argument("--out", default=None, help="save the estimate (.npz; SpectralEstimate.load reads it)")
-    fit.set_defaults(handler=_fit)
+    fit.set_defaults(handler=_fit, option_flags=_add_option_flags(fit))
     return parser
 
 

@@ -213,7 +213,12 @@ class Family:
         -------
         callable
         """
-        return face({**COMMON_OPTIONS, **self.arguments, **self.options, **overrides})
+        return face({**self.declared(), **overrides})
+
+    def declared(self) -> dict:
+        """Every declared argument of this family's public functions: :data:`COMMON_OPTIONS`, :attr:`arguments`,
+        :attr:`options` (later tables re-declare earlier names)."""
+        return {**COMMON_OPTIONS, **self.arguments, **self.options}
 
     def site_table(self, params: Mapping | None = None, **options) -> tuple[dict, str | None]:
         """``(sites, match_site)`` for estimates with these parameters (default: the declared table)."""

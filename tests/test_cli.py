@@ -188,3 +188,36 @@ def test_top_must_be_positive(capsys):
         main(["fit", "lda", "reuters", "--k", "2", "--top", "0"])
     assert info.value.code == 2
     assert "argument --top: must be a positive integer; got '0'" in capsys.readouterr().err
+
+
+def test_every_spectral_argument_has_a_flag_that_reaches_the_family(tmp_path, capsys):
+    import json
+
+    rng = np.random.default_rng(3)
+    centres = np.array([[0.0, 0, 0, 0], [5, 5, 0, 0], [0, 0, 5, 5]])
+    np.save(tmp_path / "rows.npy", centres[rng.integers(0, 3, 600)] + rng.normal(size=(600, 4)))
+    status = main(["fit", "gmm", str(tmp_path / "rows.npy"), "--k", "3", "--covariance", "diag", "--assign-steps",
+                   "2", "--json"])
+    assert status == 0
+    report = json.loads(capsys.readouterr().out)
+    assert np.shape(report["params"]["scale"]) == (3, 4) and report["diagnostics"]["assign_steps"] == 2
+    sequences, _ = _family_files(tmp_path)["hmm"]
+    assert main(["fit", "hmm", str(sequences), "--k", "2", "--n-symbols", "4", "--approach", "symmetric",
+                 "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert np.shape(report["params"]["emission"]) == (2, 4)
+    # a flag of another family is refused by name, on one line
+    assert main(["fit", "gmm", str(tmp_path / "rows.npy"), "--k", "3", "--n-symbols", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "--n-symbols applies to hmm only, not gmm" in err and err.count("\n") == 1
+    # a bad value is the family's own error, naming the argument
+    assert main(["fit", "gmm", str(tmp_path / "rows.npy"), "--k", "3", "--covariance", "full"]) == 2
+    assert "'covariance'" in capsys.readouterr().err
+
+
+def test_fit_help_lists_each_family_argument_from_its_declaration(capsys):
+    with pytest.raises(SystemExit):
+        main(["fit", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "--n-symbols VALUE hmm: V, the number of distinct symbols (int)" in out
+    assert "--covariance VALUE gmm:" in out and "--em-sweeps VALUE lda: EM sweeps over the corpus" in out

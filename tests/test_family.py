@@ -323,3 +323,46 @@ def test_toy_family_in_the_family_docstring_runs():
 
     result = doctest.testmod(specinit.family, optionflags=doctest.NORMALIZE_WHITESPACE, verbose=False)
     assert result.attempted >= 15 and result.failed == 0
+
+
+def _k_checks(call) -> list:
+    """Where ``call`` checks an argument named ``k`` (the validation helpers called with ``name="k"``)."""
+    import sys
+
+    from specinit import _validation
+
+    seen = []
+
+    def profile(frame, event, arg):
+        if (event == "call" and frame.f_code.co_filename == _validation.__file__
+                and frame.f_code.co_name in ("check_int", "check") and frame.f_locals.get("name") == "k"):
+            seen.append(f"{frame.f_back.f_code.co_filename}:{frame.f_back.f_lineno}")
+
+    sys.setprofile(profile)
+    try:
+        call()
+    finally:
+        sys.setprofile(None)
+    return seen
+
+
+def test_k_is_validated_once_along_a_call_and_the_engine_still_checks_its_own_entry():
+    from specinit.engine.decompose import decompose
+    from specinit.models import gmm, hmm, lda
+
+    rng = np.random.default_rng(0)
+    from specinit.synthetic import sample_lda as draw_lda
+
+    X = draw_lda(300, 40, 3, alpha=0.3, doc_length=40, seed=0).counts
+    x = np.concatenate([rng.normal(size=(200, 4)) + 4 * i for i in range(3)])
+    sequences = rng.integers(0, 5, size=(20, 50))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for call in (lambda: lda.spectral(X, 3), lambda: lda.spectral(X, 3, method="tpm"),
+                     lambda: hmm.spectral(sequences, 2, 5), lambda: gmm.spectral(x, 3)):
+            assert 1 <= len(_k_checks(call)) <= 2
+    # called by the user, an engine function checks k itself
+    with pytest.raises(ValueError, match="The 'k' argument of tensor_power_method must be at most the tensor size 3"):
+        decompose(np.zeros((3, 3, 3)), 4)
+    with pytest.raises(TypeError, match="'k'"):
+        decompose(np.zeros((3, 3, 3)), "2")
