@@ -38,7 +38,7 @@ from specinit.engine.sources import row_ranges
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family
+from specinit.family import COMMON_OPTIONS, Family, k_param
 
 __all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "TopicData", "TopicFamily", "check_alpha0_grid", "close_topics",
            "default_alpha0_grid", "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace", "word_pairs"]
@@ -66,10 +66,7 @@ class TopicFamily(Family):
                         "chunks; see :class:`specinit.engine.moments.CountMoments`)."),
         "moments": Param("CountMoments or FactoredMoments", "Empirical moments (:class:`specinit.engine.moments."
                          "CountMoments`), or exact ones (:func:`population_moments`)."),
-        "k": Param("int or 'auto'", "Number of topics, ``1 <= k < V``. ``\"auto\"``: chosen from the data "
-                   "(:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, the "
-                   "held-out score after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``).",
-                   constraint=COMMON_OPTIONS["k"].constraint),
+        "k": k_param("Number of topics, ``1 <= k < V``.", "the held-out score"),
         "floor": Param("float", "Topic-word probabilities are floored at ``floor / V``.", 1e-3,
                        COMMON_OPTIONS["floor"].constraint),
     }

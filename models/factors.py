@@ -78,7 +78,7 @@ from specinit.engine.cumulants import CorrectedCovariance, whitened_fourth_cumul
 from specinit.engine.sources import check_rows
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family
+from specinit.family import COMMON_OPTIONS, Family, k_param
 
 __all__ = [
     "FACTS",
@@ -325,11 +325,7 @@ class Factors(Family):
             "Anything with ``cumulant``, ``n_features``, ``mean``, ``n_samples``, ``covariance()`` and "
             "``whitened_cumulant(W)`` (:func:`population_moments`, or the data moments built by "
             ":func:`spectral`)."),
-        "k": Param(
-            "int or 'auto'",
-            "Number of factors, ``1 <= k <= d`` (``k < d`` to estimate the noise). ``\"auto\"``: chosen from "
-            "the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, "
-            "a score after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``)."),
+        "k": k_param("Number of factors, ``1 <= k <= d`` (``k < d`` to estimate the noise)."),
         "method": Param(
             "{'tpm', 'svtd', 'eca', 'als'}",
             "``\"tpm\"`` (default), ``\"svtd\"``, ``\"eca\"``, ``\"als\"`` for skew; ``\"tpm\"`` or "

@@ -21,7 +21,7 @@ from specinit.engine.sequences import ChainViews, SequenceBatch, as_sequences, c
 from specinit.engine.views import ViewMoments, conditional_means, multiview_population
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS
+from specinit.family import COMMON_OPTIONS, k_param
 from specinit.models.hmm import HMM
 
 __all__ = ["FACTS", "FAMILY", "GaussianHMM", "GaussianHMMMoments", "GaussianHMMFamily", "log_likelihood", "model",
@@ -75,11 +75,7 @@ class GaussianHMMFamily(HMM):
         "sequences": Param("1-D float array, 2-D array or list/tuple of 1-D arrays", "Real observations (finite)."),
         "moments": Param("GaussianHMMMoments", "From :func:`population_moments` or built from data by "
                          ":func:`spectral`."),
-        "k": Param("int or 'auto'", "Number of hidden states, ``1 <= k <= n_bins``. ``\"auto\"``: chosen from the "
-                   "data (:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, a "
-                   "score after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``).",
-                   constraint=COMMON_OPTIONS["k"].constraint),
-        "seed": Param("int or numpy.random.Generator", "Randomness of the range finders and the decomposition.", 0),
+        "k": k_param("Number of hidden states, ``1 <= k <= n_bins``."),
         "floor": Param("float", "Probabilities are floored at ``floor / d``; variances at ``floor`` times the "
                        "overall variance (so the result does not depend on the data's unit).", 1e-3,
                        COMMON_OPTIONS["floor"].constraint),

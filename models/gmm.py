@@ -53,7 +53,7 @@ from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family
+from specinit.family import COMMON_OPTIONS, Family, k_param
 from specinit.refine import least_needed_component, mixture_e_step
 
 __all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "log_likelihood", "model",
@@ -138,15 +138,12 @@ class GaussianMixture(Family):
                    "rank, which must stay >= k when d >= k)."),
         "moments": Param("MixtureMoments or the moments of data", ":func:`population_moments`, or the data moments "
                          "built by :func:`spectral` (:class:`specinit.engine.rows.RowMoments`)."),
-        "k": Param("int or 'auto'", "Number of components. ``d < k`` (one-dimensional data with several components) "
-                   "is fitted by :func:`lifted_fit`: the one-dimensional method of moments on the principal axis "
+        "k": k_param("Number of components. ``d < k`` (one-dimensional data with several components) is fitted by "
+                   ":func:`lifted_fit`: the one-dimensional method of moments on the principal axis "
                    "(Hermite-corrected moments of the lifted features ``[1, t, t^2, ..., t^(2k)]``), with a common "
                    "variance (the other ``covariance`` kinds start every component at it; :func:`refine` separates "
-                   "them), ``k <= 10``; ``diagnostics[\"lifted\"]`` says so. ``\"auto\"``: chosen from the data "
-                   "(:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, a score "
-                   "after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``; when every direction "
-                   "of the data carries signal and ``d < 10``, the spectrum bounds nothing and k up to 10 are "
-                   "scored).", constraint=COMMON_OPTIONS["k"].constraint),
+                   "them), ``k <= 10``; ``diagnostics[\"lifted\"]`` says so. When every direction of the data "
+                   "carries signal and ``d < 10``, the spectrum bounds nothing and ``k=\"auto\"`` scores k up to 10."),
         "common_scale": Param("bool", "Used when ``covariance`` is None: True means ``\"common\"``, False "
                               "``\"spherical\"``.", True),
         "backend": Param("{'numpy', 'jax', 'dask'} or None", "Where the moment passes run "

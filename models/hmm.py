@@ -74,7 +74,7 @@ from specinit.engine.sources import is_dask_array
 from specinit.engine.views import ViewMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family
+from specinit.family import COMMON_OPTIONS, Family, k_param
 
 __all__ = [
     "FACTS",
@@ -132,10 +132,7 @@ class HMM(Family):
                            "``dask.array``: the triples' one-hot views are built block by block where the symbols "
                            "live (:func:`specinit.engine.sequences.triple_views`)."),
         "moments": Param("ChainViews", "From :func:`population_moments` or the sliding triples of data."),
-        "k": Param("int or 'auto'", "Number of hidden states, ``1 <= k <= n_symbols``. ``\"auto\"``: chosen from "
-                   "the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, a "
-                   "score after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``).",
-                   constraint=COMMON_OPTIONS["k"].constraint),
+        "k": k_param("Number of hidden states, ``1 <= k <= n_symbols``."),
         "method": Param("{'tpm', 'svtd', 'eca', 'als'}", "Tensor decomposition (:mod:`specinit.engine.decompose`); "
                         "``approach=\"symmetric\"`` only.", "tpm"),
         "approach": Param(COMMON_OPTIONS["approach"].type, "``\"symmetric\"`` whitens the symmetrized second moment "

@@ -72,7 +72,7 @@ from specinit.engine.rows import unit_of
 from specinit.engine.views import ViewMoments, multiview_population
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family
+from specinit.family import COMMON_OPTIONS, Family, k_param
 
 __all__ = [
     "FAMILY",
@@ -252,12 +252,8 @@ class KernelMultiview(Family):
         "moments": Param(
             "KernelMoments",
             "From :func:`population_moments` or built from data by :func:`spectral`."),
-        "k": Param(
-            "int or 'auto'",
-            "Number of classes, at most ``rank``; the ``k`` embedded conditional distributions of each view "
-            "must be linearly independent. ``\"auto\"``: chosen from the data "
-            "(:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, a score "
-            "after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``)."),
+        "k": k_param("Number of classes, at most ``rank``; the ``k`` embedded conditional distributions of "
+                   "each view must be linearly independent."),
         "method": Param(
             "{'tpm', 'svtd', 'eca', 'als'}",
             "Tensor decomposition (default: robust tensor power method, seed 004 Alg. 2).", 'tpm'),

@@ -51,7 +51,7 @@ from specinit.engine.views import (
 )
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family
+from specinit.family import COMMON_OPTIONS, Family, k_param
 
 __all__ = [
     "FAMILY",
@@ -251,12 +251,8 @@ class MultiView(Family):
         "views": Param("sequence of arrays", "At least 3 views with the same observations (see :func:`check_views`)."),
         "moments": Param("MultiViewMoments", "From :func:`population_moments`, or built from data by "
                          ":func:`spectral`."),
-        "k": Param("int or 'auto'", "Number of classes; every view used by the tensor step needs ``V_v >= k`` "
-                   "(categorical) or ``d_v >= k`` (Gaussian) with linearly independent class means. ``\"auto\"``: "
-                   "chosen from the data (:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment "
-                   "bounds it, a score after a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``).",
-                   constraint=COMMON_OPTIONS["k"].constraint),
-        "seed": Param("int or numpy.random.Generator", "Randomness of the range finders and the decomposition.", 0),
+        "k": k_param("Number of classes; every view used by the tensor step needs ``V_v >= k`` "
+                   "(categorical) or ``d_v >= k`` (Gaussian) with linearly independent class means."),
         "floor": Param("float", "Categorical rows are projected onto the simplex and floored at ``floor / V_v``; "
                        "Gaussian variances at ``floor`` times the view's column variance.", 1e-3,
                        COMMON_OPTIONS["floor"].constraint),

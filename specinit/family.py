@@ -90,7 +90,7 @@ from specinit.engine.whitening import IndefiniteMomentError, signed_spectrum
 from specinit.estimate import Site, SpectralEstimate, register_sites
 from specinit.faces import Param, face
 
-__all__ = ["COMMON_OPTIONS", "Family", "NOISE_FACTOR"]
+__all__ = ["COMMON_OPTIONS", "Family", "NOISE_FACTOR", "k_param"]
 
 #: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the largest
 #: negative eigenvalue's magnitude (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
@@ -98,10 +98,16 @@ NOISE_FACTOR = 2.0
 
 #: The arguments every ``spectral`` takes, declared once (:class:`~specinit.faces.Param`); ``k``, ``approach``,
 #: ``floor`` and ``method`` are checked once at the entry, a family may re-declare one to document it its way.
+def k_param(what: str = "Number of components.", score: str = "a score") -> Param:
+    """The declaration of ``k`` for a family: ``what`` it counts, then the rule of ``k="auto"`` (``score``: what
+    picks among the candidates)."""
+    return Param("int or 'auto'", f"{what} ``\"auto\"``: chosen from the data (:meth:`specinit.family.Family."
+                 f"choose_k`: the spectrum of the second moment bounds it, {score} after a cheap refine picks it; "
+                 f"evidence in ``diagnostics[\"k_auto/*\"]``).", constraint=Interval(int, 1))
+
+
 COMMON_OPTIONS = {
-    "k": Param("int or 'auto'", "Number of components; ``\"auto\"``: chosen from the data "
-               "(:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, a score after "
-               "a cheap refine picks it; evidence in ``diagnostics[\"k_auto/*\"]``).", constraint=Interval(int, 1)),
+    "k": k_param(),
     "method": Param("{'tpm', 'svtd', 'eca', 'als'}", "Tensor decomposition (:mod:`specinit.engine.decompose`).",
                     "tpm"),
     "approach": Param("{'auto', 'symmetric', 'jennrich'}",
