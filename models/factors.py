@@ -475,7 +475,7 @@ class Factors(Family):
 
         estimate = check_estimate(self, estimate)
         p = estimate.params
-        x = check_rows(x)
+        x = check_rows(x, min_rows=1)
         g = p["factors"] if "factors" in p and len(p["factors"]) == len(x) else _scores(p, x, 0.05)
         h = g - np.sqrt(p["shape"]) if "shape" in p else g
         resid = (x - p["loc"] - h @ p["loadings"]) / float(p["noise"])
@@ -567,7 +567,7 @@ def factor_scores(estimate, x, *, margin: float = 0.05) -> np.ndarray:
     ValueError
         If ``x`` does not match the estimate's dimension or is not finite.
     """
-    x = check_rows(x)
+    x = check_rows(x, min_rows=1)
     loadings = estimate.params["loadings"]
     if x.shape[1] != loadings.shape[1]:
         raise bad_argument("x", None, f"an array with d = {loadings.shape[1]} columns (the estimate's)", x)

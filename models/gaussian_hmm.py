@@ -115,6 +115,10 @@ class GaussianHMMFamily(HMM):
         return GaussianHMMMoments(chain, extended, n_bins, variance)
 
     def max_components(self, moments: GaussianHMMMoments) -> tuple[int, str]:
+        used = min(moments.chain.views.dims)
+        if used < moments.n_bins:  # ties in the data leave bins empty
+            return used, (f"<= the smallest dimension of the views used ({used} occupied quantile bins of "
+                          f"n_bins = {moments.n_bins})")
         return moments.n_bins, f"at most the number of quantile bins n_bins = {moments.n_bins}"
 
     def unwhiten(self, fit, moments: GaussianHMMMoments, k, floor, **options):

@@ -1,173 +1,176 @@
-"""scikit-learn faces of the families users treat as estimators: topic models and Gaussian mixtures.
+"""scikit-learn faces of the families: one estimator class, specialised by one declaration per family.
 
-Thin wrappers: ``fit`` calls the family's ``spectral`` (and, when asked, its
-``refine``), keeps the :class:`~specinit.estimate.SpectralEstimate` as
-``estimate_`` and exposes it under scikit-learn's names, so a spectral topic
-model goes in a ``Pipeline`` after ``CountVectorizer`` and in
-``GridSearchCV`` over ``n_components``, and a mixture answers ``predict``,
-``predict_proba``, ``score`` and ``bic`` like ``GaussianMixture``. The
-estimate still warm-starts NumPyro (``model.estimate_.init_params(...)``).
+:class:`SpectralEstimator` is everything an estimator does: check ``X``,
+call the family's ``spectral`` (then its refinement when asked), keep the
+:class:`~specinit.estimate.SpectralEstimate` as ``estimate_`` and answer
+under scikit-learn's names. A :class:`Face` declares what differs between
+families: the estimator's parameters (each a :class:`~specinit.faces.Param`,
+declared once, with the ``spectral`` argument it sets), the data (word
+counts or rows), the refinement, the fitted attributes and the questions the
+fitted model answers (``transform``, ``predict``, ``score_samples``,
+``bic``, ``partial_fit``). :func:`estimator_class` turns a face into the
+public class -- ``__init__`` signature (what ``get_params`` and ``clone``
+read), docstring and scikit-learn mixins -- so a spectral topic model goes in
+a ``Pipeline`` after ``CountVectorizer`` and in ``GridSearchCV`` over
+``n_components``, and a mixture answers ``predict``, ``score`` and ``bic``
+like ``GaussianMixture``. The estimate still warm-starts NumPyro
+(``model.estimate_.init_params(...)``).
 
 Requires scikit-learn (``pip install "specinit[data]"``).
 """
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, DensityMixin, TransformerMixin
+from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
 from specinit._validation import bad_argument, check_count_matrix, warn
+from specinit.faces import Param, parameters_section
 
-__all__ = ["SpectralGaussianMixture", "SpectralLDA", "SpectralTopicMixture"]
-
-
-def _counts(estimator, X, reset: bool):
-    """``X`` as validated counts (CSR float64), with scikit-learn's feature bookkeeping."""
-    X = validate_data(estimator, X, accept_sparse="csr", dtype=np.float64, reset=reset, ensure_min_samples=1)
-    check_non_negative(X, type(estimator).__name__)
-    return check_count_matrix(X, "X")
+__all__ = ["Face", "SpectralEstimator", "SpectralFactors", "SpectralGaussianMixture", "SpectralLDA",
+           "SpectralTopicMixture", "estimator_class"]
 
 
-class _TopicModel(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
-    """What the two topic faces share: counts in, topics as ``components_``, documents scored."""
+@dataclass(frozen=True)
+class Face:
+    """How one family meets scikit-learn: what :class:`SpectralEstimator` reads.
+
+    Parameters
+    ----------
+    family : str
+        The module of :mod:`specinit.models`.
+    summary : str
+        The class docstring's summary and extended description.
+    parameters : dict of str -> Param
+        The estimator's parameters in signature order (``n_components`` first, the only positional one).
+    spectral : dict of str -> str
+        The ``spectral`` argument each parameter sets (``n_components`` sets ``k``; ``random_state`` seeds the
+        fit, 0 when None).
+    data : {"counts", "rows"}
+        Word counts (CSR, non-negative integers; sparse input welcome) or real rows.
+    attributes : dict of str -> (str, callable)
+        Fitted attributes: numpydoc description (``"type\\n    description"``) and ``(estimator, estimate, X) ->
+        value`` (X: the training data).
+    refine : callable, optional
+        ``(estimator, module, X, estimate) -> estimate`` after ``spectral``.
+    transform : callable, optional
+        ``(estimator, module, X) -> array``: the fitted model's ``transform``.
+    score : callable
+        ``(estimator, module, X) -> float``: ``score`` (higher is better; what ``GridSearchCV`` maximizes).
+    answers : frozenset of str
+        Further questions the fitted model answers: ``"predict"`` (``predict``, ``predict_proba``),
+        ``"score_samples"``, ``"bic"`` (``bic``, ``aic``), ``"perplexity"``, ``"partial_fit"``.
+    fixed : dict
+        ``spectral`` arguments the face sets itself.
+    """
+
+    family: str
+    summary: str
+    parameters: Mapping[str, Param]
+    spectral: Mapping[str, str]
+    data: str
+    attributes: Mapping[str, tuple[str, Callable]]
+    score: Callable
+    refine: Callable | None = None
+    transform: Callable | None = None
+    answers: frozenset = frozenset()
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+
+
+def _answers(question: str) -> Callable:
+    return lambda estimator: question in estimator.face.answers
+
+
+class SpectralEstimator:
+    """The scikit-learn face of a family: what every estimator of :mod:`specinit.estimators` does.
+
+    A class built by :func:`estimator_class` is this one, the face's
+    scikit-learn mixins and ``BaseEstimator``, in that order (its methods
+    first: the mixins' defaults such as ``DensityMixin.score`` do not hide
+    them); it carries its :class:`Face` as ``face``, and its parameters and
+    fitted attributes are those the face declares (see its docstring).
+    """
+
+    face: Face
+
+    @property
+    def _module(self):
+        return importlib.import_module(f"specinit.models.{self.face.family}")
+
+    @property
+    def _seed(self) -> int:
+        return 0 if self.random_state is None else self.random_state
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
-        tags.input_tags.positive_only = True
+        if self.face.data == "counts":
+            tags.input_tags.sparse = True
+            tags.input_tags.positive_only = True
         tags.requires_fit = True
         return tags
 
     @property
     def _n_features_out(self):
-        return self.components_.shape[0]
+        return self.estimate_.k
 
-    def score(self, X, y=None) -> float:
-        """Held-out log-likelihood of the documents' tokens (higher is better; what ``GridSearchCV`` maximizes).
+    def _data(self, X, reset: bool):
+        """``X`` validated for the family (CSR float64 counts, or float64 rows), with scikit-learn's bookkeeping."""
+        if self.face.data == "counts":
+            X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=reset, ensure_min_samples=1)
+            check_non_negative(X, type(self).__name__)
+            return check_count_matrix(X, "X")
+        return validate_data(self, X, dtype=np.float64, reset=reset, ensure_min_samples=2 if reset else 1)
 
-        A quantity that does not grow with ``n_components`` on documents the model was not fitted to, and
-        the one ``n_components="auto"`` scores (:meth:`specinit.family.Family.choose_k`), so both pick the
-        same k. No multinomial coefficient: tokens are scored as a sequence. :class:`SpectralLDA` scores
-        document completion (:func:`specinit.corpus.document_completion`: every document's topic
-        proportions are folded in on half of its tokens, drawn with ``random_state``, and the other half is
-        scored); :class:`SpectralTopicMixture` scores every document's tokens with its topic summed out (no
-        per-document parameter is fitted).
-
-        Parameters
-        ----------
-        X : array-like or sparse matrix, shape (n_samples, n_features)
-            Word counts.
-        y : ignored
-
-        Returns
-        -------
-        float
-            Finite, or ``-inf`` (with a warning) where a scored word has probability zero.
-        """
-        check_is_fitted(self)
-        value = self._held_out(_counts(self, X, reset=False))
-        if not np.isfinite(value):
-            warn(f"{type(self).__name__}.score: the held-out log-likelihood is not finite; scored as -inf.")
-            return -np.inf
-        return value
-
-    def perplexity(self, X) -> float:
-        """``exp(-log-likelihood / number of tokens)`` of the documents (lower is better).
-
-        Parameters
-        ----------
-        X : array-like or sparse matrix, shape (n_samples, n_features)
-            Word counts.
-
-        Returns
-        -------
-        float
-        """
-        check_is_fitted(self)
-        X = _counts(self, X, reset=False)
-        return float(np.exp(-np.sum(self._module.log_likelihood(X, self.estimate_)) / max(float(X.sum()), 1.0)))
-
-
-class SpectralLDA(_TopicModel):
-    """Latent Dirichlet allocation by the method of moments (:func:`specinit.models.lda.spectral`).
-
-    Parameters
-    ----------
-    n_components : int or "auto"
-        Number of topics; ``"auto"``: chosen from the data by the rule of ``lda.spectral(X, "auto")``
-        (:meth:`specinit.family.Family.choose_k`: the eigengap above the noise threshold of the second
-        moment's spectrum bounds it, the held-out score :meth:`score` reports picks it).
-    alpha0 : float, optional
-        ``sum(alpha)``; ``None`` chooses it from the data.
-    method : {"anchor", "tpm", "svtd", "eca", "als"} or None
-        Recovery of :func:`specinit.models.lda.spectral`; ``None``: its default (anchor words closed by EM
-        sweeps; the tensor power method when ``alpha0`` is given), so ``SpectralLDA(k).fit(X)`` and
-        ``lda.spectral(X, k)`` give the same topics.
-    refine_steps : int
-        Variational-EM steps after the spectral estimate (:func:`specinit.models.lda.refine`); 0: none.
-    random_state : int, optional
-        Seed.
-
-    Attributes
-    ----------
-    estimate_ : SpectralEstimate
-        The fitted estimate (``beta``, ``alpha``; NumPyro warm starts).
-    components_ : ndarray, shape (n_components, n_features)
-        Topic-word probabilities (rows sum to one; scikit-learn's LDA keeps unnormalized pseudo-counts).
-    doc_topic_prior_ : ndarray, shape (n_components,)
-        ``alpha``.
-    n_features_in_ : int
-    """
-
-    def __init__(self, n_components: int = 10, *, alpha0: float | None = None, method: str | None = None,
-                 refine_steps: int = 0, random_state: int | None = None):
-        self.n_components = n_components
-        self.alpha0 = alpha0
-        self.method = method
-        self.refine_steps = refine_steps
-        self.random_state = random_state
-
-    @property
-    def _module(self):
-        from specinit.models import lda
-
-        return lda
+    def _spectral_arguments(self) -> dict:
+        arguments = {self.face.spectral[name]: getattr(self, name) for name in self.face.parameters
+                     if name in self.face.spectral and name != "n_components"}
+        return {**arguments, **self.face.fixed, "seed": self._seed}
 
     def fit(self, X, y=None):
-        """Fit the topics to the counts ``X``.
+        """Fit the family to ``X``: its ``spectral`` (then its refinement, as the parameters ask).
 
         Parameters
         ----------
         X : array-like or sparse matrix, shape (n_samples, n_features)
-            Word counts (non-negative integers), e.g. ``CountVectorizer`` output.
+            Word counts (non-negative integers, e.g. ``CountVectorizer`` output) for the topic faces, real rows
+            otherwise.
         y : ignored
 
         Returns
         -------
         self
         """
-        X = _counts(self, X, reset=True)
-        seed = 0 if self.random_state is None else self.random_state
-        estimate = self._module.spectral(X, self.n_components, self.alpha0, method=self.method, seed=seed,
-                                         doc_topics=False)
-        if self.refine_steps:
-            estimate = self._module.refine(X, estimate, num_steps=self.refine_steps, seed=seed).estimate
-        return self._keep(estimate)
+        X = self._data(X, reset=True)
+        estimate = self._module.spectral(X, self.n_components, **self._spectral_arguments())
+        if self.face.refine is not None:
+            estimate = self.face.refine(self, self._module, X, estimate)
+        return self._keep(estimate, X)
 
+    def _keep(self, estimate, X):
+        self.estimate_ = estimate
+        for name, (_, value) in self.face.attributes.items():
+            setattr(self, name, value(self, estimate, X))
+        return self
+
+    @available_if(_answers("partial_fit"))
     def partial_fit(self, X, y=None):
         """Add a batch of documents to the topics (online; :func:`specinit.models.lda.update`).
 
         The first call fits the batch; each later call merges the batch's
         pair moments with those kept in ``estimate_`` exactly, recovers the
         topics from everything seen by anchor words (warm-started), then runs
-        the closing EM sweeps over the batch (``method``, ``alpha0`` and
-        ``refine_steps`` are those of :meth:`fit` only). The model answers
-        ``transform`` and ``score`` after every batch; ``estimate_.save``
-        keeps the moments, so a loaded estimate continues
-        (``lda.update(X_next, estimate)``).
+        the closing EM sweeps over the batch (the other parameters are those
+        of :meth:`fit` only). The model answers ``transform`` and ``score``
+        after every batch; ``estimate_.save`` keeps the moments, so a loaded
+        estimate continues (``lda.update(X_next, estimate)``).
 
         Parameters
         ----------
@@ -185,37 +188,22 @@ class SpectralLDA(_TopicModel):
             A model fitted by :meth:`fit` (it keeps no moments to merge with), or a batch with another number of
             words.
         """
-        fitted = hasattr(self, "estimate_")
-        if fitted and not any(key.startswith(self._module.MOMENTS_STATE) for key in self.estimate_.state):
-            raise ValueError("SpectralLDA.partial_fit continues a model built by partial_fit; this one was fitted "
-                             "by fit, which keeps no moments to merge with (call partial_fit on a new SpectralLDA).")
-        X = _counts(self, X, reset=not fitted)
-        seed = 0 if self.random_state is None else self.random_state
-        estimate = self._module.update(X, self.estimate_ if fitted else None, k=self.n_components, seed=seed)
-        return self._keep(estimate)
+        module, fitted = self._module, hasattr(self, "estimate_")
+        if fitted and not any(key.startswith(module.MOMENTS_STATE) for key in self.estimate_.state):
+            raise ValueError(f"{type(self).__name__}.partial_fit continues a model built by partial_fit; this one "
+                             f"was fitted by fit, which keeps no moments to merge with (call partial_fit on a new "
+                             f"{type(self).__name__}).")
+        X = self._data(X, reset=not fitted)
+        estimate = module.update(X, self.estimate_ if fitted else None, k=self.n_components, seed=self._seed)
+        return self._keep(estimate, X)
 
-    def _keep(self, estimate):
-        self.estimate_ = estimate
-        self.components_ = estimate.params["beta"]
-        self.doc_topic_prior_ = estimate.params["alpha"]
-        return self
-
-    def _held_out(self, X) -> float:
-        from specinit.corpus import document_completion
-
-        if not np.any(np.asarray(X.sum(axis=1)) >= 2):
-            raise bad_argument("X", "SpectralLDA.score", "at least one document with 2 or more tokens", "none",
-                               describe=False)
-        seed = 0 if self.random_state is None else self.random_state
-        return document_completion(X, self.components_, self.doc_topic_prior_, seed=seed).log_likelihood
-
+    @available_if(lambda estimator: estimator.face.transform is not None)
     def transform(self, X):
-        """Topic proportions of every document (the fixed-topic posterior mean).
+        """The fitted model's representation of every row (topic proportions, posterior memberships).
 
         Parameters
         ----------
         X : array-like or sparse matrix, shape (n_samples, n_features)
-            Word counts.
 
         Returns
         -------
@@ -223,79 +211,11 @@ class SpectralLDA(_TopicModel):
             Rows sum to one.
         """
         check_is_fitted(self)
-        X = _counts(self, X, reset=False)
-        return self._module.document_topics(X, self.components_, self.doc_topic_prior_)
+        return self.face.transform(self, self._module, self._data(X, reset=False))
 
-
-class SpectralTopicMixture(ClusterMixin, _TopicModel):
-    """The mixture of unigrams (one topic per document) by the method of moments, then EM.
-
-    Parameters
-    ----------
-    n_components : int or "auto"
-        Number of topics; ``"auto"``: chosen from the data by the rule of ``single_topic.spectral(X, "auto")``
-        (:meth:`specinit.family.Family.choose_k`, scored by the held-out quantity :meth:`score` reports).
-    method : str
-        Tensor decomposition.
-    max_iter : int
-        Most MAP-EM iterations after the spectral estimate (:func:`specinit.models.single_topic.refine` with its
-        defaults, which stop earlier on its relative-gain rule); 0: none.
-    random_state : int, optional
-        Seed.
-
-    Attributes
-    ----------
-    estimate_ : SpectralEstimate
-    components_ : ndarray, shape (n_components, n_features)
-        Topic-word probabilities.
-    weights_ : ndarray, shape (n_components,)
-    labels_ : ndarray, shape (n_samples,)
-        Most probable topic of every training document.
-    n_features_in_ : int
-    """
-
-    def __init__(self, n_components: int = 10, *, method: str = "tpm", max_iter: int = 500,
-                 random_state: int | None = None):
-        self.n_components = n_components
-        self.method = method
-        self.max_iter = max_iter
-        self.random_state = random_state
-
-    @property
-    def _module(self):
-        from specinit.models import single_topic
-
-        return single_topic
-
-    def fit(self, X, y=None):
-        """Fit the topics to the counts ``X``.
-
-        Parameters
-        ----------
-        X : array-like or sparse matrix, shape (n_samples, n_features)
-            Word counts.
-        y : ignored
-
-        Returns
-        -------
-        self
-        """
-        X = _counts(self, X, reset=True)
-        seed = 0 if self.random_state is None else self.random_state
-        estimate = self._module.spectral(X, self.n_components, method=self.method, seed=seed)
-        if self.max_iter:
-            estimate = self._module.refine(X, estimate, max_iter=self.max_iter).estimate
-        self.estimate_ = estimate
-        self.components_ = estimate.params["beta"]
-        self.weights_ = estimate.params["weights"]
-        self.labels_ = self.predict(X)
-        return self
-
-    def _held_out(self, X) -> float:
-        return self._module.FAMILY.token_log_likelihood(X, self.estimate_)
-
+    @available_if(_answers("predict"))
     def predict_proba(self, X):
-        """Posterior topic probabilities of every document.
+        """Posterior component probabilities of every row.
 
         Parameters
         ----------
@@ -306,10 +226,11 @@ class SpectralTopicMixture(ClusterMixin, _TopicModel):
         ndarray, shape (n_samples, n_components)
         """
         check_is_fitted(self)
-        return self._module.predict(_counts(self, X, reset=False), self.estimate_)[0]
+        return self._module.predict(self._data(X, reset=False), self.estimate_)[0]
 
+    @available_if(_answers("predict"))
     def predict(self, X):
-        """Most probable topic of every document.
+        """Most probable component of every row.
 
         Parameters
         ----------
@@ -321,87 +242,7 @@ class SpectralTopicMixture(ClusterMixin, _TopicModel):
         """
         return self.predict_proba(X).argmax(axis=1)
 
-    transform = predict_proba
-
-
-class SpectralGaussianMixture(ClusterMixin, DensityMixin, BaseEstimator):
-    """A Gaussian mixture started from the method-of-moments estimate, then EM (:mod:`specinit.models.gmm`).
-
-    Parameters
-    ----------
-    n_components : int or "auto"
-        Number of components (more than the number of features: the lifted moments of
-        :func:`specinit.models.gmm.lifted_fit`); ``"auto"``: chosen by ``gmm.spectral(X, "auto")``
-        (:meth:`specinit.family.Family.choose_k`).
-    covariance_type : {"spherical", "diag", "common"}
-        One variance per component, per component and coordinate, or one for all.
-    max_iter : int
-        EM iterations after the spectral estimate; 0: the spectral estimate alone.
-    tol : float, optional
-        EM stops when the mean log-likelihood gain is below ``tol`` (scikit-learn's rule). Default None:
-        the relative rule of :func:`specinit.models.gmm.refine` (with its split-merge moves), so the face's
-        fit is ``gmm.refine(X, gmm.spectral(X, k, covariance=covariance_type))``.
-    reg_covar : float
-        Added to every variance, relative to the data's mean variance.
-    random_state : int, optional
-        Seed.
-
-    Attributes
-    ----------
-    estimate_ : SpectralEstimate
-    weights_ : ndarray, shape (n_components,)
-    means_ : ndarray, shape (n_components, n_features)
-    covariances_ : ndarray
-        Variances: (n_components,) spherical, (n_components, n_features) diag, () common.
-    converged_ : bool
-    n_iter_ : int
-    lower_bound_ : float
-        Final mean log-likelihood per sample.
-    n_features_in_ : int
-    """
-
-    def __init__(self, n_components: int = 1, *, covariance_type: str = "spherical", max_iter: int = 500,
-                 tol: float | None = None, reg_covar: float = 1e-6, random_state: int | None = None):
-        self.n_components = n_components
-        self.covariance_type = covariance_type
-        self.max_iter = max_iter
-        self.tol = tol
-        self.reg_covar = reg_covar
-        self.random_state = random_state
-
-    def fit(self, X, y=None):
-        """Fit the mixture to the rows of ``X``.
-
-        Parameters
-        ----------
-        X : array-like, shape (n_samples, n_features)
-        y : ignored
-
-        Returns
-        -------
-        self
-        """
-        from specinit.models import gmm
-
-        X = validate_data(self, X, dtype=np.float64, reset=True, ensure_min_samples=2)
-        seed = 0 if self.random_state is None else self.random_state
-        estimate = gmm.spectral(X, self.n_components, covariance=self.covariance_type, seed=seed)
-        self.converged_, self.n_iter_ = True, 0
-        if self.max_iter:
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", RuntimeWarning)
-                result = gmm.refine(X, estimate, max_iter=self.max_iter, tol=self.tol, reg=self.reg_covar)
-            for warning in caught:
-                warnings.warn(warning.message, warning.category, stacklevel=2)
-            estimate, self.converged_, self.n_iter_ = result.estimate, result.converged, result.n_iter
-        self.estimate_ = estimate
-        self.weights_ = estimate.params["weights"]
-        self.means_ = estimate.params["loc"]
-        self.covariances_ = estimate.params["scale"] ** 2
-        self.lower_bound_ = self.score(X)
-        self.labels_ = self.predict(X)
-        return self
-
+    @available_if(_answers("score_samples"))
     def score_samples(self, X):
         """Log-likelihood of every row.
 
@@ -413,61 +254,58 @@ class SpectralGaussianMixture(ClusterMixin, DensityMixin, BaseEstimator):
         -------
         ndarray, shape (n_samples,)
         """
-        from specinit.models import gmm
-
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        return gmm.log_likelihood(X, self.estimate_)
+        return self._module.log_likelihood(self._data(X, reset=False), self.estimate_)
 
     def score(self, X, y=None) -> float:
-        """Mean log-likelihood per row (scikit-learn's ``GaussianMixture.score``).
+        """The face's score of ``X`` (higher is better; what ``GridSearchCV`` maximizes).
+
+        Topic faces: the held-out log-likelihood of the documents' tokens, a
+        quantity that does not grow with ``n_components`` on documents the
+        model was not fitted to, and the one ``n_components="auto"`` scores
+        (:meth:`specinit.family.Family.choose_k`), so both pick the same k
+        (no multinomial coefficient: tokens are scored as a sequence; LDA
+        scores document completion, :func:`specinit.corpus.document_completion`,
+        every document's topic proportions folded in on half of its tokens
+        drawn with ``random_state`` and the other half scored; the mixture of
+        unigrams every document's tokens with its topic summed out). Mixtures
+        of rows: the mean log-likelihood per row (``GaussianMixture.score``).
 
         Parameters
         ----------
-        X : array-like, shape (n_samples, n_features)
+        X : array-like or sparse matrix, shape (n_samples, n_features)
         y : ignored
 
         Returns
         -------
         float
+            Finite, or ``-inf`` (with a warning) where a scored value has probability zero.
         """
-        return float(np.mean(self.score_samples(X)))
-
-    def predict_proba(self, X):
-        """Posterior component probabilities of every row.
-
-        Parameters
-        ----------
-        X : array-like, shape (n_samples, n_features)
-
-        Returns
-        -------
-        ndarray, shape (n_samples, n_components)
-        """
-        from specinit.models import gmm
-
         check_is_fitted(self)
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        return gmm.predict(X, self.estimate_)[0]
+        value = self.face.score(self, self._module, self._data(X, reset=False))
+        if not np.isfinite(value):
+            warn(f"{type(self).__name__}.score: the log-likelihood is not finite; scored as -inf.")
+            return -np.inf
+        return value
 
-    def predict(self, X):
-        """Most probable component of every row.
+    @available_if(_answers("perplexity"))
+    def perplexity(self, X) -> float:
+        """``exp(-log-likelihood / number of tokens)`` of the documents (lower is better).
 
         Parameters
         ----------
-        X : array-like, shape (n_samples, n_features)
+        X : array-like or sparse matrix, shape (n_samples, n_features)
+            Word counts.
 
         Returns
         -------
-        ndarray of int, shape (n_samples,)
+        float
         """
-        return self.predict_proba(X).argmax(axis=1)
+        check_is_fitted(self)
+        X = self._data(X, reset=False)
+        return float(np.exp(-np.sum(self._module.log_likelihood(X, self.estimate_)) / max(float(X.sum()), 1.0)))
 
-    def _n_parameters(self) -> int:
-        k, d = self.means_.shape
-        variances = {"common": 1, "spherical": k, "diag": k * d}[self.covariance_type]
-        return (k - 1) + k * d + variances
-
+    @available_if(_answers("bic"))
     def bic(self, X) -> float:
         """Bayesian information criterion on ``X`` (lower is better).
 
@@ -480,8 +318,9 @@ class SpectralGaussianMixture(ClusterMixin, DensityMixin, BaseEstimator):
         float
         """
         n = np.shape(X)[0]
-        return float(-2 * self.score(X) * n + self._n_parameters() * np.log(n))
+        return float(-2 * self.score(X) * n + self._module.FAMILY.n_free_parameters(self.estimate_) * np.log(n))
 
+    @available_if(_answers("bic"))
     def aic(self, X) -> float:
         """Akaike information criterion on ``X`` (lower is better).
 
@@ -493,4 +332,221 @@ class SpectralGaussianMixture(ClusterMixin, DensityMixin, BaseEstimator):
         -------
         float
         """
-        return float(-2 * self.score(X) * np.shape(X)[0] + 2 * self._n_parameters())
+        return float(-2 * self.score(X) * np.shape(X)[0] + 2 * self._module.FAMILY.n_free_parameters(self.estimate_))
+
+
+def estimator_class(name: str, face: Face, mixins: tuple = ()) -> type:
+    """The public estimator class of ``face``: signature, docstring and mixins from the declaration.
+
+    Parameters
+    ----------
+    name : str
+        The class name.
+    face : Face
+    mixins : tuple of type
+        scikit-learn mixins (``ClusterMixin``, ``TransformerMixin``, ...).
+
+    Returns
+    -------
+    type
+        A subclass of :class:`SpectralEstimator`, ``mixins`` and ``sklearn.base.BaseEstimator``.
+    """
+    self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    parameters = [inspect.Parameter(param_name, inspect.Parameter.POSITIONAL_OR_KEYWORD if i == 0 else
+                                    inspect.Parameter.KEYWORD_ONLY, default=param.default)
+                  for i, (param_name, param) in enumerate(face.parameters.items())]
+    signature = inspect.Signature([self_parameter, *parameters])
+
+    def __init__(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        for param_name in face.parameters:
+            setattr(self, param_name, bound.arguments[param_name])
+
+    __init__.__signature__ = signature
+    __init__.__qualname__ = f"{name}.__init__"
+    attributes = "\n".join(f"{attr} : {text}" for attr, (text, _) in face.attributes.items())
+    doc = (f"{inspect.cleandoc(face.summary)}\n\n{parameters_section(face.parameters, list(face.parameters))}\n\n"
+           f"Attributes\n----------\nestimate_ : SpectralEstimate\n    The fitted estimate (NumPyro warm starts).\n"
+           f"{attributes}\nn_features_in_ : int\n")
+    return type(name, (SpectralEstimator, *mixins, BaseEstimator), {"face": face, "__init__": __init__, "__doc__": doc,
+                                                     "__module__": __name__, "__qualname__": name})
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the faces
+# ---------------------------------------------------------------------------------------------------------------
+
+def _n_components(what: str, default, rule: str) -> Param:
+    return Param("int or 'auto'", f"Number of {what}; ``\"auto\"``: chosen from the data by the rule of "
+                 f"``{rule}`` (:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, "
+                 f"the score :meth:`score` reports picks it).", default)
+
+
+_RANDOM_STATE = Param("int, optional", "Seed of the fit (None: 0, so repeated fits agree).", None)
+
+
+def _lda_refine(estimator, module, X, estimate):
+    if not estimator.refine_steps:
+        return estimate
+    return module.refine(X, estimate, num_steps=estimator.refine_steps, seed=estimator._seed).estimate
+
+
+def _document_completion(estimator, module, X) -> float:
+    from specinit.corpus import document_completion
+
+    if not np.any(np.asarray(X.sum(axis=1)) >= 2):
+        raise bad_argument("X", f"{type(estimator).__name__}.score", "at least one document with 2 or more tokens",
+                           "none", describe=False)
+    params = estimator.estimate_.params
+    return document_completion(X, params["beta"], params["alpha"], seed=estimator._seed).log_likelihood
+
+
+SpectralLDA = estimator_class("SpectralLDA", Face(
+    family="lda",
+    summary="Latent Dirichlet allocation by the method of moments (:func:`specinit.models.lda.spectral`).",
+    parameters={
+        "n_components": _n_components("topics", 10, 'lda.spectral(X, "auto")'),
+        "alpha0": Param("float, optional", "``sum(alpha)``; ``None`` chooses it from the data.", None),
+        "method": Param("{'anchor', 'tpm', 'svtd', 'eca', 'als'} or None", "Recovery of "
+                        ":func:`specinit.models.lda.spectral`; ``None``: its default (anchor words closed by EM "
+                        "sweeps; the tensor power method when ``alpha0`` is given), so ``SpectralLDA(k).fit(X)`` "
+                        "and ``lda.spectral(X, k)`` give the same topics.", None),
+        "refine_steps": Param("int", "Variational-EM steps after the spectral estimate "
+                              "(:func:`specinit.models.lda.refine`); 0: none.", 0),
+        "random_state": _RANDOM_STATE,
+    },
+    spectral={"n_components": "k", "alpha0": "alpha0", "method": "method"},
+    fixed={"doc_topics": False},
+    data="counts",
+    refine=_lda_refine,
+    attributes={
+        "components_": ("ndarray, shape (n_components, n_features)\n    Topic-word probabilities (rows sum to one; "
+                        "scikit-learn's LDA keeps unnormalized pseudo-counts).",
+                        lambda estimator, estimate, X: estimate.params["beta"]),
+        "doc_topic_prior_": ("ndarray, shape (n_components,)\n    ``alpha``.",
+                             lambda estimator, estimate, X: estimate.params["alpha"]),
+    },
+    transform=lambda estimator, module, X: module.document_topics(X, estimator.components_,
+                                                                   estimator.doc_topic_prior_),
+    score=_document_completion,
+    answers=frozenset({"perplexity", "partial_fit"}),
+), (ClassNamePrefixFeaturesOutMixin, TransformerMixin))
+
+
+def _predicted(estimator, estimate, X):
+    return estimator.predict(X)
+
+
+SpectralTopicMixture = estimator_class("SpectralTopicMixture", Face(
+    family="single_topic",
+    summary="The mixture of unigrams (one topic per document) by the method of moments, then EM.",
+    parameters={
+        "n_components": _n_components("topics", 10, 'single_topic.spectral(X, "auto")'),
+        "method": Param("{'tpm', 'svtd', 'eca', 'als'}", "Tensor decomposition.", "tpm"),
+        "max_iter": Param("int", "Most MAP-EM iterations after the spectral estimate "
+                          "(:func:`specinit.models.single_topic.refine` with its defaults, which stop earlier on its "
+                          "relative-gain rule); 0: none.", 500),
+        "random_state": _RANDOM_STATE,
+    },
+    spectral={"n_components": "k", "method": "method"},
+    data="counts",
+    refine=lambda estimator, module, X, estimate: (module.refine(X, estimate, max_iter=estimator.max_iter).estimate
+                                                   if estimator.max_iter else estimate),
+    attributes={
+        "components_": ("ndarray, shape (n_components, n_features)\n    Topic-word probabilities.",
+                        lambda estimator, estimate, X: estimate.params["beta"]),
+        "weights_": ("ndarray, shape (n_components,)", lambda estimator, estimate, X: estimate.params["weights"]),
+        "labels_": ("ndarray, shape (n_samples,)\n    Most probable topic of every training document.", _predicted),
+    },
+    transform=lambda estimator, module, X: module.predict(X, estimator.estimate_)[0],
+    score=lambda estimator, module, X: module.FAMILY.token_log_likelihood(X, estimator.estimate_),
+    answers=frozenset({"predict", "perplexity"}),
+), (ClusterMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin))
+
+
+def _gmm_refine(estimator, module, X, estimate):
+    estimator.converged_, estimator.n_iter_ = True, 0
+    if not estimator.max_iter:
+        return estimate
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        result = module.refine(X, estimate, max_iter=estimator.max_iter, tol=estimator.tol, reg=estimator.reg_covar)
+    for warning in caught:
+        warnings.warn(warning.message, warning.category, stacklevel=3)
+    estimator.converged_, estimator.n_iter_ = result.converged, result.n_iter
+    return result.estimate
+
+
+SpectralGaussianMixture = estimator_class("SpectralGaussianMixture", Face(
+    family="gmm",
+    summary="A Gaussian mixture started from the method-of-moments estimate, then EM (:mod:`specinit.models.gmm`).",
+    parameters={
+        "n_components": Param("int or 'auto'", "Number of components (more than the number of features: the "
+                              "lifted moments of :func:`specinit.models.gmm.lifted_fit`); ``\"auto\"``: chosen by "
+                              "``gmm.spectral(X, \"auto\")`` (:meth:`specinit.family.Family.choose_k`).", 1),
+        "covariance_type": Param("{'spherical', 'diag', 'common'}", "One variance per component, per component "
+                                 "and coordinate, or one for all.", "spherical"),
+        "max_iter": Param("int", "EM iterations after the spectral estimate; 0: the spectral estimate alone.", 500),
+        "tol": Param("float, optional", "EM stops when the mean log-likelihood gain is below ``tol`` "
+                     "(scikit-learn's rule). Default None: the relative rule of :func:`specinit.models.gmm.refine` "
+                     "(with its split-merge moves), so the face's fit is ``gmm.refine(X, gmm.spectral(X, k, "
+                     "covariance=covariance_type))``.", None),
+        "reg_covar": Param("float", "Added to every variance, relative to the data's mean variance.", 1e-6),
+        "random_state": _RANDOM_STATE,
+    },
+    spectral={"n_components": "k", "covariance_type": "covariance"},
+    data="rows",
+    refine=_gmm_refine,
+    attributes={
+        "weights_": ("ndarray, shape (n_components,)", lambda estimator, estimate, X: estimate.params["weights"]),
+        "means_": ("ndarray, shape (n_components, n_features)", lambda estimator, estimate, X: estimate.params["loc"]),
+        "covariances_": ("ndarray\n    Variances: (n_components,) spherical, (n_components, n_features) diag, () "
+                         "common.", lambda estimator, estimate, X: estimate.params["scale"] ** 2),
+        "converged_": ("bool", lambda estimator, estimate, X: estimator.converged_),
+        "n_iter_": ("int", lambda estimator, estimate, X: estimator.n_iter_),
+        "lower_bound_": ("float\n    Final mean log-likelihood per sample.",
+                         lambda estimator, estimate, X: estimator.score(X)),
+        "labels_": ("ndarray, shape (n_samples,)\n    Most probable component of every training row.", _predicted),
+    },
+    score=lambda estimator, module, X: float(np.mean(module.log_likelihood(X, estimator.estimate_))),
+    answers=frozenset({"predict", "score_samples", "bic"}),
+), (ClusterMixin, DensityMixin))
+
+
+def _declared(family: str, name: str) -> Param:
+    """The declaration of ``name`` among ``family``'s arguments (the estimator reuses it)."""
+    return importlib.import_module(f"specinit.models.{family}").FAMILY.declared()[name]
+
+
+SpectralFactors = estimator_class("SpectralFactors", Face(
+    family="factors",
+    summary="""Independent non-Gaussian factors by the method of moments (:mod:`specinit.models.factors`).
+
+    ``x = loc + h @ loadings + noise``, with independent skewed (Gamma) or
+    kurtotic factors ``h``: the noise-corrected covariance whitens the third
+    or fourth cumulant, whose decomposition gives the loadings in one pass,
+    with no local optima (the model FastICA and ``FactorAnalysis`` users
+    fit). ``transform`` gives the factor scores ``E[h | x]`` (linear).""",
+    parameters={
+        "n_components": Param("int or 'auto'", "Number of factors, at most the number of features (fewer to "
+                              "estimate the noise); ``\"auto\"``: the eigengap of the noise-corrected covariance "
+                              "(:meth:`specinit.models.factors.Factors.choose_k`).", 2),
+        "cumulant": _declared("factors", "cumulant"),
+        "noise": _declared("factors", "noise"),
+        "random_state": _RANDOM_STATE,
+    },
+    spectral={"n_components": "k", "cumulant": "cumulant", "noise": "noise"},
+    fixed={"scores": False},
+    data="rows",
+    attributes={
+        "components_": ("ndarray, shape (n_components, n_features)\n    Loadings (each factor's direction and "
+                        "scale).", lambda estimator, estimate, X: estimate.params["loadings"]),
+        "mean_": ("ndarray, shape (n_features,)", lambda estimator, estimate, X: estimate.params["loc"]),
+        "noise_variance_": ("float\n    Variance of the isotropic noise.",
+                            lambda estimator, estimate, X: float(estimate.params["noise"]) ** 2),
+    },
+    transform=lambda estimator, module, X: module.factor_scores(estimator.estimate_, X),
+    score=lambda estimator, module, X: float(np.mean(module.log_likelihood(X, estimator.estimate_))),
+    answers=frozenset({"score_samples"}),
+), (ClassNamePrefixFeaturesOutMixin, TransformerMixin))

@@ -99,8 +99,19 @@ NOISE_FACTOR = 2.0
 #: The arguments every ``spectral`` takes, declared once (:class:`~specinit.faces.Param`); ``k``, ``approach``,
 #: ``floor`` and ``method`` are checked once at the entry, a family may re-declare one to document it its way.
 def k_param(what: str = "Number of components.", score: str = "a score") -> Param:
-    """The declaration of ``k`` for a family: ``what`` it counts, then the rule of ``k="auto"`` (``score``: what
-    picks among the candidates)."""
+    """The declaration of ``k`` for a family: what it counts, then the one rule of ``k="auto"``.
+
+    Parameters
+    ----------
+    what : str
+        The first sentences: what k counts and its range.
+    score : str
+        What picks among the candidate k (``"the held-out score"`` for the topic families).
+
+    Returns
+    -------
+    Param
+    """
     return Param("int or 'auto'", f"{what} ``\"auto\"``: chosen from the data (:meth:`specinit.family.Family."
                  f"choose_k`: the spectrum of the second moment bounds it, {score} after a cheap refine picks it; "
                  f"evidence in ``diagnostics[\"k_auto/*\"]``).", constraint=Interval(int, 1))

@@ -214,3 +214,45 @@ def test_topic_scores_are_held_out_and_never_nan():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         assert np.isfinite(SpectralLDA(40, random_state=0).fit(train).score(test))  # anchors: 40 topics, finite
+
+
+def test_one_estimator_class_serves_every_face():
+    """Each public estimator is SpectralEstimator specialised by its Face: no method of its own, its signature
+    and its Parameters section from the face's declarations."""
+    from numpydoc.docscrape import ClassDoc
+
+    from specinit import estimators
+
+    faces = [getattr(estimators, name) for name in estimators.__all__
+             if name.startswith("Spectral") and name != "SpectralEstimator"]
+    assert len(faces) == 4
+    for cls in faces:
+        assert issubclass(cls, estimators.SpectralEstimator)
+        own = {name for name in vars(cls) if not name.startswith("_sklearn")}  # scikit-learn's set_output keys
+        assert own <= {"face", "__init__", "__doc__", "__module__", "__qualname__"}
+        names = list(inspect.signature(cls).parameters)
+        assert names == list(cls.face.parameters) and names[0] == "n_components"
+        documented = [p.name for p in ClassDoc(cls)["Parameters"]]
+        assert documented == names
+
+
+def test_factor_face_recovers_the_loadings_and_passes_check_estimator():
+    from specinit.estimators import SpectralFactors
+
+    rng = np.random.default_rng(0)
+    loadings = rng.normal(size=(3, 6))
+    errors = []
+    for n in (4_000, 64_000):
+        h = (rng.gamma(2.0, size=(n, 3)) - 2.0) / np.sqrt(2.0)  # unit-variance skewed factors (the model's scale)
+        X = 1.0 + h @ loadings + 0.1 * rng.normal(size=(n, 6))
+        face = SpectralFactors(3, random_state=0).fit(X)
+        fitted = face.components_
+        # columns matched by absolute cosine; skewed factors fix the sign
+        cos = (fitted / np.linalg.norm(fitted, axis=1, keepdims=True)) @ (
+            loadings / np.linalg.norm(loadings, axis=1, keepdims=True)).T
+        order = np.argmax(np.abs(cos), axis=1)
+        assert sorted(order) == [0, 1, 2]
+        errors.append(np.max(np.abs(fitted - loadings[order])) / np.max(np.abs(loadings)))
+        assert face.transform(X[:5]).shape == (5, 3) and np.isfinite(face.score(X))
+    assert errors[1] < errors[0] / 2 and errors[1] < 0.05, errors
+    assert _failures(SpectralFactors(2)) == {}
