@@ -33,30 +33,27 @@ References
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
-from jax.scipy.special import logsumexp
 from numpyro.infer import HMCGibbs, NUTS
 from numpyro.infer.mcmc import MCMCKernel
 
 from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, check_int, \
     check_positive, current_entry, public, warn
 from specinit.distributions.continuous import TRANSFORMS, LogRatioDirichlet, point_mass
-from specinit.distributions.counts import HIGHEST, DenseTopicCounts, DocumentCounts, ModelData, as_document_counts, \
-    lda_loglik, lda_marginal_loglik
+from specinit.distributions.counts import HIGHEST, DenseTopicCounts, ModelData, as_document_counts, \
+    lda_augmented_step, lda_loglik, lda_marginal_loglik_draws
 from specinit.align import match_components
 from specinit.engine.backends import one_blas_thread
 from specinit.engine.moments import CountMoments, PairSums
 from specinit.engine.sources import CountSource
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import Param
+from specinit.faces import Param, face
 from specinit.family import COMMON_OPTIONS
 from specinit.engine.anchors import fit_anchor
 from specinit.models._svi import check_local, local_gamma, run_svi, svi_batch
@@ -82,9 +79,6 @@ PAIR_SAMPLE = 20_000
 
 #: Importance-sampling particles per document and draw of :func:`pointwise_log_likelihood`.
 NUM_PARTICLES = 128
-
-#: Floats in the largest intermediate of one step of :func:`pointwise_log_likelihood` (64 MiB in float32).
-POINTWISE_BUDGET = 2**24
 
 #: EM sweeps that close ``spectral`` by default (:func:`specinit.models._topics.close_topics`).
 EM_SWEEPS = 4
@@ -243,45 +237,39 @@ FAMILY = LDA()
 FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
-@public
-def model(
-    counts=None,
-    *,
-    k: int,
-    vocab_size: int | None = None,
-    doc_lengths=None,
-    eta: float = 0.1,
-    alpha_prior: tuple = (1.0, 1.0),
-    subsample_size=None,
-):
-    """NumPyro LDA with per-word topics summed out.
+#: The arguments of :func:`model`, declared once; :func:`guide`, :func:`kernel` and
+#: :func:`pointwise_log_likelihood` take them too, so generic code passes the model's arguments through.
+MODEL_ARGUMENTS = {
+    "counts": Param("array, scipy.sparse matrix or DocumentCounts, shape (N, V), optional", "Observed word counts. "
+                    "Dense arrays suit small corpora (the model forms ``theta @ beta``, N x V). Sparse matrices (as "
+                    "``CountVectorizer`` returns them) and :class:`~specinit.distributions.counts.DocumentCounts` "
+                    "minibatches are evaluated from the nonzeros only (memory O(nnz * k)); a minibatch with "
+                    "``num_documents`` larger than its rows scales the document terms by ``num_documents / rows`` "
+                    "(what :func:`svi` feeds). ``None`` generates documents of lengths ``doc_lengths`` "
+                    "(``numpyro.infer.Predictive``).", None),
+    "k": Param("int", "Number of topics."),
+    "vocab_size": Param("int, optional", "V, needed only when ``counts`` is None (checked against the counts "
+                        "otherwise).", None),
+    "doc_lengths": Param("array, shape (N,), optional", "Needed only when ``counts`` is None (the lengths are "
+                         "otherwise the counts' row sums).", None),
+    "eta": Param("float", "Symmetric Dirichlet concentration of each topic.", 0.1),
+    "alpha_prior": Param("(float, float)", "Gamma(shape, rate) prior on each ``alpha_i``.", (1.0, 1.0)),
+    "subsample_size": Param("int, optional", "Documents per step for SVI (``numpyro.plate`` subsampling) with dense "
+                            "counts; sparse counts are subsampled by feeding minibatches.", None),
+}
 
-    Parameters
-    ----------
-    counts : array, scipy.sparse matrix or DocumentCounts, shape (N, V), optional
-        Observed word counts. Dense arrays suit small corpora (the model
-        forms ``theta @ beta``, N x V). Sparse matrices (as
-        ``CountVectorizer`` returns them) and
-        :class:`~specinit.distributions.counts.DocumentCounts` minibatches
-        are evaluated from the nonzeros only (memory O(nnz * k)); a
-        minibatch with ``num_documents`` larger than its rows scales the
-        document terms by ``num_documents / rows`` (what :func:`svi` feeds).
-        ``None`` generates documents of lengths ``doc_lengths``
-        (``numpyro.infer.Predictive``).
-    k : int
-        Number of topics.
-    vocab_size : int, optional
-        V, needed only when ``counts`` is None (checked against counts
-        otherwise).
-    doc_lengths : array, shape (N,), optional
-        Needed only when ``counts`` is None.
-    eta : float
-        Symmetric Dirichlet concentration of each topic.
-    alpha_prior : (float, float)
-        Gamma(shape, rate) prior on each ``alpha_i``.
-    subsample_size : int, optional
-        Documents per step for SVI (``numpyro.plate`` subsampling) with
-        dense counts; sparse counts are subsampled by feeding minibatches.
+#: The per-document E-step of :func:`guide` and :func:`svi`.
+_LOCAL_STEP = {
+    "local_steps": Param("int", "E-step iterations per minibatch.", 20),
+    "local": Param("{'dirichlet', 'mean'}", "The guide's ``theta``: a ``Dirichlet(gamma)`` draw (the default: a "
+                   "proper variational factor, so the gradient for ``alpha`` uses ``E log theta``), or a point mass "
+                   "at its mean (less noise, but ``alpha`` comes out too large by Jensen's inequality).", "dirichlet"),
+}
+
+
+@face(MODEL_ARGUMENTS)
+def model(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_size):
+    """NumPyro LDA with per-word topics summed out.
 
     Raises
     ------
@@ -348,71 +336,20 @@ def model(
 # by NUTS on the model conditioned on them.
 
 
-def _dirichlet_draw(key, concentration):
-    """``Dirichlet(concentration)`` along the last axis, drawn in log space and floored at the smallest normal float.
-
-    ``log G`` of Gamma variables (exact for small shapes, where ``G`` itself
-    underflows in float32), normalised by a log-sum-exp; only the final
-    ``exp`` is floored, so every value is > 0 and the model's log density stays
-    finite.
-    """
-    log_gamma = jax.random.loggamma(key, concentration)
-    log_p = log_gamma - logsumexp(log_gamma, axis=-1, keepdims=True)
-    return jnp.maximum(jnp.exp(log_p), jnp.finfo(log_p.dtype).tiny)
-
-
-def _gumbel(key, shape):
-    """Standard Gumbel variables ``-log E``, ``E = -log(1 - u) ~ Exponential(1)``, ``u`` from 32 random bits.
-
-    ``jax.random.gumbel`` draws ``u`` as a multiple of 2**-23, so its
-    Gumbels never exceed ~16.6 and a category whose probability is below
-    ~1e-7 times the largest is never chosen; ``u = (bits + 1/2) 2**-32`` gives
-    ``E`` down to ~1e-10 (Gumbels up to ~22.9: probabilities down to ~1e-10
-    are drawn at their rate). ``u`` is capped below 1 (``E`` at ~16.6).
-    """
-    bits = jax.random.bits(key, shape, jnp.uint32)
-    uniform = jnp.minimum((bits.astype(jnp.float32) + 0.5) * 2.0 ** -32, 1.0 - 2.0 ** -24)
-    return -jnp.log(-jnp.log1p(-uniform))
-
-
-def _topic_counts(key, theta, beta, token_doc, token_word):
-    """Per-token topics drawn from their conditional, summed: ``n_dk`` (N, k) and ``n_kw`` (k, V), int32.
-
-    Token ``t`` of word ``w`` in document ``d`` has topic ``i`` with
-    probability proportional to ``theta_di beta_iw``: the Gumbel-max trick on
-    the log probabilities (no product is formed, so none underflows), so the
-    counts ``c_dw`` are split over the topics multinomially.
-    """
-    (n_docs, k), vocab_size = theta.shape, beta.shape[1]
-    logits = jnp.log(theta)[token_doc] + jnp.log(beta).T[token_word]
-    topic = jnp.argmax(logits + _gumbel(key, logits.shape), axis=-1).astype(jnp.int32)
-    n_dk = jnp.bincount(token_doc * k + topic, length=n_docs * k).reshape(n_docs, k)
-    n_kw = jnp.bincount(topic * vocab_size + token_word, length=k * vocab_size).reshape(k, vocab_size)
-    return n_dk, n_kw
-
-
-def _augmented_step(key, alpha, beta, theta, token_doc, token_word, eta):
-    """One data-augmentation update of ``(beta, theta)`` given ``alpha``: topics of the tokens, then both Dirichlets."""
-    key_split, key_beta, key_theta = jax.random.split(key, 3)
-    n_dk, n_kw = _topic_counts(key_split, theta, beta, token_doc, token_word)
-    beta = _dirichlet_draw(key_beta, eta + n_kw.astype(beta.dtype))
-    theta = _dirichlet_draw(key_theta, alpha + n_dk.astype(theta.dtype))
-    return beta, theta
-
-
-@public
-def kernel(
-    counts,
-    *,
-    k: int,
-    vocab_size: int | None = None,
-    doc_lengths=None,
-    eta: float = 0.1,
-    alpha_prior: tuple = (1.0, 1.0),
-    subsample_size=None,
-    gibbs_sweeps: int = 5,
-    **nuts_kwargs,
-) -> MCMCKernel:
+@face({
+    **MODEL_ARGUMENTS,
+    "counts": Param("array, scipy.sparse matrix or DocumentCounts, shape (N, V)", "The observed word counts of the "
+                    "whole corpus (as for :func:`model`; pass the same value to ``MCMC.run``)."),
+    "subsample_size": Param("None", "Not supported: the data-augmentation step needs every document.", None),
+    "gibbs_sweeps": Param("int", "Data-augmentation updates of ``(beta, theta)`` per NUTS step (each leaves the "
+                          "conditional invariant). A sweep costs one pass over the tokens, a fraction of a NUTS step; "
+                          "the topic entries that switch between \"word absent from the topic\" and \"word present a "
+                          "few times\" need several (R-hat by sweep count: ``benchmarks/bench_lda_gibbs.py``).", 5),
+    "nuts_kwargs": Param("dict", "Keyword arguments of ``numpyro.infer.NUTS`` for the ``alpha`` step "
+                         "(``target_accept_prob``, ``max_tree_depth``, ``dense_mass``, ...)."),
+})
+def kernel(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_size, gibbs_sweeps,
+           **nuts_kwargs) -> MCMCKernel:
     """Gibbs-within-NUTS sampler of :func:`model`: ``beta`` and ``theta`` exactly by data augmentation, NUTS for ``alpha``.
 
     Each MCMC step first updates ``(beta, theta)`` from their joint
@@ -440,37 +377,6 @@ def kernel(
     Also available as ``model.kernel`` (so generic code calls
     ``model.kernel(*model_args, **model_kwargs, **nuts_kwargs)``).
 
-    Parameters
-    ----------
-    counts : array, scipy.sparse matrix or DocumentCounts, shape (N, V)
-        The observed word counts of the whole corpus (as for :func:`model`;
-        pass the same value to ``MCMC.run``).
-    k : int
-        Number of topics.
-    vocab_size : int, optional
-        V, checked against the counts.
-    doc_lengths : array, optional
-        Unused (the lengths are the counts' row sums); accepted so that the
-        model's keyword arguments can be passed through.
-    eta : float
-        Symmetric Dirichlet concentration of each topic (as for the model).
-    alpha_prior : (float, float)
-        Gamma prior of ``alpha``; the model's argument, used by the NUTS step
-        through the model (pass the same value to ``MCMC.run``).
-    subsample_size : None
-        Not supported: the data-augmentation step needs every document.
-    gibbs_sweeps : int
-        Data-augmentation updates of ``(beta, theta)`` per NUTS step (each
-        leaves the conditional invariant). A sweep costs one pass over the
-        tokens, a fraction of a NUTS step; the topic entries that switch
-        between "word absent from the topic" and "word present a few times"
-        need several (``benchmarks/bench_lda_gibbs.py``, three corpora of
-        150 documents, 4 x 300 draws: max R-hat over ``alpha`` and ``beta``
-        1.18-1.29 with one sweep, 1.03-1.04 with five, 1.02-1.03 with ten).
-    **nuts_kwargs
-        Keyword arguments of ``numpyro.infer.NUTS`` for the ``alpha`` step
-        (``target_accept_prob``, ``max_tree_depth``, ``dense_mass``, ...).
-
     Returns
     -------
     numpyro.infer.MCMCKernel
@@ -482,13 +388,10 @@ def kernel(
         start at prior draws and ``alpha`` at NUTS's ``init_strategy``.
         Run several chains with ``MCMC(..., chain_method=jax.vmap)``:
         NumPyro's sequential chains recompile the Gibbs step for every
-        chain and its ``"vectorized"`` refuses Gibbs kernels; under
-        ``jax.vmap`` 4 chains x (300 + 300) on 150 documents take 37 s
-        against 95 s sequentially (2 cores). From the spectral estimate's
-        starts a third of that warm-up suffices (three corpora of 150
-        documents, 100 + 300 steps: max R-hat 1.02-1.04 over ``alpha`` and
-        ``beta``; from NumPyro's default start 2.41 even with 1,500 +
-        1,500, the chains settling in different labellings).
+        chain and its ``"vectorized"`` refuses Gibbs kernels. From the
+        spectral estimate's starts a short warm-up suffices; from NumPyro's
+        default start the chains settle in different labellings
+        (``benchmarks/bench_lda_gibbs.py``).
 
     Raises
     ------
@@ -541,8 +444,8 @@ def kernel(
 
     def gibbs_fn(rng_key, gibbs_sites, hmc_sites):
         def sweep(i, values):
-            return _augmented_step(jax.random.fold_in(rng_key, i), hmc_sites["alpha"], *values, token_doc,
-                                   token_word, eta)
+            return lda_augmented_step(jax.random.fold_in(rng_key, i), hmc_sites["alpha"], *values, token_doc,
+                                      token_word, eta)
 
         beta, theta = jax.lax.fori_loop(0, sweeps, sweep, (gibbs_sites["beta"], gibbs_sites["theta"]))
         return {"beta": beta, "theta": theta}
@@ -563,10 +466,22 @@ def _alpha_model(*args, **kwargs):
 
 model.kernel = kernel
 
-@public
-def pointwise_log_likelihood(samples, counts=None, *, k: int, vocab_size: int | None = None, doc_lengths=None,
-                             eta: float = 0.1, alpha_prior: tuple = (1.0, 1.0), subsample_size=None,
-                             num_particles: int = NUM_PARTICLES, seed: int = 0) -> np.ndarray:
+@face({
+    **MODEL_ARGUMENTS,
+    "samples": Param("dict", "Posterior draws with leading (chain, draw) axes, as "
+                     "``mcmc.get_samples(group_by_chain=True)``: ``\"alpha\"`` (chain, draw, k) and ``\"beta\"`` "
+                     "(chain, draw, k, V). Other sites (``theta``) are ignored: ``theta`` is integrated out."),
+    "counts": Param("array, scipy.sparse matrix or DocumentCounts, shape (N, V)", "The observed counts, as given to "
+                    ":func:`model`.", None),
+    "doc_lengths": Param("array, optional", "Unused (the lengths are those of ``counts``).", None),
+    "eta": Param("float", "Unused (a prior, not part of the likelihood).", 0.1),
+    "alpha_prior": Param("(float, float)", "Unused (a prior, not part of the likelihood).", (1.0, 1.0)),
+    "subsample_size": Param("int, optional", "Unused: every document is scored.", None),
+    "num_particles": Param("int", "S, importance-sampling particles per document and draw.", NUM_PARTICLES),
+    "seed": Param("int", "Randomness of the particles (each draw gets its own stream).", 0),
+})
+def pointwise_log_likelihood(samples, counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_size,
+                             num_particles, seed) -> np.ndarray:
     """Per-document log-likelihood of posterior draws with ``theta`` integrated out, for PSIS-LOO.
 
     For every draw of ``(alpha, beta)`` and document ``d``,
@@ -600,39 +515,9 @@ def pointwise_log_likelihood(samples, counts=None, *, k: int, vocab_size: int | 
 
     Cost: ``O(S * nnz * k)`` per draw for sparse counts (``O(S * N * V * k)``
     dense), plus 20 fold-in iterations of ``O(nnz * k)``; memory bounded
-    by :data:`POINTWISE_BUDGET` floats (particles and draws are taken in
-    blocks), never N x V for sparse counts. On 150 documents of 80 words
-    (V = 150, k = 4) and 1,200 draws, the default S = 128 takes about two
-    minutes on two busy CPU cores (most of it sampling Gamma variates);
-    there two sampler seeds give the same ``elpd_loo`` to 0.1 nats (its SE
-    is about 140) and its downward bias, measured against S = 256, is
-    about 1 nat in total (2 nats at S = 64).
-
-    Parameters
-    ----------
-    samples : dict
-        Posterior draws with leading (chain, draw) axes, as
-        ``mcmc.get_samples(group_by_chain=True)``: ``"alpha"`` (chain, draw,
-        k) and ``"beta"`` (chain, draw, k, V). Other sites (``theta``) are
-        ignored: ``theta`` is integrated out.
-    counts : array, scipy.sparse matrix or DocumentCounts, shape (N, V)
-        The observed counts, as given to :func:`model`.
-    k : int
-        Number of topics.
-    vocab_size : int, optional
-        V, checked against the counts.
-    doc_lengths : array, optional
-        Unused (the lengths are those of ``counts``).
-    eta : float
-        Unused (a prior, not part of the likelihood).
-    alpha_prior : (float, float)
-        Unused (a prior, not part of the likelihood).
-    subsample_size : int, optional
-        Unused: every document is scored.
-    num_particles : int
-        S, importance-sampling particles per document and draw.
-    seed : int
-        Randomness of the particles (each draw gets its own stream).
+    by :data:`~specinit.distributions.counts.POINTWISE_BUDGET` floats (particles and draws are taken in
+    blocks), never N x V for sparse counts. ``benchmarks/bench_lda_loo.py``
+    measures its time, its seed-to-seed spread and its bias on real text.
 
     Returns
     -------
@@ -697,27 +582,10 @@ def pointwise_log_likelihood(samples, counts=None, *, k: int, vocab_size: int | 
         if not (np.all(np.isfinite(value)) and np.all(value > 0 if name == "alpha" else value >= 0)):
             raise bad_argument("samples", None, f"finite {'positive' if name == 'alpha' else 'non-negative'} "
                                f"draws of '{name}'", f"values outside that range in '{name}'", describe=False)
-    dtype = jnp.result_type(float) if beta.dtype == np.float64 else beta.dtype
-    counts = data.sparse if data.sparse is not None else data.dense.astype(dtype)
-    if isinstance(counts, DocumentCounts):
-        per_particle = int(np.shape(counts.count)[0]) * (k + 1)
-    else:
-        per_particle = data.n_docs * (data.vocab_size + k)
-    block = max(1, min(num_particles, POINTWISE_BUDGET // max(per_particle, 1)))
-    n_draws = alpha.shape[0] * alpha.shape[1]
-    batch = max(1, min(n_draws, POINTWISE_BUDGET // max(per_particle * block, 1)))
-    keys = jax.random.split(jax.random.PRNGKey(seed), max(n_draws, 1))[:n_draws]
-    values = _marginal_draws(keys, jnp.asarray(alpha.reshape(n_draws, k), dtype),
-                             jnp.asarray(beta.reshape(n_draws, k, data.vocab_size), dtype), counts,
-                             num_particles=num_particles, block=block, batch=batch)
-    return np.asarray(values, dtype=np.float64).reshape(*alpha.shape[:2], data.n_docs)
-
-
-@functools.partial(jax.jit, static_argnames=("num_particles", "block", "batch"))
-def _marginal_draws(keys, alpha, beta, counts, *, num_particles, block, batch):
-    """:func:`lda_marginal_loglik` of every draw, ``batch`` draws at a time, shape (draws, n_docs)."""
-    return jax.lax.map(lambda args: lda_marginal_loglik(*args, counts, num_particles, block=block),
-                       (keys, alpha, beta), batch_size=batch)
+    counts = data.sparse if data.sparse is not None else data.dense
+    values = lda_marginal_loglik_draws(seed, alpha.reshape(-1, k), beta.reshape(-1, k, data.vocab_size), counts,
+                                       num_particles)
+    return values.reshape(*alpha.shape[:2], data.n_docs)
 
 
 model.pointwise_log_likelihood = pointwise_log_likelihood
@@ -803,37 +671,23 @@ def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topi
     tensor path (``method="tpm"`` etc.) is the consistent one.
 
     Tensor path (``method`` in ``"tpm", "svtd", "eca", "als"``): with
-    ``alpha0=None`` the Dirichlet concentration is chosen
-    from the data ([3]_): the moments depend on ``alpha0`` only through
-    low-rank terms in ``m1`` ([1]_ Lemma 3), so the passes over the data
-    are made once (``E2`` on a basis ``Q`` of its top eigenspace plus
-    ``m1``, and ``E3(Q, Q, Q)``), and for every ``alpha0`` of
-    ``alpha0_grid`` the whitening and the tensor decomposition are redone
-    on (k, k, k) arrays only. Each candidate whose ``M2(alpha0)`` is
-    positive definite on its top k eigenvectors is turned into valid
-    parameters (topics on the simplex; relative topic weights from the
-    tensor eigenvalues) and scored by the pairwise composite
-    log-likelihood of the word pairs co-occurring in (a seeded sample of)
-    the documents, ``log beta_w^T E[theta theta^T] beta_w'`` -- a
-    closed-form criterion with no latent variable to fit, which on real
-    text ranks the candidate topics as held-out perplexity does. Candidates
-    within 0.002 nats per pair of the best are ties (on data drawn from LDA
-    every candidate reproduces ``E2`` and this criterion is flat); among
-    them the one whose parameters best reproduce the pair and triple
-    moments is chosen (the third order identifies ``alpha0`` under the
-    model: the misfit is zero at the true value). The grid, the scores and
-    the choice are in ``diagnostics`` (``alpha0_grid``,
-    ``alpha0_criterion``, ``alpha0_tied``, ``alpha0_moment_misfit``,
-    ``alpha0_feasible``, ``alpha0``). The returned
-    ``alpha`` keeps the tensor's relative topic weights with
-    ``sum(alpha) = alpha_sum`` (default 1, the usual ``1/k`` per topic):
-    the concentration is not identified by second moments, and on real
-    text the tensor's own ``sum(alpha_hat)`` is unreliable (reported as
-    ``alpha_sum_tensor``). If ``M2(alpha0)`` is
-    indefinite for every grid value, the single-topic limit
-    ``alpha0 -> 0`` is used with a warning; only when ``E2`` itself is
-    indefinite on its top k (k beyond what the data support) is an error
-    raised.
+    ``alpha0=None`` the Dirichlet concentration is chosen from the data
+    ([3]_; :func:`specinit.models._topics.fit_lda_grid`). The moments depend
+    on ``alpha0`` only through low-rank terms in ``m1`` ([1]_ Lemma 3), so
+    one set of passes serves every ``alpha0`` of ``alpha0_grid``; each
+    candidate is scored by the pairwise composite log-likelihood of the word
+    pairs co-occurring in (a seeded sample of) the documents (closed form;
+    on real text it ranks candidates as held-out perplexity does), ties
+    broken by the misfit to the pair and triple moments (zero at the true
+    ``alpha0``). The grid, the scores and the choice are in ``diagnostics``
+    (``alpha0_grid``, ``alpha0_criterion``, ``alpha0_tied``,
+    ``alpha0_moment_misfit``, ``alpha0_feasible``, ``alpha0``). ``alpha``
+    keeps the tensor's relative topic weights with ``sum(alpha) =
+    alpha_sum``: second moments do not identify the concentration (the
+    tensor's own sum is reported as ``alpha_sum_tensor``). If ``M2(alpha0)``
+    is indefinite for every grid value, the single-topic limit
+    ``alpha0 -> 0`` is used with a warning; only an ``E2`` indefinite on its
+    top k (k beyond what the data support) raises.
 
     Returns
     -------
@@ -891,23 +745,14 @@ def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topi
                            alpha_sum=alpha_sum, alpha0_grid=alpha0_grid, doc_topics=doc_topics, em_sweeps=em_sweeps)
 
 
-def guide(counts=None, *, k, vocab_size=None, doc_lengths=None, eta=0.1, alpha_prior=(1.0, 1.0), subsample_size=None,
-          local_steps: int = 20, local: str = "dirichlet"):
+@face({**MODEL_ARGUMENTS, **_LOCAL_STEP,
+       "counts": Param("scipy.sparse matrix or DocumentCounts", "The counts of the minibatch (as for :func:`model`).",
+                       None)})
+def guide(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_size, local_steps, local):
     """NumPyro guide of :func:`model` on sparse counts: global point masses, closed-form local ``theta``.
 
     Its parameters ``alpha_unconstrained`` (k,) and ``beta_unconstrained``
     (k, V-1) start at zero unless given to ``SVI.init(init_params=...)``.
-
-    Parameters
-    ----------
-    counts : scipy.sparse matrix or DocumentCounts
-    k : int
-    vocab_size, doc_lengths, eta, alpha_prior, subsample_size
-        The model's other arguments (unused).
-    local_steps : int
-        E-step iterations per minibatch.
-    local : {"dirichlet", "mean"}
-        ``theta`` is a draw from ``Dirichlet(gamma)``, or a point mass at its mean.
     """
     data = svi_batch(counts)
     alpha = point_mass("alpha", jnp.zeros(k), TRANSFORMS["alpha"])
@@ -921,11 +766,36 @@ def guide(counts=None, *, k, vocab_size=None, doc_lengths=None, eta=0.1, alpha_p
             numpyro.sample("theta", dist.Dirichlet(gamma))
 
 
-@public
-def svi(counts, k: int, *, init=None, max_steps: int = 2000, tol: float = 0.01, num_steps: int | None = None,
-        batch_size: int = 256, seed: int = 0, progress=None,
-        lr: float = 0.05, decay_steps: float = 200.0, local_steps: int = 20, local: str = "dirichlet", eta: float = 0.1,
-        alpha_prior: tuple = (1.0, 1.0), snapshot_every: int | None = None):
+@face({
+    **MODEL_ARGUMENTS, **_LOCAL_STEP,
+    "counts": Param("array-like or scipy.sparse matrix, shape (N, V)", "Non-negative integer word counts."),
+    "init": Param("SpectralEstimate or dict, optional", "Start from these constrained ``beta`` (k, V) and ``alpha`` "
+                  "(k,) (e.g. :func:`spectral`); ``None`` is NumPyro's default start (unconstrained coordinates "
+                  "uniform in (-2, 2)).", None),
+    "max_steps": Param("int", "Most optimization steps (one minibatch each) when ``num_steps`` is None; reaching it "
+                       "before the stopping rule fires warns.", 2000),
+    "tol": Param("float", "The stopping rule: a fixed, seeded batch of ``batch_size`` documents is scored every 25 "
+                 "steps (the negative objective per token, at fixed random numbers: ``checks``); from step 100 on, the "
+                 "run stops at the second check in a row where the mean of the last quarter of the checks is less "
+                 "than ``tol`` nats per word below the mean of the quarter before (about a factor ``exp(tol)`` in the "
+                 "batch's perplexity). The checks cost about one step in 25.", 0.01),
+    "num_steps": Param("int, optional", "Exactly this many steps, without the stopping rule (``max_steps`` and "
+                       "``tol`` unused).", None),
+    "batch_size": Param("int", "Documents per minibatch, at most N.", 256),
+    "seed": Param("int", "Seeds the starting values (``init=None``), the minibatches and SVI.", 0),
+    "progress": Param("None, bool or int", "Progress lines to the ``specinit`` logger (INFO; shown only when the "
+                      "application configures logging, e.g. ``logging.basicConfig(level=\"INFO\")``). ``None`` "
+                      "(default): a line with the recent mean loss per word every 15 s, only in runs that last that "
+                      "long, and a tqdm bar when standard error is a terminal; ``True``: the same lines and always the "
+                      "bar; an int: a line every ``progress`` steps, no bar; ``False``/0: none. A last line says why "
+                      "and when the run stopped.", None),
+    "lr": Param("float", "Adam step size at step 0; it decays like ``lr / sqrt(1 + t / decay_steps)``.", 0.05),
+    "decay_steps": Param("float", "Time scale of the step-size decay.", 200.0),
+    "snapshot_every": Param("int, optional", "Keep ``(step, params)`` every this many steps (e.g. to measure "
+                            "held-out perplexity along the run).", None),
+})
+def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progress, lr, decay_steps, local_steps, local,
+        eta, alpha_prior, snapshot_every):
     """Minibatch SVI of sparse LDA with closed-form per-document updates (online-VB style).
 
     Runs ``numpyro.infer.SVI`` on :func:`model` fed by minibatches of
@@ -935,61 +805,6 @@ def svi(counts, k: int, *, init=None, max_steps: int = 2000, tol: float = 0.01, 
     variational-Bayes E-step given the current ``beta`` ([1]_ Alg. 2): no
     per-document parameters are optimized (see
     :mod:`specinit.models._topics`).
-
-    Parameters
-    ----------
-    counts : array-like or scipy.sparse matrix, shape (N, V)
-        Non-negative integer word counts.
-    k : int
-        Number of topics.
-    init : SpectralEstimate or dict, optional
-        Start from these constrained ``beta`` (k, V) and ``alpha`` (k,)
-        (e.g. :func:`spectral`); ``None`` is NumPyro's default start
-        (unconstrained coordinates uniform in (-2, 2)).
-    max_steps : int
-        Most optimization steps (one minibatch each) when ``num_steps`` is
-        None; reaching it before the stopping rule fires warns.
-    tol : float
-        The stopping rule: a fixed, seeded batch of ``batch_size``
-        documents is scored every 25 steps (the negative objective per
-        token, at fixed random numbers: ``checks``); from step 100 on, the
-        run stops at the second check in a row where the mean of the last
-        quarter of the checks is less than ``tol`` nats per word below the
-        mean of the quarter before (about a factor ``exp(tol)`` in the
-        batch's perplexity). The checks cost about one step in 25.
-    num_steps : int, optional
-        Exactly this many steps, without the stopping rule (``max_steps``
-        and ``tol`` unused).
-    batch_size : int
-        Documents per minibatch, at most N.
-    seed : int
-        Seeds the starting values (``init=None``), the minibatches and SVI.
-    progress : None, bool or int
-        Progress lines to the ``specinit`` logger (INFO; shown only when the
-        application configures logging, e.g. ``logging.basicConfig(level="INFO")``).
-        ``None`` (default): a line with the recent mean loss per word every
-        15 s, only in runs that last that long, and a tqdm bar when standard
-        error is a terminal; ``True``: the same lines and always the bar; an
-        int: a line every ``progress`` steps, no bar; ``False``/0: none. A
-        last line says why and when the run stopped.
-    lr : float
-        Adam step size at step 0; it decays like ``lr / sqrt(1 + t / decay_steps)``.
-    decay_steps : float
-        Time scale of the step-size decay.
-    local_steps : int
-        E-step iterations per minibatch.
-    local : {"dirichlet", "mean"}
-        The guide's ``theta``: a ``Dirichlet(gamma)`` draw (the default: a
-        proper variational factor, so the gradient for ``alpha`` uses
-        ``E log theta``), or a point mass at its mean (less noise, but
-        ``alpha`` comes out too large by Jensen's inequality).
-    eta : float
-        Dirichlet concentration of each topic in the model.
-    alpha_prior : (float, float)
-        Gamma(shape, rate) prior on each ``alpha_i`` in the model.
-    snapshot_every : int, optional
-        Keep ``(step, params)`` every this many steps (e.g. to measure
-        held-out perplexity along the run).
 
     Returns
     -------
@@ -1064,9 +879,7 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
     proportional to ``alpha_k beta_kw`` (exact first-order sums; the
     documents' own context is what the batch's sweeps add). Counts left by
     earlier sweeps are not reused: they were computed under earlier topics
-    and pull the sweeps back towards them (on a 20-topic corpus in 10
-    batches: topic L1 0.40 to the truth with them, 0.28 without, against
-    0.30 for one fit on everything). Topics keep their labels from batch to
+    and pull the sweeps back towards them. Topics keep their labels from batch to
     batch (the new ones are matched to the previous ones by L1 distance). The
     returned estimate keeps the merged moments in its ``state``
     (``moments/...``), which :meth:`~specinit.estimate.SpectralEstimate.save`

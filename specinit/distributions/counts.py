@@ -33,6 +33,8 @@ References
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -42,7 +44,8 @@ from jax.scipy.special import digamma, gammaln, logsumexp
 
 from specinit._validation import bad_argument, check_count_matrix
 
-__all__ = ["DocumentCounts", "DenseTopicCounts", "as_document_counts", "from_csr", "lda_loglik",
+__all__ = ["DocumentCounts", "DenseTopicCounts", "POINTWISE_BUDGET", "as_document_counts", "from_csr",
+           "lda_augmented_step", "lda_loglik", "lda_marginal_loglik_draws",
            "lda_marginal_loglik", "mixture_loglik", "topic_components", "HIGHEST"]
 
 HIGHEST = jax.lax.Precision.HIGHEST
@@ -356,6 +359,123 @@ def lda_marginal_loglik(key, alpha, beta, counts, num_particles: int, *, block: 
 
     total, _ = jax.lax.scan(body, jnp.full(n_docs, -jnp.inf, dtype), jnp.arange(n_blocks))
     return coefficient + total - np.log(num_particles)
+
+
+#: Floats in the largest intermediate of one step of :func:`lda_marginal_loglik_draws` (64 MiB in float32).
+POINTWISE_BUDGET = 2**24
+
+
+def lda_marginal_loglik_draws(seed: int, alpha, beta, counts, num_particles: int) -> np.ndarray:
+    """:func:`lda_marginal_loglik` of every posterior draw, in blocks within :data:`POINTWISE_BUDGET` floats.
+
+    Parameters
+    ----------
+    seed : int
+        Each draw gets its own stream of particles.
+    alpha : ndarray, shape (n_draws, k)
+    beta : ndarray, shape (n_draws, k, V)
+        Its dtype is the computation's (float64 draws are computed in JAX's default float).
+    counts : DocumentCounts or ndarray, shape (n_docs, V)
+    num_particles : int
+
+    Returns
+    -------
+    ndarray, shape (n_draws, n_docs)
+        float64.
+    """
+    k = alpha.shape[1]
+    dtype = jnp.result_type(float) if beta.dtype == np.float64 else beta.dtype
+    if isinstance(counts, DocumentCounts):
+        per_particle = int(np.shape(counts.count)[0]) * (k + 1)
+    else:
+        counts = jnp.asarray(counts, dtype)
+        per_particle = counts.shape[0] * (counts.shape[1] + k)
+    block = max(1, min(num_particles, POINTWISE_BUDGET // max(per_particle, 1)))
+    n_draws = alpha.shape[0]
+    batch = max(1, min(n_draws, POINTWISE_BUDGET // max(per_particle * block, 1)))
+    keys = jax.random.split(jax.random.PRNGKey(seed), max(n_draws, 1))[:n_draws]
+    values = _marginal_draws(keys, jnp.asarray(alpha, dtype), jnp.asarray(beta, dtype), counts,
+                             num_particles=num_particles, block=block, batch=batch)
+    return np.asarray(values, dtype=np.float64)
+
+
+@functools.partial(jax.jit, static_argnames=("num_particles", "block", "batch"))
+def _marginal_draws(keys, alpha, beta, counts, *, num_particles, block, batch):
+    return jax.lax.map(lambda args: lda_marginal_loglik(*args, counts, num_particles, block=block),
+                       (keys, alpha, beta), batch_size=batch)
+
+
+def _dirichlet_draw(key, concentration):
+    """``Dirichlet(concentration)`` along the last axis, drawn in log space and floored at the smallest normal float.
+
+    ``log G`` of Gamma variables (exact for small shapes, where ``G`` itself
+    underflows in float32), normalised by a log-sum-exp; only the final
+    ``exp`` is floored, so every value is > 0 and the model's log density stays
+    finite.
+    """
+    log_gamma = jax.random.loggamma(key, concentration)
+    log_p = log_gamma - logsumexp(log_gamma, axis=-1, keepdims=True)
+    return jnp.maximum(jnp.exp(log_p), jnp.finfo(log_p.dtype).tiny)
+
+
+def _gumbel(key, shape):
+    """Standard Gumbel variables ``-log E``, ``E = -log(1 - u) ~ Exponential(1)``, ``u`` from 32 random bits.
+
+    ``jax.random.gumbel`` draws ``u`` as a multiple of 2**-23, so its
+    Gumbels never exceed ~16.6 and a category whose probability is below
+    ~1e-7 times the largest is never chosen; ``u = (bits + 1/2) 2**-32`` gives
+    ``E`` down to ~1e-10 (Gumbels up to ~22.9: probabilities down to ~1e-10
+    are drawn at their rate). ``u`` is capped below 1 (``E`` at ~16.6).
+    """
+    bits = jax.random.bits(key, shape, jnp.uint32)
+    uniform = jnp.minimum((bits.astype(jnp.float32) + 0.5) * 2.0 ** -32, 1.0 - 2.0 ** -24)
+    return -jnp.log(-jnp.log1p(-uniform))
+
+
+def _topic_counts(key, theta, beta, token_doc, token_word):
+    """Per-token topics drawn from their conditional, summed: ``n_dk`` (N, k) and ``n_kw`` (k, V), int32.
+
+    Token ``t`` of word ``w`` in document ``d`` has topic ``i`` with
+    probability proportional to ``theta_di beta_iw``: the Gumbel-max trick on
+    the log probabilities (no product is formed, so none underflows), so the
+    counts ``c_dw`` are split over the topics multinomially.
+    """
+    (n_docs, k), vocab_size = theta.shape, beta.shape[1]
+    logits = jnp.log(theta)[token_doc] + jnp.log(beta).T[token_word]
+    topic = jnp.argmax(logits + _gumbel(key, logits.shape), axis=-1).astype(jnp.int32)
+    n_dk = jnp.bincount(token_doc * k + topic, length=n_docs * k).reshape(n_docs, k)
+    n_kw = jnp.bincount(topic * vocab_size + token_word, length=k * vocab_size).reshape(k, vocab_size)
+    return n_dk, n_kw
+
+
+def lda_augmented_step(key, alpha, beta, theta, token_doc, token_word, eta):
+    """One data-augmentation update of ``(beta, theta)`` given ``alpha``: topics of the tokens, then both Dirichlets.
+
+    The Gibbs block of :func:`specinit.models.lda.kernel`: every token gets a topic from its conditional given
+    ``theta`` and ``beta``; then ``beta_i ~ Dirichlet(eta + n_i.)`` and ``theta_d ~ Dirichlet(alpha + n_d.)`` from
+    the resulting counts (:func:`_topic_counts`, :func:`_dirichlet_draw`).
+
+    Parameters
+    ----------
+    key : jax.random.PRNGKey
+    alpha : array, shape (k,)
+    beta : array, shape (k, V)
+    theta : array, shape (N, k)
+    token_doc, token_word : int32 array, shape (T,)
+        The document and the word of every token.
+    eta : float
+        Symmetric Dirichlet concentration of each topic.
+
+    Returns
+    -------
+    beta, theta : arrays
+        The new draws (same shapes and dtypes).
+    """
+    key_split, key_beta, key_theta = jax.random.split(key, 3)
+    n_dk, n_kw = _topic_counts(key_split, theta, beta, token_doc, token_word)
+    beta = _dirichlet_draw(key_beta, eta + n_kw.astype(beta.dtype))
+    theta = _dirichlet_draw(key_theta, alpha + n_dk.astype(theta.dtype))
+    return beta, theta
 
 
 @jax.jit

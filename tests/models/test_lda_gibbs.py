@@ -13,7 +13,7 @@ from scipy.special import digamma, polygamma
 
 from specinit.distributions.counts import from_csr
 from specinit.models import lda
-from specinit.models.lda import _dirichlet_draw, _gumbel, _topic_counts
+from specinit.distributions.counts import _dirichlet_draw, _gumbel, _topic_counts
 from specinit.synthetic import sample_lda
 from tests.conftest import best_permutation
 
