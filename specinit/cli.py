@@ -361,8 +361,19 @@ def _demo(args) -> int:
     return EXIT_OK
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of the ``specinit`` command."""
+def build_parser(family_flags: bool = True) -> argparse.ArgumentParser:
+    """The argument parser of the ``specinit`` command.
+
+    Parameters
+    ----------
+    family_flags : bool
+        Give ``fit`` one flag per argument of the families' ``spectral`` (imports every family; a command line
+        without ``fit`` does without them and starts faster).
+
+    Returns
+    -------
+    argparse.ArgumentParser
+    """
     from specinit import __version__
     from specinit.models import FAMILIES
 
@@ -398,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--seed", type=int, default=0)
     fit.add_argument("--json", action="store_true", help="print the estimate (params and diagnostics) as JSON")
     fit.add_argument("--out", default=None, help="save the estimate (.npz; SpectralEstimate.load reads it)")
-    fit.set_defaults(handler=_fit, option_flags=_add_option_flags(fit))
+    fit.set_defaults(handler=_fit, option_flags=_add_option_flags(fit) if family_flags else [])
     return parser
 
 
@@ -418,7 +429,8 @@ def main(argv=None) -> int:
     """
     from specinit.engine.whitening import IndefiniteMomentError
 
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser(family_flags="fit" in argv).parse_args(argv)
     try:
         return args.handler(args)
     except KeyboardInterrupt:
