@@ -289,9 +289,11 @@ def spectral(sequences, k, *, n_bins, method, approach, seed, floor, decompose_o
                            decompose_options=decompose_options, backend=backend)
 
 
-@public
-def refine(sequences, estimate, *, method: str = "em", max_iter: int = 100, tol: float = 1e-7, floor: float = 1e-10,
-           reg: float = 1e-6, restarts: int = 6, seed: int = 0):
+@FAMILY.refine_face(
+    sequences=Param("1-D float array, 2-D array or list/tuple of 1-D arrays", "Real observations."),
+    estimate=Param("SpectralEstimate or dict", "Starting ``init``, ``transition``, ``loc``, ``scale`` (checked)."),
+    method=Param("{'em'}", "Baum-Welch (EM for the hidden chain).", "em"), tol=1e-7, restarts=6)
+def refine(sequences, estimate, *, method, max_iter, tol, floor, reg, restarts, seed):
     """Spectral then refine: Baum-Welch EM for the Gaussian HMM started from an estimate.
 
     The E-step is the scaled forward-backward recursion over all sequences
@@ -299,31 +301,6 @@ def refine(sequences, estimate, *, method: str = "em", max_iter: int = 100, tol:
     emission densities; the M-step re-estimates ``init``, ``transition``
     (expected counts) and each state's ``loc`` and ``scale`` (posterior-
     weighted mean and standard deviation), [1]_ eqs. 40a-c and 53-54.
-
-    Parameters
-    ----------
-    sequences : 1-D float array, 2-D array or list/tuple of 1-D arrays
-        Real observations.
-    estimate : SpectralEstimate or dict
-        Starting ``init``, ``transition``, ``loc``, ``scale`` (checked).
-    method : {"em"}
-        Baum-Welch.
-    max_iter : int
-        Largest number of EM iterations.
-    tol : float
-        Stop when the log-likelihood gain per observation is below ``tol``.
-    floor : float
-        Probabilities are floored at ``floor / d`` after every M-step.
-    reg : float
-        Added to every state variance, relative to the variance of the data
-        (so the result does not depend on the data's unit).
-
-    restarts : int
-        EM also runs from this many perturbed copies of the start for a few steps and keeps the best
-        (:func:`specinit.refine.em`): it escapes the saddles and duplicated components EM stalls in from a
-        spectral start on real data. 0: plain EM from the start.
-    seed : int
-        Randomness of the perturbed copies.
 
     Returns
     -------

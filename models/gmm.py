@@ -605,58 +605,14 @@ def spectral(x, k, *, common_scale, covariance, method, seed, assign_steps, deco
                            assign_steps=assign_steps)
 
 
-@public
-def refine(x, estimate, *, covariance: str | None = None, method: str = "em", max_iter: int = 500,
-           tol: float | None = None, rtol: float = 1e-6, reg: float = 1e-6, floor: float = 1e-10, restarts: int = 0,
-           split_merge: int = 2, restart_iter: int = 20, seed: int = 0):
+@FAMILY.refine_face(
+    estimate=Param("SpectralEstimate or dict", "Starting ``weights``, ``loc`` and ``scale`` (scalar, (k,) or (k, d))."),
+    covariance=Param("{'common', 'spherical', 'diag'}, optional", "Default: read off the shape of ``scale`` (scalar "
+                     "-> ``\"common\"``, (k,) -> ``\"spherical\"``, (k, d) -> ``\"diag\"``).", None),
+    max_iter=500, tol=None, rtol=1e-6, split_merge=2)
+def refine(x, estimate, *, covariance, method, max_iter, tol, rtol, reg, floor, restarts, split_merge, restart_iter,
+           seed):
     """Spectral then refine: EM for the Gaussian mixture started from an estimate.
-
-    Parameters
-    ----------
-    x : array, shape (N, d)
-        The observations (as for :func:`spectral`).
-    estimate : SpectralEstimate or dict
-        Starting ``weights``, ``loc`` and ``scale`` (scalar, (k,) or (k, d)).
-    covariance : {"common", "spherical", "diag"}, optional
-        Default: read off the shape of ``scale`` (scalar -> ``"common"``,
-        (k,) -> ``"spherical"``, (k, d) -> ``"diag"``).
-    method : {"em"}
-        Expectation-maximization in NumPy, float64, log-sum-exp E-step.
-    max_iter : int
-        Largest number of EM iterations (M-steps) of a run.
-    tol : float, optional
-        Stop when the log-likelihood gain per observation is below ``tol``
-        (scikit-learn's ``GaussianMixture`` convention; its default is 1e-3).
-        Default None: the relative rule of ``rtol``.
-    rtol : float
-        With ``tol=None``: stop when the last gain and the gain still to come
-        (Aitken's extrapolation of the last two gains) are both at most
-        ``rtol`` times ``max(|log-likelihood|, n_rows)``
-        (:class:`specinit.refine.StoppingRule`); a climb whose gains grow is
-        never stopped, and a slow one is not stopped at its start. The
-        split-merge moves are compared under ``100 * rtol``, and the estimate
-        kept climbs on to ``rtol``. In ``(0, 1)``.
-    reg : float
-        Added to every variance, relative to the data's mean column variance
-        (scikit-learn's ``reg_covar`` in units of the data's scale, so the
-        result does not depend on the data's unit).
-    floor : float
-        Weights are floored at ``floor / k`` after every M-step.
-    restarts : int
-        EM also runs from this many perturbed copies of the start for a few steps and keeps the best
-        (:func:`specinit.refine.em`). Default 0: on the benchmark datasets the split-merge moves reach the
-        better optima and the perturbed copies add only steps.
-    split_merge : int
-        After convergence, split-merge moves run EM and are kept when they raise the log-likelihood: the
-        component whose removal costs the least leaves, and a heavy component is split in two along its
-        principal axis (the next heaviest after every failure); they stop after ``split_merge`` failures in
-        a row (:func:`specinit.refine.em`). They fix the optima where two components share one cluster and
-        another cluster is covered by one wide component. 0 (with ``restarts=0``): plain EM from the start.
-    restart_iter : int
-        EM steps of every candidate in each round of the restarts' race (successive halving), and the most
-        steps a split-merge move gets to pass the estimate it would replace.
-    seed : int
-        Randomness of the perturbed copies and of the moves.
 
     Returns
     -------

@@ -375,10 +375,21 @@ def spectral(sequences, k, n_symbols, *, method, approach, seed, floor, decompos
                            floor=floor, decompose_options=decompose_options, backend=backend)
 
 
-@public
-def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "em", max_iter: int = 1000,
-           tol: float | None = None, rtol: float = 1e-7, floor: float = 1e-10, restarts: int = 6,
-           split_merge: int = 3, restart_iter: int = 10, seed: int = 0):
+@FAMILY.refine_face(
+    sequences=Param(HMM.arguments["sequences"].type, "As for :func:`spectral` (every sequence of length >= 1 is "
+                    "used)."),
+    estimate=Param("SpectralEstimate or dict", "Starting ``init`` (k,), ``transition`` (k, k) and ``emission`` (k, "
+                   "V), strictly inside their simplices (checked, never repaired silently)."),
+    n_symbols=Param("int, optional", "V; default ``emission.shape[1]``.", None),
+    method=Param("{'em'}", "Baum-Welch (EM for the hidden chain).", "em"), max_iter=1000, tol=None, rtol=1e-7, restarts=6, restart_iter=10,
+    split_merge=Param("int", "Then split-merge moves: the least visited state leaves (the moves into it shared among "
+                      "the others) and a heavily visited state is split in two (its emission row tilted both ways "
+                      "along a random direction, its transitions copied); EM runs from the move, which replaces the "
+                      "estimate when it passes its log-likelihood. The moves stop after ``split_merge`` failures in a "
+                      "row (0: none). They revive a state the spectral start left unreachable and separate states "
+                      "that share one kind of symbol.", 3))
+def refine(sequences, estimate, *, n_symbols, method, max_iter, tol, rtol, floor, restarts, split_merge, restart_iter,
+           seed):
     """Spectral then refine: Baum-Welch EM for the categorical HMM started from an estimate.
 
     The E-step is the scaled forward-backward recursion over all sequences
@@ -386,56 +397,6 @@ def refine(sequences, estimate, *, n_symbols: int | None = None, method: str = "
     equal to the log-likelihood of :class:`CategoricalHMM` to round-off), the
     M-step the re-estimation formulas of [2]_ (eqs. 40a-c), every iterate
     projected strictly inside the simplex (:mod:`specinit.refine`).
-
-    Parameters
-    ----------
-    sequences : 1-D int array, 2-D int array or list/tuple of 1-D int arrays
-        As for :func:`spectral` (every sequence of length >= 1 is used).
-    estimate : SpectralEstimate or dict
-        Starting ``init`` (k,), ``transition`` (k, k) and ``emission`` (k, V),
-        strictly inside their simplices (checked, never repaired silently).
-    n_symbols : int, optional
-        V; default ``emission.shape[1]``.
-    method : {"em"}
-        Baum-Welch.
-    max_iter : int
-        Largest number of EM iterations of a run.
-    tol : float, optional
-        Stop when the log-likelihood gain per symbol is below ``tol``.
-        Default None: the relative rule of ``rtol``.
-    rtol : float
-        With ``tol=None``: stop when the last gain and the gain still to come
-        (Aitken's extrapolation of the last two gains) are both at most
-        ``rtol`` times ``max(|log-likelihood|, n_symbols_observed)``
-        (:class:`specinit.refine.StoppingRule`); a climb whose gains grow
-        (EM leaving a saddle) is never stopped, and a slow one is not
-        stopped at its start. The restarts' race and the split-merge moves
-        run under ``100 * rtol``; the estimate kept climbs on to ``rtol``.
-        In ``(0, 1)``.
-    floor : float
-        Probabilities are floored at ``floor / d`` and rows renormalized after
-        every M-step (strictly inside the simplex, as NumPyro needs).
-    restarts : int
-        EM also runs from this many perturbed copies of the start (mixed
-        towards uniform, so that states the start never enters come back) and
-        the candidates race by successive halving, the best one continuing
-        (:func:`specinit.refine.em`): it escapes the saddles and duplicated
-        states EM stalls in from a spectral start on real data. 0: plain EM
-        from the start.
-    split_merge : int
-        Then split-merge moves: the least visited state leaves (the moves
-        into it shared among the others) and a heavily visited state is split
-        in two (its emission row tilted both ways along a random direction,
-        its transitions copied); EM runs from the move, which replaces the
-        estimate when it passes its log-likelihood. The moves stop after
-        ``split_merge`` failures in a row (0: none). They revive a state the
-        spectral start left unreachable and separate states that share one
-        kind of symbol.
-    restart_iter : int
-        EM steps of every candidate in each round of the race, and the most
-        steps a split-merge move gets to pass the estimate.
-    seed : int
-        Randomness of the perturbed copies and of the moves.
 
     Returns
     -------

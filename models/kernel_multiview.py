@@ -674,9 +674,11 @@ def spectral(views, k, *, bandwidth, rank, features, exchangeable, m, target, me
     return estimate
 
 
-@public
-def refine(views, estimate, *, method: str = "em", max_iter: int = 100, tol: float = 1e-3, reg: float = 1e-6,
-           floor: float = 1e-10, restarts: int = 6, seed: int = 0):
+@FAMILY.refine_face(
+    estimate=Param("SpectralEstimate or dict", "``weights`` and, per view, ``mix_<v>``, ``loc_<v>``, ``scale_<v>`` "
+                   "(from :func:`spectral` on data)."),
+    restarts=6)
+def refine(views, estimate, *, method, max_iter, tol, reg, floor, restarts, seed):
     """Spectral then refine: EM for the mixture of per-view Gaussian mixtures (:func:`model`) from an estimate.
 
     The E-step gives each observation's class posterior from the model's own
@@ -684,29 +686,6 @@ def refine(views, estimate, *, method: str = "em", max_iter: int = 100, tol: flo
     class's inner mixture (weights, means, diagonal variances) with the inner
     Gaussians' posteriors weighted by the class posterior (exact EM for the
     mixture of mixtures).
-
-    Parameters
-    ----------
-    views : sequence of arrays
-        As for :func:`spectral`.
-    estimate : SpectralEstimate or dict
-        ``weights`` and, per view, ``mix_<v>``, ``loc_<v>``, ``scale_<v>`` (from :func:`spectral` on data).
-    method : {"em"}
-    max_iter : int
-        Largest number of EM iterations.
-    tol : float
-        Stop when the log-likelihood gain per observation is below ``tol``.
-    reg : float
-        Added to every variance, relative to the view's column variance.
-    floor : float
-        Probabilities are floored at ``floor / d`` after every M-step.
-
-    restarts : int
-        EM also runs from this many perturbed copies of the start for a few steps and keeps the best
-        (:func:`specinit.refine.em`): it escapes the saddles and duplicated components EM stalls in from a
-        spectral start on real data. 0: plain EM from the start.
-    seed : int
-        Randomness of the perturbed copies.
 
     Returns
     -------

@@ -540,42 +540,16 @@ def spectral(views, k, kinds, *, dims, target, method, seed, floor, decompose_op
                            decompose_options=decompose_options, backend=backend, kinds=kinds, dims=dims, target=target)
 
 
-@public
-def refine(views, estimate, kinds=None, *, dims=None, method: str = "em", max_iter: int = 100, tol: float = 1e-3,
-           reg: float = 1e-6, floor: float = 1e-10, restarts: int = 6, seed: int = 0):
+@FAMILY.refine_face(
+    estimate=Param("SpectralEstimate or dict", "``weights`` and every view's sites (``beta_<v>`` or ``loc_<v>``, "
+                   "``scale_<v>``)."),
+    restarts=6)
+def refine(views, estimate, kinds, *, dims, method, max_iter, tol, reg, floor, restarts, seed):
     """Spectral then refine: EM for the multi-view mixture started from an estimate.
 
     E-step: ``log w_h + sum_v log p(x_v | h)`` normalized by log-sum-exp;
     M-step: weighted class frequencies, categorical frequencies per view,
     weighted means and per-coordinate variances of Gaussian views ([3]_).
-
-    Parameters
-    ----------
-    views : sequence of arrays
-        As for :func:`spectral`.
-    estimate : SpectralEstimate or dict
-        ``weights`` and every view's sites (``beta_<v>`` or ``loc_<v>``, ``scale_<v>``).
-    kinds : sequence of {"categorical", "gaussian"}, optional
-        As for :func:`spectral`.
-    dims : sequence of int, optional
-        As for :func:`spectral`.
-    method : {"em"}
-        Expectation-maximization (NumPy, float64).
-    max_iter : int
-        Largest number of EM iterations.
-    tol : float
-        Stop when the log-likelihood gain per observation is below ``tol``.
-    reg : float
-        Added to every Gaussian variance, relative to the view's column variance.
-    floor : float
-        Categorical probabilities are floored at ``floor / V_v`` after every M-step.
-
-    restarts : int
-        EM also runs from this many perturbed copies of the start for a few steps and keeps the best
-        (:func:`specinit.refine.em`): it escapes the saddles and duplicated components EM stalls in from a
-        spectral start on real data. 0: plain EM from the start.
-    seed : int
-        Randomness of the perturbed copies.
 
     Returns
     -------

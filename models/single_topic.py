@@ -35,6 +35,7 @@ from specinit.distributions.counts import ModelData, mixture_loglik, topic_compo
 from specinit.distributions.mixtures import MixtureLikelihood
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
+from specinit.faces import Param
 from specinit.models._svi import run_svi, svi_batch
 from specinit.models._topics import TopicFamily
 from specinit.refine import check_estimate, least_needed_component, mixture_e_step
@@ -297,9 +298,20 @@ def spectral(counts, k, *, method, weighting, seed, vocabulary, floor, decompose
                            decompose_options=decompose_options, backend=backend)
 
 
-@public
-def refine(counts, estimate, *, method: str = "em", max_iter: int = 500, tol: float = 2e-6, floor: float = 1e-10,
-           restarts: int = 0, seed: int = 0, pseudo_count: float = 0.1, window: int = 10, split_merge: int = 2):
+@FAMILY.refine_face(
+    counts=Param("array-like or scipy.sparse matrix, shape (N, V)", "Word counts (the data the estimate describes)."),
+    estimate=Param("SpectralEstimate or dict", "Starting ``weights`` (k,) and ``beta`` (k, V), inside their simplices "
+                   "(checked)."),
+    max_iter=500,
+    tol=Param("float", "Relative tolerance: stop when the objective's gain per step, averaged over the last "
+              "``window`` steps, and the gain Aitken's extrapolation still expects are both at most ``tol`` times "
+              "``|L|`` (:class:`specinit.refine.StoppingRule`). Short texts gain in bursts (a slow step, then a climb "
+              "when a cluster separates): the window rides out single slow steps.", 2e-6),
+    pseudo_count=Param("float", "``a`` above, added to every expected word count and topic count in the M-step (0: "
+                       "maximum likelihood). The default is the best held-out likelihood of "
+                       "``benchmarks/bench_short_text.py`` among 0.01, 0.03, 0.1, 0.3 and 1.", 0.1),
+    window=10, split_merge=2)
+def refine(counts, estimate, *, method, max_iter, tol, floor, restarts, seed, pseudo_count, window, split_merge):
     """Spectral then refine: MAP-EM for the mixture of unigrams started from an estimate.
 
     The objective is the log posterior under a symmetric Dirichlet(1 + ``pseudo_count``) prior on every
@@ -316,42 +328,6 @@ def refine(counts, estimate, *, method: str = "em", max_iter: int = 500, tol: fl
     the vocabulary positive probability in every topic, so words a cluster never saw in training keep a
     probability that generalizes to held-out documents (``pseudo_count=0`` is maximum likelihood; unseen words
     then sit at the ``floor``).
-
-    Parameters
-    ----------
-    counts : array-like or scipy.sparse matrix, shape (N, V)
-        Word counts (the data the estimate describes).
-    estimate : SpectralEstimate or dict
-        Starting ``weights`` (k,) and ``beta`` (k, V), inside their simplices (checked).
-    method : {"em"}
-        Expectation-maximization.
-    max_iter : int
-        Largest number of EM iterations.
-    tol : float
-        Relative tolerance: stop when the objective's gain per step, averaged over the last ``window`` steps,
-        and the gain Aitken's extrapolation still expects are both at most ``tol`` times ``|L|``
-        (:class:`specinit.refine.StoppingRule`). Short texts gain in bursts (a slow step, then a climb when a
-        cluster separates): the window rides out single slow steps.
-    floor : float
-        Every iterate's probabilities are floored at ``floor / d``.
-    restarts : int
-        EM also runs from this many perturbed copies of the start for a few steps and keeps the best
-        (:func:`specinit.refine.em`). 0 (the default): EM from the start alone; on the short texts of
-        ``benchmarks/bench_short_text.py`` the split-merge moves find better optima than 6 perturbed copies.
-    seed : int
-        Randomness of the perturbed copies and of the split directions.
-    pseudo_count : float, default 0.1
-        ``a`` above, added to every expected word count and topic count in the M-step (0: maximum
-        likelihood). The default is the best held-out likelihood of ``benchmarks/bench_short_text.py``
-        among 0.01, 0.03, 0.1, 0.3 and 1.
-    window : int, default 10
-        Steps the gain of the stopping rule is averaged over.
-    split_merge : int, default 2
-        After convergence, split-merge moves: the topic whose removal costs the least likelihood leaves and
-        another (the heaviest first, the next after every failure) is split in two along the principal axis
-        of its documents' word frequencies; EM runs from the move and keeps it when the objective rises. The
-        moves stop after ``split_merge`` failures in a row (0: none). They escape the optima where one
-        topic holds two clusters and two topics share one.
 
     Returns
     -------

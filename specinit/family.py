@@ -232,6 +232,27 @@ class Family:
         """
         return face({**self.declared(), **overrides})
 
+    def refine_face(self, **overrides):
+        """Decorator building this family's public ``refine`` from a template: the EM options
+        (:data:`specinit.refine.EM_OPTIONS`) over the family's declarations, then ``overrides``.
+
+        Parameters
+        ----------
+        **overrides : Param or object
+            A :class:`~specinit.faces.Param` re-declares an argument; any other value re-declares only the
+            default (``max_iter=500``).
+
+        Returns
+        -------
+        callable
+        """
+        from specinit.refine import EM_OPTIONS
+
+        table = {**self.declared(), **EM_OPTIONS}
+        for name, value in overrides.items():
+            table[name] = value if isinstance(value, Param) else replace(table[name], default=value)
+        return face(table)
+
     def declared(self) -> dict:
         """Every declared argument of this family's public functions: :data:`COMMON_OPTIONS`, :attr:`arguments`,
         :attr:`options` (later tables re-declare earlier names)."""

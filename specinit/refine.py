@@ -34,13 +34,46 @@ import numpy as np
 from specinit._validation import Interval, bad_argument, check_arguments, current_entry, warn
 from specinit.engine.support import project
 from specinit.estimate import SpectralEstimate, check_site_values
+from specinit.faces import Param, face
 
-__all__ = ["DRIVERS", "RESTART_SPREADS", "RefineResult", "StoppingRule", "check_estimate", "em", "map_estimate",
+__all__ = ["DRIVERS", "EM_OPTIONS", "RESTART_SPREADS", "RefineResult", "StoppingRule", "check_estimate", "em", "map_estimate",
            "in_float64", "least_needed_component", "log_joint", "mixture_e_step", "normalized_rows", "perturbed"]
 
-_EM_OPTIONS = {"max_iter": Interval(int, 0), "tol": Interval(float, 0.0, open="low", none=True),
-               "rtol": Interval(float, 0.0, 1.0, open="both", none=True),
-               "floor": Interval(float, 0.0, 1.0, open="both")}
+#: The options of :func:`em`, declared once: the families' ``refine`` faces take them (with their own defaults).
+EM_OPTIONS = {
+    "method": Param("{'em'}", "Expectation-maximization (NumPy, float64, log-sum-exp E-step).", "em"),
+    "max_iter": Param("int", "Largest number of M-steps of a run (the chosen candidate's race steps included).", 100,
+                      Interval(int, 0)),
+    "tol": Param("float, optional", "Stop when the log-likelihood gain per observation is below ``tol`` "
+                 "(scikit-learn's ``GaussianMixture`` convention). None: the relative rule of ``rtol``.", 1e-3,
+                 Interval(float, 0.0, open="low", none=True)),
+    "rtol": Param("float, optional", "With ``tol=None``: stop when the last gain and the gain Aitken's extrapolation "
+                  "still expects are both at most ``rtol`` times ``max(|log-likelihood|, n_observations)`` "
+                  "(:class:`specinit.refine.StoppingRule`); a climb whose gains grow (EM leaving a saddle) never "
+                  "stops. The restarts' race and the split-merge moves explore under ``100 * rtol``; the estimate "
+                  "kept climbs on to ``rtol``. Default (None) with ``tol=None``: 1e-6.", None,
+                  Interval(float, 0.0, 1.0, open="both", none=True)),
+    "window": Param("int", "Steps the gains of the stopping rule are averaged over "
+                    "(:class:`specinit.refine.StoppingRule`).", 1, Interval(int, 1)),
+    "floor": Param("float", "Every iterate is projected strictly inside the supports with this floor "
+                   "(probabilities at least ``floor / d``, as NumPyro needs).", 1e-10,
+                   Interval(float, 0.0, 1.0, open="both")),
+    "reg": Param("float", "Added to every variance, relative to the data's variance (so the result does not depend "
+                 "on the data's unit).", 1e-6),
+    "restarts": Param("int", "EM also runs from this many perturbed copies of the start "
+                      "(:func:`specinit.refine.perturbed`) and the candidates race by successive halving, the best "
+                      "one continuing: it escapes the saddles and duplicated components EM stalls in from a spectral "
+                      "start on real data. 0: plain EM from the start.", 0, Interval(int, 0)),
+    "restart_iter": Param("int", "EM steps of every candidate in each round of the race, and the most steps a "
+                          "split-merge move gets to pass the estimate it would replace.", 20, Interval(int, 1)),
+    "split_merge": Param("int", "After convergence, split-merge moves (the family's "
+                         ":meth:`~specinit.family.Family.split_merge`: the component least needed taken away, a "
+                         "heavy one split in two) run EM and replace the estimate when they reach a higher "
+                         "log-likelihood; they stop after ``split_merge`` failures in a row (0: none). They escape "
+                         "the optima where two components share one cluster while another cluster has none.", 0,
+                         Interval(int, 0)),
+    "seed": Param("int", "Randomness of the perturbed copies and of the moves.", 0, Interval(int, 0)),
+}
 
 
 @dataclass
@@ -491,9 +524,15 @@ def _split_merge(family, prepared, run: _Run, sites, floor, rule, max_iter, hori
     return run, {"split_merge_moves": tried, "split_merge_accepted": accepted, "split_merge_iterations": spent}
 
 
-def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: float | None = 1e-3,
-       rtol: float | None = None, window: int = 1, floor: float = 1e-10, restarts: int = 0, restart_iter: int = 20,
-       split_merge: int = 0, seed: int = 0, **options) -> RefineResult:
+@face({
+    **EM_OPTIONS,
+    "family": Param("Family", "The family (its E-step, M-step and moves)."),
+    "data": Param("object", "The family's data."),
+    "estimate": Param("SpectralEstimate", "A checked start (:func:`check_estimate`)."),
+    "options": Param("dict", "The family's M-step options (covariance kind, regularization, prior)."),
+})
+def em(family, data, estimate, *, max_iter, tol, rtol, window, floor, restarts, restart_iter, split_merge, seed,
+       **options) -> RefineResult:
     """EM from ``estimate`` until its stopping rule (:class:`StoppingRule`) holds.
 
     With ``restarts``, EM also starts from ``restarts`` perturbed copies of the start (:func:`perturbed`,
@@ -504,41 +543,6 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     meets split-merge moves (Ueda, Nakano, Ghahramani, Hinton 2000): a component moves from where it is least
     needed to where another component covers two clusters. Under the relative rule the race and the moves
     explore under :meth:`StoppingRule.loose` (``100 * rtol``), and only the run kept climbs on to ``rtol``.
-
-    Parameters
-    ----------
-    family : Family
-    data : object
-        The family's data.
-    estimate : SpectralEstimate
-        A checked start (:func:`check_estimate`).
-    max_iter : int
-        Largest number of M-steps of a run (the chosen candidate's race steps included).
-    tol : float or None
-        Stop when the gain per observation is below ``tol`` (scikit-learn's ``GaussianMixture`` convention).
-        None: the relative rule of ``rtol``.
-    rtol : float, optional
-        With ``tol=None``: stop when the last gain and the gain Aitken's extrapolation still expects are both
-        at most ``rtol`` times ``max(|log-likelihood|, n_observations)`` (:class:`StoppingRule`); a climb whose
-        gains grow never stops. Default (None) with ``tol=None``: 1e-6.
-    window : int
-        Steps the gains of the stopping rule are averaged over (:class:`StoppingRule`).
-    floor : float
-        Every iterate is projected strictly inside the supports with this floor.
-    restarts : int
-        Perturbed copies of the start run alongside it (0: plain EM from the start).
-    restart_iter : int
-        EM steps of every candidate in each round of the race. Also the most steps a split-merge move gets to
-        pass the incumbent (no more than the incumbent took).
-    split_merge : int
-        After convergence, split-merge moves (the family's :meth:`~specinit.family.Family.split_merge`: the
-        weakest component taken away, another split in two) run EM and replace the estimate when they reach a
-        higher log-likelihood; the moves stop after ``split_merge`` failures in a row (0: none). They escape
-        the optima where two components share one cluster while another cluster has none.
-    seed : int
-        Randomness of the perturbations and moves.
-    **options
-        The family's M-step options (covariance kind, regularization, prior).
 
     Returns
     -------
@@ -555,11 +559,9 @@ def em(family, data, estimate: SpectralEstimate, *, max_iter: int = 100, tol: fl
     RuntimeWarning
         EM did not converge in ``max_iter`` iterations.
     """
-    settings = check_arguments({**_EM_OPTIONS, "restarts": Interval(int, 0), "restart_iter": Interval(int, 1),
-                                "split_merge": Interval(int, 0), "seed": Interval(int, 0), "window": Interval(int, 1)},
-                               {"max_iter": max_iter, "tol": tol, "rtol": rtol, "floor": floor, "restarts": restarts,
-                                "restart_iter": restart_iter, "split_merge": split_merge, "seed": seed,
-                                "window": window})
+    settings = check_arguments(EM_OPTIONS, {"max_iter": max_iter, "tol": tol, "rtol": rtol, "floor": floor,
+                                            "restarts": restarts, "restart_iter": restart_iter,
+                                            "split_merge": split_merge, "seed": seed, "window": window})
     max_iter, floor = settings["max_iter"], settings["floor"]
     prepared = family.refine_data(data, estimate, **options)
     n_obs = family.n_observations(prepared)
