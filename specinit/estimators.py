@@ -35,8 +35,8 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 from specinit._validation import bad_argument, check_count_matrix, warn
 from specinit.faces import Param, parameters_section
 
-__all__ = ["Face", "SpectralEstimator", "SpectralFactors", "SpectralGaussianMixture", "SpectralLDA",
-           "SpectralTopicMixture", "estimator_class"]
+__all__ = ["Face", "SpectralEstimator", "SpectralFactors", "SpectralGaussianHMM", "SpectralGaussianMixture",
+           "SpectralHMM", "SpectralLDA", "SpectralTopicMixture", "estimator_class"]
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,9 @@ class Face:
     spectral : dict of str -> str
         The ``spectral`` argument each parameter sets (``n_components`` sets ``k``; ``random_state`` seeds the
         fit, 0 when None).
-    data : {"counts", "rows"}
-        Word counts (CSR, non-negative integers; sparse input welcome) or real rows.
+    data : {"counts", "rows", "sequences"}
+        Word counts (CSR, non-negative integers; sparse input welcome), real rows, or sequences as the family's
+        ``spectral`` takes them (one 1-D array, equal-length rows, or a list of 1-D arrays).
     attributes : dict of str -> (str, callable)
         Fitted attributes: numpydoc description (``"type\\n    description"``) and ``(estimator, estimate, X) ->
         value`` (X: the training data).
@@ -63,13 +64,21 @@ class Face:
         ``(estimator, module, X, estimate) -> estimate`` after ``spectral``.
     transform : callable, optional
         ``(estimator, module, X) -> array``: the fitted model's ``transform``.
+    predict_proba : callable, optional
+        ``(estimator, module, X) -> array``: posterior component (or state) probabilities; with it the model
+        answers ``predict_proba`` and ``predict``.
+    predict : callable, optional
+        ``(estimator, module, X) -> array``: the most probable components (default: the argmax of
+        ``predict_proba``).
     score : callable
         ``(estimator, module, X) -> float``: ``score`` (higher is better; what ``GridSearchCV`` maximizes).
     answers : frozenset of str
-        Further questions the fitted model answers: ``"predict"`` (``predict``, ``predict_proba``),
-        ``"score_samples"``, ``"bic"`` (``bic``, ``aic``), ``"perplexity"``, ``"partial_fit"``.
+        Further questions the fitted model answers: ``"score_samples"``, ``"bic"`` (``bic``, ``aic``),
+        ``"perplexity"``, ``"partial_fit"``.
     fixed : dict
         ``spectral`` arguments the face sets itself.
+    from_data : callable, optional
+        ``(estimator, X) -> dict``: ``spectral`` arguments read off the training data (a parameter left None).
     """
 
     family: str
@@ -81,8 +90,11 @@ class Face:
     score: Callable
     refine: Callable | None = None
     transform: Callable | None = None
+    predict_proba: Callable | None = None
+    predict: Callable | None = None
     answers: frozenset = frozenset()
     fixed: Mapping[str, Any] = field(default_factory=dict)
+    from_data: Callable | None = None
 
 
 def _answers(question: str) -> Callable:
@@ -123,6 +135,8 @@ class SpectralEstimator:
 
     def _data(self, X, reset: bool):
         """``X`` validated for the family (CSR float64 counts, or float64 rows), with scikit-learn's bookkeeping."""
+        if self.face.data == "sequences":  # ragged: the family validates them (sklearn's X is one matrix)
+            return X
         if self.face.data == "counts":
             X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=reset, ensure_min_samples=1)
             check_non_negative(X, type(self).__name__)
@@ -149,7 +163,8 @@ class SpectralEstimator:
         self
         """
         X = self._data(X, reset=True)
-        estimate = self._module.spectral(X, self.n_components, **self._spectral_arguments())
+        derived = {} if self.face.from_data is None else self.face.from_data(self, X)
+        estimate = self._module.spectral(X, self.n_components, **{**self._spectral_arguments(), **derived})
         if self.face.refine is not None:
             estimate = self.face.refine(self, self._module, X, estimate)
         return self._keep(estimate, X)
@@ -213,46 +228,49 @@ class SpectralEstimator:
         check_is_fitted(self)
         return self.face.transform(self, self._module, self._data(X, reset=False))
 
-    @available_if(_answers("predict"))
+    @available_if(lambda estimator: estimator.face.predict_proba is not None)
     def predict_proba(self, X):
-        """Posterior component probabilities of every row.
+        """Posterior component probabilities of every row (of every step, for sequences).
 
         Parameters
         ----------
-        X : array-like or sparse matrix, shape (n_samples, n_features)
+        X : array-like or sparse matrix, shape (n_samples, n_features), or sequences
 
         Returns
         -------
-        ndarray, shape (n_samples, n_components)
+        ndarray, shape (n_samples, n_components), or one (T, n_components) array per sequence
         """
         check_is_fitted(self)
-        return self._module.predict(self._data(X, reset=False), self.estimate_)[0]
+        return self.face.predict_proba(self, self._module, self._data(X, reset=False))
 
-    @available_if(_answers("predict"))
+    @available_if(lambda estimator: estimator.face.predict_proba is not None)
     def predict(self, X):
-        """Most probable component of every row.
+        """Most probable component of every row (the most probable state path of every sequence).
 
         Parameters
         ----------
-        X : array-like or sparse matrix, shape (n_samples, n_features)
+        X : array-like or sparse matrix, shape (n_samples, n_features), or sequences
 
         Returns
         -------
-        ndarray of int, shape (n_samples,)
+        ndarray of int, shape (n_samples,), or one path per sequence
         """
-        return self.predict_proba(X).argmax(axis=1)
+        if self.face.predict is None:
+            return self.predict_proba(X).argmax(axis=1)
+        check_is_fitted(self)
+        return self.face.predict(self, self._module, self._data(X, reset=False))
 
     @available_if(_answers("score_samples"))
     def score_samples(self, X):
-        """Log-likelihood of every row.
+        """Log-likelihood of every row (of every sequence).
 
         Parameters
         ----------
-        X : array-like, shape (n_samples, n_features)
+        X : array-like, shape (n_samples, n_features), or sequences
 
         Returns
         -------
-        ndarray, shape (n_samples,)
+        ndarray, shape (n_samples,) or (n_sequences,)
         """
         check_is_fitted(self)
         return self._module.log_likelihood(self._data(X, reset=False), self.estimate_)
@@ -270,6 +288,8 @@ class SpectralEstimator:
         drawn with ``random_state`` and the other half scored; the mixture of
         unigrams every document's tokens with its topic summed out). Mixtures
         of rows: the mean log-likelihood per row (``GaussianMixture.score``).
+        Hidden Markov models: the total log-likelihood of the sequences
+        (hmmlearn's ``score``).
 
         Parameters
         ----------
@@ -438,6 +458,10 @@ def _predicted(estimator, estimate, X):
     return estimator.predict(X)
 
 
+def _responsibilities(estimator, module, X):
+    return module.predict(X, estimator.estimate_)[0]
+
+
 SpectralTopicMixture = estimator_class("SpectralTopicMixture", Face(
     family="single_topic",
     summary="The mixture of unigrams (one topic per document) by the method of moments, then EM.",
@@ -459,9 +483,10 @@ SpectralTopicMixture = estimator_class("SpectralTopicMixture", Face(
         "weights_": ("ndarray, shape (n_components,)", lambda estimator, estimate, X: estimate.params["weights"]),
         "labels_": ("ndarray, shape (n_samples,)\n    Most probable topic of every training document.", _predicted),
     },
-    transform=lambda estimator, module, X: module.predict(X, estimator.estimate_)[0],
+    transform=_responsibilities,
+    predict_proba=_responsibilities,
     score=lambda estimator, module, X: module.FAMILY.token_log_likelihood(X, estimator.estimate_),
-    answers=frozenset({"predict", "perplexity"}),
+    answers=frozenset({"perplexity"}),
 ), (ClusterMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin))
 
 
@@ -510,7 +535,8 @@ SpectralGaussianMixture = estimator_class("SpectralGaussianMixture", Face(
         "labels_": ("ndarray, shape (n_samples,)\n    Most probable component of every training row.", _predicted),
     },
     score=lambda estimator, module, X: float(np.mean(module.log_likelihood(X, estimator.estimate_))),
-    answers=frozenset({"predict", "score_samples", "bic"}),
+    predict_proba=_responsibilities,
+    answers=frozenset({"score_samples", "bic"}),
 ), (ClusterMixin, DensityMixin))
 
 
@@ -550,3 +576,100 @@ SpectralFactors = estimator_class("SpectralFactors", Face(
     score=lambda estimator, module, X: float(np.mean(module.log_likelihood(X, estimator.estimate_))),
     answers=frozenset({"score_samples"}),
 ), (ClassNamePrefixFeaturesOutMixin, TransformerMixin))
+
+
+def _baum_welch(estimator, module, X, estimate):
+    if not estimator.max_iter:
+        return estimate
+    return module.refine(X, estimate, max_iter=estimator.max_iter, seed=estimator._seed).estimate
+
+
+def _state_marginals(estimator, module, X):
+    from specinit.distributions.hmm import posterior_marginals
+
+    return posterior_marginals(X, estimator.estimate_)
+
+
+def _state_paths(estimator, module, X):
+    from specinit.distributions.hmm import viterbi
+
+    return viterbi(X, estimator.estimate_)
+
+
+def _total_log_likelihood(estimator, module, X) -> float:
+    return float(np.sum(module.log_likelihood(X, estimator.estimate_)))
+
+
+def _chain_face(family: str, summary: str, parameters: dict, spectral: dict, attributes: dict,
+                from_data=None) -> Face:
+    """A hidden Markov model's face: sequences in, Baum-Welch after the moments, hmmlearn's attribute names."""
+    return Face(
+        family=family, summary=summary,
+        parameters={
+            "n_components": _n_components("hidden states", 2, f'{family}.spectral(X, "auto")'),
+            **parameters,
+            "max_iter": Param("int", f"Baum-Welch iterations after the spectral estimate "
+                              f"(:func:`specinit.models.{family}.refine` with its defaults: restarts, split-merge "
+                              f"moves and its stopping rule); 0: the spectral estimate alone.",
+                              inspect.signature(importlib.import_module(f"specinit.models.{family}").refine)
+                              .parameters["max_iter"].default),
+            "random_state": _RANDOM_STATE,
+        },
+        spectral={"n_components": "k", **spectral}, data="sequences", refine=_baum_welch,
+        attributes={
+            "startprob_": ("ndarray, shape (n_components,)\n    Initial state distribution.",
+                           lambda estimator, estimate, X: estimate.params["init"]),
+            "transmat_": ("ndarray, shape (n_components, n_components)\n    Transition matrix (rows sum to one).",
+                          lambda estimator, estimate, X: estimate.params["transition"]),
+            **attributes,
+        },
+        predict_proba=_state_marginals, predict=_state_paths, score=_total_log_likelihood,
+        answers=frozenset({"score_samples"}), from_data=from_data)
+
+
+def _symbols_seen(estimator, X) -> dict:
+    from specinit.engine.sequences import as_sequences
+
+    if estimator.n_symbols is not None:
+        return {"n_symbols": estimator.n_symbols}
+    return {"n_symbols": 1 + max(int(sequence.max()) for sequence in as_sequences(X, categorical=True))}
+
+
+SpectralHMM = estimator_class("SpectralHMM", _chain_face(
+    "hmm",
+    """A categorical hidden Markov model by the method of moments, then Baum-Welch (:mod:`specinit.models.hmm`).
+
+    The question of hmmlearn's ``CategoricalHMM``, started where Baum-Welch
+    has no local optimum to fear: the sliding triples of the sequences give
+    the chain's parameters in one pass. ``X`` is what
+    :func:`specinit.models.hmm.spectral` takes -- one 1-D array of symbols,
+    equal-length rows, or a list of 1-D arrays -- not hmmlearn's
+    concatenated column with ``lengths``. ``predict`` gives every sequence's
+    most probable state path (Viterbi), ``predict_proba`` the posterior
+    state marginals, ``score`` the total log-likelihood.""",
+    {"n_symbols": Param("int, optional", "V, the number of distinct symbols; None: one more than the largest "
+                        "symbol of the training sequences.", None)},
+    {},
+    {"emissionprob_": ("ndarray, shape (n_components, n_symbols)\n    Emission probabilities (rows sum to one).",
+                       lambda estimator, estimate, X: estimate.params["emission"])},
+    from_data=_symbols_seen,
+))
+
+
+SpectralGaussianHMM = estimator_class("SpectralGaussianHMM", _chain_face(
+    "gaussian_hmm",
+    """A hidden Markov model with scalar Gaussian emissions by the method of moments, then Baum-Welch.
+
+    The question of hmmlearn's ``GaussianHMM`` (one feature) without its
+    local optima at the start (:mod:`specinit.models.gaussian_hmm`: the
+    observations binned by quantiles give the chain, exact moments the state
+    means and variances). ``X`` is what
+    :func:`specinit.models.gaussian_hmm.spectral` takes -- one 1-D array,
+    equal-length rows, or a list of 1-D arrays.""",
+    {"n_bins": _declared("gaussian_hmm", "n_bins")},
+    {"n_bins": "n_bins"},
+    {"means_": ("ndarray, shape (n_components,)\n    State means.",
+                lambda estimator, estimate, X: estimate.params["loc"]),
+     "covars_": ("ndarray, shape (n_components,)\n    State variances.",
+                 lambda estimator, estimate, X: estimate.params["scale"] ** 2)},
+))

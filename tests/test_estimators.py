@@ -225,7 +225,7 @@ def test_one_estimator_class_serves_every_face():
 
     faces = [getattr(estimators, name) for name in estimators.__all__
              if name.startswith("Spectral") and name != "SpectralEstimator"]
-    assert len(faces) == 4
+    assert len(faces) == 6
     for cls in faces:
         assert issubclass(cls, estimators.SpectralEstimator)
         own = {name for name, value in vars(cls).items() if callable(value) or isinstance(value, property)}
@@ -256,3 +256,45 @@ def test_factor_face_recovers_the_loadings_and_passes_check_estimator():
         assert face.transform(X[:5]).shape == (5, 3) and np.isfinite(face.score(X))
     assert errors[1] < errors[0] / 2 and errors[1] < 0.05, errors
     assert _failures(SpectralFactors(2)) == {}
+
+
+def _chain(rng, params, n_sequences, length, emit):
+    sequences = []
+    for _ in range(n_sequences):
+        state, sequence = rng.choice(2, p=params["init"]), []
+        for _ in range(length):
+            sequence.append(emit(state))
+            state = rng.choice(2, p=params["transition"][state])
+        sequences.append(np.array(sequence))
+    return sequences
+
+
+def test_hmm_faces_recover_the_chain_and_answer_like_hmmlearn():
+    from specinit.distributions.hmm import posterior_marginals, viterbi
+    from specinit.estimators import SpectralGaussianHMM, SpectralHMM
+    from specinit.models import hmm
+
+    rng = np.random.default_rng(0)
+    truth = {"init": np.array([0.6, 0.4]), "transition": np.array([[0.9, 0.1], [0.2, 0.8]]),
+             "emission": np.array([[0.6, 0.3, 0.05, 0.05], [0.05, 0.05, 0.3, 0.6]])}
+    errors = []
+    for n_sequences in (20, 160):
+        sequences = _chain(rng, truth, n_sequences, 200, lambda state: rng.choice(4, p=truth["emission"][state]))
+        face = SpectralHMM(2, random_state=0).fit(sequences)
+        order = np.argsort(face.emissionprob_[:, 0])[::-1]
+        errors.append(max(np.abs(face.transmat_[np.ix_(order, order)] - truth["transition"]).max(),
+                          np.abs(face.emissionprob_[order] - truth["emission"]).max()))
+    assert errors[1] < errors[0] and errors[1] < 0.03, errors
+    assert face.emissionprob_.shape == (2, 4)  # n_symbols read off the data
+    assert face.score(sequences) == pytest.approx(float(np.sum(hmm.log_likelihood(sequences, face.estimate_))))
+    for path, expected in zip(face.predict(sequences[:3]), viterbi(sequences[:3], face.estimate_)):
+        np.testing.assert_array_equal(path, expected)
+    marginals = face.predict_proba(sequences[:2])
+    np.testing.assert_allclose(marginals[0], posterior_marginals(sequences[:2], face.estimate_)[0])
+    assert face.score_samples(sequences[:5]).shape == (5,)
+
+    means = np.array([0.0, 4.0])
+    real = _chain(rng, truth, 40, 200, lambda state: rng.normal(means[state], 1.0))
+    gaussian = SpectralGaussianHMM(2, random_state=0).fit(real)
+    np.testing.assert_allclose(np.sort(gaussian.means_), means, atol=0.1)
+    np.testing.assert_allclose(gaussian.covars_, 1.0, atol=0.15)
