@@ -36,7 +36,8 @@ from specinit._validation import bad_argument, check_count_matrix, warn
 from specinit.faces import Param, parameters_section
 
 __all__ = ["Face", "SpectralEstimator", "SpectralFactors", "SpectralGaussianHMM", "SpectralGaussianMixture",
-           "SpectralHMM", "SpectralLDA", "SpectralTopicMixture", "estimator_class"]
+           "SpectralHMM", "SpectralKernelMultiView", "SpectralLDA", "SpectralMultiView", "SpectralTopicMixture",
+           "estimator_class"]
 
 
 @dataclass(frozen=True)
@@ -54,9 +55,10 @@ class Face:
     spectral : dict of str -> str
         The ``spectral`` argument each parameter sets (``n_components`` sets ``k``; ``random_state`` seeds the
         fit, 0 when None).
-    data : {"counts", "rows", "sequences"}
-        Word counts (CSR, non-negative integers; sparse input welcome), real rows, or sequences as the family's
-        ``spectral`` takes them (one 1-D array, equal-length rows, or a list of 1-D arrays).
+    data : {"counts", "rows", "sequences", "views"}
+        Word counts (CSR, non-negative integers; sparse input welcome), real rows, or what the family's
+        ``spectral`` takes (sequences: one 1-D array, equal-length rows, or a list of 1-D arrays; views: a list
+        of arrays with the same rows).
     attributes : dict of str -> (str, callable)
         Fitted attributes: numpydoc description (``"type\\n    description"``) and ``(estimator, estimate, X) ->
         value`` (X: the training data).
@@ -135,7 +137,7 @@ class SpectralEstimator:
 
     def _data(self, X, reset: bool):
         """``X`` validated for the family (CSR float64 counts, or float64 rows), with scikit-learn's bookkeeping."""
-        if self.face.data == "sequences":  # ragged: the family validates them (sklearn's X is one matrix)
+        if self.face.data in ("sequences", "views"):  # not one matrix: the family validates them
             return X
         if self.face.data == "counts":
             X = validate_data(self, X, accept_sparse="csr", dtype=np.float64, reset=reset, ensure_min_samples=1)
@@ -337,7 +339,7 @@ class SpectralEstimator:
         -------
         float
         """
-        n = np.shape(X)[0]
+        n = self._n_observations(X)
         return float(-2 * self.score(X) * n + self._module.FAMILY.n_free_parameters(self.estimate_) * np.log(n))
 
     @available_if(_answers("bic"))
@@ -352,7 +354,13 @@ class SpectralEstimator:
         -------
         float
         """
-        return float(-2 * self.score(X) * np.shape(X)[0] + 2 * self._module.FAMILY.n_free_parameters(self.estimate_))
+        return float(-2 * self.score(X) * self._n_observations(X) + 2 * self._module.FAMILY.n_free_parameters(
+            self.estimate_))
+
+    def _n_observations(self, X) -> int:
+        """Rows (observations) of ``X``, as the family counts them for its BIC."""
+        family = self._module.FAMILY
+        return family.n_observations(family.refine_data(self._data(X, reset=False), self.estimate_))
 
 
 def estimator_class(name: str, face: Face, mixins: tuple = ()) -> type:
@@ -673,3 +681,52 @@ SpectralGaussianHMM = estimator_class("SpectralGaussianHMM", _chain_face(
      "covars_": ("ndarray, shape (n_components,)\n    State variances.",
                  lambda estimator, estimate, X: estimate.params["scale"] ** 2)},
 ))
+
+
+def _view_face(family: str, summary: str, options: tuple) -> Face:
+    """A multi-view mixture's face: a list of views in, EM after the moments, classes out."""
+    return Face(
+        family=family, summary=summary,
+        parameters={
+            "n_components": _n_components("classes", 2, f'{family}.spectral(X, "auto")'),
+            **{name: _declared(family, name) for name in options},
+            "max_iter": Param("int", f"EM iterations after the spectral estimate (:func:`specinit.models.{family}."
+                              f"refine` with its defaults); 0: the spectral estimate alone.",
+                              inspect.signature(importlib.import_module(f"specinit.models.{family}").refine)
+                              .parameters["max_iter"].default),
+            "random_state": _RANDOM_STATE,
+        },
+        spectral={"n_components": "k", **{name: name for name in options}}, data="views",
+        refine=lambda estimator, module, X, estimate: (
+            module.refine(X, estimate, max_iter=estimator.max_iter, seed=estimator._seed).estimate
+            if estimator.max_iter else estimate),
+        attributes={
+            "weights_": ("ndarray, shape (n_components,)", lambda estimator, estimate, X: estimate.params["weights"]),
+            "labels_": ("ndarray, shape (n_samples,)\n    Most probable class of every training observation.",
+                        _predicted),
+        },
+        predict_proba=_responsibilities, transform=_responsibilities,
+        score=lambda estimator, module, X: float(np.mean(module.log_likelihood(X, estimator.estimate_))),
+        answers=frozenset({"score_samples", "bic"}))
+
+
+SpectralMultiView = estimator_class("SpectralMultiView", _view_face(
+    "multiview",
+    """A mixture of conditionally independent views (categorical or Gaussian) by the method of moments, then EM.
+
+    ``X`` is the list of views of :func:`specinit.models.multiview.spectral`
+    (at least three arrays with the same rows: one-hot or integer categorical
+    views, real Gaussian ones); ``predict`` clusters the observations,
+    ``score`` is the mean log-likelihood per observation.""",
+    ("kinds", "dims", "target")), (ClusterMixin, DensityMixin))
+
+
+SpectralKernelMultiView = estimator_class("SpectralKernelMultiView", _view_face(
+    "kernel_multiview",
+    """A nonparametric multi-view mixture by kernel embeddings (:mod:`specinit.models.kernel_multiview`), then EM.
+
+    ``X`` is the list of views of
+    :func:`specinit.models.kernel_multiview.spectral`; the conditional
+    densities are kernel embeddings projected onto Gaussian mixtures per
+    view; ``predict`` clusters the observations.""",
+    ("bandwidth", "rank", "features", "exchangeable", "m", "target", "max_support")), (ClusterMixin, DensityMixin))

@@ -225,7 +225,7 @@ def test_one_estimator_class_serves_every_face():
 
     faces = [getattr(estimators, name) for name in estimators.__all__
              if name.startswith("Spectral") and name != "SpectralEstimator"]
-    assert len(faces) == 6
+    assert len(faces) == 8
     for cls in faces:
         assert issubclass(cls, estimators.SpectralEstimator)
         own = {name for name, value in vars(cls).items() if callable(value) or isinstance(value, property)}
@@ -298,3 +298,23 @@ def test_hmm_faces_recover_the_chain_and_answer_like_hmmlearn():
     gaussian = SpectralGaussianHMM(2, random_state=0).fit(real)
     np.testing.assert_allclose(np.sort(gaussian.means_), means, atol=0.1)
     np.testing.assert_allclose(gaussian.covars_, 1.0, atol=0.15)
+
+
+def test_view_faces_cluster_the_observations_and_bic_picks_k():
+    from sklearn.metrics import adjusted_rand_score
+
+    from specinit.estimators import SpectralKernelMultiView, SpectralMultiView
+
+    rng = np.random.default_rng(0)
+    centres = np.array([[0.0, 0, 0, 0], [4, 4, 0, 0], [0, 0, 4, 4]])
+    labels = rng.integers(0, 3, 1500)
+    views = [centres[labels] + rng.normal(size=(1500, 4)) for _ in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # fallbacks and repairs of the wrong k are diagnosed
+        bics = [SpectralMultiView(k, kinds=("gaussian",) * 3, random_state=0).fit(views).bic(views) for k in (1, 2, 3, 4)]
+        face = SpectralMultiView(3, kinds=("gaussian",) * 3, random_state=0).fit(views)
+        kernel = SpectralKernelMultiView(3, rank=32, random_state=0).fit(views)
+    assert int(np.argmin(bics)) + 1 == 3
+    assert adjusted_rand_score(labels, face.labels_) > 0.99 and adjusted_rand_score(labels, kernel.labels_) > 0.99
+    np.testing.assert_allclose(face.predict_proba(views).sum(axis=1), 1.0)
+    assert face.score_samples(views).shape == (1500,) and np.isfinite(kernel.score(views))
