@@ -416,7 +416,7 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
     s = fit["s"]
     e2_misfit, e3_misfit = lda_moment_fit(sub, fit["beta"], fit["alpha"])
     report = {
-        **_dec_report(fit["dec"]),
+        **fit["dec"].report(),
         "method": method,
         "weighting": getattr(raw, "weighting", "pooled"),
         "alpha0": float(best),
@@ -453,10 +453,6 @@ def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floo
         warn(f"{func} (alpha0 = {best:.3g}): {message}")
     _warn_topics(func, k, report)
     return fit["beta"], fit["alpha"], report
-
-
-def _dec_report(dec) -> dict:
-    return {f"decomposition_{key}": value for key, value in dec.diagnostics.items()}
 
 
 def _warn_topics(func: str, k: int, report: dict) -> None:

@@ -70,6 +70,10 @@ class Decomposition:
     vectors: np.ndarray
     diagnostics: dict
 
+    def report(self) -> dict:
+        """The diagnostics as an estimate carries them: every key prefixed ``decomposition_``."""
+        return {f"decomposition_{key}": value for key, value in self.diagnostics.items()}
+
 
 def _check_tensor(T, k, func, order: int = 3) -> tuple[np.ndarray, int]:
     """``T`` as a float64 array of shape (n,) * order, and ``k`` (default n) checked against n."""

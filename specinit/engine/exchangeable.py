@@ -53,7 +53,7 @@ class ExchangeableFit:
     @property
     def diagnostics(self) -> dict:
         """Whitening and decomposition diagnostics in one flat dict."""
-        w, d = self.whitening.diagnostics, self.decomposition.diagnostics
+        w = self.whitening.diagnostics
         return {
             "m2_eigenvalues": w["signed_eigenvalues"],
             "m2_condition_number": w["condition_number"],
@@ -62,7 +62,7 @@ class ExchangeableFit:
             "m2_spectral_gap": w["spectral_gap"],
             "m2_negative_skipped": w["negative_skipped"],
             "tensor_eigenvalues": self.eigenvalues,
-            **{f"decomposition_{key}": value for key, value in d.items()},
+            **self.decomposition.report(),
         }
 
 
