@@ -96,8 +96,7 @@ __all__ = ["COMMON_OPTIONS", "Family", "NOISE_FACTOR", "k_param"]
 #: negative eigenvalue's magnitude (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
 NOISE_FACTOR = 2.0
 
-#: The arguments every ``spectral`` takes, declared once (:class:`~specinit.faces.Param`); ``k``, ``approach``,
-#: ``floor`` and ``method`` are checked once at the entry, a family may re-declare one to document it its way.
+
 def k_param(what: str = "Number of components.", score: str = "a score") -> Param:
     """The declaration of ``k`` for a family: what it counts, then the one rule of ``k="auto"``.
 
@@ -117,6 +116,8 @@ def k_param(what: str = "Number of components.", score: str = "a score") -> Para
                  f"evidence in ``diagnostics[\"k_auto/*\"]``).", constraint=Interval(int, 1))
 
 
+#: The arguments every ``spectral`` takes, declared once (:class:`~specinit.faces.Param`); ``k``, ``approach``,
+#: ``floor`` and ``method`` are checked once at the entry, a family may re-declare one to document it its way.
 COMMON_OPTIONS = {
     "k": k_param(),
     "method": Param("{'tpm', 'svtd', 'eca', 'als'}", "Tensor decomposition (:mod:`specinit.engine.decompose`).",
