@@ -33,6 +33,8 @@ References
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -766,7 +768,8 @@ def guide(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_siz
             numpyro.sample("theta", dist.Dirichlet(gamma))
 
 
-@face({
+#: The arguments of :func:`svi` (and, with other defaults, of :func:`refine`), declared once.
+SVI_OPTIONS = {
     **MODEL_ARGUMENTS, **_LOCAL_STEP,
     "counts": Param("array-like or scipy.sparse matrix, shape (N, V)", "Non-negative integer word counts."),
     "init": Param("SpectralEstimate or dict, optional", "Start from these constrained ``beta`` (k, V) and ``alpha`` "
@@ -793,7 +796,10 @@ def guide(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_siz
     "decay_steps": Param("float", "Time scale of the step-size decay.", 200.0),
     "snapshot_every": Param("int, optional", "Keep ``(step, params)`` every this many steps (e.g. to measure "
                             "held-out perplexity along the run).", None),
-})
+}
+
+
+@face(SVI_OPTIONS)
 def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progress, lr, decay_steps, local_steps, local,
         eta, alpha_prior, snapshot_every):
     """Minibatch SVI of sparse LDA with closed-form per-document updates (online-VB style).
@@ -964,9 +970,18 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
                            state=state)
 
 
-@public
-def refine(counts, estimate, *, num_steps: int = 500, batch_size: int | None = None, seed: int = 0, lr: float = 0.05,
-           tol: float = 1e-4, progress=False):
+@face({
+    **SVI_OPTIONS,
+    "counts": Param("array-like or scipy.sparse matrix, shape (N, V)", "Word counts (the data NUTS will run on)."),
+    "estimate": Param("SpectralEstimate or dict", "Starting ``beta`` (k, V) and ``alpha`` (k,) (e.g. "
+                      ":func:`spectral`)."),
+    "num_steps": Param("int", "SVI steps.", 500),
+    "batch_size": Param("int, optional", "Documents per step; default ``min(N, 2048)``.", None),
+    "tol": Param("float", "``converged`` when the mean loss of the last tenth of the steps is within ``tol`` "
+                 "(relative) of the tenth before it.", 1e-4),
+    "progress": replace(SVI_OPTIONS["progress"], default=False),
+})
+def refine(counts, estimate, *, num_steps, batch_size, seed, lr, tol, progress):
     """Spectral then refine: variational EM from an estimate, ready to warm-start NUTS.
 
     Runs :func:`svi` from ``estimate`` on the whole corpus (full-batch steps
@@ -979,26 +994,6 @@ def refine(counts, estimate, *, num_steps: int = 500, batch_size: int | None = N
     1.1). The per-document ``theta`` of the result is the fixed-topic
     posterior mean (:func:`document_topics`), so every latent site of
     :func:`model` has a starting value.
-
-    Parameters
-    ----------
-    counts : array-like or scipy.sparse matrix, shape (N, V)
-        Word counts (the data NUTS will run on).
-    estimate : SpectralEstimate or dict
-        Starting ``beta`` (k, V) and ``alpha`` (k,) (e.g. :func:`spectral`).
-    num_steps : int
-        SVI steps.
-    batch_size : int, optional
-        Documents per step; default ``min(N, 2048)``.
-    seed : int
-        Seeds the minibatches and SVI.
-    lr : float
-        Adam step size (see :func:`svi`).
-    tol : float
-        ``converged`` when the mean loss of the last tenth of the steps is
-        within ``tol`` (relative) of the tenth before it.
-    progress : None, bool or int
-        As for :func:`svi`.
 
     Returns
     -------
