@@ -462,6 +462,10 @@ SpectralLDA = estimator_class("SpectralLDA", Face(
 ), (ClassNamePrefixFeaturesOutMixin, TransformerMixin))
 
 
+def _mean_log_likelihood(estimator, module, X) -> float:
+    return float(np.mean(module.log_likelihood(X, estimator.estimate_)))
+
+
 def _predicted(estimator, estimate, X):
     return estimator.predict(X)
 
@@ -542,7 +546,7 @@ SpectralGaussianMixture = estimator_class("SpectralGaussianMixture", Face(
                          lambda estimator, estimate, X: estimator.score(X)),
         "labels_": ("ndarray, shape (n_samples,)\n    Most probable component of every training row.", _predicted),
     },
-    score=lambda estimator, module, X: float(np.mean(module.log_likelihood(X, estimator.estimate_))),
+    score=_mean_log_likelihood,
     predict_proba=_responsibilities,
     answers=frozenset({"score_samples", "bic"}),
 ), (ClusterMixin, DensityMixin))
@@ -581,15 +585,24 @@ SpectralFactors = estimator_class("SpectralFactors", Face(
                             lambda estimator, estimate, X: float(estimate.params["noise"]) ** 2),
     },
     transform=lambda estimator, module, X: module.factor_scores(estimator.estimate_, X),
-    score=lambda estimator, module, X: float(np.mean(module.log_likelihood(X, estimator.estimate_))),
+    score=_mean_log_likelihood,
     answers=frozenset({"score_samples"}),
 ), (ClassNamePrefixFeaturesOutMixin, TransformerMixin))
 
 
-def _baum_welch(estimator, module, X, estimate):
+def _refined(estimator, module, X, estimate):
+    """The family's ``refine`` from the spectral estimate (its defaults, ``max_iter`` and the seed), unless
+    ``max_iter`` is 0."""
     if not estimator.max_iter:
         return estimate
     return module.refine(X, estimate, max_iter=estimator.max_iter, seed=estimator._seed).estimate
+
+
+def _max_iter(family: str, steps: str) -> Param:
+    """The ``max_iter`` of a face whose fit ends with the family's ``refine`` (same default)."""
+    default = inspect.signature(importlib.import_module(f"specinit.models.{family}").refine).parameters["max_iter"]
+    return Param("int", f"{steps} after the spectral estimate (:func:`specinit.models.{family}.refine` with its "
+                 f"other defaults); 0: the spectral estimate alone.", default.default)
 
 
 def _state_marginals(estimator, module, X):
@@ -616,14 +629,10 @@ def _chain_face(family: str, summary: str, parameters: dict, spectral: dict, att
         parameters={
             "n_components": _n_components("hidden states", 2, f'{family}.spectral(X, "auto")'),
             **parameters,
-            "max_iter": Param("int", f"Baum-Welch iterations after the spectral estimate "
-                              f"(:func:`specinit.models.{family}.refine` with its defaults: restarts, split-merge "
-                              f"moves and its stopping rule); 0: the spectral estimate alone.",
-                              inspect.signature(importlib.import_module(f"specinit.models.{family}").refine)
-                              .parameters["max_iter"].default),
+            "max_iter": _max_iter(family, "Baum-Welch iterations"),
             "random_state": _RANDOM_STATE,
         },
-        spectral={"n_components": "k", **spectral}, data="sequences", refine=_baum_welch,
+        spectral={"n_components": "k", **spectral}, data="sequences", refine=_refined,
         attributes={
             "startprob_": ("ndarray, shape (n_components,)\n    Initial state distribution.",
                            lambda estimator, estimate, X: estimate.params["init"]),
@@ -690,23 +699,18 @@ def _view_face(family: str, summary: str, options: tuple) -> Face:
         parameters={
             "n_components": _n_components("classes", 2, f'{family}.spectral(X, "auto")'),
             **{name: _declared(family, name) for name in options},
-            "max_iter": Param("int", f"EM iterations after the spectral estimate (:func:`specinit.models.{family}."
-                              f"refine` with its defaults); 0: the spectral estimate alone.",
-                              inspect.signature(importlib.import_module(f"specinit.models.{family}").refine)
-                              .parameters["max_iter"].default),
+            "max_iter": _max_iter(family, "EM iterations"),
             "random_state": _RANDOM_STATE,
         },
         spectral={"n_components": "k", **{name: name for name in options}}, data="views",
-        refine=lambda estimator, module, X, estimate: (
-            module.refine(X, estimate, max_iter=estimator.max_iter, seed=estimator._seed).estimate
-            if estimator.max_iter else estimate),
+        refine=_refined,
         attributes={
             "weights_": ("ndarray, shape (n_components,)", lambda estimator, estimate, X: estimate.params["weights"]),
             "labels_": ("ndarray, shape (n_samples,)\n    Most probable class of every training observation.",
                         _predicted),
         },
         predict_proba=_responsibilities, transform=_responsibilities,
-        score=lambda estimator, module, X: float(np.mean(module.log_likelihood(X, estimator.estimate_))),
+        score=_mean_log_likelihood,
         answers=frozenset({"score_samples", "bic"}))
 
 
