@@ -67,8 +67,7 @@ class TopicFamily(Family):
         "moments": Param("CountMoments or FactoredMoments", "Empirical moments (:class:`specinit.engine.moments."
                          "CountMoments`), or exact ones (:func:`population_moments`)."),
         "k": k_param("Number of topics, ``1 <= k < V``.", "the held-out score"),
-        "floor": Param("float", "Topic-word probabilities are floored at ``floor / V``.", 1e-3,
-                       COMMON_OPTIONS["floor"].constraint),
+        "floor": COMMON_OPTIONS["floor"].documented("Topic-word probabilities are floored at ``floor / V``."),
     }
     data_kind = "counts"
     # The pair moment of short documents is a positive semi-definite signal plus sampling noise of both signs,

@@ -339,11 +339,9 @@ class Factors(Family):
         "backend": Param(
             "None or 'numpy'",
             "The cumulant passes run in NumPy (in memory).", None),
-        "floor": Param(
-            "float",
-            "The NumPyro site ``noise`` is at least ``floor`` times the root mean covariance eigenvalue (so "
-            "that the likelihood is proper when the data are noise-free).", 1e-3,
-            COMMON_OPTIONS["floor"].constraint),
+        "floor": COMMON_OPTIONS["floor"].documented(
+            "The NumPyro site ``noise`` is at least ``floor`` times the root mean covariance eigenvalue (so that "
+            "the likelihood is proper when the data are noise-free)."),
     }
     optional_sites = frozenset({"factors"})
     refine_methods = ("map",)

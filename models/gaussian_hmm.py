@@ -76,9 +76,9 @@ class GaussianHMMFamily(HMM):
         "moments": Param("GaussianHMMMoments", "From :func:`population_moments` or built from data by "
                          ":func:`spectral`."),
         "k": k_param("Number of hidden states, ``1 <= k <= n_bins``."),
-        "floor": Param("float", "Probabilities are floored at ``floor / d``; variances at ``floor`` times the "
-                       "overall variance (so the result does not depend on the data's unit).", 1e-3,
-                       COMMON_OPTIONS["floor"].constraint),
+        "floor": COMMON_OPTIONS["floor"].documented(
+            "Probabilities are floored at ``floor / d``; variances at ``floor`` times the overall variance (so the "
+            "result does not depend on the data's unit)."),
         "backend": Param("{'numpy', 'jax'} or None", "Where the passes over the triples run "
                          "(:mod:`specinit.engine.backends`).", None),
     }

@@ -150,9 +150,9 @@ class GaussianMixture(Family):
                          "(:mod:`specinit.engine.backends`; ``None``: Dask for a ``dask.array`` of dense row blocks, "
                          "whose passes run where the blocks live (``assign_steps`` must be 0), JAX when an "
                          "accelerator is present, NumPy otherwise).", None),
-        "floor": Param("float", "Scales are floored at ``floor`` times the data's root mean variance and weights at "
-                       "``floor / k`` (relative floors: the estimate does not depend on the data's unit).", 1e-3,
-                       COMMON_OPTIONS["floor"].constraint),
+        "floor": COMMON_OPTIONS["floor"].documented(
+            "Scales are floored at ``floor`` times the data's root mean variance and weights at ``floor / k`` "
+            "(relative floors: the estimate does not depend on the data's unit)."),
     }
     advice = "The component means must be linearly independent (k <= d); try a smaller k."
 

@@ -135,20 +135,18 @@ class HMM(Family):
         "k": k_param("Number of hidden states, ``1 <= k <= n_symbols``."),
         "method": Param("{'tpm', 'svtd', 'eca', 'als'}", "Tensor decomposition (:mod:`specinit.engine.decompose`); "
                         "``approach=\"symmetric\"`` only.", "tpm"),
-        "approach": Param(COMMON_OPTIONS["approach"].type, "``\"symmetric\"`` whitens the symmetrized second moment "
-                          "(:func:`specinit.engine.views.fit_multiview`) and raises "
-                          ":class:`specinit.engine.whitening.IndefiniteMomentError` when it is not positive "
-                          "semi-definite (the data are then not a k-state HMM). ``\"jennrich\"`` (observable "
-                          "operators, simultaneous diagonalization, [2]_ Alg. B) needs no PSD moment and warns "
-                          "(RuntimeWarning) when the operators are far from simultaneously diagonalizable or a state "
-                          "weight is not positive. ``\"auto\"`` (default): ``\"symmetric\"``, and on an indefinite "
-                          "moment a RuntimeWarning and ``\"jennrich\"``, recorded in ``diagnostics[\"fallback\"]`` "
-                          "(None when no fallback was needed). On real sequences the estimate is a starting point "
-                          "for :func:`refine` (Baum-Welch), not a final fit.", "auto",
-                          COMMON_OPTIONS["approach"].constraint),
-        "floor": Param("float", "Every probability is floored at ``floor / d`` (d = row length) and rows "
-                       "renormalized, so estimates are strictly inside the simplex.", 1e-3,
-                       COMMON_OPTIONS["floor"].constraint),
+        "approach": COMMON_OPTIONS["approach"].documented(
+            "``\"symmetric\"`` whitens the symmetrized second moment (:func:`specinit.engine.views.fit_multiview`) "
+            "and raises :class:`specinit.engine.whitening.IndefiniteMomentError` when it is not positive "
+            "semi-definite (the data are then not a k-state HMM). ``\"jennrich\"`` (observable operators, "
+            "simultaneous diagonalization, [2]_ Alg. B) needs no PSD moment and warns (RuntimeWarning) when the "
+            "operators are far from simultaneously diagonalizable or a state weight is not positive. ``\"auto\"`` "
+            "(default): ``\"symmetric\"``, and on an indefinite moment a RuntimeWarning and ``\"jennrich\"``, "
+            "recorded in ``diagnostics[\"fallback\"]`` (None when no fallback was needed). On real sequences the "
+            "estimate is a starting point for :func:`refine` (Baum-Welch), not a final fit."),
+        "floor": COMMON_OPTIONS["floor"].documented(
+            "Every probability is floored at ``floor / d`` (d = row length) and rows renormalized, so estimates are "
+            "strictly inside the simplex."),
     }
     advice = "The symbol triples may not follow a k-state HMM: try a smaller k, or approach='jennrich'."
 

@@ -260,10 +260,8 @@ class KernelMultiview(Family):
         "seed": Param(
             "int or numpy.random.Generator",
             "Random features, range finders, decomposition, support subset.", 0),
-        "approach": Param(
-            COMMON_OPTIONS["approach"].type,
-            "``exchangeable=False`` only: as for :func:`specinit.models.multiview.spectral`.", 'auto',
-            COMMON_OPTIONS["approach"].constraint),
+        "approach": COMMON_OPTIONS["approach"].documented(
+            "``exchangeable=False`` only: as for :func:`specinit.models.multiview.spectral`."),
         "backend": Param(
             "{'numpy', 'jax'} or None",
             "Where the passes over the feature views run (:mod:`specinit.engine.backends`).", None),

@@ -253,9 +253,9 @@ class MultiView(Family):
                          ":func:`spectral`."),
         "k": k_param("Number of classes; every view used by the tensor step needs ``V_v >= k`` "
                    "(categorical) or ``d_v >= k`` (Gaussian) with linearly independent class means."),
-        "floor": Param("float", "Categorical rows are projected onto the simplex and floored at ``floor / V_v``; "
-                       "Gaussian variances at ``floor`` times the view's column variance.", 1e-3,
-                       COMMON_OPTIONS["floor"].constraint),
+        "floor": COMMON_OPTIONS["floor"].documented(
+            "Categorical rows are projected onto the simplex and floored at ``floor / V_v``; Gaussian variances at "
+            "``floor`` times the view's column variance."),
         "backend": Param("{'numpy', 'jax'} or None", "Where the passes run (:mod:`specinit.engine.backends`).", None),
     }
     advice = ("The views may not follow a k-class multi-view mixture: try a smaller k, another target view, or "

@@ -20,7 +20,7 @@ import functools
 import inspect
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 from specinit._validation import public
@@ -67,6 +67,11 @@ class Param:
         if hasattr(self.constraint, "check"):
             return self.constraint.check(name, value)
         return self.constraint(name, value)
+
+    def documented(self, doc: str) -> Param:
+        """This declaration with another description: a family documenting a common argument its own way keeps
+        its type, default and constraint."""
+        return replace(self, doc=doc)
 
     def numpydoc(self, name: str) -> str:
         """The argument's entry in a ``Parameters`` section (unindented)."""
