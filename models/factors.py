@@ -310,7 +310,8 @@ class Factors(Family):
         "noise": Param(
             "{'isotropic', 'none'}",
             "``\"isotropic\"``: the noise variance is the mean of the ``d - k`` smallest covariance "
-            "eigenvalues (0 when ``d == k``); ``\"none\"``: noise-free data.", 'isotropic', Options(("isotropic", "none"))),
+            "eigenvalues (0 when ``d == k``); ``\"none\"``: noise-free data.", 'isotropic',
+            Options(("isotropic", "none"))),
         "scores": Param(
             "bool",
             "Also return the site ``factors`` (N, k) (:func:`factor_scores`), so that the estimate covers "

@@ -379,7 +379,8 @@ def spectral(sequences, k, n_symbols, *, method, approach, seed, floor, decompos
     estimate=Param("SpectralEstimate or dict", "Starting ``init`` (k,), ``transition`` (k, k) and ``emission`` (k, "
                    "V), strictly inside their simplices (checked, never repaired silently)."),
     n_symbols=Param("int, optional", "V; default ``emission.shape[1]``.", None),
-    method=Param("{'em'}", "Baum-Welch (EM for the hidden chain).", "em"), max_iter=1000, tol=None, rtol=1e-7, restarts=6, restart_iter=10,
+    method=Param("{'em'}", "Baum-Welch (EM for the hidden chain).", "em"),
+    max_iter=1000, tol=None, rtol=1e-7, restarts=6, restart_iter=10,
     split_merge=Param("int", "Then split-merge moves: the least visited state leaves (the moves into it shared among "
                       "the others) and a heavily visited state is split in two (its emission row tilted both ways "
                       "along a random direction, its transitions copied); EM runs from the move, which replaces the "

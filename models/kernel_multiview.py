@@ -226,7 +226,8 @@ class KernelMultiview(Family):
             "Feature rank ``r``: memory ``O(N r)`` per view.", 128, Interval(int, 2)),
         "features": Param(
             "{'rff', 'nystrom'}",
-            "Random Fourier features (default) or Nystrom features with pivoted-Cholesky landmarks.", 'rff', Options(FEATURES)),
+            "Random Fourier features (default) or Nystrom features with pivoted-Cholesky landmarks.", 'rff',
+            Options(FEATURES)),
         "exchangeable": Param(
             "bool",
             "Views of the same kind (same dimension, same conditional densities): one shared feature map and "

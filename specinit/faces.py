@@ -99,8 +99,9 @@ def face(table: Mapping[str, Param]) -> Callable[[Callable], Callable]:
 
     The template's ``def`` line names the arguments and their kinds (positional before the ``*``, keyword-only
     after it; ``**name`` for keyword arguments forwarded as they are); ``table`` gives each named argument its
-    default and its documentation (type and description). Calls bind to the declared signature (missing defaults filled in,
-    unknown names refused as Python refuses them) and reach the template with every argument named.
+    default and its documentation (type and description). Calls bind to the declared signature (missing
+    defaults filled in, unknown names refused as Python refuses them) and reach the template with every argument
+    named.
 
     Parameters
     ----------

@@ -36,8 +36,8 @@ from specinit.engine.support import project
 from specinit.estimate import SpectralEstimate, check_site_values
 from specinit.faces import Param, face
 
-__all__ = ["DRIVERS", "EM_OPTIONS", "RESTART_SPREADS", "RefineResult", "StoppingRule", "check_estimate", "em", "map_estimate",
-           "in_float64", "least_needed_component", "log_joint", "mixture_e_step", "normalized_rows", "perturbed"]
+__all__ = ["DRIVERS", "EM_OPTIONS", "RESTART_SPREADS", "RefineResult", "StoppingRule", "check_estimate", "em",
+           "map_estimate", "in_float64", "least_needed_component", "log_joint", "mixture_e_step", "normalized_rows", "perturbed"]
 
 #: The options of :func:`em`, declared once: the families' ``refine`` faces take them (with their own defaults).
 EM_OPTIONS = {

@@ -311,7 +311,8 @@ def test_view_faces_cluster_the_observations_and_bic_picks_k():
     views = [centres[labels] + rng.normal(size=(1500, 4)) for _ in range(3)]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # fallbacks and repairs of the wrong k are diagnosed
-        bics = [SpectralMultiView(k, kinds=("gaussian",) * 3, random_state=0).fit(views).bic(views) for k in (1, 2, 3, 4)]
+        bics = [SpectralMultiView(k, kinds=("gaussian",) * 3, random_state=0).fit(views).bic(views)
+                for k in (1, 2, 3, 4)]
         face = SpectralMultiView(3, kinds=("gaussian",) * 3, random_state=0).fit(views)
         kernel = SpectralKernelMultiView(3, rank=32, random_state=0).fit(views)
     assert int(np.argmin(bics)) + 1 == 3
