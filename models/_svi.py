@@ -54,21 +54,61 @@ from numpyro.handlers import replay, seed
 from numpyro.infer import SVI, Trace_ELBO
 from numpyro.infer.util import compute_log_probs
 
-from specinit._validation import (
-    bad_argument,
-    check_choice,
-    check_count_matrix,
-    check_int,
-    check_positive,
-    current_entry,
-    warn,
-)
+from specinit._validation import Interval, Options, bad_argument, check_count_matrix, current_entry, warn
 from specinit.distributions.continuous import ALR, TRANSFORMS
 from specinit.distributions.counts import HIGHEST, DocumentCounts, ModelData, _bucket, from_csr
+from specinit.faces import Param
 
 LOGGER = logging.getLogger("specinit")
 
-__all__ = ["TopicSVIResult", "check_local", "local_gamma", "run_svi", "svi_batch"]
+__all__ = ["LOCAL_STEP", "SVI_OPTIONS", "TopicSVIResult", "local_gamma", "run_svi", "svi_batch"]
+
+
+def _progress(name: str, value):
+    """``progress``: None, a bool or a non-negative number of steps between progress lines."""
+    if value is not None and (not isinstance(value, (bool, int, np.integer)) or value < 0):
+        raise bad_argument(name, None, "None, a bool or a non-negative number of steps between progress lines", value)
+    return value
+
+
+#: The options of the driver (``lda.svi``, ``single_topic.svi``; with other defaults ``lda.refine``), declared once.
+SVI_OPTIONS = {
+    "counts": Param("array-like or scipy.sparse matrix, shape (N, V)", "Non-negative integer word counts."),
+    "init": Param("SpectralEstimate or dict, optional", "Start from these constrained values of the global sites "
+                  "(``beta`` (k, V) and ``alpha`` or ``weights`` (k,); e.g. from ``spectral``); ``None`` is NumPyro's "
+                  "default start (unconstrained coordinates uniform in (-2, 2)).", None),
+    "max_steps": Param("int", "Most optimization steps (one minibatch each) when ``num_steps`` is None; reaching it "
+                       "before the stopping rule fires warns.", 2000, Interval(int, 1)),
+    "tol": Param("float", "The stopping rule: a fixed, seeded batch of ``batch_size`` documents is scored every 25 "
+                 "steps (the negative objective per token, at fixed random numbers: ``checks``); from step 100 on, the "
+                 "run stops at the second check in a row where the mean of the last quarter of the checks is less "
+                 "than ``tol`` nats per word below the mean of the quarter before (about a factor ``exp(tol)`` in the "
+                 "batch's perplexity). The checks cost about one step in 25.", 0.01, Interval(float, 0.0, open="low")),
+    "num_steps": Param("int, optional", "Exactly this many steps, without the stopping rule (``max_steps`` and "
+                       "``tol`` unused).", None, Interval(int, 1, none=True)),
+    "batch_size": Param("int", "Documents per minibatch, at most N.", 256, Interval(int, 1)),
+    "seed": Param("int", "Seeds the starting values (``init=None``), the minibatches and SVI.", 0, Interval(int, 0)),
+    "progress": Param("None, bool or int", "Progress lines to the ``specinit`` logger (INFO; shown only when the "
+                      "application configures logging, e.g. ``logging.basicConfig(level=\"INFO\")``). ``None`` "
+                      "(default): a line with the recent mean loss per word every 15 s, only in runs that last that "
+                      "long, and a tqdm bar when standard error is a terminal; ``True``: the same lines and always the "
+                      "bar; an int: a line every ``progress`` steps, no bar; ``False``/0: none. A last line says why "
+                      "and when the run stopped.", None, _progress),
+    "lr": Param("float", "Adam step size at step 0; it decays like ``lr / sqrt(1 + t / decay_steps)``.", 0.05,
+                Interval(float, 0.0, open="low")),
+    "decay_steps": Param("float", "Time scale of the step-size decay.", 200.0, Interval(float, 0.0, open="low")),
+    "snapshot_every": Param("int, optional", "Keep ``(step, params)`` every this many steps (e.g. to measure "
+                            "held-out perplexity along the run).", None, Interval(int, 1, none=True)),
+}
+
+#: The per-document E-step of the LDA guide and of ``lda.svi``.
+LOCAL_STEP = {
+    "local_steps": Param("int", "E-step iterations per minibatch.", 20, Interval(int, 1)),
+    "local": Param("{'dirichlet', 'mean'}", "The guide's ``theta``: a ``Dirichlet(gamma)`` draw (the default: a "
+                   "proper variational factor, so the gradient for ``alpha`` uses ``E log theta``), or a point mass "
+                   "at its mean (less noise, but ``alpha`` comes out too large by Jensen's inequality).", "dirichlet",
+                   Options(("dirichlet", "mean"))),
+}
 
 
 def svi_batch(counts) -> DocumentCounts:
@@ -333,25 +373,14 @@ def run_svi(model, guide, shapes: dict, counts, k: int, *, init, num_steps, max_
     checks is less than ``tol`` nats per word below that of the quarter before
     (:func:`_plateau_gain`), else at ``max_steps``. Progress
     lines go to the ``specinit`` logger (level INFO; silent unless the
-    application configures logging).
+    application configures logging). The options arrive checked by the public faces
+    (:data:`SVI_OPTIONS`).
     """
     func = current_entry()
     X = check_count_matrix(counts, "counts", func)
     n_docs, vocab = X.shape
-    num_steps = None if num_steps is None else check_int(num_steps, "num_steps", func, minimum=1)
-    max_steps = check_int(max_steps, "max_steps", func, minimum=1)
-    tol = check_positive(tol, "tol", func)
-    batch_size = check_int(batch_size, "batch_size", func, minimum=1)
     if batch_size > n_docs:
         raise bad_argument("batch_size", func, f"at most the number of documents N={n_docs}", batch_size)
-    lr = check_positive(lr, "lr", func)
-    decay_steps = check_positive(decay_steps, "decay_steps", func)
-    snapshot_every = None if snapshot_every is None else check_int(snapshot_every, "snapshot_every", func, minimum=1)
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise bad_argument("seed", func, "a non-negative integer", seed, kind=TypeError if not isinstance(seed, (int, np.integer)) else ValueError)
-    if progress is not None and (not isinstance(progress, (bool, int, np.integer)) or progress < 0):
-        raise bad_argument("progress", func, "None, a bool or a non-negative number of steps between progress lines",
-                           progress)
     limit = max_steps if num_steps is None else num_steps
     every = 0 if isinstance(progress, bool) or progress is None else int(progress)
     # progress None or True: a line every _AUTO_PROGRESS_S seconds, only once a run has lasted that long.
@@ -449,8 +478,3 @@ def run_svi(model, guide, shapes: dict, counts, k: int, *, init, num_steps, max_
     return TopicSVIResult(constrained(params_u), losses, svi.guide, params_u, model, dict(model_kwargs), seconds,
                           snapshots, batch_size, "uniform" if init is None else "estimate", np.array(checks).reshape(-1, 2),
                           done, reason, gain, first_step_seconds)
-
-
-def check_local(local: str, func: str) -> str:
-    """Validate the ``local`` option of ``lda.svi``."""
-    return check_choice(local, "local", func, ("mean", "dirichlet"))

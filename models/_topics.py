@@ -40,9 +40,29 @@ from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, Family, k_param
 
-__all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "TopicData", "TopicFamily", "check_alpha0_grid", "close_topics",
+__all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "TopicData", "TopicFamily", "check_alpha0_grid", "close_topics",
            "default_alpha0_grid", "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace", "word_pairs"]
 
+
+#: The arguments of the topic models' NumPyro programs (``lda.model``, ``single_topic.model``), declared once: their
+#: guides, kernels and SVI drivers take them too, so generic code passes a model's arguments through.
+MODEL_ARGUMENTS = {
+    "counts": Param("array, scipy.sparse matrix or DocumentCounts, shape (N, V), optional", "Observed word counts. "
+                    "Dense arrays suit small corpora (the likelihood is formed for all N x V entries). Sparse matrices "
+                    "(as ``CountVectorizer`` returns them) and :class:`~specinit.distributions.counts.DocumentCounts` "
+                    "minibatches are evaluated from the nonzeros only (memory O(nnz * k)); a minibatch with "
+                    "``num_documents`` larger than its rows scales the document terms by ``num_documents / rows`` "
+                    "(what ``svi`` feeds). ``None`` generates documents of lengths ``doc_lengths`` "
+                    "(``numpyro.infer.Predictive``).", None),
+    "k": Param("int", "Number of topics.", constraint=Interval(int, 1)),
+    "vocab_size": Param("int, optional", "V, needed only when ``counts`` is None (checked against the counts "
+                        "otherwise).", None),
+    "doc_lengths": Param("array, shape (N,), optional", "Needed only when ``counts`` is None (the lengths are "
+                         "otherwise the counts' row sums).", None),
+    "eta": Param("float", "Symmetric Dirichlet concentration of each topic.", 0.1, Interval(float, 0.0, open="low")),
+    "subsample_size": Param("int, optional", "Documents per step for SVI (``numpyro.plate`` subsampling) with dense "
+                            "counts; sparse counts are subsampled by feeding minibatches.", None),
+}
 
 #: Folds of the held-out score that picks k (:meth:`TopicFamily.k_score`).
 K_FOLDS = 3

@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from numpyro.infer import HMCGibbs, NUTS
 from numpyro.infer.mcmc import MCMCKernel
 
-from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, check_int, \
+from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, \
     check_positive, current_entry, public, warn
 from specinit.distributions.continuous import TRANSFORMS, LogRatioDirichlet, point_mass
 from specinit.distributions.counts import HIGHEST, DenseTopicCounts, ModelData, as_document_counts, \
@@ -58,7 +58,8 @@ from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
 from specinit.family import COMMON_OPTIONS
 from specinit.engine.anchors import fit_anchor
-from specinit.models._svi import check_local, local_gamma, run_svi, svi_batch
+from specinit.models._svi import LOCAL_STEP, SVI_OPTIONS, local_gamma, run_svi, svi_batch
+from specinit.models._topics import MODEL_ARGUMENTS as TOPIC_MODEL_ARGUMENTS
 from specinit.models._topics import (
     ALPHA0,
     ALPHA0_MAX,
@@ -239,34 +240,9 @@ FAMILY = LDA()
 FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
-#: The arguments of :func:`model`, declared once; :func:`guide`, :func:`kernel` and
-#: :func:`pointwise_log_likelihood` take them too, so generic code passes the model's arguments through.
-MODEL_ARGUMENTS = {
-    "counts": Param("array, scipy.sparse matrix or DocumentCounts, shape (N, V), optional", "Observed word counts. "
-                    "Dense arrays suit small corpora (the model forms ``theta @ beta``, N x V). Sparse matrices (as "
-                    "``CountVectorizer`` returns them) and :class:`~specinit.distributions.counts.DocumentCounts` "
-                    "minibatches are evaluated from the nonzeros only (memory O(nnz * k)); a minibatch with "
-                    "``num_documents`` larger than its rows scales the document terms by ``num_documents / rows`` "
-                    "(what :func:`svi` feeds). ``None`` generates documents of lengths ``doc_lengths`` "
-                    "(``numpyro.infer.Predictive``).", None),
-    "k": Param("int", "Number of topics."),
-    "vocab_size": Param("int, optional", "V, needed only when ``counts`` is None (checked against the counts "
-                        "otherwise).", None),
-    "doc_lengths": Param("array, shape (N,), optional", "Needed only when ``counts`` is None (the lengths are "
-                         "otherwise the counts' row sums).", None),
-    "eta": Param("float", "Symmetric Dirichlet concentration of each topic.", 0.1),
-    "alpha_prior": Param("(float, float)", "Gamma(shape, rate) prior on each ``alpha_i``.", (1.0, 1.0)),
-    "subsample_size": Param("int, optional", "Documents per step for SVI (``numpyro.plate`` subsampling) with dense "
-                            "counts; sparse counts are subsampled by feeding minibatches.", None),
-}
-
-#: The per-document E-step of :func:`guide` and :func:`svi`.
-_LOCAL_STEP = {
-    "local_steps": Param("int", "E-step iterations per minibatch.", 20),
-    "local": Param("{'dirichlet', 'mean'}", "The guide's ``theta``: a ``Dirichlet(gamma)`` draw (the default: a "
-                   "proper variational factor, so the gradient for ``alpha`` uses ``E log theta``), or a point mass "
-                   "at its mean (less noise, but ``alpha`` comes out too large by Jensen's inequality).", "dirichlet"),
-}
+#: The arguments of :func:`model`: the topic models' ones and the prior of ``alpha``.
+MODEL_ARGUMENTS = {**TOPIC_MODEL_ARGUMENTS,
+                   "alpha_prior": Param("(float, float)", "Gamma(shape, rate) prior on each ``alpha_i``.", (1.0, 1.0))}
 
 
 @face(MODEL_ARGUMENTS)
@@ -346,7 +322,8 @@ def model(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_siz
     "gibbs_sweeps": Param("int", "Data-augmentation updates of ``(beta, theta)`` per NUTS step (each leaves the "
                           "conditional invariant). A sweep costs one pass over the tokens, a fraction of a NUTS step; "
                           "the topic entries that switch between \"word absent from the topic\" and \"word present a "
-                          "few times\" need several (R-hat by sweep count: ``benchmarks/bench_lda_gibbs.py``).", 5),
+                          "few times\" need several (R-hat by sweep count: ``benchmarks/bench_lda_gibbs.py``).", 5,
+                          Interval(int, 1)),
     "nuts_kwargs": Param("dict", "Keyword arguments of ``numpyro.infer.NUTS`` for the ``alpha`` step "
                          "(``target_accept_prob``, ``max_tree_depth``, ``dense_mass``, ...)."),
 })
@@ -432,9 +409,6 @@ def kernel(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_si
                            "data only)", subsample_size)
     if counts is None:
         raise bad_argument("counts", func, "the observed counts (an (N, V) array or a scipy.sparse matrix)", counts)
-    check_int(k, "k", func, minimum=1)
-    eta = check_positive(eta, "eta", func)
-    sweeps = check_int(gibbs_sweeps, "gibbs_sweeps", func, minimum=1)
     data = ModelData(counts, func, vocab_size, None, None)
     sparse = data.sparse if data.sparse is not None else as_document_counts(sp.csr_matrix(np.asarray(data.dense)), func)
     if sparse.num_documents != sparse.n_docs:
@@ -449,7 +423,7 @@ def kernel(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_si
             return lda_augmented_step(jax.random.fold_in(rng_key, i), hmc_sites["alpha"], *values, token_doc,
                                       token_word, eta)
 
-        beta, theta = jax.lax.fori_loop(0, sweeps, sweep, (gibbs_sites["beta"], gibbs_sites["theta"]))
+        beta, theta = jax.lax.fori_loop(0, gibbs_sweeps, sweep, (gibbs_sites["beta"], gibbs_sites["theta"]))
         return {"beta": beta, "theta": theta}
 
     return HMCGibbs(NUTS(_alpha_model, **nuts_kwargs), gibbs_fn=gibbs_fn, gibbs_sites=["beta", "theta"])
@@ -479,8 +453,9 @@ model.kernel = kernel
     "eta": Param("float", "Unused (a prior, not part of the likelihood).", 0.1),
     "alpha_prior": Param("(float, float)", "Unused (a prior, not part of the likelihood).", (1.0, 1.0)),
     "subsample_size": Param("int, optional", "Unused: every document is scored.", None),
-    "num_particles": Param("int", "S, importance-sampling particles per document and draw.", NUM_PARTICLES),
-    "seed": Param("int", "Randomness of the particles (each draw gets its own stream).", 0),
+    "num_particles": Param("int", "S, importance-sampling particles per document and draw.", NUM_PARTICLES,
+                           Interval(int, 1)),
+    "seed": Param("int", "Randomness of the particles (each draw gets its own stream).", 0, Interval(int, 0)),
 })
 def pointwise_log_likelihood(samples, counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_size,
                              num_particles, seed) -> np.ndarray:
@@ -558,9 +533,6 @@ def pointwise_log_likelihood(samples, counts, *, k, vocab_size, doc_lengths, eta
     from collections.abc import Mapping
 
     func = "lda.pointwise_log_likelihood"
-    k = check_int(k, "k", minimum=1)
-    num_particles = check_int(num_particles, "num_particles", minimum=1)
-    seed = check_int(seed, "seed", minimum=0)
     if not isinstance(samples, Mapping):
         raise bad_argument("samples", None, "a dict of posterior draws (mcmc.get_samples(group_by_chain=True))",
                            samples, kind=TypeError)
@@ -747,7 +719,7 @@ def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topi
                            alpha_sum=alpha_sum, alpha0_grid=alpha0_grid, doc_topics=doc_topics, em_sweeps=em_sweeps)
 
 
-@face({**MODEL_ARGUMENTS, **_LOCAL_STEP,
+@face({**MODEL_ARGUMENTS, **LOCAL_STEP,
        "counts": Param("scipy.sparse matrix or DocumentCounts", "The counts of the minibatch (as for :func:`model`).",
                        None)})
 def guide(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_size, local_steps, local):
@@ -768,38 +740,7 @@ def guide(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_siz
             numpyro.sample("theta", dist.Dirichlet(gamma))
 
 
-#: The arguments of :func:`svi` (and, with other defaults, of :func:`refine`), declared once.
-SVI_OPTIONS = {
-    **MODEL_ARGUMENTS, **_LOCAL_STEP,
-    "counts": Param("array-like or scipy.sparse matrix, shape (N, V)", "Non-negative integer word counts."),
-    "init": Param("SpectralEstimate or dict, optional", "Start from these constrained ``beta`` (k, V) and ``alpha`` "
-                  "(k,) (e.g. :func:`spectral`); ``None`` is NumPyro's default start (unconstrained coordinates "
-                  "uniform in (-2, 2)).", None),
-    "max_steps": Param("int", "Most optimization steps (one minibatch each) when ``num_steps`` is None; reaching it "
-                       "before the stopping rule fires warns.", 2000),
-    "tol": Param("float", "The stopping rule: a fixed, seeded batch of ``batch_size`` documents is scored every 25 "
-                 "steps (the negative objective per token, at fixed random numbers: ``checks``); from step 100 on, the "
-                 "run stops at the second check in a row where the mean of the last quarter of the checks is less "
-                 "than ``tol`` nats per word below the mean of the quarter before (about a factor ``exp(tol)`` in the "
-                 "batch's perplexity). The checks cost about one step in 25.", 0.01),
-    "num_steps": Param("int, optional", "Exactly this many steps, without the stopping rule (``max_steps`` and "
-                       "``tol`` unused).", None),
-    "batch_size": Param("int", "Documents per minibatch, at most N.", 256),
-    "seed": Param("int", "Seeds the starting values (``init=None``), the minibatches and SVI.", 0),
-    "progress": Param("None, bool or int", "Progress lines to the ``specinit`` logger (INFO; shown only when the "
-                      "application configures logging, e.g. ``logging.basicConfig(level=\"INFO\")``). ``None`` "
-                      "(default): a line with the recent mean loss per word every 15 s, only in runs that last that "
-                      "long, and a tqdm bar when standard error is a terminal; ``True``: the same lines and always the "
-                      "bar; an int: a line every ``progress`` steps, no bar; ``False``/0: none. A last line says why "
-                      "and when the run stopped.", None),
-    "lr": Param("float", "Adam step size at step 0; it decays like ``lr / sqrt(1 + t / decay_steps)``.", 0.05),
-    "decay_steps": Param("float", "Time scale of the step-size decay.", 200.0),
-    "snapshot_every": Param("int, optional", "Keep ``(step, params)`` every this many steps (e.g. to measure "
-                            "held-out perplexity along the run).", None),
-}
-
-
-@face(SVI_OPTIONS)
+@face({**MODEL_ARGUMENTS, **LOCAL_STEP, **SVI_OPTIONS})
 def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progress, lr, decay_steps, local_steps, local,
         eta, alpha_prior, snapshot_every):
     """Minibatch SVI of sparse LDA with closed-form per-document updates (online-VB style).
@@ -810,7 +751,7 @@ def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progres
     coordinates and computes each minibatch's ``theta`` by the online
     variational-Bayes E-step given the current ``beta`` ([1]_ Alg. 2): no
     per-document parameters are optimized (see
-    :mod:`specinit.models._topics`).
+    :mod:`specinit.models._svi`).
 
     Returns
     -------
@@ -842,10 +783,7 @@ def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progres
     .. [1] Hoffman, Blei, Bach. "Online learning for latent Dirichlet
        allocation", NeurIPS 2010, Alg. 2.
     """
-    k = check_int(k, "k", None, minimum=1)
-    local = check_local(local, None)
-    local_steps = check_int(local_steps, "local_steps", None, minimum=1)
-    kwargs = {"k": k, "eta": check_positive(eta, "eta", None), "alpha_prior": tuple(alpha_prior)}
+    kwargs = {"k": k, "eta": eta, "alpha_prior": tuple(alpha_prior)}
     return run_svi(model, guide, lambda vocab: {"alpha": (k,), "beta": (k, vocab)}, counts, k, init=init,
                    num_steps=num_steps, max_steps=max_steps, tol=tol, batch_size=batch_size, seed=seed, progress=progress,
                    lr=lr, decay_steps=decay_steps,

@@ -29,15 +29,15 @@ import numpyro.distributions as dist
 import scipy.sparse as sp
 from scipy.special import gammaln
 
-from specinit._validation import Interval, check_int, check_positive, public
+from specinit._validation import Interval, public
 from specinit.distributions.continuous import TRANSFORMS, point_mass
 from specinit.distributions.counts import ModelData, mixture_loglik, topic_components
 from specinit.distributions.mixtures import MixtureLikelihood
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import Param
-from specinit.models._svi import run_svi, svi_batch
-from specinit.models._topics import TopicFamily
+from specinit.faces import Param, face
+from specinit.models._svi import SVI_OPTIONS, run_svi, svi_batch
+from specinit.models._topics import MODEL_ARGUMENTS, TopicFamily
 from specinit.refine import check_estimate, least_needed_component, mixture_e_step
 
 __all__ = ["FACTS", "FAMILY", "SingleTopic", "guide", "log_likelihood", "model", "population_moments", "predict", "refine",
@@ -156,32 +156,9 @@ FAMILY = SingleTopic()
 FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
-@public
-def model(counts=None, *, k: int, vocab_size: int | None = None, doc_lengths=None, eta: float = 0.1, subsample_size=None):
+@face(MODEL_ARGUMENTS)
+def model(counts, *, k, vocab_size, doc_lengths, eta, subsample_size):
     """NumPyro single-topic model with the topic of each document summed out.
-
-    Parameters
-    ----------
-    counts : array, scipy.sparse matrix or DocumentCounts, shape (N, V), optional
-        Observed word counts: dense for small corpora, sparse (as
-        ``CountVectorizer`` returns them) or a
-        :class:`~specinit.distributions.counts.DocumentCounts` minibatch
-        evaluated from the nonzeros only (memory O(nnz * k); a minibatch
-        with ``num_documents`` larger than its rows is scaled up to the
-        corpus). ``None`` generates documents of lengths ``doc_lengths``
-        (``numpyro.infer.Predictive``).
-    k : int
-        Number of topics.
-    vocab_size : int, optional
-        V, needed only when ``counts`` is None (checked against counts
-        otherwise).
-    doc_lengths : array, shape (N,), optional
-        Document lengths, needed only when ``counts`` is None.
-    eta : float
-        Symmetric Dirichlet concentration of each topic.
-    subsample_size : int, optional
-        Documents per step for SVI (``numpyro.plate`` subsampling) with
-        dense counts; sparse counts are subsampled by feeding minibatches.
 
     Raises
     ------
@@ -404,18 +381,13 @@ def log_likelihood(counts, estimate) -> np.ndarray:
     return FAMILY.log_likelihood(counts, estimate)
 
 
-def guide(counts=None, *, k, vocab_size=None, doc_lengths=None, eta=0.1, subsample_size=None):
+@face({**MODEL_ARGUMENTS, "counts": Param("scipy.sparse matrix or DocumentCounts", "The counts of the minibatch "
+                                            "(as for :func:`model`).", None)})
+def guide(counts, *, k, vocab_size, doc_lengths, eta, subsample_size):
     """NumPyro guide of :func:`model` on sparse counts: point masses for ``weights`` and ``beta`` (topics summed out).
 
     Its parameters ``weights_unconstrained`` (k-1,) and ``beta_unconstrained``
     (k, V-1) start at zero unless given to ``SVI.init(init_params=...)``.
-
-    Parameters
-    ----------
-    counts : scipy.sparse matrix or DocumentCounts
-    k : int
-    vocab_size, doc_lengths, eta, subsample_size
-        The model's other arguments (unused).
     """
     vocab = svi_batch(counts).vocab_size
     point_mass("weights", jnp.zeros(k - 1), TRANSFORMS["weights"])
@@ -423,63 +395,18 @@ def guide(counts=None, *, k, vocab_size=None, doc_lengths=None, eta=0.1, subsamp
         point_mass("beta", jnp.zeros((k, vocab - 1)), TRANSFORMS["beta"])
 
 
-@public
-def svi(counts, k: int, *, init=None, max_steps: int = 2000, tol: float = 0.01, num_steps: int | None = None,
-        batch_size: int = 256, seed: int = 0, progress=None,
-        lr: float = 0.05, decay_steps: float = 200.0, eta: float = 0.1, snapshot_every: int | None = None):
+@face({**MODEL_ARGUMENTS, **SVI_OPTIONS})
+def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progress, lr, decay_steps, eta,
+        snapshot_every):
     """Minibatch SVI of the sparse single-topic model (point masses for ``weights`` and ``beta``).
 
     Runs ``numpyro.infer.SVI`` on :func:`model` fed by minibatches of
     documents (O(nnz) per step). Each document's topic is summed out in
     the likelihood, so the guide has only the global sites, as point masses
     in unconstrained (additive log-ratio) coordinates (see
-    :mod:`specinit.models._topics`); the objective is the log joint of
+    :mod:`specinit.models._svi`); the objective is the log joint of
     those coordinates, the stochastic-gradient analogue of EM for a mixture
     of unigrams ([1]_ Sec. 3.1).
-
-    Parameters
-    ----------
-    counts : array-like or scipy.sparse matrix, shape (N, V)
-        Non-negative integer word counts.
-    k : int
-        Number of topics.
-    init : SpectralEstimate or dict, optional
-        Start from these constrained ``beta`` (k, V) and ``weights`` (k,)
-        (e.g. :func:`spectral`); ``None`` is NumPyro's default start.
-    max_steps : int
-        Most optimization steps (one minibatch each) when ``num_steps`` is
-        None; reaching it before the stopping rule fires warns.
-    tol : float
-        The stopping rule: a fixed, seeded batch of ``batch_size``
-        documents is scored every 25 steps (the negative objective per
-        token, at fixed random numbers: ``checks``); from step 100 on, the
-        run stops at the second check in a row where the mean of the last
-        quarter of the checks is less than ``tol`` nats per word below the
-        mean of the quarter before (about a factor ``exp(tol)`` in the
-        batch's perplexity). The checks cost about one step in 25.
-    num_steps : int, optional
-        Exactly this many steps, without the stopping rule (``max_steps``
-        and ``tol`` unused).
-    batch_size : int
-        Documents per minibatch, at most N.
-    seed : int
-        Seeds the starting values, the minibatches and SVI.
-    progress : None, bool or int
-        Progress lines to the ``specinit`` logger (INFO; shown only when the
-        application configures logging, e.g. ``logging.basicConfig(level="INFO")``).
-        ``None`` (default): a line with the recent mean loss per word every
-        15 s, only in runs that last that long, and a tqdm bar when standard
-        error is a terminal; ``True``: the same lines and always the bar; an
-        int: a line every ``progress`` steps, no bar; ``False``/0: none. A
-        last line says why and when the run stopped.
-    lr : float
-        Adam step size at step 0, decaying like ``lr / sqrt(1 + t / decay_steps)``.
-    decay_steps : float
-        Time scale of the step-size decay.
-    eta : float
-        Dirichlet concentration of each topic in the model.
-    snapshot_every : int, optional
-        Keep ``(step, params)`` every this many steps.
 
     Returns
     -------
@@ -510,8 +437,7 @@ def svi(counts, k: int, *, init=None, max_steps: int = 2000, tol: float = 0.01, 
     ----------
     .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, JMLR 2014, Sec. 3.1.
     """
-    k = check_int(k, "k", None, minimum=1)
-    kwargs = {"k": k, "eta": check_positive(eta, "eta", None)}
+    kwargs = {"k": k, "eta": eta}
     return run_svi(model, guide, lambda vocab: {"weights": (k,), "beta": (k, vocab)}, counts, k,
                    init=init, num_steps=num_steps, max_steps=max_steps, tol=tol, batch_size=batch_size, seed=seed,
                    progress=progress, lr=lr, decay_steps=decay_steps, snapshot_every=snapshot_every, model_kwargs=kwargs)

@@ -94,19 +94,22 @@ def _with_parameters(doc: str, section: str) -> str:
     return f"{head}\n\n{section}\n\n{tail}".rstrip() + "\n"
 
 
-def face(table: Mapping[str, Param]) -> Callable[[Callable], Callable]:
+def face(table: Mapping[str, Param], *, validate: bool = True) -> Callable[[Callable], Callable]:
     """Decorator: the public function of a template, with signature and ``Parameters`` section from ``table``.
 
     The template's ``def`` line names the arguments and their kinds (positional before the ``*``, keyword-only
     after it; ``**name`` for keyword arguments forwarded as they are); ``table`` gives each named argument its
     default and its documentation (type and description). Calls bind to the declared signature (missing
-    defaults filled in, unknown names refused as Python refuses them) and reach the template with every argument
-    named.
+    defaults filled in, unknown names refused as Python refuses them), every argument with a constraint is
+    checked against it (and normalised), and the template receives every argument named.
 
     Parameters
     ----------
     table : dict of str -> Param
         Declarations by argument name; every argument of the template must be declared.
+    validate : bool, default True
+        Check the arguments' constraints at the entry; False where the callee checks them once itself (the
+        family skeleton checks the options of ``spectral``).
 
     Returns
     -------
@@ -129,11 +132,15 @@ def face(table: Mapping[str, Param]) -> Callable[[Callable], Callable]:
         signature = declared.replace(parameters=parameters)
         names = [f"**{name}" if p.kind is inspect.Parameter.VAR_KEYWORD else name
                  for name, p in declared.parameters.items()]
+        checked = [name for name in names if validate and not name.startswith("**")
+                   and table[name].constraint is not None]
 
         @functools.wraps(template)
         def entry(*args, **kwargs):
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
+            for name in checked:
+                bound.arguments[name] = table[name].check(name, bound.arguments[name])
             return template(*bound.args, **bound.kwargs)
 
         entry.__signature__ = signature

@@ -231,7 +231,7 @@ class Family:
         -------
         callable
         """
-        return face({**self.declared(), **overrides})
+        return face({**self.declared(), **overrides}, validate=False)
 
     def refine_face(self, **overrides):
         """Decorator building this family's public ``refine`` from a template: the EM options
@@ -252,7 +252,7 @@ class Family:
         table = {**self.declared(), **EM_OPTIONS}
         for name, value in overrides.items():
             table[name] = value if isinstance(value, Param) else replace(table[name], default=value)
-        return face(table)
+        return face(table, validate=False)
 
     def declared(self) -> dict:
         """Every declared argument of this family's public functions: :data:`COMMON_OPTIONS`, :attr:`arguments`,

@@ -559,32 +559,27 @@ def em(family, data, estimate, *, max_iter, tol, rtol, window, floor, restarts, 
     RuntimeWarning
         EM did not converge in ``max_iter`` iterations.
     """
-    settings = check_arguments(EM_OPTIONS, {"max_iter": max_iter, "tol": tol, "rtol": rtol, "floor": floor,
-                                            "restarts": restarts, "restart_iter": restart_iter,
-                                            "split_merge": split_merge, "seed": seed, "window": window})
-    max_iter, floor = settings["max_iter"], settings["floor"]
     prepared = family.refine_data(data, estimate, **options)
     n_obs = family.n_observations(prepared)
-    rule = StoppingRule(n_obs, settings["tol"], 1e-6 if settings["rtol"] is None else settings["rtol"],
-                        settings["window"], family.unit_offset(prepared))
+    rule = StoppingRule(n_obs, tol, 1e-6 if rtol is None else rtol, window, family.unit_offset(prepared))
     sites = estimate.sites
     params, _ = project(dict(estimate.params), sites, floor)
-    rng = np.random.default_rng(settings["seed"])
+    rng = np.random.default_rng(seed)
     run = _start_run(family, prepared, params)
     extra, explore = {}, rule.loose()
-    if settings["restarts"] and max_iter > 0:
+    if restarts and max_iter > 0:
         runs = [run] + [_start_run(family, prepared, project(perturbed(params, sites, rng, spread), sites, floor)[0])
-                        for spread in np.resize(RESTART_SPREADS, settings["restarts"])]
-        steps = _race(family, prepared, runs, sites, floor, explore, max_iter, settings["restart_iter"], options)
+                        for spread in np.resize(RESTART_SPREADS, restarts)]
+        steps = _race(family, prepared, runs, sites, floor, explore, max_iter, restart_iter, options)
         finals = np.array([candidate.trace[-1] for candidate in runs])
         chosen = int(np.argmax(finals))
         run = runs[chosen]
         extra = {"restart_log_likelihoods": finals, "chosen_restart": chosen, "restart_steps": steps,
                  "restart_iterations": int(steps.sum() - steps[chosen])}
-    if settings["split_merge"] and max_iter > 0:
+    if split_merge and max_iter > 0:
         _climb(family, prepared, run, sites, floor, explore, max_iter, options)
-        run, moves = _split_merge(family, prepared, run, sites, floor, explore, max_iter, settings["restart_iter"],
-                                  settings["split_merge"], rng, options)
+        run, moves = _split_merge(family, prepared, run, sites, floor, explore, max_iter, restart_iter, split_merge,
+                                  rng, options)
         extra.update(moves)
     run.converged = run.n_iter > 0 and rule.converged(run.trace)
     _climb(family, prepared, run, sites, floor, rule, max_iter, options)

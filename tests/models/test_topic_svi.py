@@ -318,13 +318,13 @@ def test_bad_inputs(corpus, small):
         lda.svi(X, K, local="adam")
     with pytest.raises(ValueError, match="'max_steps' argument of lda.svi must be an integer >= 1; got 0"):
         lda.svi(X, K, max_steps=0)
-    with pytest.raises(TypeError, match="'max_steps' argument of single_topic.svi must be an integer; got 10.5"):
+    with pytest.raises(TypeError, match="'max_steps' argument of single_topic.svi must be an integer >= 1; got 10.5"):
         single_topic.svi(X, K, max_steps=10.5)
     with pytest.raises(ValueError, match="'tol' argument of lda.svi must be a finite number > 0; got 0.0"):
         lda.svi(X, K, tol=0)
-    with pytest.raises(TypeError, match="'tol' argument of single_topic.svi must be a positive real number; got 'x'"):
+    with pytest.raises(TypeError, match="'tol' argument of single_topic.svi must be a finite number > 0; got 'x'"):
         single_topic.svi(X, K, tol="x")
-    with pytest.raises(ValueError, match="'num_steps' argument of lda.svi must be an integer >= 1; got 0"):
+    with pytest.raises(ValueError, match="'num_steps' argument of lda.svi must be an integer >= 1 or None; got 0"):
         lda.svi(X, K, num_steps=0)
     with pytest.raises(ValueError, match="'progress' argument of lda.svi"):
         lda.svi(X, K, progress=-1)
