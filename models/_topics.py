@@ -653,6 +653,10 @@ def _fold_in(X, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray, n_iter: 
 #: Dirichlet concentration of each topic in the closing EM sweeps (the ``eta`` of ``lda.model``).
 CLOSING_ETA = 0.1
 
+#: Precision of the per-document proportions kept between closing sweeps: only the next sweep's warm start, whose
+#: fold-in steps run in float64 (half-precision rounding, 5e-4 relative, is far below a fold-in step's move).
+WARM_START = np.float16
+
 
 def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, floor: float, eta: float = CLOSING_ETA,
                  fold_in_steps: int = 3, prior_counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
@@ -670,7 +674,7 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
     core without per-token temporaries; otherwise the documents are
     processed in blocks of bounded (nonzeros, k) temporaries
     (:data:`TOKEN_BLOCK_BYTES`) on every core. Memory: the (N, k)
-    proportions kept in float32 between sweeps (a warm start, refined by
+    proportions kept in half precision between sweeps (a warm start, refined by
     the next sweep's fold-in steps in float64) and a few blocks'
     temporaries. ``prior_counts`` (k, V),
     expected topic-word counts of documents not in ``source`` (earlier
@@ -687,9 +691,9 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
 
     def sweep(item, beta, alpha):
         i, X = item
-        theta = thetas.get(i)  # float32 from the previous sweep: both sweeps below copy it to float64
+        theta = thetas.get(i)  # the previous sweep's, in WARM_START precision: each document's steps run in float64
         if theta is None:
-            theta = np.tile(alpha / alpha.sum(), (X.shape[0], 1))
+            theta = np.tile((alpha / alpha.sum()).astype(np.float32), (X.shape[0], 1))
         if compiled is not None:
             return (i, *compiled(X, beta, alpha, theta, fold_in_steps), float(X.data.sum()))
         tokens = _tokens(X, beta)
@@ -706,7 +710,9 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
             blocks = enumerate(block for chunk in source.chunks() for block in _token_blocks(chunk, k))
             results = in_order(partial(sweep, beta=beta, alpha=alpha), blocks, os.cpu_count() or 1)
         for i, theta, block_stats, block_total, block_tokens in results:
-            thetas[i] = theta.astype(np.float32, copy=False)  # the next sweep's warm start: half the memory
+            # the next sweep's warm start, a quarter of float64's memory; rounded through float32 on both paths (the
+            # compiled sweep returns float32), so that they give the same bits
+            thetas[i] = theta.astype(np.float32, copy=False).astype(WARM_START)
             stats += block_stats
             total += block_total
             n_tokens += block_tokens
@@ -714,11 +720,15 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
             # threads' partial counts (the compiled sweep's expected counts are a view of them), about 0.1 GB at
             # N = 1M, k = 100
             del theta, block_stats
-        counts = beta * stats + (0.0 if prior_counts is None else prior_counts)
+        counts = stats  # in place, as the (k, V) arrays below: at V = 50k, k = 100 each is 40 MB
+        counts *= beta
+        if prior_counts is not None:
+            counts += prior_counts
         loglik.append(total / max(n_tokens, 1.0))
-        smoothed = counts + eta
-        beta, _ = project_to_simplex(smoothed / smoothed.sum(axis=1, keepdims=True), floor)
         mass = counts.sum(axis=1)
         alpha = alpha.sum() * mass / mass.sum()
+        counts += eta
+        counts /= counts.sum(axis=1, keepdims=True)
+        beta, _ = project_to_simplex(counts, floor)
     return beta, alpha, {"closing_sweeps": int(sweeps), "closing_eta": float(eta),
                          "closing_log_likelihood": np.asarray(loglik)}

@@ -203,6 +203,12 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     d = raw.n_features
     rng = as_generator(seed, func)
     U, s, space = positive_eigenspace(raw, k, seed=rng, start=start)
+    # the next update's start: the whole leading Ritz block (the top k alone, completed by random columns, made
+    # the warm start's first passes no better than a cold start's on the docstrings corpus: 6-8 passes an update,
+    # against 4-5 with the block)
+    leading = space.basis @ space.vectors[:, : min(d, k + OVERSAMPLE)]
+    ritz, ritz_residual, passes = space.ritz, space.residual, space.passes
+    del space  # the Krylov basis and its image, (V, up to 4 blocks) each, are freed before the recovery's algebra
     rowsum = U @ (s * U.sum(axis=0))
     valid = rowsum > 0
     X = (U * s) / np.where(valid, rowsum, 1.0)[:, None]
@@ -247,7 +253,6 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     beta, _ = project_to_simplex((A / np.maximum(topic_mass, 1e-300)).T, floor)
     weights = topic_mass / topic_mass.sum()
     residual = np.sum(C * (C @ G), axis=1) - 2 * np.sum(C * H, axis=1)
-    ritz = space.ritz
     report = {
         "method": "anchor",
         "weighting": getattr(raw, "weighting", "pooled"),
@@ -260,15 +265,11 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
         "anchor_recovery_steps": steps,
         "n_words_without_pairs": int(np.count_nonzero(~valid)),
         "m2_eigenvalues": ritz,
-        "m2_ritz_residual": space.residual,
-        "m2_passes": space.passes,
+        "m2_ritz_residual": ritz_residual,
+        "m2_passes": passes,
         "k_supported": supported_k(ritz),
         "alpha_sum": float(alpha_sum),
     }
     if hasattr(raw, "n_documents"):
         report.update(n_documents=raw.n_documents, n_dropped=raw.n_dropped)
-    # the next update's start: the whole leading Ritz block (the top k alone, completed by random columns, made
-    # the warm start's first passes no better than a cold start's on the docstrings corpus: 6-8 passes an update,
-    # against 4-5 with the block)
-    leading = space.basis @ space.vectors[:, : min(d, k + OVERSAMPLE)]
     return beta, alpha_sum * weights, leading, report

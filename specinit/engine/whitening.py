@@ -242,15 +242,32 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
         return _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks, order)
 
 
+def _columns(xp, new, buffer, tall=None):
+    """``tall`` (None: no columns) followed by the columns of ``new``: a view of ``buffer``, whose leading columns
+    ``tall`` already is, for host arrays; a concatenation for device arrays (``buffer`` None)."""
+    if buffer is None:
+        return new if tall is None else xp.concatenate([tall, new], axis=1)
+    m = 0 if tall is None else tall.shape[1]
+    buffer[:, m: m + new.shape[1]] = new
+    return buffer[:, : m + new.shape[1]]
+
+
 def _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks, order) -> RitzSubspace:
     # The tall arrays (basis, image: (d, m)) stay where ``start`` is (host or device: namespace); the projections
     # B = Q^T M2 Q and G = (M2 Q)^T (M2 Q) are small host arrays grown by one block per pass (O(d m b) per pass).
     xp = namespace(start)
-    basis = xp.linalg.qr(start)[0]
-    image = matmat(basis)
-    width = basis.shape[1]
-    d = basis.shape[0]
+    d, width = start.shape
     capacity = min(d, max_blocks * width)
+
+    def fresh_buffers():
+        # Host arrays grow inside two (d, capacity + width) column-major buffers, new after each restart: a block
+        # is written in place (no copy of the space per pass) and only the columns written so far are resident;
+        # device arrays (immutable) are concatenated.
+        return tuple(np.empty((d, capacity + width), order="F") for _ in range(2)) if xp is np else (None, None)
+
+    buffers = fresh_buffers()
+    basis = _columns(xp, xp.linalg.qr(start)[0], buffers[0])
+    image = _columns(xp, matmat(basis), buffers[1])
     added, passes = width, 1
     B = np.asarray(basis.T @ image)
     G = np.asarray(image.T @ image)
@@ -262,7 +279,9 @@ def _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks, or
         newest = image[:, m - added :]
         if m + width > capacity:  # thick restart on the top Ritz vectors
             keep = vecs[:, :width]
-            basis, image = basis @ keep, image @ keep
+            buffers = fresh_buffers()
+            basis = _columns(xp, basis @ keep, buffers[0])  # one at a time: the old basis is freed here
+            image = _columns(xp, image @ keep, buffers[1])
             B, G = keep.T @ B @ keep, keep.T @ G @ keep
             newest = image
         block = _next_block(basis, newest)
@@ -274,7 +293,7 @@ def _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks, or
         C, H = np.asarray(basis.T @ Y), np.asarray(image.T @ Y)
         B = np.block([[B, C], [C.T, np.asarray(block.T @ Y)]])
         G = np.block([[G, H], [H.T, np.asarray(Y.T @ Y)]])
-        basis, image = xp.concatenate([basis, block], axis=1), xp.concatenate([image, Y], axis=1)
+        basis, image = _columns(xp, block, buffers[0], basis), _columns(xp, Y, buffers[1], image)
     ritz, vecs, _ = _ritz_pairs(B, G, k, order)  # of the final space (a thick restart may have rotated it)
     residual = _exact_residual(basis, image, ritz, vecs, wanted_pairs(ritz, k, order))
     return RitzSubspace(basis=basis, image=image, ritz=ritz, vectors=vecs, residual=residual, passes=passes)

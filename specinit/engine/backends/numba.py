@@ -367,8 +367,9 @@ def closing_sweep(chunk, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray,
     alpha : ndarray, shape (k,)
         Dirichlet parameters of the proportions.
     theta : ndarray, shape (n, k)
-        Starting proportions (the previous sweep's); float32 ones are
-        returned in float32 (the steps of each document run in float64).
+        Starting proportions (the previous sweep's); float64 ones are
+        returned in float64, others in float32 (the steps of each document
+        run in float64).
     steps : int
         Fixed-point steps per document.
 
@@ -379,8 +380,9 @@ def closing_sweep(chunk, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray,
     log_likelihood : float
         Sum over the chunk's tokens.
     """
-    # float32 proportions (a warm start kept between sweeps) stay float32: each document's steps run in float64
-    theta = np.array(theta, dtype=np.float32 if np.asarray(theta).dtype == np.float32 else np.float64)
+    # proportions below float64 (a warm start kept between sweeps) come back float32: each document's steps run in
+    # float64
+    theta = np.array(theta, dtype=np.float64 if np.asarray(theta).dtype == np.float64 else np.float32)
     beta_t = np.ascontiguousarray(beta.T)
     n_parts = max(1, min(numba.get_num_threads(), chunk.shape[0]))
     stats, totals = np.zeros((n_parts, *beta_t.shape)), np.zeros(n_parts)
