@@ -40,8 +40,9 @@ from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, Family, k_param
 
-__all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "TopicData", "TopicFamily", "check_alpha0_grid", "close_topics",
-           "default_alpha0_grid", "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace", "word_pairs"]
+__all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "TopicData", "TopicFamily", "check_alpha0_grid",
+           "close_topics", "default_alpha0_grid", "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace",
+           "word_pairs"]
 
 
 #: The arguments of the topic models' NumPyro programs (``lda.model``, ``single_topic.model``), declared once: their
