@@ -340,3 +340,21 @@ def test_bad_inputs(corpus, small):
     with pytest.raises(ValueError, match="two-dimensional"):
         numpyro.handlers.seed(lda.model, 0)(np.ones(5), k=K)
     assert isinstance(from_csr(sp.csr_matrix(dense)), DocumentCounts)
+
+
+@pytest.mark.parametrize("module", [lda, single_topic])
+def test_model_arguments_are_checked_at_the_entry_from_their_one_declaration(module, small):
+    """The topic models' arguments are declared once (``_topics.MODEL_ARGUMENTS``): every face that takes them
+    checks them against that declaration, with the same message."""
+    X = sp.csr_matrix(small[0])
+    name = module.__name__.rsplit(".", 1)[-1]
+    faces = [("model", lambda **kw: numpyro.handlers.seed(module.model, 0)(X, **kw)),
+             ("guide", lambda **kw: numpyro.handlers.seed(module.guide, 0)(X, **kw)),
+             ("svi", lambda **kw: module.svi(X, num_steps=1, batch_size=2, progress=False, **kw))]
+    for face, call in faces:
+        with pytest.raises(ValueError, match=f"'k' argument of {name}.{face} must be an integer >= 1; got 0"):
+            call(k=0)
+        with pytest.raises(TypeError, match=f"'k' argument of {name}.{face} must be an integer >= 1; got 2.5"):
+            call(k=2.5)
+        with pytest.raises(ValueError, match=f"'eta' argument of {name}.{face} must be a finite number > 0; got -1"):
+            call(k=K, eta=-1.0)
