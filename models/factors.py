@@ -77,8 +77,9 @@ from specinit.distributions.continuous import UnitExponentialPower, excess_kurto
 from specinit.engine.cumulants import CorrectedCovariance, whitened_fourth_cumulant, whitened_third_cumulant
 from specinit.engine.sources import check_rows
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import Param
+from specinit.faces import Param, face
 from specinit.family import COMMON_OPTIONS, Family, k_param
+from specinit.refine import MAP_OPTIONS, map_estimate
 
 __all__ = [
     "FACTS",
@@ -458,8 +459,6 @@ class Factors(Family):
 
     def refine_map(self, x, estimate, **options):
         """The posterior mode from ``estimate``, its factor scores filled in when absent."""
-        from specinit.refine import map_estimate
-
         if "factors" not in estimate.params:
             estimate = self.estimate(estimate.k, {**estimate.params,
                                                   "factors": _scores(estimate.params, check_rows(x), 0.05)},
@@ -605,28 +604,20 @@ def spectral(x, k, cumulant, *, noise, method, seed, decompose_options, scores, 
                            backend=backend, cumulant=cumulant, noise=noise, scores=scores)
 
 
-@public
-def refine(x, estimate, *, method: str = "map", num_steps: int = 500, lr: float = 0.01, seed: int = 0):
+# The options are checked once, by the driver (:func:`specinit.refine.map_estimate`).
+@face({
+    **MAP_OPTIONS,
+    "x": Param("array, shape (N, d)", "The observations."),
+    "estimate": Param("SpectralEstimate or dict", "Starting ``loc``, ``loadings``, ``shape`` or ``power``, ``noise`` "
+                      "(and optionally ``factors``)."),
+}, validate=False)
+def refine(x, estimate, *, method, num_steps, lr, seed):
     """Spectral then refine: the posterior mode of :func:`model` (``AutoDelta``, Adam) from an estimate.
 
     The factors are continuous latents with no closed-form posterior (Gamma
     or exponential-power factors), so there is no closed-form EM; the
     refinement maximizes the log joint of every site, factor scores included
     (:func:`factor_scores` fills them in when the estimate has none).
-
-    Parameters
-    ----------
-    x : array, shape (N, d)
-        The observations.
-    estimate : SpectralEstimate or dict
-        Starting ``loc``, ``loadings``, ``shape`` or ``power``, ``noise``
-        (and optionally ``factors``).
-    method : {"map"}
-    num_steps : int
-        Adam steps (full batch).
-    lr : float
-        Adam step size.
-    seed : int
 
     Returns
     -------

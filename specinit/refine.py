@@ -31,13 +31,14 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from specinit._validation import Interval, bad_argument, check_arguments, current_entry, warn
+from specinit._validation import Interval, bad_argument, current_entry, warn
 from specinit.engine.support import project
 from specinit.estimate import SpectralEstimate, check_site_values
 from specinit.faces import Param, face
 
-__all__ = ["DRIVERS", "EM_OPTIONS", "RESTART_SPREADS", "RefineResult", "StoppingRule", "check_estimate", "em",
-           "map_estimate", "in_float64", "least_needed_component", "log_joint", "mixture_e_step", "normalized_rows", "perturbed"]
+__all__ = ["DRIVERS", "EM_OPTIONS", "MAP_OPTIONS", "RESTART_SPREADS", "RefineResult", "StoppingRule", "check_estimate",
+           "em", "map_estimate", "in_float64", "least_needed_component", "log_joint", "mixture_e_step",
+           "normalized_rows", "perturbed"]
 
 #: The options of :func:`em`, declared once: the families' ``refine`` faces take them (with their own defaults).
 EM_OPTIONS = {
@@ -595,27 +596,26 @@ def em(family, data, estimate, *, max_iter, tol, rtol, window, floor, restarts, 
                         {"n_observations": n_obs, "decreases": decreases, **extra})
 
 
-def map_estimate(family, data, estimate: SpectralEstimate, *, num_steps: int = 500, lr: float = 0.01, seed: int = 0,
-                 tol: float = 1e-4, **options) -> RefineResult:
-    """The posterior mode of the family's NumPyro model, by Adam on an ``AutoDelta`` guide started at ``estimate``.
+#: The options of :func:`map_estimate`, declared once: the ``refine`` faces of the MAP families take them.
+MAP_OPTIONS = {
+    "method": Param("{'map'}", "The posterior mode (``AutoDelta``, Adam).", "map"),
+    "num_steps": Param("int", "Adam steps (full batch).", 500, Interval(int, 1)),
+    "lr": Param("float", "Adam step size.", 0.01, Interval(float, 0.0, open="low")),
+    "seed": Param("int", "Seeds the optimization.", 0, Interval(int, 0)),
+    "tol": Param("float", "``converged`` when the mean log joint of the last tenth of the steps is within ``tol`` "
+                 "(relative) of the tenth before it.", 1e-4, Interval(float, 0.0, open="low")),
+}
 
-    Parameters
-    ----------
-    family : Family
-        Provides ``model_inputs(data, estimate, **options) -> (model, args, kwargs)``.
-    data : object
-    estimate : SpectralEstimate
-        The start (every latent site of the model must have a value).
-    num_steps : int
-        Adam steps (full batch).
-    lr : float
-        Adam step size.
-    seed : int
-    tol : float
-        ``converged`` when the mean log joint of the last tenth of the steps
-        is within ``tol`` (relative) of the tenth before it.
-    **options
-        Passed to ``model_inputs``.
+
+@face({
+    **MAP_OPTIONS,
+    "family": Param("Family", "Provides ``model_inputs(data, estimate, **options) -> (model, args, kwargs)``."),
+    "data": Param("object", "The family's data."),
+    "estimate": Param("SpectralEstimate", "The start (every latent site of the model must have a value)."),
+    "options": Param("dict", "Passed to ``model_inputs``."),
+})
+def map_estimate(family, data, estimate, *, num_steps, lr, seed, tol, **options) -> RefineResult:
+    """The posterior mode of the family's NumPyro model, by Adam on an ``AutoDelta`` guide started at ``estimate``.
 
     Returns
     -------
@@ -627,27 +627,22 @@ def map_estimate(family, data, estimate: SpectralEstimate, *, num_steps: int = 5
     from numpyro.infer.autoguide import AutoDelta
     from numpyro.optim import Adam
 
-    settings = check_arguments({"num_steps": Interval(int, 1), "lr": Interval(float, 0.0, open="low"),
-                                "tol": Interval(float, 0.0, open="low"), "seed": Interval(int, 0)},
-                               {"num_steps": num_steps, "lr": lr, "tol": tol, "seed": seed})
     model, args, kwargs = family.model_inputs(data, estimate, **options)
     guide = AutoDelta(model, init_loc_fn=estimate.init_strategy())
-    svi = SVI(model, guide, Adam(settings["lr"]), Trace_ELBO())
-    result = svi.run(jax.random.PRNGKey(settings["seed"]), settings["num_steps"], *args, progress_bar=False,
-                     **kwargs)
+    svi = SVI(model, guide, Adam(lr), Trace_ELBO())
+    result = svi.run(jax.random.PRNGKey(seed), num_steps, *args, progress_bar=False, **kwargs)
     trace = -np.asarray(result.losses, dtype=np.float64)
     median = guide.median(result.params)
     params = {name: np.asarray(median[name], dtype=np.float64) for name in estimate.params if name in median}
     params, _ = project(params, estimate.sites, 1e-12)
     tenth = max(trace.size // 10, 1)
     last, before = trace[-tenth:].mean(), trace[-2 * tenth: -tenth].mean() if trace.size >= 2 * tenth else -np.inf
-    converged = bool(np.isfinite(last) and abs(last - before) <= settings["tol"] * abs(last))
+    converged = bool(np.isfinite(last) and abs(last - before) <= tol * abs(last))
     if not np.all(np.isfinite(trace)):
         raise FloatingPointError(f"{current_entry()}: the log joint became non-finite during the MAP refinement; "
                                  "lower lr.")
-    result_estimate = refined(family, estimate, {**estimate.params, **params}, "map", trace, settings["num_steps"],
-                              converged)
-    return RefineResult(result_estimate, trace, settings["num_steps"], converged, "map",
+    result_estimate = refined(family, estimate, {**estimate.params, **params}, "map", trace, num_steps, converged)
+    return RefineResult(result_estimate, trace, num_steps, converged, "map",
                         {"n_observations": family.n_observations(args[0]) if args else 0})
 
 

@@ -166,6 +166,15 @@ def test_bad_input():
         factors.population_moments(_LOADINGS, cumulant="skew")
     with pytest.raises(ValueError, match="'loadings' argument"):
         factors.population_moments(_LOADINGS.T, shape=np.ones(_D))
+    estimate = factors.spectral(x, _K, seed=0)
+    with pytest.raises(ValueError, match="'num_steps' argument of factors.refine must be an integer >= 1; got 0"):
+        factors.refine(x, estimate, num_steps=0)
+    with pytest.raises(ValueError, match="'lr' argument of factors.refine must be a finite number > 0; got -0.1"):
+        factors.refine(x, estimate, lr=-0.1)
+    with pytest.raises(TypeError, match="'seed' argument of factors.refine must be an integer >= 0; got 1.5"):
+        factors.refine(x, estimate, seed=1.5)
+    with pytest.raises(ValueError, match="'method' argument"):
+        factors.refine(x, estimate, method="em")
 
 
 @pytest.mark.parametrize("cumulant", ["skew", "kurtosis"])
