@@ -29,6 +29,13 @@ padded to a few bucket sizes (so the jitted step compiles a handful of
 times), and scaled to the corpus by ``num_documents``. The optimizer is Adam
 with the step size decaying like ``lr / sqrt(1 + t / decay_steps)``.
 
+The update is compiled once per process for each set of shapes and settings
+(N, V, ``k``, ``batch_size``, the step and model settings): a second call on
+the same corpus compiles nothing (see ``first_step_seconds``). To keep the
+compiled update across processes, turn on JAX's persistent compilation cache
+before the first call, e.g.
+``jax.config.update("jax_compilation_cache_dir", "/path/to/cache")``.
+
 References
 ----------
 .. [1] Hoffman, Blei, Bach. "Online learning for latent Dirichlet

@@ -44,8 +44,7 @@ import scipy.sparse as sp
 from numpyro.infer import HMCGibbs, NUTS
 from numpyro.infer.mcmc import MCMCKernel
 
-from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, \
-    check_positive, current_entry, public, warn
+from specinit._validation import Interval, Options, as_generator, bad_argument, current_entry, public, warn
 from specinit.distributions.continuous import TRANSFORMS, LogRatioDirichlet, point_mass
 from specinit.distributions.counts import HIGHEST, DenseTopicCounts, ModelData, as_document_counts, \
     lda_augmented_step, lda_loglik, lda_marginal_loglik_draws
@@ -226,7 +225,7 @@ class LDA(TopicFamily):
         elbo = -np.asarray(fit.losses, dtype=np.float64)
         tenth = max(elbo.size // 10, 1)
         last, before = elbo[-tenth:].mean(), elbo[-2 * tenth: -tenth].mean() if elbo.size >= 2 * tenth else -np.inf
-        converged = bool(abs(last - before) <= check_positive(tol, "tol") * abs(last))
+        converged = bool(abs(last - before) <= tol * abs(last))
         result = refined(self, estimate, {"beta": beta, "alpha": alpha, "theta": document_topics(X, beta, alpha)},
                          "svi", elbo, num_steps, converged,
                          {"batch_size": int(batch_size), "seconds": fit.seconds, "final_elbo": float(last)})
@@ -771,12 +770,9 @@ def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progres
 
     Notes
     -----
-    The update is compiled once per process for each set of shapes and
-    settings (N, V, ``k``, ``batch_size``, the step and model settings): a
-    second call on the same corpus compiles nothing (see
-    ``first_step_seconds``). To keep the compiled update across processes,
-    turn on JAX's persistent compilation cache before the first call, e.g.
-    ``jax.config.update("jax_compilation_cache_dir", "/path/to/cache")``.
+    Compiled once per process for each set of shapes and settings; JAX's
+    persistent compilation cache keeps it across processes (see
+    :mod:`specinit.models._svi`).
 
     References
     ----------
@@ -796,14 +792,16 @@ MOMENTS_STATE = "moments/"
 
 
 @FAMILY.face(
+    validate=True,
     counts=Param("array-like, scipy.sparse matrix, list of chunks or callable",
                  "The new (n, V) counts (any input :func:`spectral` reads, except Dask)."),
     estimate=Param("SpectralEstimate, optional", "The fit to update (from :func:`update`, or :func:`load "
                    "<specinit.estimate.SpectralEstimate.load>` of one); None for the first batch.", None),
     k=Param("int, optional", "Number of topics: required for the first batch; with ``estimate`` it must be None or "
-            "``estimate.k``.", None),
-    weighting=Param("{'per-document', 'pooled'}", "Estimator of the pair moment (default: that of :func:`spectral`'s "
-                    "anchor words); fixed by the first batch.", "per-document"),
+            "``estimate.k``.", None, Interval(int, 1, none=True)),
+    weighting=replace(LDA.options["weighting"], type="{'per-document', 'pooled'}", default="per-document",
+                      doc="Estimator of the pair moment (default: that of :func:`spectral`'s anchor words); fixed "
+                      "by the first batch."),
     vocabulary=Param("sequence of str, optional", "Words of the columns; with ``estimate`` it must equal its "
                      "vocabulary.", None))
 def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting, vocabulary) -> SpectralEstimate:
@@ -858,13 +856,10 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
     ((3, 30), 2, 400)
     """
     func = current_entry()
-    checked = check_arguments({**FAMILY.options, **COMMON_OPTIONS},
-                              {"floor": floor, "weighting": weighting, "alpha_sum": alpha_sum, "em_sweeps": em_sweeps})
     rng = as_generator(seed)
     if estimate is None:
         if k is None:
             raise bad_argument("k", None, "given for the first batch (no estimate to update)", k)
-        k = COMMON_OPTIONS["k"].check("k", k)
     else:
         if not isinstance(estimate, SpectralEstimate) or estimate.model != "lda":
             raise bad_argument("estimate", None, "an LDA SpectralEstimate from lda.update", estimate, kind=TypeError)
@@ -874,22 +869,21 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
             raise bad_argument("estimate", None, "an estimate that keeps its moments (from lda.update; lda.spectral "
                                "does not keep them: fit the first batch with lda.update)",
                                "an estimate without stored moments", describe=False)
-        if k is not None and COMMON_OPTIONS["k"].check("k", k) != estimate.k:
+        if k is not None and k != estimate.k:
             raise bad_argument("k", None, f"None or the estimate's k = {estimate.k}", k)
         if vocabulary is not None and estimate.vocabulary is not None and tuple(vocabulary) != estimate.vocabulary:
             raise bad_argument("vocabulary", None, "the estimate's vocabulary", vocabulary)
         k, vocabulary = estimate.k, vocabulary if vocabulary is not None else estimate.vocabulary
     source = CountSource(counts)  # validated once, read by the pair sums and by the sweeps
-    batch = PairSums.from_counts(source, checked["weighting"], "counts")
+    batch = PairSums.from_counts(source, weighting, "counts")
     if estimate is None:
         merged, start, n_batches = batch, np.zeros((batch.n_features, 0)), 1
     else:
         merged = PairSums.from_arrays(stored, "estimate") + batch
         start, n_batches = np.asarray(estimate.state["eigenspace"]), int(estimate.diagnostics.get("n_batches", 1)) + 1
-    floor, em_sweeps = checked["floor"], checked["em_sweeps"]
     with one_blas_thread():
-        beta, alpha, eigenspace, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor,
-                                                     alpha_sum=checked["alpha_sum"], start=start)
+        beta, alpha, eigenspace, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor, alpha_sum=alpha_sum,
+                                                     start=start)
     if estimate is not None:
         # topics keep their labels from batch to batch: the new ones are put in the order of the closest old ones
         order = match_components(estimate.params["beta"], beta)
@@ -916,7 +910,7 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
     "num_steps": Param("int", "SVI steps.", 500),
     "batch_size": Param("int, optional", "Documents per step; default ``min(N, 2048)``.", None),
     "tol": Param("float", "``converged`` when the mean loss of the last tenth of the steps is within ``tol`` "
-                 "(relative) of the tenth before it.", 1e-4),
+                 "(relative) of the tenth before it.", 1e-4, Interval(float, 0.0, open="low")),
     "progress": replace(SVI_OPTIONS["progress"], default=False),
 })
 def refine(counts, estimate, *, num_steps, batch_size, seed, lr, tol, progress):

@@ -426,12 +426,9 @@ def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progres
 
     Notes
     -----
-    The update is compiled once per process for each set of shapes and
-    settings (N, V, ``k``, ``batch_size``, the step and model settings): a
-    second call on the same corpus compiles nothing (see
-    ``first_step_seconds``). To keep the compiled update across processes,
-    turn on JAX's persistent compilation cache before the first call, e.g.
-    ``jax.config.update("jax_compilation_cache_dir", "/path/to/cache")``.
+    Compiled once per process for each set of shapes and settings; JAX's
+    persistent compilation cache keeps it across processes (see
+    :mod:`specinit.models._svi`).
 
     References
     ----------

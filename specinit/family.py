@@ -219,11 +219,14 @@ class Family:
         register_sites(self.name, self.site_table)
 
     # ---- declarations ---------------------------------------------------------------------------------------
-    def face(self, **overrides: Param):
+    def face(self, *, validate: bool = False, **overrides: Param):
         """Decorator building a public function of this family from a template (:func:`specinit.faces.face`).
 
         Parameters
         ----------
+        validate : bool, default False
+            Check the declared constraints at the entry: for functions that do not pass through the skeleton,
+            which checks the options of ``spectral`` once itself.
         **overrides : Param
             Declarations of this function only (an argument it documents differently).
 
@@ -231,7 +234,7 @@ class Family:
         -------
         callable
         """
-        return face({**self.declared(), **overrides}, validate=False)
+        return face({**self.declared(), **overrides}, validate=validate)
 
     def refine_face(self, **overrides):
         """Decorator building this family's public ``refine`` from a template: the EM options

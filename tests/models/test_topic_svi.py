@@ -192,6 +192,10 @@ def test_refine_bad_estimate(corpus):
         lda.refine(corpus.counts, {"beta": np.ones((K, 60)) / 60})
     with pytest.raises(TypeError, match="'estimate' argument of lda.refine"):
         lda.refine(corpus.counts, None)
+    start = {"beta": np.ones((K, 60)) / 60, "alpha": np.ones(K)}
+    for value in (0.0, -1e-3, float("nan")):  # refused at the entry, before any step runs
+        with pytest.raises(ValueError, match="'tol' argument of lda.refine must be a finite number > 0"):
+            lda.refine(corpus.counts, start, tol=value)
 
 
 def test_float32_large_vocabulary_is_finite():
