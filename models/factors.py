@@ -633,18 +633,13 @@ def refine(x, estimate, *, method, num_steps, lr, seed):
     return FAMILY.refine(x, estimate, method=method, num_steps=num_steps, lr=lr, seed=seed)
 
 
-@public
+@FAMILY.scoring_face("x")
 def log_likelihood(x, estimate) -> np.ndarray:
     """Log-likelihood of every row given the estimate's factor scores (``log p(x_n | h_n)``).
 
     The factors' marginal has no closed form; the density is the NumPyro
     program's ``x`` site given ``factors`` (from the estimate, or
     :func:`factor_scores` when it has none for these rows).
-
-    Parameters
-    ----------
-    x : array, shape (N, d)
-    estimate : SpectralEstimate or dict
 
     Returns
     -------

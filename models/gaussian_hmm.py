@@ -328,15 +328,9 @@ def refine(sequences, estimate, *, method, max_iter, tol, floor, reg, restarts, 
                          restarts=restarts, seed=seed)
 
 
-@public
+@FAMILY.scoring_face("sequences")
 def log_likelihood(sequences, estimate) -> np.ndarray:
     """Log-likelihood of every sequence under ``estimate`` (forward algorithm, float64).
-
-    Parameters
-    ----------
-    sequences : 1-D float array, 2-D array or list/tuple of 1-D arrays
-    estimate : SpectralEstimate or dict
-        ``init``, ``transition``, ``loc``, ``scale``.
 
     Returns
     -------

@@ -645,15 +645,9 @@ def refine(x, estimate, *, covariance, method, max_iter, tol, rtol, reg, floor, 
                          floor=floor)
 
 
-@public
+@FAMILY.scoring_face("x")
 def predict(x, estimate) -> tuple[np.ndarray, np.ndarray]:
     """Posterior component probabilities of every row and the most probable component.
-
-    Parameters
-    ----------
-    x : array, shape (N, d)
-    estimate : SpectralEstimate or dict
-        ``weights``, ``loc``, ``scale``.
 
     Returns
     -------
@@ -663,14 +657,9 @@ def predict(x, estimate) -> tuple[np.ndarray, np.ndarray]:
     return FAMILY.predict(x, estimate)
 
 
-@public
+@FAMILY.scoring_face("x")
 def log_likelihood(x, estimate) -> np.ndarray:
     """Log-likelihood of every row, its component summed out.
-
-    Parameters
-    ----------
-    x : array, shape (N, d)
-    estimate : SpectralEstimate or dict
 
     Returns
     -------

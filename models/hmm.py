@@ -428,16 +428,9 @@ def refine(sequences, estimate, *, n_symbols, method, max_iter, tol, rtol, floor
                          n_symbols=n_symbols)
 
 
-@public
+@FAMILY.scoring_face("sequences")
 def log_likelihood(sequences, estimate) -> np.ndarray:
     """Log-likelihood of every sequence under ``estimate`` (forward algorithm, float64).
-
-    Parameters
-    ----------
-    sequences : 1-D int array, 2-D int array or list/tuple of 1-D int arrays
-        As for :func:`spectral`.
-    estimate : SpectralEstimate or dict
-        ``init``, ``transition``, ``emission``.
 
     Returns
     -------

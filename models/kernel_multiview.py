@@ -704,14 +704,9 @@ def refine(views, estimate, *, method, max_iter, tol, reg, floor, restarts, seed
                          restarts=restarts, seed=seed)
 
 
-@public
+@FAMILY.scoring_face("views")
 def predict(views, estimate) -> tuple[np.ndarray, np.ndarray]:
     """Posterior class probabilities of every observation under the projected model, and the most probable class.
-
-    Parameters
-    ----------
-    views : sequence of arrays
-    estimate : SpectralEstimate
 
     Returns
     -------
@@ -721,14 +716,9 @@ def predict(views, estimate) -> tuple[np.ndarray, np.ndarray]:
     return FAMILY.predict(views, estimate)
 
 
-@public
+@FAMILY.scoring_face("views")
 def log_likelihood(views, estimate) -> np.ndarray:
     """Log-likelihood of every observation under the projected model (class and inner Gaussian summed out).
-
-    Parameters
-    ----------
-    views : sequence of arrays
-    estimate : SpectralEstimate
 
     Returns
     -------

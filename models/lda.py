@@ -70,7 +70,7 @@ from specinit.models._topics import (
     fit_lda_grid,
     word_pairs,
 )
-from specinit.refine import RefineResult, refined
+from specinit.refine import RefineResult, check_estimate, in_float64, refined
 
 __all__ = ["FACTS", "FAMILY", "LDA", "document_topics", "guide", "kernel", "log_likelihood", "model",
            "pointwise_log_likelihood", "population_moments", "refine", "spectral", "spectral_from_moments", "svi",
@@ -211,6 +211,16 @@ class LDA(TopicFamily):
         from specinit.corpus import document_completion
 
         return float(document_completion(test, estimate.params["beta"], estimate.params["alpha"]).log_likelihood)
+
+    def log_likelihood(self, counts, estimate, **options) -> np.ndarray:
+        """``log p(c_d | theta_d, beta)`` of every document; ``theta`` from the estimate or the fixed-topic fold-in."""
+        estimate = check_estimate(self, estimate)
+        data = self.refine_data(counts, estimate)
+        params = estimate.params
+        theta = params.get("theta")
+        if theta is None or theta.shape[0] != data.csr.shape[0]:
+            theta = document_topics(data.csr, params["beta"], params["alpha"])
+        return in_float64(lambda: lda_loglik(jnp.asarray(theta), jnp.asarray(params["beta"]), data.documents))
 
     def refine_svi(self, counts, estimate, *, num_steps: int = 500, batch_size: int | None = None, seed: int = 0,
                    lr: float = 0.05, tol: float = 1e-4, progress=False) -> RefineResult:
@@ -949,7 +959,7 @@ def refine(counts, estimate, *, num_steps, batch_size, seed, lr, tol, progress):
                          tol=tol, progress=progress)
 
 
-@public
+@FAMILY.scoring_face("counts")
 def log_likelihood(counts, estimate) -> np.ndarray:
     """Log-likelihood of every document given the topics and its topic proportions ``theta``.
 
@@ -958,23 +968,9 @@ def log_likelihood(counts, estimate) -> np.ndarray:
     site). ``theta`` comes from the estimate, or, when it has none, from the
     fixed-topic fold-in :func:`document_topics`.
 
-    Parameters
-    ----------
-    counts : array-like or scipy.sparse matrix, shape (N, V)
-    estimate : SpectralEstimate or dict
-        ``beta``, ``alpha`` and optionally ``theta`` (N, k).
-
     Returns
     -------
     ndarray, shape (N,)
     """
-    from specinit.refine import check_estimate, in_float64
-
-    estimate = check_estimate(FAMILY, estimate)
-    data = FAMILY.refine_data(counts, estimate)
-    params = estimate.params
-    theta = params.get("theta")
-    if theta is None or theta.shape[0] != data.csr.shape[0]:
-        theta = document_topics(data.csr, params["beta"], params["alpha"])
-    return in_float64(lambda: lda_loglik(jnp.asarray(theta), jnp.asarray(params["beta"]), data.documents))
+    return FAMILY.log_likelihood(counts, estimate)
 

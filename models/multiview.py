@@ -579,17 +579,9 @@ def refine(views, estimate, kinds, *, dims, method, max_iter, tol, reg, floor, r
                          kinds=kinds, dims=dims)
 
 
-@public
+@FAMILY.scoring_face("views")
 def predict(views, estimate, kinds=None, *, dims=None) -> tuple[np.ndarray, np.ndarray]:
     """Posterior class probabilities of every observation and the most probable class.
-
-    Parameters
-    ----------
-    views : sequence of arrays
-        As for :func:`spectral`.
-    estimate : SpectralEstimate or dict
-    kinds, dims : optional
-        As for :func:`spectral` (default: read off the estimate's sites).
 
     Returns
     -------
@@ -599,16 +591,9 @@ def predict(views, estimate, kinds=None, *, dims=None) -> tuple[np.ndarray, np.n
     return FAMILY.predict(views, estimate, kinds=kinds, dims=dims)
 
 
-@public
+@FAMILY.scoring_face("views")
 def log_likelihood(views, estimate, kinds=None, *, dims=None) -> np.ndarray:
     """Log-likelihood of every observation, its class summed out.
-
-    Parameters
-    ----------
-    views : sequence of arrays
-    estimate : SpectralEstimate or dict
-    kinds, dims : optional
-        As for :func:`predict`.
 
     Returns
     -------

@@ -335,16 +335,9 @@ def refine(counts, estimate, *, method, max_iter, tol, floor, restarts, seed, ps
                          split_merge=split_merge)
 
 
-@public
+@FAMILY.scoring_face("counts")
 def predict(counts, estimate) -> tuple[np.ndarray, np.ndarray]:
     """Posterior topic probabilities of each document and the MAP topics ([2]_ Remark 1).
-
-    Parameters
-    ----------
-    counts : array-like or scipy.sparse matrix, shape (N, V)
-        Word counts of the documents.
-    estimate : SpectralEstimate
-        A single-topic estimate (``params["beta"]``, ``params["weights"]``).
 
     Returns
     -------
@@ -364,15 +357,9 @@ def predict(counts, estimate) -> tuple[np.ndarray, np.ndarray]:
 responsibilities = predict
 
 
-@public
+@FAMILY.scoring_face("counts")
 def log_likelihood(counts, estimate) -> np.ndarray:
     """Log-likelihood of every document, its topic summed out (multinomial coefficient included).
-
-    Parameters
-    ----------
-    counts : array-like or scipy.sparse matrix, shape (N, V)
-    estimate : SpectralEstimate or dict
-        ``weights`` and ``beta``.
 
     Returns
     -------

@@ -90,7 +90,7 @@ from specinit.engine.whitening import IndefiniteMomentError, signed_spectrum
 from specinit.estimate import Site, SpectralEstimate, register_sites
 from specinit.faces import Param, face
 
-__all__ = ["COMMON_OPTIONS", "Family", "NOISE_FACTOR", "k_param"]
+__all__ = ["COMMON_OPTIONS", "Family", "NOISE_FACTOR", "SCORED_ESTIMATE", "k_param"]
 
 #: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the largest
 #: negative eigenvalue's magnitude (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
@@ -140,6 +140,10 @@ COMMON_OPTIONS = {
                      "``dask.array`` input, JAX when an accelerator is present, NumPy otherwise.", None),
     "vocabulary": Param("sequence of str, optional", "Kept with the estimate.", None),
 }
+
+#: The fit that a family's ``predict`` and ``log_likelihood`` score data under, declared once.
+SCORED_ESTIMATE = Param("SpectralEstimate or dict", "A fit of this family (from ``spectral`` or ``refine``), or a "
+                        "dict of its site values.")
 
 
 class Family:
@@ -256,6 +260,24 @@ class Family:
         for name, value in overrides.items():
             table[name] = value if isinstance(value, Param) else replace(table[name], default=value)
         return face(table, validate=False)
+
+    def scoring_face(self, data: str, **overrides: Param):
+        """Decorator building a face that scores data under a fit (``predict``, ``log_likelihood``): ``data`` as
+        for ``spectral``, ``estimate`` a fit of this family (:data:`SCORED_ESTIMATE`), then ``overrides``.
+
+        Parameters
+        ----------
+        data : str
+            The name of the family's data argument (``"x"``, ``"counts"``, ``"sequences"``, ``"views"``).
+        **overrides : Param
+            Declarations of this function only.
+
+        Returns
+        -------
+        callable
+        """
+        documented = self.declared()[data].documented("As for :func:`spectral`.")
+        return self.face(**{data: documented, "estimate": SCORED_ESTIMATE, **overrides})
 
     def declared(self) -> dict:
         """Every declared argument of this family's public functions: :data:`COMMON_OPTIONS`, :attr:`arguments`,
