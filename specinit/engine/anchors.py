@@ -16,7 +16,8 @@ from specinit.engine.backends import numba_kernel
 from specinit.engine.support import project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 
-__all__ = ["OVERSAMPLE", "fit_anchor", "positive_eigenspace", "positive_ritz", "simplex_projection", "supported_k"]
+__all__ = ["OVERSAMPLE", "anchor_weights_step", "fit_anchor", "positive_eigenspace", "positive_ritz",
+           "simplex_projection", "supported_k"]
 
 #: Columns of the eigensolver's block beyond the k wanted (and of the eigenspace kept for a warm start).
 OVERSAMPLE = 10
@@ -73,6 +74,41 @@ def simplex_projection(Y: np.ndarray) -> np.ndarray:
     rho = np.count_nonzero(U - css / idx > 0, axis=1)
     theta = css[np.arange(n), rho - 1] / rho
     return np.maximum(Y - theta[:, None], 0.0)
+
+
+def anchor_weights_step(Y: np.ndarray, product: np.ndarray, H: np.ndarray, C: np.ndarray, lipschitz: float,
+                        momentum: float) -> float:
+    """One accelerated projected-gradient (FISTA) step of the anchor weights, in place.
+
+    ``C_new = P(Y - 2 (Y G - H) / L)`` row by row (``P`` the projection onto
+    the simplex, :func:`simplex_projection`), then ``Y <- C_new + momentum
+    (C_new - C)`` and ``C <- C_new``. The compiled step of the Numba backend
+    (:func:`specinit.engine.backends.numba.anchor_weights_step`) does the same
+    in one pass over the rows.
+
+    Parameters
+    ----------
+    Y, C : ndarray, shape (V, k)
+        The momentum point and the weights; both overwritten.
+    product : ndarray, shape (V, k)
+        ``Y @ G``.
+    H : ndarray, shape (V, k)
+        The targets.
+    lipschitz : float
+        ``L``, the gradient's Lipschitz constant.
+    momentum : float
+        FISTA's ``(t - 1) / t_new``.
+
+    Returns
+    -------
+    float
+        The largest move of a weight, ``max |C_new - C|``.
+    """
+    new = simplex_projection(Y - (2.0 * (product - H)) / lipschitz)
+    move = float(np.max(np.abs(new - C)))
+    Y[...] = new + momentum * (new - C)
+    C[...] = new
+    return move
 
 
 def positive_eigenspace(raw, k: int, *, seed, oversample: int = OVERSAMPLE, max_passes: int = 13, tol: float = 1e-2,
@@ -151,8 +187,8 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     farthest-point search (Gram-Schmidt) on ``X`` over the frequent words;
     the convex weights ``C_w = p(topic | w)`` minimize
     ``||X_w - C_w X_S||^2`` over the simplex, solved for all words at once
-    by accelerated projected gradient (the projection compiled with Numba when
-    the ``[fast]`` extra is installed). Then ``A_wk ~ C_wk p(w)`` and each
+    by accelerated projected gradient (:func:`anchor_weights_step`, compiled
+    with Numba when the ``[fast]`` extra is installed). Then ``A_wk ~ C_wk p(w)`` and each
     topic is a column of ``A`` normalized, with ``p(w)`` the first moment.
     Memory O(V k); passes over the data: those of the eigensolver only
     (warm-started from ``start``, see :func:`positive_eigenspace`).
@@ -236,16 +272,14 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     G = 0.5 * (G + G.T)
     L = 2.0 * max(np.linalg.eigvalsh(G)[-1], 1e-300)
     C = np.full((d, k), 1.0 / k)
-    project = numba_kernel("simplex_projection") or simplex_projection  # compiled with the [fast] extra
+    step = numba_kernel("anchor_weights_step") or anchor_weights_step  # compiled with the [fast] extra
     Y, t = C.copy(), 1.0
     steps = 0
     for steps in range(1, n_iter + 1):  # FISTA on all words at once, until no weight moves by 1e-10
-        new = project(Y - (2.0 * (Y @ G - H)) / L)
         t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
-        Y = new + (t - 1.0) / t_new * (new - C)
-        done = np.max(np.abs(new - C)) < 1e-10
-        C, t = new, t_new
-        if done:
+        move = step(Y, Y @ G, H, C, L, (t - 1.0) / t_new)
+        t = t_new
+        if move < 1e-10:
             break
     C[~valid] = 1.0 / k
     A = C * raw.m1[:, None]  # p(topic, word) = p(topic | word) p(word)

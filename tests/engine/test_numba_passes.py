@@ -93,18 +93,28 @@ def test_compiled_closing_sweeps_equal_the_numpy_sweeps(monkeypatch):
                                rtol=1e-12)
 
 
-def test_compiled_simplex_projection_equals_the_numpy_projection(monkeypatch):
-    """Rows far from, near and on the simplex, with ties; and the anchor fit that uses it is unchanged."""
+def test_compiled_anchor_step_equals_the_numpy_step(monkeypatch):
+    """Gradient points far from, near and on the simplex, with ties, and a NaN: the compiled step moves Y and C as
+    the NumPy step does and reports the same largest move; the anchor fit that uses it is unchanged."""
     from specinit.engine import anchors
-    from specinit.engine.backends.numba import simplex_projection
+    from specinit.engine.backends.numba import anchor_weights_step
 
     rng = np.random.default_rng(8)
     Y = np.vstack([rng.normal(scale=scale, size=(200, 7)) for scale in (0.01, 1.0, 30.0)]
                   + [rng.dirichlet(np.ones(7), size=50), np.full((3, 7), 0.5), np.eye(7)])
-    ours, reference = simplex_projection(Y), anchors.simplex_projection(Y)
-    np.testing.assert_allclose(ours, reference, rtol=0, atol=1e-14)
-    np.testing.assert_allclose(ours.sum(axis=1), 1.0, atol=1e-13)
-    assert ours.min() >= 0.0
+    product, H, C = rng.normal(size=Y.shape), rng.normal(size=Y.shape), rng.dirichlet(np.ones(7), size=Y.shape[0])
+    for lipschitz, momentum in ((1e6, 0.0), (3.0, 0.4), (0.2, 0.9)):
+        ours, reference = (Y.copy(), C.copy()), (Y.copy(), C.copy())
+        moved = anchor_weights_step(ours[0], product, H, ours[1], lipschitz, momentum)
+        expected = anchors.anchor_weights_step(reference[0], product, H, reference[1], lipschitz, momentum)
+        assert moved == pytest.approx(expected, abs=1e-14) and moved > 0
+        for mine, theirs in zip(ours, reference):
+            np.testing.assert_allclose(mine, theirs, rtol=0, atol=1e-13)
+        np.testing.assert_allclose(ours[1].sum(axis=1), 1.0, atol=1e-13)
+        assert ours[1].min() >= 0.0
+    poisoned = product.copy()
+    poisoned[300, 2] = np.nan
+    assert np.isnan(anchor_weights_step(Y.copy(), poisoned, H, C.copy(), 3.0, 0.4))
 
     beta, weights = random_instance(4, 60, seed=5)
     moments = CountMoments(sp.csr_matrix(sample_lda(beta, weights, N=500, length=30, seed=6)[0]))
