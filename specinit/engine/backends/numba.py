@@ -450,7 +450,7 @@ def anchor_weights_step(Y: np.ndarray, product: np.ndarray, H: np.ndarray, C: np
     1) / their number`` grows until no kept entry falls below it; no sort),
     the move and the momentum, with no (V, k) temporary. The same iterates as
     the NumPy step up to the order of the projection's sums. One thread: a
-    step over (V, k) = (3,000, 20) takes about a tenth of a millisecond.
+    step over (V, k) = (3,000, 20) takes about 0.3 ms (the NumPy step 1.9 ms).
 
     Parameters
     ----------
