@@ -54,7 +54,7 @@ from specinit.engine.views import conditional_variances, fit_multiview, with_squ
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, Family, k_param
-from specinit.refine import least_needed_component, mixture_e_step
+from specinit.refine import least_needed_component, mixture_e_step, without_negligible
 
 __all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "log_likelihood", "model",
            "population_moments", "predict", "refine", "spectral", "spectral_axis_aligned", "spectral_from_moments"]
@@ -282,9 +282,10 @@ class GaussianMixture(Family):
         leaving = least_needed_component(self, params, data)
         others = np.delete(np.arange(k), leaving)
         split = int(others[np.argsort(-weights[others], kind="stable")[attempt % (k - 1)]])
-        unit = unit_of(x - loc[split])  # the power iteration in that unit: no square overflows or underflows
-        centred = (x - loc[split]) / unit
-        share = resp[:, split] / max(float(resp[:, split].sum()), np.finfo(float).tiny)
+        centred = x - loc[split]
+        unit = unit_of(centred)  # the power iteration in that unit: no square overflows or underflows
+        centred /= unit
+        share = without_negligible(resp[:, split] / max(float(resp[:, split].sum()), np.finfo(float).tiny))
         axis = rng.standard_normal(x.shape[1])
         for _ in range(30):  # power iteration on the component's weighted covariance, matrix-free
             axis = centred.T @ (share * (centred @ axis))

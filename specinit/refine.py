@@ -38,7 +38,7 @@ from specinit.faces import Param, face
 
 __all__ = ["DRIVERS", "EM_OPTIONS", "MAP_OPTIONS", "RESTART_SPREADS", "RefineResult", "StoppingRule", "check_estimate",
            "em", "map_estimate", "in_float64", "least_needed_component", "log_joint", "mixture_e_step",
-           "normalized_rows", "perturbed"]
+           "normalized_rows", "perturbed", "without_negligible"]
 
 #: The options of :func:`em`, declared once: the families' ``refine`` faces take them (with their own defaults).
 EM_OPTIONS = {
@@ -306,6 +306,30 @@ def _shifted_exp(values: np.ndarray, shift: np.ndarray) -> np.ndarray:
     """``exp(values - shift)`` as a new array, differences below :data:`SUBNORMAL_EXP` raised to it."""
     out = np.maximum(values - shift, SUBNORMAL_EXP)
     return np.exp(out, out=out)
+
+
+#: Weights below this (of a distribution summing to one) are invisible in its sums; as exact zeros, their products
+#: with the data are not subnormal numbers, whose arithmetic is 10-100 times slower.
+NEGLIGIBLE_WEIGHT = 1e-200
+
+
+def without_negligible(weights: np.ndarray) -> np.ndarray:
+    """``weights`` (non-negative, summing to one) with the entries below :data:`NEGLIGIBLE_WEIGHT` as exact zeros.
+
+    For the products a split move iterates on (a component's responsibilities times the data): responsibilities
+    of 1e-307 times data below one are subnormal, and a power step with them costs 10 times one without them
+    (0.3 against 0.03 ms on digits, 1,797 x 64); their sums are those of the weights as they were.
+
+    Parameters
+    ----------
+    weights : ndarray
+
+    Returns
+    -------
+    ndarray
+        A new array.
+    """
+    return np.where(weights >= NEGLIGIBLE_WEIGHT, weights, 0.0)
 
 
 def normalized_rows(log_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

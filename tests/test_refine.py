@@ -217,6 +217,30 @@ def test_split_merge_leaves_the_optimum_with_two_components_on_one_cluster():
     assert moved.estimate.diagnostics["refine/split_merge_accepted"] == moved.diagnostics["split_merge_accepted"]
 
 
+def test_split_moves_see_negligible_responsibilities_as_zeros_and_move_as_before(monkeypatch):
+    """A component's responsibilities of 1e-307 (subnormal once multiplied by the data) are zeros in the split's
+    power iteration: the same move, bit for bit, as with the responsibilities as they were."""
+    from specinit import refine
+
+    weights = np.array([1.0, 1e-250, 1e-300, 5e-306, 0.0, 5e-201, 1e-200])
+    flushed = refine.without_negligible(weights)
+    np.testing.assert_array_equal(flushed, [1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1e-200])
+    assert flushed.sum() == weights.sum()
+    rng = np.random.default_rng(3)
+    centres = np.array([[0.0, 0.0], [60.0, 0.0], [0.0, 60.0]])  # far apart: responsibilities down to exp(-700)
+    x = centres[rng.choice(3, 600)] + rng.standard_normal((600, 2))
+    fit = gmm.refine(x, gmm.spectral(x, 3, covariance="spherical", seed=0), split_merge=0).estimate
+    data = gmm.FAMILY.refine_data(x, fit)
+    resp, _ = gmm.FAMILY.e_step(fit.params, data)
+    assert np.any((resp > 0) & (resp < 1e-300)), "the planted fit has negligible responsibilities"
+    moves = []
+    for flush in (refine.without_negligible, np.asarray):
+        monkeypatch.setattr(gmm, "without_negligible", flush)
+        moves.append(gmm.FAMILY.split_merge(fit.params, data, resp, np.random.default_rng(0)))
+    for name in moves[0]:
+        np.testing.assert_array_equal(moves[0][name], moves[1][name])
+
+
 def test_restarts_race_by_successive_halving():
     x, _, start = _planted_local_optimum()
     # tol=1e-9: no candidate converges in the race, so every stop is a cut; 5 candidates: rounds of 20 steps
