@@ -170,6 +170,7 @@ def _power_iterate(T, U, n_iter, tol, contract_fn=None):
     # ``moves[:, j]``) and compacted only when some stop: each step is a few small array operations.
     running, current = np.arange(m), U.copy()
     moves = np.empty((n_iter + 1, m))
+    moves[0] = np.inf  # no move before the first iteration: no evidence of a stall until STALL_WINDOW moves are seen
     patience = max(STALL_WINDOW, n_iter // 10)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for it in range(1, n_iter + 1):

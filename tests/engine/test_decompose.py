@@ -160,6 +160,29 @@ def test_tpm_gives_up_hopeless_components():
     assert np.all(iters[stalled] < 300)  # each phase stopped long before its 300 steps
 
 
+def test_tpm_reads_no_uninitialized_memory(monkeypatch):
+    """The stall test compares each move with the move STALL_WINDOW iterations earlier, which does not exist at
+    the first test: the result must not depend on what freshly allocated memory holds (it did, so one process
+    gave up a slow restart at iteration 20 and another kept it: different estimates of the same tensor)."""
+    from specinit.engine import decompose as module
+    from specinit.engine.decompose import STALL_WINDOW, _power_iterate
+
+    T = symmetric_noise(8, 3)  # not orthogonally decomposable: restarts that converge slowly or never
+    start = np.random.default_rng(7).standard_normal((8, 10))
+    start /= np.linalg.norm(start, axis=0)
+    empty = np.empty
+    results = []
+    for fill in (0.0, 1e300, 1e-320, np.nan):
+        monkeypatch.setattr(module.np, "empty", lambda *args, fill=fill, **kwargs: np.full(*args, fill, **kwargs)
+                            if not kwargs and len(args) == 1 else empty(*args, **kwargs))
+        results.append(_power_iterate(T, start, 100, 1e-10))
+        monkeypatch.setattr(module.np, "empty", empty)
+    assert results[0][1].max() > STALL_WINDOW  # some restart runs past the first stall test
+    for other in results[1:]:
+        for mine, theirs in zip(results[0], other):
+            np.testing.assert_array_equal(mine, theirs)
+
+
 def test_tpm_restarts_stop_one_by_one():
     """A restart started on an exact component stops after one step; the random restart beside it goes on."""
     from specinit.engine.decompose import _power_iterate

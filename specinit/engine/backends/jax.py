@@ -240,8 +240,8 @@ def _iterate(T, U, n_iter, tol):
         return it, U, moves, active & ~(done | hopeless), iterations, converged | done, stalled | hopeless
 
     flags = jnp.zeros(m, dtype=bool)
-    state = (jnp.asarray(0), U, jnp.zeros((n_iter + 1, m), U.dtype), ~flags, jnp.zeros(m, dtype=jnp.int32), flags,
-             flags)
+    moves = jnp.zeros((n_iter + 1, m), U.dtype).at[0].set(jnp.inf)  # as on the host: no move before the first
+    state = (jnp.asarray(0), U, moves, ~flags, jnp.zeros(m, dtype=jnp.int32), flags, flags)
     _, U, _, _, iterations, converged, stalled = jax.lax.while_loop(running, step, state)
     return U, iterations, converged, stalled
 
