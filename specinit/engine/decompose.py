@@ -41,7 +41,7 @@ from specinit._validation import (
     public,
     warn,
 )
-from specinit.engine.backends import one_blas_thread
+from specinit.engine.backends import numba_kernel, one_blas_thread
 
 __all__ = ["Decomposition", "METHODS", "check_options", "cp_als", "decompose", "eca", "svtd", "tensor_power_method"]
 
@@ -138,6 +138,12 @@ STALL_WINDOW = 20
 POLISH = 1e-3
 
 
+#: Third-order tensors of at most this size iterate in the compiled loop of the Numba backend (when installed):
+#: below it the NumPy loop's per-iteration array calls cost more than its matrix product saves (ten restarts on a
+#: noisy 10 x 10 x 10 tensor: 0.05 ms compiled against 0.34 ms; at 24 x 24 x 24, 0.70 against 0.38).
+COMPILED_POWER_MAX = 16
+
+
 def _power_iterate(T, U, n_iter, tol, contract_fn=None):
     """Run ``u <- T(I, u, ..., u)/||.||`` on every column until it moves less than ``tol`` (up to sign).
 
@@ -151,6 +157,9 @@ def _power_iterate(T, U, n_iter, tol, contract_fn=None):
     iterations, its move has not shrunk over the last ``STALL_WINDOW``
     iterations, or shrinks at a linear rate that would not reach ``tol``
     within ``n_iter`` iterations. Only the running columns are contracted.
+    Third-order tensors of at most :data:`COMPILED_POWER_MAX` a side run in
+    the compiled loop of the Numba backend when it is installed
+    (:func:`specinit.engine.backends.numba.power_iterate`: the same rule).
 
     Returns
     -------
@@ -162,6 +171,10 @@ def _power_iterate(T, U, n_iter, tol, contract_fn=None):
         Per column: moved less than ``tol``; given up as hopeless.
     """
     contract_fn = contract if contract_fn is None else contract_fn
+    if contract_fn is contract and T.shape[0] <= COMPILED_POWER_MAX:
+        compiled = numba_kernel("power_iterate")
+        if compiled is not None:
+            return compiled(T, U, n_iter, tol)
     U = np.array(U, dtype=np.float64)
     m = U.shape[1]
     iterations = np.zeros(m, dtype=int)

@@ -93,6 +93,35 @@ def test_compiled_closing_sweeps_equal_the_numpy_sweeps(monkeypatch):
                                rtol=1e-12)
 
 
+def test_compiled_power_iterations_equal_the_numpy_loop(monkeypatch):
+    """An exact tensor (every restart converges), a noisy one and one that is not orthogonally decomposable (restarts
+    given up as hopeless, some after the first stall test): the same iterations, flags and, to round-off, iterates;
+    the decomposition of a small tensor takes the compiled loop."""
+    from specinit.engine import decompose as module
+    from specinit.engine.backends.numba import power_iterate
+    from tests.engine.test_decompose import random_odeco, symmetric_noise
+
+    exact, _, _ = random_odeco(10, 1)
+    for T in (exact, exact + 0.5 * symmetric_noise(10, 2), symmetric_noise(8, 3)):
+        start = np.random.default_rng(0).standard_normal((T.shape[0], 10))
+        start /= np.linalg.norm(start, axis=0)
+        compiled = power_iterate(T, start, 100, 1e-10)
+        with monkeypatch.context() as patch:
+            patch.setattr(module, "numba_kernel", lambda name: None)
+            reference = module._power_iterate(T, start, 100, 1e-10)
+        for mine, theirs in zip(compiled[1:], reference[1:]):
+            np.testing.assert_array_equal(mine, theirs)
+        # converged iterates agree to round-off; a restart given up while still moving carries the round-off's growth
+        done = reference[2]
+        np.testing.assert_allclose(compiled[0][:, done], reference[0][:, done], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(compiled[0][:, ~done], reference[0][:, ~done], rtol=0, atol=1e-8)
+    assert reference[3].any() and reference[1].max() > module.STALL_WINDOW
+    called = []
+    monkeypatch.setattr(module, "numba_kernel", lambda name: called.append(name) or power_iterate)
+    module.decompose(exact, 10, seed=0)
+    assert called and set(called) == {"power_iterate"}
+
+
 def test_compiled_anchor_step_equals_the_numpy_step(monkeypatch):
     """Gradient points far from, near and on the simplex, with ties, and a NaN: the compiled step moves Y and C as
     the NumPy step does and reports the same largest move; the anchor fit that uses it is unchanged."""
