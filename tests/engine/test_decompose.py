@@ -168,7 +168,7 @@ def test_tpm_reads_no_uninitialized_memory(monkeypatch):
     from specinit.engine.decompose import STALL_WINDOW, _power_iterate
 
     T = symmetric_noise(8, 3)  # not orthogonally decomposable: restarts that converge slowly or never
-    monkeypatch.setattr(module, "numba_kernel", lambda name: None)  # the NumPy loop (the compiled one: test_numba_passes)
+    monkeypatch.setattr(module, "numba_kernel", lambda name: None)  # the NumPy loop (compiled: test_numba_passes)
     start = np.random.default_rng(7).standard_normal((8, 10))
     start /= np.linalg.norm(start, axis=0)
     empty = np.empty
