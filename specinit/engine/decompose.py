@@ -171,10 +171,11 @@ def _power_iterate(T, U, n_iter, tol, contract_fn=None):
         Per column: moved less than ``tol``; given up as hopeless.
     """
     contract_fn = contract if contract_fn is None else contract_fn
+    patience = max(STALL_WINDOW, n_iter // 10)
     if contract_fn is contract and T.shape[0] <= COMPILED_POWER_MAX:
         compiled = numba_kernel("power_iterate")
         if compiled is not None:
-            return compiled(T, U, n_iter, tol)
+            return compiled(T, U, n_iter, tol, patience, STALL_WINDOW)
     U = np.array(U, dtype=np.float64)
     m = U.shape[1]
     iterations = np.zeros(m, dtype=int)
@@ -184,7 +185,6 @@ def _power_iterate(T, U, n_iter, tol, contract_fn=None):
     running, current = np.arange(m), U.copy()
     moves = np.empty((n_iter + 1, m))
     moves[0] = np.inf  # no move before the first iteration: no evidence of a stall until STALL_WINDOW moves are seen
-    patience = max(STALL_WINDOW, n_iter // 10)
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         for it in range(1, n_iter + 1):
             V = contract_fn(T, current)

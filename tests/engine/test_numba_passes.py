@@ -105,7 +105,7 @@ def test_compiled_power_iterations_equal_the_numpy_loop(monkeypatch):
     for T in (exact, exact + 0.5 * symmetric_noise(10, 2), symmetric_noise(8, 3)):
         start = np.random.default_rng(0).standard_normal((T.shape[0], 10))
         start /= np.linalg.norm(start, axis=0)
-        compiled = power_iterate(T, start, 100, 1e-10)
+        compiled = power_iterate(T, start, 100, 1e-10, max(module.STALL_WINDOW, 100 // 10), module.STALL_WINDOW)
         with monkeypatch.context() as patch:
             patch.setattr(module, "numba_kernel", lambda name: None)
             reference = module._power_iterate(T, start, 100, 1e-10)

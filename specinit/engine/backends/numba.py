@@ -440,7 +440,7 @@ def _power_kernel(T, U, n_iter, tol, patience, window, out, iterations, converge
                 break
 
 
-def power_iterate(T: np.ndarray, U: np.ndarray, n_iter: int, tol: float):
+def power_iterate(T: np.ndarray, U: np.ndarray, n_iter: int, tol: float, patience: int, window: int):
     """The power iterations of :func:`specinit.engine.decompose._power_iterate` for a third-order tensor, compiled.
 
     Each column iterates on its own, ``T(I, u, u)`` as a triple loop (the
@@ -457,21 +457,23 @@ def power_iterate(T: np.ndarray, U: np.ndarray, n_iter: int, tol: float):
         Unit starting columns.
     n_iter : int
     tol : float
+    patience : int
+        The first iteration at which a column may be given up.
+    window : int
+        Iterations over which a move's shrinking is measured
+        (:data:`specinit.engine.decompose.STALL_WINDOW`).
 
     Returns
     -------
     U, iterations, converged, stalled
         As :func:`specinit.engine.decompose._power_iterate`.
     """
-    from specinit.engine.decompose import STALL_WINDOW
-
     T = np.ascontiguousarray(T, dtype=np.float64)
     U = np.ascontiguousarray(U, dtype=np.float64)
     m = U.shape[1]
     out, iterations = U.copy(), np.zeros(m, dtype=np.int64)
     converged, stalled = np.zeros(m, dtype=np.bool_), np.zeros(m, dtype=np.bool_)
-    _power_kernel(T, U, int(n_iter), float(tol), max(STALL_WINDOW, int(n_iter) // 10), STALL_WINDOW, out, iterations,
-                  converged, stalled)
+    _power_kernel(T, U, int(n_iter), float(tol), int(patience), int(window), out, iterations, converged, stalled)
     return out, iterations, converged, stalled
 
 
