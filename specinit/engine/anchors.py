@@ -105,8 +105,9 @@ def anchor_weights_step(Y: np.ndarray, product: np.ndarray, H: np.ndarray, C: np
         The largest move of a weight, ``max |C_new - C|``.
     """
     new = simplex_projection(Y - (2.0 * (product - H)) / lipschitz)
-    move = float(np.max(np.abs(new - C)))
-    Y[...] = new + momentum * (new - C)
+    delta = new - C
+    move = float(np.max(np.abs(delta)))
+    Y[...] = new + momentum * delta
     C[...] = new
     return move
 
