@@ -54,7 +54,7 @@ from specinit.engine.views import conditional_variances, fit_multiview, with_squ
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, Family, k_param
-from specinit.refine import least_needed_component, mixture_e_step, without_negligible
+from specinit.refine import component_share, least_needed_component, mixture_e_step
 
 __all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "log_likelihood", "model",
            "population_moments", "predict", "refine", "spectral", "spectral_axis_aligned", "spectral_from_moments"]
@@ -285,7 +285,7 @@ class GaussianMixture(Family):
         centred = x - loc[split]
         unit = unit_of(centred)  # the power iteration in that unit: no square overflows or underflows
         centred /= unit
-        share = without_negligible(resp[:, split] / max(float(resp[:, split].sum()), np.finfo(float).tiny))
+        share = component_share(resp, split)
         axis = rng.standard_normal(x.shape[1])
         for _ in range(30):  # power iteration on the component's weighted covariance, matrix-free
             axis = centred.T @ (share * (centred @ axis))

@@ -70,7 +70,7 @@ from specinit.models._topics import (
     fit_lda_grid,
     word_pairs,
 )
-from specinit.refine import RefineResult, check_estimate, in_float64, refined
+from specinit.refine import PLATEAU_TOL, RefineResult, check_estimate, in_float64, plateau, refined
 
 __all__ = ["FACTS", "FAMILY", "LDA", "document_topics", "guide", "kernel", "log_likelihood", "model",
            "pointwise_log_likelihood", "population_moments", "refine", "spectral", "spectral_from_moments", "svi",
@@ -233,12 +233,10 @@ class LDA(TopicFamily):
                   batch_size=batch_size, seed=seed, lr=lr, progress=progress)
         beta, alpha = fit.params["beta"], fit.params["alpha"]
         elbo = -np.asarray(fit.losses, dtype=np.float64)
-        tenth = max(elbo.size // 10, 1)
-        last, before = elbo[-tenth:].mean(), elbo[-2 * tenth: -tenth].mean() if elbo.size >= 2 * tenth else -np.inf
-        converged = bool(abs(last - before) <= tol * abs(last))
+        converged, last = plateau(elbo, tol)
         result = refined(self, estimate, {"beta": beta, "alpha": alpha, "theta": document_topics(X, beta, alpha)},
                          "svi", elbo, num_steps, converged,
-                         {"batch_size": int(batch_size), "seconds": fit.seconds, "final_elbo": float(last)})
+                         {"batch_size": int(batch_size), "seconds": fit.seconds, "final_elbo": last})
         return RefineResult(estimate=result, log_likelihood=elbo, n_iter=int(num_steps), converged=converged,
                             method="svi", diagnostics={"n_observations": float(X.sum())})
 
@@ -919,8 +917,7 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
                       ":func:`spectral`)."),
     "num_steps": Param("int", "SVI steps.", 500),
     "batch_size": Param("int, optional", "Documents per step; default ``min(N, 2048)``.", None),
-    "tol": Param("float", "``converged`` when the mean loss of the last tenth of the steps is within ``tol`` "
-                 "(relative) of the tenth before it.", 1e-4, Interval(float, 0.0, open="low")),
+    "tol": PLATEAU_TOL,
     "progress": replace(SVI_OPTIONS["progress"], default=False),
 })
 def refine(counts, estimate, *, num_steps, batch_size, seed, lr, tol, progress):

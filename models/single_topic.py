@@ -38,7 +38,7 @@ from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
 from specinit.models._svi import SVI_OPTIONS, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS, TopicFamily
-from specinit.refine import check_estimate, least_needed_component, mixture_e_step, without_negligible
+from specinit.refine import check_estimate, component_share, least_needed_component, mixture_e_step
 
 __all__ = ["FACTS", "FAMILY", "SingleTopic", "guide", "log_likelihood", "model", "population_moments", "predict", "refine",
            "responsibilities", "spectral", "spectral_from_moments", "svi"]
@@ -114,7 +114,7 @@ class SingleTopic(TopicFamily):
         split = int(others[np.argsort(-weights[others], kind="stable")[attempt % (k - 1)]])
         lengths = np.asarray(data.csr.sum(axis=1)).ravel()
         frequencies = sp.diags(1.0 / np.maximum(lengths, 1.0)) @ data.csr
-        share = without_negligible(resp[:, split] / max(float(resp[:, split].sum()), np.finfo(float).tiny))
+        share = component_share(resp, split)
         mean = np.asarray(frequencies.T @ share).ravel()
         axis = rng.standard_normal(data.csr.shape[1])
         for _ in range(30):

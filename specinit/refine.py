@@ -36,9 +36,9 @@ from specinit.engine.support import project
 from specinit.estimate import SpectralEstimate, check_site_values
 from specinit.faces import Param, face
 
-__all__ = ["DRIVERS", "EM_OPTIONS", "MAP_OPTIONS", "RESTART_SPREADS", "RefineResult", "StoppingRule", "check_estimate",
-           "em", "map_estimate", "in_float64", "least_needed_component", "log_joint", "mixture_e_step",
-           "normalized_rows", "perturbed", "without_negligible"]
+__all__ = ["DRIVERS", "EM_OPTIONS", "MAP_OPTIONS", "PLATEAU_TOL", "RESTART_SPREADS", "RefineResult", "StoppingRule",
+           "check_estimate", "component_share", "em", "map_estimate", "in_float64", "least_needed_component",
+           "log_joint", "mixture_e_step", "normalized_rows", "perturbed", "plateau", "without_negligible"]
 
 #: The options of :func:`em`, declared once: the families' ``refine`` faces take them (with their own defaults).
 EM_OPTIONS = {
@@ -332,6 +332,23 @@ def without_negligible(weights: np.ndarray) -> np.ndarray:
     return np.where(weights >= NEGLIGIBLE_WEIGHT, weights, 0.0)
 
 
+def component_share(resp: np.ndarray, component: int) -> np.ndarray:
+    """What a split move weights the observations by: ``component``'s responsibilities normalized to sum to one,
+    :func:`without_negligible`.
+
+    Parameters
+    ----------
+    resp : ndarray, shape (N, k)
+    component : int
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    column = resp[:, component]
+    return without_negligible(column / max(float(column.sum()), np.finfo(float).tiny))
+
+
 def normalized_rows(log_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``exp(log_values)`` with rows scaled to sum to one, and every row's log-sum-exp (one ``exp``, NumPy).
 
@@ -620,14 +637,38 @@ def em(family, data, estimate, *, max_iter, tol, rtol, window, floor, restarts, 
                         {"n_observations": n_obs, "decreases": decreases, **extra})
 
 
+#: The stopping test of the gradient drivers (:func:`map_estimate`, ``lda.refine``), declared once.
+PLATEAU_TOL = Param("float", "``converged`` when the mean objective of the last tenth of the steps is within ``tol`` "
+                    "(relative) of the tenth before it.", 1e-4, Interval(float, 0.0, open="low"))
+
+
+def plateau(trace: np.ndarray, tol: float) -> tuple[bool, float]:
+    """The test of :data:`PLATEAU_TOL` on an objective's trace: whether it holds, and the last tenth's mean.
+
+    Parameters
+    ----------
+    trace : ndarray
+        The objective after each step.
+    tol : float
+
+    Returns
+    -------
+    converged : bool
+    last : float
+        The mean of the last tenth of the steps.
+    """
+    tenth = max(trace.size // 10, 1)
+    last, before = trace[-tenth:].mean(), trace[-2 * tenth: -tenth].mean() if trace.size >= 2 * tenth else -np.inf
+    return bool(abs(last - before) <= tol * abs(last)), float(last)
+
+
 #: The options of :func:`map_estimate`, declared once: the ``refine`` faces of the MAP families take them.
 MAP_OPTIONS = {
     "method": Param("{'map'}", "The posterior mode (``AutoDelta``, Adam).", "map"),
     "num_steps": Param("int", "Adam steps (full batch).", 500, Interval(int, 1)),
     "lr": Param("float", "Adam step size.", 0.01, Interval(float, 0.0, open="low")),
     "seed": Param("int", "Seeds the optimization.", 0, Interval(int, 0)),
-    "tol": Param("float", "``converged`` when the mean log joint of the last tenth of the steps is within ``tol`` "
-                 "(relative) of the tenth before it.", 1e-4, Interval(float, 0.0, open="low")),
+    "tol": PLATEAU_TOL,
 }
 
 
@@ -659,9 +700,8 @@ def map_estimate(family, data, estimate, *, num_steps, lr, seed, tol, **options)
     median = guide.median(result.params)
     params = {name: np.asarray(median[name], dtype=np.float64) for name in estimate.params if name in median}
     params, _ = project(params, estimate.sites, 1e-12)
-    tenth = max(trace.size // 10, 1)
-    last, before = trace[-tenth:].mean(), trace[-2 * tenth: -tenth].mean() if trace.size >= 2 * tenth else -np.inf
-    converged = bool(np.isfinite(last) and abs(last - before) <= tol * abs(last))
+    close, last = plateau(trace, tol)
+    converged = bool(np.isfinite(last) and close)
     if not np.all(np.isfinite(trace)):
         raise FloatingPointError(f"{current_entry()}: the log joint became non-finite during the MAP refinement; "
                                  "lower lr.")

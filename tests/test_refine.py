@@ -235,7 +235,7 @@ def test_split_moves_see_negligible_responsibilities_as_zeros_and_move_as_before
     assert np.any((resp > 0) & (resp < 1e-300)), "the planted fit has negligible responsibilities"
     moves = []
     for flush in (refine.without_negligible, np.asarray):
-        monkeypatch.setattr(gmm, "without_negligible", flush)
+        monkeypatch.setattr(refine, "without_negligible", flush)
         moves.append(gmm.FAMILY.split_merge(fit.params, data, resp, np.random.default_rng(0)))
     for name in moves[0]:
         np.testing.assert_array_equal(moves[0][name], moves[1][name])
