@@ -267,7 +267,7 @@ class GaussianMixture(Family):
         loc = (resp.T @ x) / nk[:, None]
         var = np.maximum((resp.T @ data.x_squared) / nk[:, None] - loc**2, 0.0)
         if data.covariance == "spherical":
-            var = var.mean(axis=1)
+            var = var.sum(axis=1) / var.shape[1]  # the mean (np.mean's own arithmetic, without its overhead)
         elif data.covariance == "common":
             var = np.asarray(float((nk @ var.mean(axis=1)) / nk.sum()))
         return {"weights": nk, "loc": loc, "scale": np.sqrt(var + reg * data.variance)}
@@ -277,11 +277,11 @@ class GaussianMixture(Family):
         # heaviest other component, its mean moved one standard deviation either way along its principal axis
         weights = np.asarray(params["weights"], dtype=np.float64)
         k, x, loc = weights.size, data.x, np.asarray(params["loc"], dtype=np.float64)
-        if k < 2:
+        if attempt >= k - 1:  # every other component was split once: a repeat is the same move
             return None
         leaving = least_needed_component(self, params, data)
         others = np.delete(np.arange(k), leaving)
-        split = int(others[np.argsort(-weights[others], kind="stable")[attempt % (k - 1)]])
+        split = int(others[np.argsort(-weights[others], kind="stable")[attempt]])
         centred = x - loc[split]
         unit = unit_of(centred)  # the power iteration in that unit: no square overflows or underflows
         centred /= unit

@@ -107,11 +107,11 @@ class SingleTopic(TopicFamily):
         # giving one of the two topics
         weights = np.asarray(params["weights"], dtype=np.float64)
         k = weights.size
-        if k < 2:
+        if attempt >= k - 1:  # every other component was split once: a repeat is the same move
             return None
         leaving = least_needed_component(self, params, data)
         others = np.delete(np.arange(k), leaving)
-        split = int(others[np.argsort(-weights[others], kind="stable")[attempt % (k - 1)]])
+        split = int(others[np.argsort(-weights[others], kind="stable")[attempt]])
         lengths = np.asarray(data.csr.sum(axis=1)).ravel()
         frequencies = sp.diags(1.0 / np.maximum(lengths, 1.0)) @ data.csr
         share = component_share(resp, split)

@@ -653,7 +653,8 @@ class Family:
         Returns
         -------
         dict or None
-            The moved parameters (before projection), or None when no move applies.
+            The moved parameters (before projection), or None when no move applies or none is left that
+            differs from the ``attempt`` failed ones (the drivers then stop moving).
         """
         raise NotImplementedError(f"{self.name} has no split-merge move for EM")
 

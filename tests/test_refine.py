@@ -8,14 +8,16 @@ import itertools
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy.stats import norm
-from specinit.models import gmm, hmm
+from specinit.models import gmm, hmm, single_topic
 
 from specinit.distributions.hmm import CategoricalHMM, pad_sequences
 from specinit.engine.backends.jax import x64
 from specinit.engine import sequences
 from specinit.engine.sequences import SequenceBatch, forward_backward
 from specinit.refine import StoppingRule, mixture_e_step
+from tests.conftest import sample_single_topic
 
 
 def test_gaussian_mixture_likelihood_equals_scipy():
@@ -215,6 +217,27 @@ def test_split_merge_leaves_the_optimum_with_two_components_on_one_cluster():
     # every step is counted: the kept run's, the replaced run's and the failed moves'
     assert moved.n_iter == moved.log_likelihood.size - 1 + moved.diagnostics["split_merge_iterations"]
     assert moved.estimate.diagnostics["refine/split_merge_accepted"] == moved.diagnostics["split_merge_accepted"]
+
+
+def test_split_merge_tries_each_distinct_move_once():
+    """A Gaussian or single-topic move is set by which component leaves and which is split: with k components
+    there are k - 1 of them, and the moves stop there even when ``split_merge`` allows more failures."""
+    rng = np.random.default_rng(2)
+    x = np.array([[0.0, 0.0], [10.0, 0.0]])[rng.choice(2, 400)] + rng.standard_normal((400, 2))
+    result = gmm.refine(x, gmm.spectral(x, 2, covariance="spherical", seed=0), split_merge=4)
+    assert result.diagnostics["split_merge_accepted"] == 0
+    assert result.diagnostics["split_merge_moves"] == 1
+    data = gmm.FAMILY.refine_data(x, result.estimate)
+    resp, _ = gmm.FAMILY.e_step(result.params, data)
+    assert gmm.FAMILY.split_merge(result.params, data, resp, rng, attempt=0) is not None
+    assert gmm.FAMILY.split_merge(result.params, data, resp, rng, attempt=1) is None
+    beta = np.kron(np.eye(3), np.full(4, 0.2)) + 0.05 / 3  # each topic: four words of its own, the rest shared
+    counts = sp.csr_matrix(sample_single_topic(beta, np.full(3, 1 / 3), 600, 20, 1)[0])
+    fit = single_topic.refine(counts, single_topic.spectral(counts, 3, seed=0), split_merge=0).estimate
+    data = single_topic.FAMILY.refine_data(counts, fit)
+    resp, _ = single_topic.FAMILY.e_step(fit.params, data)
+    assert [single_topic.FAMILY.split_merge(fit.params, data, resp, rng, attempt=a) is None
+            for a in range(4)] == [False, False, True, True]
 
 
 def test_split_moves_see_negligible_responsibilities_as_zeros_and_move_as_before(monkeypatch):

@@ -81,17 +81,19 @@ def gaussian_components_host(x, loc, scale, x_squared=None) -> np.ndarray:
     ndarray, shape (N, k)
     """
     x, loc = np.asarray(x, dtype=np.float64), np.asarray(loc, dtype=np.float64)
-    scale = np.broadcast_to(np.asarray(scale, dtype=np.float64), loc.shape)
+    full = np.empty(loc.shape)
+    full[...] = scale  # broadcast ((k, 1) or scalar); np.broadcast_to costs more than the E-step's arithmetic here
+    scale = full
     # Formed as (k, N) and returned transposed (Fortran order): the E-step's reductions over each row's k
     # entries are then fast (:func:`specinit.refine.normalized_rows`).
     with np.errstate(over="ignore", invalid="ignore"):
         precision = scale**-2
         quadratic = precision @ (x * x if x_squared is None else x_squared).T - 2.0 * ((loc * precision) @ x.T)
-        quadratic += np.sum(loc * loc * precision, axis=1)[:, None]
-    if not np.all(np.isfinite(quadratic)):  # scales far below the data's magnitude: differences first
-        with np.errstate(over="ignore"):
+        quadratic += (loc * loc * precision).sum(axis=1)[:, None]
+        expanded = np.isfinite(quadratic.sum()) or np.isfinite(quadratic).all()  # a finite sum has finite terms
+        if not expanded:  # scales far below the data's magnitude: differences first
             quadratic = np.sum(((x[None, :, :] - loc[:, None, :]) / scale[:, None, :]) ** 2, axis=2)
-    constant = np.sum(np.log(scale), axis=1) + 0.5 * loc.shape[1] * np.log(2.0 * np.pi)
+    constant = np.log(scale).sum(axis=1) + 0.5 * loc.shape[1] * np.log(2.0 * np.pi)
     quadratic *= -0.5
     quadratic -= constant[:, None]
     return quadratic.T

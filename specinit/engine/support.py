@@ -63,11 +63,17 @@ def project_to_simplex(rows: np.ndarray, floor: float = 1e-3) -> tuple[np.ndarra
     """
     rows = np.atleast_2d(np.asarray(rows, dtype=np.float64))
     d = rows.shape[1]
-    total = np.abs(rows).sum(axis=1)
-    negative = np.where(rows < 0, -rows, 0.0).sum(axis=1) / np.where(total > 0, total, 1.0)
-    clipped = np.clip(rows, 0.0, None)
+    if rows.min() < 0:
+        total = np.abs(rows).sum(axis=1)
+        negative = np.where(rows < 0, -rows, 0.0).sum(axis=1) / np.where(total > 0, total, 1.0)
+        clipped = np.maximum(rows, 0.0)
+    else:  # what EM's iterates are: nothing to clip
+        negative, clipped = np.zeros(rows.shape[0]), rows
     sums = clipped.sum(axis=1, keepdims=True)
-    clipped = np.where(sums > 0, clipped / np.where(sums > 0, sums, 1.0), 1.0 / d)
+    if sums.min() > 0:
+        clipped = clipped / sums
+    else:
+        clipped = np.where(sums > 0, clipped / np.where(sums > 0, sums, 1.0), 1.0 / d)
     out = np.maximum(clipped, floor / d)
     return out / out.sum(axis=1, keepdims=True), {"negative_mass": negative}
 
@@ -135,7 +141,7 @@ def project(params: dict, sites: dict, floor: float) -> tuple[dict, dict]:
     out, report = {}, {}
     for name, value in params.items():
         value = np.asarray(value, dtype=np.float64)
-        if not np.all(np.isfinite(value)):
+        if not np.isfinite(value).all():
             raise FloatingPointError(f"the recovered {name!r} has non-finite entries: the moments are degenerate "
                                      "(try a smaller k, more data, or check the data for constant or duplicated "
                                      "columns)")
@@ -146,7 +152,7 @@ def project(params: dict, sites: dict, floor: float) -> tuple[dict, dict]:
             value = rows.reshape(value.shape)
             report[f"negative_mass_{name}"] = proj["negative_mass"] if value.ndim > 1 else float(proj["negative_mass"][0])
         elif support == "positive":
-            low = floor * max(float(np.max(value)), np.finfo(float).tiny)
+            low = floor * max(float(value.max()), np.finfo(float).tiny)
             report[f"floored_{name}"] = int(np.count_nonzero(value < low))
             value = np.maximum(value, low)
         out[name] = value
