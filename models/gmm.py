@@ -125,7 +125,9 @@ class GaussianMixture(Family):
                        "with shared noise, and much closer to real data (standardized features whose within-cluster "
                        "spread differs by feature). ``\"isotropic\"``: ``sigma_bar^2 I`` and, for "
                        "``covariance=\"spherical\"``, the ``M1'`` correction of [1]_ Thm 3.3 (consistent for "
-                       "spherical components with differing variances). Always per-coordinate for ``\"diag\"``.",
+                       "spherical components with differing variances). Always per-coordinate for ``\"diag\"``. Where the "
+                       "covariance does not identify a per-coordinate noise (``diagnostics[\"factor_identified\"]``"
+                       "), the shared ``sigma_bar^2``.",
                        "factor", Options(("factor", "isotropic"))),
         "assign_steps": Param("int", "EM assignment steps (soft assignment of every point, then weighted weights, "
                               "means and variances) applied to the moment estimate, counted in "
@@ -225,7 +227,7 @@ class GaussianMixture(Family):
         if rowdata:
             diagnostics.update(covariance_eigenvalues=moments.eigenvalues * unit**2, covariance_rank=moments.rank,
                                constant_columns=moments.n_constant, factor_iterations=moments.factor_iterations,
-                               factor_converged=moments.factor_converged)
+                               factor_converged=moments.factor_converged, factor_identified=moments.factor_identified)
         return {"weights": weights, "loc": loc, "scale": scale}, diagnostics, {}
 
     def complete(self, params, x, moments, *, rng, covariance="common", assign_steps=0, **options):
@@ -584,8 +586,12 @@ def spectral(x, k, *, common_scale, covariance, method, seed, assign_steps, deco
         ``"gmm"`` with ``weights`` (k,), ``loc`` (k, d), ``scale`` (scalar,
         (k,) or (k, d) by ``covariance``); diagnostics include ``sigma2_bar``,
         ``covariance_eigenvalues``, ``covariance_rank``, ``constant_columns``,
-        ``assign_steps``, and for per-coordinate noise ``factor_iterations`` and
-        ``factor_converged`` (False: the principal-axis iterations for the
+        ``assign_steps``, ``factor_identified`` (False: k - 1 factors and a
+        per-coordinate noise are not identified by a covariance of rank r
+        with ``(r - k + 1)^2 < r + k - 1``, e.g. d = 4 and k = 3; the noise is
+        then ``sigma2_bar`` capped at each coordinate's variance, with no
+        factor iterations), and for per-coordinate noise ``factor_iterations``
+        and ``factor_converged`` (False: the principal-axis iterations for the
         noise stopped at their cap of 50 before their tolerance, so the noise
         correction is approximate; :func:`refine` does not depend on it).
 

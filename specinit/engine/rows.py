@@ -81,7 +81,11 @@ class RowMoments(OnBackend):
     rank, so constant or duplicated columns do not drag it to zero) for
     isotropic noise, and a per-coordinate noise from principal-axis factor
     iterations ``D = diag(C - L L^T)`` (``L`` the top ``k - 1`` factors of
-    ``C - D``) otherwise. ``m`` is ``E[a] = c e_{d+1}`` (shared noise) or
+    ``C - D``) otherwise, where the covariance identifies it (``(r - k +
+    1)^2 >= r + k - 1``, Ledermann's bound; below it, e.g. d = 4 and k = 3,
+    every noise of a family fits the covariance equally and the iterations
+    drift towards a variance of zero, so the iterations' start is kept:
+    ``sigma_bar^2``, capped at each coordinate's variance). ``m`` is ``E[a] = c e_{d+1}`` (shared noise) or
     ``M1' = E[a ||V^T z||^2] / (r - k + 1)`` (per-component spherical
     variances, [1]_ Thm 3.3, with ``noise="isotropic"``).
 
@@ -106,11 +110,13 @@ class RowMoments(OnBackend):
     eigenvalues : ndarray
         Covariance eigenvalues of ``z`` (ascending).
     rank, n_constant, factor_iterations : int
+    factor_identified : bool
+        Whether the covariance identifies a per-coordinate noise (``(r - k + 1)^2 >= r + k - 1``).
+    noise_kind : {"factor", "isotropic"}
+        The noise model: shared by the components (``"factor"``) or the ``M1'`` correction of Thm 3.3.
     factor_converged : bool
         The principal-axis iterations met their tolerance within their cap of 50 (always True for isotropic
-        noise). They converge linearly, often slowly: where a noise variance heads for its floor, or where the
-        rank-(k-1) + diagonal covariance is not identified (``(d - k + 1)^2 < d + k - 1``, e.g. d = 4 and
-        k = 3), hundreds of iterations or never.
+        noise). They converge linearly, sometimes slowly (where a noise variance heads for its floor).
 
     Raises
     ------
@@ -157,9 +163,13 @@ class RowMoments(OnBackend):
             placed = self.passes.place_views(augmented)
         self._placed = placed
         self.m1_variances = self.m1  # M1' of Thm 3.3 (spherical): the component variances are solved from it
+        # k - 1 factors and a diagonal are identified by an r x r covariance only when (r - k + 1)^2 >= r + k - 1
+        # (Ledermann's bound); below it the factor iterations drift along a family of equal fits
+        self.factor_identified = (rank - k + 1) ** 2 >= rank + k - 1
         self.noise_kind = "factor" if (covariance == "diag" or noise == "factor") and k > 1 else "isotropic"
         if self.noise_kind == "factor":
-            self.noise = self._factor_noise(cov, k)
+            # not identified: the iterations' start, sigma_bar^2 (at most each coordinate's variance)
+            self.noise = self._factor_noise(cov, k) if self.factor_identified else np.minimum(self.noise, np.diag(cov))
             self.m3_weights = self.noise
             self.m1 = np.zeros(d + 1)
             self.m1[d] = c
