@@ -134,8 +134,8 @@ np.save(sys.argv[4], est.params["beta"])
 d = est.diagnostics
 print(json.dumps({"fit": seconds, "rss_after_load": base, "input": (X.data.nbytes + X.indices.nbytes + X.indptr.nbytes) / 2**30,
                   "peak": peak_rss_gb(), "passes": int(d["m2_passes"]),
-                  "stalled": int(np.sum(d.get("decomposition_stalled", 0))),
-                  "tpm_iterations": int(np.sum(d.get("decomposition_n_iter", 0)))}))
+                  "stalled": int(np.sum(d.get("decomposition/stalled", 0))),
+                  "tpm_iterations": int(np.sum(d.get("decomposition/n_iter", 0)))}))
 """
 
 

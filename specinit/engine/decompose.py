@@ -71,8 +71,8 @@ class Decomposition:
     diagnostics: dict
 
     def report(self) -> dict:
-        """The diagnostics as an estimate carries them: every key prefixed ``decomposition_``."""
-        return {f"decomposition_{key}": value for key, value in self.diagnostics.items()}
+        """The diagnostics as an estimate carries them: every key under ``decomposition/`` (as ``refine/``)."""
+        return {f"decomposition/{key}": value for key, value in self.diagnostics.items()}
 
 
 def _check_tensor(T, k, func, order: int = 3) -> tuple[np.ndarray, int]:

@@ -252,7 +252,7 @@ def test_noisy_topics_are_reported_not_handed_out_silently():
     messages = [str(w.message) for w in caught]
     assert any(re.search(r"negative total mass.*mass negative.*try a smaller k", m) for m in messages), messages
     # a non-converged decomposition is reported too (the noise tensor has no orthogonal structure)
-    assert any("did not converge" in m for m in messages) == (not report["decomposition_converged"].all())
+    assert any("did not converge" in m for m in messages) == (not report["decomposition/converged"].all())
     assert report["sign_flips"] > 0 or report["negative_mass"].max() > 0.25
     assert np.all(b > 0) and np.allclose(b.sum(axis=1), 1.0)
 
