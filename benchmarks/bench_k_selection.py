@@ -19,7 +19,16 @@ dimensions; ``SpectralGaussianMixture`` (spherical) chosen by ``n_components="au
 over its held-out ``score`` and by its ``bic``, against scikit-learn's ``GaussianMixture`` (spherical,
 ``n_init=3``) by the same grid and by BIC, k = 1..8.
 
-Run: ``python benchmarks/bench_k_selection.py [--topics 3 4 5 6 7 8] [--gmm]``.
+Real data (``--real``), where no k is true but the ways of choosing one should agree: the Gaussian mixtures of
+scikit-learn's bundled tables (iris, wine, breast cancer, digits; standardized features; their class counts
+beside), spherical and diagonal, k = 1..8 (digits 1..16; ``n_components="auto"``, ``GridSearchCV`` over ``score``, BIC;
+scikit-learn's ``GaussianMixture(n_init=3)`` by the same grid and by BIC); and LDA on paragraphs of the
+standard-library docstrings (:func:`specinit.corpus.load_python_docs`, a seeded subset of ``--docs`` paragraphs),
+k in ``REAL_TOPICS``: ``SpectralLDA("auto")``, ``GridSearchCV`` over ``SpectralLDA.score`` and over scikit-learn's
+``LatentDirichletAllocation`` (batch, 20 iterations), with each grid's mean held-out score per k. The real-data
+grids use three shuffled folds (seeded): the bundled tables are sorted by class.
+
+Run: ``python benchmarks/bench_k_selection.py [--topics 3 4 5 6 7 8] [--gmm] [--real [--docs 4000]]``.
 """
 
 from __future__ import annotations
@@ -33,7 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 from _common import machine, table
 from sklearn.decomposition import LatentDirichletAllocation
-from sklearn.model_selection import GridSearchCV
+from sklearn.model_selection import GridSearchCV, KFold
 from specinit.models import lda
 
 from specinit.estimators import SpectralLDA
@@ -88,12 +97,98 @@ def gmm_rows() -> list:
     return rows
 
 
+#: Bundled tables of ``--real``: scikit-learn loader, largest k of the grid.
+TABLES = (("iris", "load_iris", 8), ("wine", "load_wine", 8), ("breast cancer", "load_breast_cancer", 8),
+          ("digits", "load_digits", 16))
+
+#: Numbers of topics of the real-text grid.
+REAL_TOPICS = [5, 10, 15, 20, 30, 40]
+
+
+#: The folds of the real-data grids: the bundled tables are sorted by class, so unshuffled folds would each hold
+#: out whole classes.
+FOLDS = KFold(3, shuffle=True, random_state=0)
+
+
+def real_gmm_rows() -> list:
+    from sklearn import datasets
+    from sklearn.mixture import GaussianMixture
+
+    from specinit.estimators import SpectralGaussianMixture
+
+    rows = []
+    for name, loader, k_max in TABLES:
+        grid = {"n_components": list(range(1, k_max + 1))}
+        bunch = getattr(datasets, loader)()
+        X = bunch.data
+        sd = X.std(axis=0)
+        X = (X - X.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+        for covariance in ("spherical", "diag"):
+            start = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                ours = SpectralGaussianMixture(covariance_type=covariance, random_state=0)
+                auto = SpectralGaussianMixture("auto", covariance_type=covariance, random_state=0).fit(X).estimate_.k
+                found = GridSearchCV(ours, grid, cv=FOLDS, error_score=-np.inf).fit(X)
+                bic = [ours.set_params(n_components=j).fit(X).bic(X) for j in grid["n_components"]]
+                ours_seconds = time.perf_counter() - start
+                start = time.perf_counter()
+                peer = GaussianMixture(covariance_type=covariance, n_init=3, random_state=0)
+                theirs = GridSearchCV(peer, grid, cv=FOLDS, error_score=-np.inf).fit(X)
+                theirs_bic = [peer.set_params(n_components=j).fit(X).bic(X) for j in grid["n_components"]]
+                theirs_seconds = time.perf_counter() - start
+            rows.append([name, covariance, len(np.unique(bunch.target)), auto, found.best_params_["n_components"],
+                         1 + int(np.argmin(bic)), ours_seconds, theirs.best_params_["n_components"],
+                         1 + int(np.argmin(theirs_bic)), theirs_seconds])
+    return rows
+
+
+def real_lda_rows(n_docs: int) -> tuple[list, list]:
+    from specinit.corpus import load_python_docs
+
+    X = sp.csr_matrix(load_python_docs().counts, dtype=np.float64)
+    X = X[np.sort(np.random.default_rng(0).permutation(X.shape[0])[:n_docs])]
+    X = X[np.asarray(X.sum(axis=1)).ravel() >= 3]
+    grid = {"n_components": REAL_TOPICS}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        start = time.perf_counter()
+        auto = SpectralLDA("auto", random_state=0).fit(X)
+        auto_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        ours = GridSearchCV(SpectralLDA(random_state=0), grid, cv=FOLDS, error_score=-np.inf).fit(X)
+        ours_seconds = time.perf_counter() - start
+        start = time.perf_counter()
+        peer = LatentDirichletAllocation(learning_method="batch", max_iter=20, random_state=0)
+        theirs = GridSearchCV(peer, grid, cv=FOLDS, error_score=-np.inf).fit(X)
+        theirs_seconds = time.perf_counter() - start
+    report = auto.estimate_.diagnostics
+    summary = [[f"{X.shape[0]} x {X.shape[1]}", auto.estimate_.k, report["k_auto/eigengap_k"], report["k_auto/signal"],
+                auto_seconds, ours.best_params_["n_components"], ours_seconds, theirs.best_params_["n_components"],
+                theirs_seconds]]
+    curves = [[k, f"{a:.5g}", f"{b:.5g}"] for k, a, b in zip(REAL_TOPICS, ours.cv_results_["mean_test_score"],
+                                                          theirs.cv_results_["mean_test_score"])]
+    return summary, curves
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--topics", type=int, nargs="+", default=[3, 4, 5, 6, 7, 8])
     parser.add_argument("--gmm", action="store_true", help="the Gaussian-mixture table instead of the topic one")
+    parser.add_argument("--real", action="store_true", help="the real-data tables instead of the synthetic ones")
+    parser.add_argument("--docs", type=int, default=4_000, help="docstring paragraphs of the real LDA grid")
     args = parser.parse_args()
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}\n")
+    if args.real:
+        print(table(["table", "covariance", "classes", "auto", "GridSearchCV, score", "BIC", "ours (s)",
+                     "scikit-learn GridSearchCV", "scikit-learn BIC", "scikit-learn (s)"], real_gmm_rows()))
+        summary, curves = real_lda_rows(args.docs)
+        print(table(["docstrings (N x V)", "auto", "eigengap", "signal values", "auto (s)", "GridSearchCV, score",
+                     "grid (s)", "sklearn LDA GridSearchCV", "sklearn grid (s)"], summary))
+        print(table(["k", "SpectralLDA.score (mean held-out, per fold)", "sklearn LDA score (mean held-out)"],
+                    curves))
+        print(f"load average {os.getloadavg()[0]:.1f} at the end")
+        return
     if args.gmm:
         print(table(["centres", "dimensions", "auto", "GridSearchCV, score", "BIC", "scikit-learn GridSearchCV",
                      "scikit-learn BIC"], gmm_rows()))

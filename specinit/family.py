@@ -86,15 +86,47 @@ from specinit.engine.decompose import METHODS
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.support import project
 from specinit.engine.views import fit_multiview, pair_spectrum
-from specinit.engine.whitening import IndefiniteMomentError, signed_spectrum
+from specinit.engine.whitening import IndefiniteMomentError, negative_spectrum, signed_spectrum
 from specinit.estimate import Site, SpectralEstimate, register_sites
 from specinit.faces import Param, face
 
-__all__ = ["COMMON_OPTIONS", "Family", "NOISE_FACTOR", "SCORED_ESTIMATE", "k_param"]
+__all__ = ["COMMON_OPTIONS", "Family", "NEGATIVE_PROBE", "NOISE_FACTOR", "SCORED_ESTIMATE", "k_param",
+           "noise_edge"]
 
-#: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the largest
-#: negative eigenvalue's magnitude (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
+#: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the negative
+#: eigenvalues' edge (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
 NOISE_FACTOR = 2.0
+
+#: Negative eigenvalues probed for the noise edge of the families that whiten with the positive eigenspace.
+NEGATIVE_PROBE = 8
+
+
+def noise_edge(magnitudes) -> float:
+    """The edge of the negative eigenvalues' bulk: the largest magnitude that is not an isolated spike.
+
+    A few magnitudes far above the others are spikes -- directions in which the estimator fluctuates far more
+    than in the rest (on real text a few short documents with a repeated word dominate the per-document pair
+    estimator there) -- and do not mask positive eigenvalues in other directions. The largest drop between
+    consecutive magnitudes among the first half of them, when it is more than a factor of two, separates the
+    spikes from the bulk; otherwise the largest magnitude is the edge.
+
+    Parameters
+    ----------
+    magnitudes : array-like
+        Magnitudes of the most negative eigenvalues, descending (possibly empty).
+
+    Returns
+    -------
+    float
+        0 when there is none.
+    """
+    values = np.asarray(magnitudes, dtype=np.float64)
+    if values.size < 2:
+        return float(values[0]) if values.size else 0.0
+    ratios = values[:-1][: max(values.size // 2, 1)] / np.maximum(values[1:][: max(values.size // 2, 1)],
+                                                                    np.finfo(float).tiny)
+    drop = int(np.argmax(ratios))
+    return float(values[drop + 1] if ratios[drop] > 2.0 else values[0])
 
 
 def k_param(what: str = "Number of components.", score: str = "a score") -> Param:
@@ -510,11 +542,14 @@ class Family:
         The signed eigenvalues of the exchangeable moment (or the singular values of a cross moment of the
         views) have exactly k leading positive values under a k-component model with exact moments, and no
         negative one. With data, the second moment is that positive semi-definite signal plus sampling noise
-        of both signs, so the largest negative value measures the noise: a positive value counts as signal
-        when it exceeds :data:`NOISE_FACTOR` times that magnitude (the noise threshold), and the largest ratio
-        of consecutive values among the signal ones (the eigengap) is the guess. Families that whiten with the
-        positive eigenspace (``whitening_eigenspace = "positive"``) count the positive values past any larger
-        negative (noise) ones.
+        of both signs, so the negative values measure the noise: a positive value counts as signal when it
+        exceeds :data:`NOISE_FACTOR` times the edge of their bulk (:func:`noise_edge`: the largest negative
+        magnitude, isolated spikes set aside; the noise threshold), and the largest ratio of consecutive values
+        among the signal ones (the eigengap) is the guess. Families that whiten with the positive eigenspace
+        (``whitening_eigenspace = "positive"``) count the positive values past any larger negative (noise)
+        ones, and probe the :data:`NEGATIVE_PROBE` most negative values for the edge (on real text the
+        per-document pair moment has a negative spike about three times its bulk, which would hide all but the
+        two or three largest topics).
 
         Parameters
         ----------
@@ -548,7 +583,10 @@ class Family:
             keep = spectrum > 1e-10 * scale
             spectrum = np.concatenate([np.sort(spectrum[keep])[::-1], spectrum[~keep]])
         positive = int(np.argmax(np.append(spectrum, -1.0) <= 1e-10 * scale))
-        noise = NOISE_FACTOR * float(np.max(-spectrum, initial=0.0))
+        negatives = np.sort(-spectrum[spectrum < 0])[::-1]
+        if self.whitening_eigenspace == "positive" and negatives.size:
+            negatives = negative_spectrum(fit_moments, min(NEGATIVE_PROBE, fit_moments.n_features), scale, rng)
+        noise = NOISE_FACTOR * noise_edge(negatives)
         signal = int(np.count_nonzero(spectrum[:positive] > max(noise, 1e-10 * scale)))
         magnitudes = np.maximum(np.abs(spectrum), 1e-10 * scale)
         ratios = (magnitudes[:-1] / magnitudes[1:])[:max(signal, 1)]  # ratio i separates k = i + 1

@@ -315,6 +315,47 @@ def test_k_auto_on_samples_with_a_clear_eigengap(name):
     assert estimate.diagnostics["k_auto/spectrum"].ndim == 1
 
 
+def test_noise_edge_sets_isolated_negative_spikes_aside():
+    from specinit.family import noise_edge
+
+    assert noise_edge([]) == 0.0 and noise_edge([0.3]) == 0.3
+    # one spike (the docstrings' per-document pair moment, relative to its top eigenvalue), a cluster of three
+    # (man pages), and a bulk without one (drawn from LDA)
+    assert noise_edge([0.297, 0.101, 0.088, 0.074, 0.071, 0.067, 0.064, 0.063]) == 0.101
+    assert noise_edge([0.312, 0.296, 0.287, 0.139, 0.093, 0.068, 0.056, 0.051]) == 0.139
+    assert noise_edge([0.010, 0.008, 0.008, 0.007, 0.007, 0.006, 0.006, 0.005]) == 0.010
+    # a drop deep in the bulk is not a spike boundary (only the first half is read)
+    assert noise_edge([0.10, 0.09, 0.08, 0.07, 0.06, 0.05, 0.02, 0.01]) == 0.10
+
+
+def test_topic_spectrum_counts_signal_past_a_negative_spike():
+    """A pair moment whose noise has one large negative direction: the signal values above the rest of the
+    noise count, where the largest negative magnitude alone would hide all but the first."""
+    from specinit.models import lda
+
+    rng = np.random.default_rng(4)
+    V, k = 60, 5
+    beta = rng.dirichlet(np.full(V, 0.2), size=k)
+    m2 = beta.T @ np.diag([0.4, 0.25, 0.15, 0.12, 0.08]) @ beta
+    top = np.linalg.eigvalsh(m2)[-1]
+    noise = rng.standard_normal((V, V)) * 1e-3 * top
+    spike = rng.standard_normal(V)
+    spike /= np.linalg.norm(spike)
+    noisy = m2 + (noise + noise.T) / 2 - 0.5 * top * np.outer(spike, spike)
+
+    class Moments:
+        n_features = V
+
+        def m2_matmat(self, Q):
+            return noisy @ Q
+
+    signal_values = np.sort(np.linalg.eigvalsh(m2))[::-1][:k]
+    assert signal_values[-1] < 2 * 0.5 * top  # the spike alone would call the smaller topics noise
+    _, report = lda.FAMILY.spectrum_k(Moments(), 10, np.random.default_rng(0))
+    assert report["k_auto/signal"] == k
+    assert 0 < report["k_auto/noise_level"] < signal_values[-1] < 0.5 * top  # the bulk's edge, not the spike's
+
+
 def test_toy_family_in_the_family_docstring_runs():
     """The Family docstring builds a complete new family and fits it: 'where a new model goes' is executable."""
     import doctest

@@ -29,8 +29,8 @@ import numpy as np
 from specinit._validation import as_generator, check_choice, check_int, checked_by_caller, public, warn
 from specinit.engine.backends import namespace, one_blas_thread, resident_scope
 
-__all__ = ["EIGENSPACES", "Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace", "signed_spectrum",
-           "wanted_pairs", "whiten"]
+__all__ = ["EIGENSPACES", "Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace", "negative_spectrum",
+           "signed_spectrum", "wanted_pairs", "whiten"]
 
 
 #: Which k eigenpairs :func:`whiten` keeps: the top k by magnitude (all must be positive), or the k largest positive.
@@ -447,3 +447,34 @@ def signed_spectrum(moments, r: int, seed=0) -> np.ndarray:
     rng = as_generator(seed, "signed_spectrum")
     space = krylov_eigenspace(moments.m2_matmat, rng.standard_normal((d, min(d, r + 10))), r, min_passes=3)
     return space.ritz[:r]
+
+
+def negative_spectrum(moments, m: int, top: float, seed=0) -> np.ndarray:
+    """The magnitudes of the ``m`` most negative eigenvalues of ``moments``' second moment (descending; fewer when
+    fewer are negative).
+
+    Block Krylov on ``top I - M2``, whose largest eigenvalues are ``top`` plus those magnitudes when ``top`` is
+    at least the largest eigenvalue: the negative side of a spectrum whose positive values are larger, which
+    :func:`signed_spectrum` (by magnitude) reaches only past all of them.
+
+    Parameters
+    ----------
+    moments : object
+        Has ``n_features`` and ``m2_matmat``.
+    m : int
+        How many.
+    top : float
+        The largest eigenvalue of the second moment (or more).
+    seed : int or numpy.random.Generator
+
+    Returns
+    -------
+    ndarray, shape (<= m,)
+    """
+    d = moments.n_features
+    m = check_int(m, "m", "negative_spectrum", minimum=1, maximum=d)
+    rng = as_generator(seed, "negative_spectrum")
+    space = krylov_eigenspace(lambda Q: top * Q - moments.m2_matmat(Q), rng.standard_normal((d, min(d, m + 10))), m,
+                              min_passes=3)
+    values = space.ritz[:m] - top
+    return np.sort(values[values > 0])[::-1]
