@@ -125,9 +125,9 @@ class GaussianMixture(Family):
                        "with shared noise, and much closer to real data (standardized features whose within-cluster "
                        "spread differs by feature). ``\"isotropic\"``: ``sigma_bar^2 I`` and, for "
                        "``covariance=\"spherical\"``, the ``M1'`` correction of [1]_ Thm 3.3 (consistent for "
-                       "spherical components with differing variances). Always per-coordinate for ``\"diag\"``. Where the "
-                       "covariance does not identify a per-coordinate noise (``diagnostics[\"factor_identified\"]``"
-                       "), the shared ``sigma_bar^2``.",
+                       "spherical components with differing variances). Always per-coordinate for ``\"diag\"``. "
+                       "Where the covariance does not identify a per-coordinate noise "
+                       "(``diagnostics[\"factor_identified\"]``), the shared ``sigma_bar^2``.",
                        "factor", Options(("factor", "isotropic"))),
         "assign_steps": Param("int", "EM assignment steps (soft assignment of every point, then weighted weights, "
                               "means and variances) applied to the moment estimate, counted in "

@@ -29,8 +29,8 @@ import numpy as np
 from specinit._validation import as_generator, check_choice, check_int, checked_by_caller, public, warn
 from specinit.engine.backends import namespace, one_blas_thread, resident_scope
 
-__all__ = ["EIGENSPACES", "Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace", "negative_spectrum",
-           "signed_spectrum", "wanted_pairs", "whiten"]
+__all__ = ["EIGENSPACES", "Whitening", "IndefiniteMomentError", "RitzSubspace", "krylov_eigenspace",
+           "negative_spectrum", "signed_spectrum", "wanted_pairs", "whiten"]
 
 
 #: Which k eigenpairs :func:`whiten` keeps: the top k by magnitude (all must be positive), or the k largest positive.
