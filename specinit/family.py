@@ -123,8 +123,8 @@ def noise_edge(magnitudes) -> float:
     values = np.asarray(magnitudes, dtype=np.float64)
     if values.size < 2:
         return float(values[0]) if values.size else 0.0
-    ratios = values[:-1][: max(values.size // 2, 1)] / np.maximum(values[1:][: max(values.size // 2, 1)],
-                                                                    np.finfo(float).tiny)
+    half = max(values.size // 2, 1)
+    ratios = values[:half] / np.maximum(values[1: half + 1], np.finfo(float).tiny)
     drop = int(np.argmax(ratios))
     return float(values[drop + 1] if ratios[drop] > 2.0 else values[0])
 

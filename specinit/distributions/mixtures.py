@@ -91,7 +91,8 @@ def gaussian_components_host(x, loc, scale, x_squared=None) -> np.ndarray:
         quadratic = precision @ (x * x if x_squared is None else x_squared).T - 2.0 * ((loc * precision) @ x.T)
         quadratic += (loc * loc * precision).sum(axis=1)[:, None]
         expanded = np.isfinite(quadratic.sum()) or np.isfinite(quadratic).all()  # a finite sum has finite terms
-        if not expanded:  # scales far below the data's magnitude: differences first
+    if not expanded:  # scales far below the data's magnitude: differences first
+        with np.errstate(over="ignore"):
             quadratic = np.sum(((x[None, :, :] - loc[:, None, :]) / scale[:, None, :]) ** 2, axis=2)
     constant = np.log(scale).sum(axis=1) + 0.5 * loc.shape[1] * np.log(2.0 * np.pi)
     quadratic *= -0.5
