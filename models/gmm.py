@@ -54,7 +54,7 @@ from specinit.engine.views import conditional_variances, fit_multiview, with_squ
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, Family, k_param
-from specinit.refine import component_share, least_needed_component, mixture_e_step
+from specinit.refine import component_share, mixture_e_step, split_merge_pair
 
 __all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "log_likelihood", "model",
            "population_moments", "predict", "refine", "spectral", "spectral_axis_aligned", "spectral_from_moments"]
@@ -277,13 +277,12 @@ class GaussianMixture(Family):
     def split_merge(self, params, data: RowData, resp, rng, attempt=0):
         # merge: the component whose removal costs the least log-likelihood leaves; split: the attempt-th
         # heaviest other component, its mean moved one standard deviation either way along its principal axis
-        weights = np.asarray(params["weights"], dtype=np.float64)
-        k, x, loc = weights.size, data.x, np.asarray(params["loc"], dtype=np.float64)
-        if attempt >= k - 1:  # every other component was split once: a repeat is the same move
+        pair = split_merge_pair(self, params, data, attempt)
+        if pair is None:
             return None
-        leaving = least_needed_component(self, params, data)
-        others = np.delete(np.arange(k), leaving)
-        split = int(others[np.argsort(-weights[others], kind="stable")[attempt]])
+        leaving, split = pair
+        weights = np.asarray(params["weights"], dtype=np.float64)
+        x, loc = data.x, np.asarray(params["loc"], dtype=np.float64)
         centred = x - loc[split]
         unit = unit_of(centred)  # the power iteration in that unit: no square overflows or underflows
         centred /= unit

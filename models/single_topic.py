@@ -38,7 +38,7 @@ from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
 from specinit.models._svi import SVI_OPTIONS, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS, TopicFamily
-from specinit.refine import check_estimate, component_share, least_needed_component, mixture_e_step
+from specinit.refine import check_estimate, component_share, mixture_e_step, split_merge_pair
 
 __all__ = ["FACTS", "FAMILY", "SingleTopic", "guide", "log_likelihood", "model", "population_moments", "predict", "refine",
            "responsibilities", "spectral", "spectral_from_moments", "svi"]
@@ -105,13 +105,11 @@ class SingleTopic(TopicFamily):
         # other topic, its documents divided along the principal axis of their word frequencies (power iteration
         # on the responsibility-weighted covariance, matrix-free on the sparse counts), each half's word counts
         # giving one of the two topics
-        weights = np.asarray(params["weights"], dtype=np.float64)
-        k = weights.size
-        if attempt >= k - 1:  # every other component was split once: a repeat is the same move
+        pair = split_merge_pair(self, params, data, attempt)
+        if pair is None:
             return None
-        leaving = least_needed_component(self, params, data)
-        others = np.delete(np.arange(k), leaving)
-        split = int(others[np.argsort(-weights[others], kind="stable")[attempt]])
+        leaving, split = pair
+        weights = np.asarray(params["weights"], dtype=np.float64)
         lengths = np.asarray(data.csr.sum(axis=1)).ravel()
         frequencies = sp.diags(1.0 / np.maximum(lengths, 1.0)) @ data.csr
         share = component_share(resp, split)

@@ -38,7 +38,8 @@ from specinit.faces import Param, face
 
 __all__ = ["DRIVERS", "EM_OPTIONS", "MAP_OPTIONS", "PLATEAU_TOL", "RESTART_SPREADS", "RefineResult", "StoppingRule",
            "check_estimate", "component_share", "em", "map_estimate", "in_float64", "least_needed_component",
-           "log_joint", "mixture_e_step", "normalized_rows", "perturbed", "plateau", "without_negligible"]
+           "log_joint", "mixture_e_step", "normalized_rows", "perturbed", "plateau", "split_merge_pair",
+           "without_negligible"]
 
 #: The options of :func:`em`, declared once: the families' ``refine`` faces take them (with their own defaults).
 EM_OPTIONS = {
@@ -296,6 +297,37 @@ def least_needed_component(family, params: Mapping, data) -> int:
         kept = top + np.log(np.where(leaving, 1.0, total - scaled[j]))
         without.append(np.where(leaving, log_rest, kept).sum() - n * np.log1p(-weights[j]))
     return int(np.argmax(without))
+
+
+def split_merge_pair(family, params: Mapping, data, attempt: int) -> tuple[int, int] | None:
+    """The two components of a mixture's split-merge move: the one that leaves and the one split in two.
+
+    The least needed component leaves (:func:`least_needed_component`); the ``attempt``-th heaviest other one
+    is split. A move is set by that pair (its split direction is the split component's principal axis), so
+    there are k - 1 distinct moves from a fit: None once each has been tried.
+
+    Parameters
+    ----------
+    family : Family
+        A mixture with a ``weights`` site.
+    params : dict
+    data : object
+        In the form the family's ``component_log_prob`` reads.
+    attempt : int
+        Moves from ``params`` that failed so far.
+
+    Returns
+    -------
+    (int, int) or None
+        ``(leaving, split)``.
+    """
+    weights = np.asarray(params["weights"], dtype=np.float64)
+    k = weights.size
+    if attempt >= k - 1:
+        return None
+    leaving = least_needed_component(family, params, data)
+    others = np.delete(np.arange(k), leaving)
+    return leaving, int(others[np.argsort(-weights[others], kind="stable")[attempt]])
 
 
 #: The exponent below which ``exp`` gives subnormal float64 numbers (``exp(-708.4)`` is the smallest normal one).

@@ -168,8 +168,7 @@ class RowMoments(OnBackend):
         self.factor_identified = (rank - k + 1) ** 2 >= rank + k - 1
         self.noise_kind = "factor" if (covariance == "diag" or noise == "factor") and k > 1 else "isotropic"
         if self.noise_kind == "factor":
-            # not identified: the iterations' start, sigma_bar^2 (at most each coordinate's variance)
-            self.noise = self._factor_noise(cov, k) if self.factor_identified else np.minimum(self.noise, np.diag(cov))
+            self.noise = self._factor_noise(cov, k)
             self.m3_weights = self.noise
             self.m1 = np.zeros(d + 1)
             self.m1[d] = c
@@ -178,10 +177,13 @@ class RowMoments(OnBackend):
         self.n_constant = int(np.count_nonzero(ptp == 0))
 
     def _factor_noise(self, cov, k, n_iter=50, tol=1e-6):
-        """Per-coordinate noise of a rank-(k-1) + diagonal covariance (principal-axis factoring)."""
+        """Per-coordinate noise of a rank-(k-1) + diagonal covariance (principal-axis factoring); where that is not
+        identified, the iterations' start: ``sigma_bar^2``, at most each coordinate's variance."""
         diag = np.diag(cov).copy()
         floor = 1e-3 * max(float(diag.mean()), np.finfo(float).tiny)
         noise = np.minimum(np.full_like(diag, self.sigma2), diag)
+        if not self.factor_identified:  # the iterations would drift along a family of equal fits
+            return noise
         for it in range(1, n_iter + 1):
             values, vectors = np.linalg.eigh(cov - np.diag(noise))
             top = vectors[:, -(k - 1):] * np.sqrt(np.maximum(values[-(k - 1):], 0.0))

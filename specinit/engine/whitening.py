@@ -23,6 +23,7 @@ raise).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
@@ -453,9 +454,9 @@ def negative_spectrum(moments, m: int, top: float, seed=0) -> np.ndarray:
     """The magnitudes of the ``m`` most negative eigenvalues of ``moments``' second moment (descending; fewer when
     fewer are negative).
 
-    Block Krylov on ``top I - M2``, whose largest eigenvalues are ``top`` plus those magnitudes when ``top`` is
-    at least the largest eigenvalue: the negative side of a spectrum whose positive values are larger, which
-    :func:`signed_spectrum` (by magnitude) reaches only past all of them.
+    :func:`signed_spectrum` of ``top I - M2``, whose largest eigenvalues are ``top`` plus those magnitudes when
+    ``top`` is at least the largest eigenvalue: the negative side of a spectrum whose positive values are
+    larger, which :func:`signed_spectrum` of ``M2`` (by magnitude) reaches only past all of them.
 
     Parameters
     ----------
@@ -471,10 +472,6 @@ def negative_spectrum(moments, m: int, top: float, seed=0) -> np.ndarray:
     -------
     ndarray, shape (<= m,)
     """
-    d = moments.n_features
-    m = check_int(m, "m", "negative_spectrum", minimum=1, maximum=d)
-    rng = as_generator(seed, "negative_spectrum")
-    space = krylov_eigenspace(lambda Q: top * Q - moments.m2_matmat(Q), rng.standard_normal((d, min(d, m + 10))), m,
-                              min_passes=3)
-    values = space.ritz[:m] - top
+    shifted = SimpleNamespace(n_features=moments.n_features, m2_matmat=lambda Q: top * Q - moments.m2_matmat(Q))
+    values = signed_spectrum(shifted, m, seed) - top  # top I - M2 has no negative eigenvalue: magnitude = value
     return np.sort(values[values > 0])[::-1]
