@@ -78,7 +78,7 @@ from specinit.engine.cumulants import CorrectedCovariance, whitened_fourth_cumul
 from specinit.engine.sources import check_rows
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
-from specinit.family import COMMON_OPTIONS, Family, k_param
+from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
 from specinit.refine import MAP_OPTIONS, map_estimate
 
 __all__ = [
@@ -235,58 +235,6 @@ class _DataMoments:
         return whitened_third_cumulant(y) if self.cumulant == "skew" else whitened_fourth_cumulant(y)
 
 
-@public
-def population_moments(loadings, *, cumulant: str = "skew", shape=None, power=None, noise=0.0, loc=None) -> FactorMoments:
-    """Exact moments of the independent-factor model from its parameters.
-
-    Parameters
-    ----------
-    loadings : array, shape (k, d), or dict / SpectralEstimate
-        Rows are the columns of ``O`` (linearly independent, so ``k <= d``);
-        or all sites by name (``shape`` or ``power`` tells the cumulant).
-    cumulant : {"skew", "kurtosis"}
-        The model family.
-    shape : array, shape (k,), optional
-        Gamma shapes of skewed factors (required for ``"skew"``); skewness ``2/sqrt(shape)``.
-    power : array, shape (k,), optional
-        Exponential-power shapes of kurtotic factors (required for ``"kurtosis"``).
-    noise : float
-        Standard deviation of the isotropic Gaussian noise (>= 0).
-    loc : array, shape (d,), optional
-        ``E[x]`` (default zeros).
-
-    Returns
-    -------
-    FactorMoments
-        For :func:`spectral_from_moments` (exact recovery of every site).
-
-    Raises
-    ------
-    ValueError
-        Shapes that do not match, non-finite values, ``k > d``, non-positive
-        ``shape``/``power``, negative ``noise``.
-    """
-    params = getattr(loadings, "params", loadings)
-    if isinstance(params, dict):
-        cumulant = "skew" if "shape" in params else "kurtosis"
-        loadings, shape, power = params["loadings"], params.get("shape"), params.get("power")
-        noise, loc = float(params.get("noise", noise)), params.get("loc", loc)
-    cumulant = check_choice(cumulant, "cumulant", None, CUMULANTS)
-    loadings = np.asarray(loadings, dtype=np.float64)
-    if loadings.ndim != 2 or not np.all(np.isfinite(loadings)) or loadings.shape[0] > loadings.shape[1]:
-        raise bad_argument("loadings", None, "a finite (k, d) array with k <= d", loadings)
-    k, d = loadings.shape
-    name, value = ("shape", shape) if cumulant == "skew" else ("power", power)
-    value = np.asarray(value if value is not None else np.nan, dtype=np.float64)
-    if value.shape != (k,) or not np.all(np.isfinite(value)) or np.any(value <= 0):
-        raise bad_argument(name, None, f"a finite positive array of shape ({k},) for cumulant={cumulant!r}", value)
-    cumulants = 2.0 / np.sqrt(value) if cumulant == "skew" else excess_kurtosis_of_power(value)
-    if isinstance(noise, bool) or not np.isfinite(noise) or noise < 0:
-        raise bad_argument("noise", None, "a finite number >= 0", noise)
-    loc = np.zeros(d) if loc is None else np.asarray(loc, dtype=np.float64)
-    if loc.shape != (d,) or not np.all(np.isfinite(loc)):
-        raise bad_argument("loc", None, f"a finite array of shape ({d},)", loc)
-    return FactorMoments(loadings, cumulants, float(noise) ** 2, loc, cumulant)
 
 
 def _standard_error(cumulant: str, n_samples) -> float:
@@ -384,8 +332,28 @@ class Factors(Family):
             raise bad_argument("backend", None, "None or 'numpy' (the cumulant passes run in memory)", backend)
         return _DataMoments(x, cumulant)
 
-    def population_moments(self, params, **options) -> FactorMoments:
-        return population_moments(params)
+    def population_moments(self, params, cumulant=None, **options) -> FactorMoments:
+        if cumulant is None:
+            cumulant = "kurtosis" if params.get("shape") is None and params.get("power") is not None else "skew"
+        loadings, shape, power = params["loadings"], params.get("shape"), params.get("power")
+        noise, loc = params.get("noise", 0.0), params.get("loc")
+        cumulant = check_choice(cumulant, "cumulant", None, CUMULANTS)
+        loadings = np.asarray(loadings, dtype=np.float64)
+        if loadings.ndim != 2 or not np.all(np.isfinite(loadings)) or loadings.shape[0] > loadings.shape[1]:
+            raise bad_argument("loadings", None, "a finite (k, d) array with k <= d", loadings)
+        k, d = loadings.shape
+        name, value = ("shape", shape) if cumulant == "skew" else ("power", power)
+        value = np.asarray(value if value is not None else np.nan, dtype=np.float64)
+        if value.shape != (k,) or not np.all(np.isfinite(value)) or np.any(value <= 0):
+            raise bad_argument(name, None, f"a finite positive array of shape ({k},) for cumulant={cumulant!r}",
+                               value)
+        cumulants = 2.0 / np.sqrt(value) if cumulant == "skew" else excess_kurtosis_of_power(value)
+        if isinstance(noise, bool) or not np.isfinite(noise) or noise < 0:
+            raise bad_argument("noise", None, "a finite number >= 0", noise)
+        loc = np.zeros(d) if loc is None else np.asarray(loc, dtype=np.float64)
+        if loc.shape != (d,) or not np.all(np.isfinite(loc)):
+            raise bad_argument("loc", None, f"a finite array of shape ({d},)", loc)
+        return FactorMoments(loadings, cumulants, float(noise) ** 2, loc, cumulant)
 
     def max_components(self, moments) -> tuple[int, str]:
         return moments.n_features, f"at most the dimension d = {moments.n_features} (a factor model has at most d " \
@@ -482,10 +450,41 @@ class Factors(Family):
 
 FAMILY = Factors()
 
+
 #: Facts of the skewed-factor model (sites ``loc``, ``loadings``, ``shape``, ``noise``, ``factors``).
 FACTS = ModelFacts.from_sites(*FAMILY.site_table({"shape": None}))
 #: Facts of the kurtotic-factor model (``power`` in place of ``shape``).
 FACTS_KURTOSIS = ModelFacts.from_sites(*FAMILY.site_table({"power": None}))
+
+
+@FAMILY.face(
+    validate=True,
+    loadings=Param("array, shape (k, d), or dict / SpectralEstimate", "Rows are the columns of ``O`` (linearly "
+                   "independent, so ``k <= d``); or all sites by name."),
+    shape=Param("array, shape (k,), optional", "Gamma shapes of skewed factors (required for ``\"skew\"``); "
+                "skewness ``2/sqrt(shape)``.", None),
+    power=Param("array, shape (k,), optional", "Exponential-power shapes of kurtotic factors (required for "
+                "``\"kurtosis\"``).", None),
+    noise=Param("float", "Standard deviation of the isotropic Gaussian noise (>= 0).", 0.0),
+    loc=Param("array, shape (d,), optional", "``E[x]`` (default zeros).", None),
+    cumulant=Param("{'skew', 'kurtosis'} or None", "The model family; None (default): ``\"kurtosis\"`` when "
+                   "``power`` is given without ``shape``, else ``\"skew\"``.", None))
+def population_moments(loadings, shape, power, noise, loc, *, cumulant) -> FactorMoments:
+    """Exact moments of the independent-factor model from its parameters.
+
+    Returns
+    -------
+    FactorMoments
+        For :func:`spectral_from_moments` (exact recovery of every site).
+
+    Raises
+    ------
+    ValueError
+        Shapes that do not match, non-finite values, ``k > d``, non-positive
+        ``shape``/``power``, negative ``noise``.
+    """
+    return FAMILY.population_moments(site_values(loadings, "loadings", shape=shape, power=power, noise=noise,
+                                                 loc=loc), cumulant=cumulant)
 
 
 @FAMILY.face()

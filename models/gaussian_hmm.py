@@ -21,7 +21,7 @@ from specinit.engine.sequences import ChainViews, SequenceBatch, as_sequences, c
 from specinit.engine.views import ViewMoments, conditional_means, multiview_population
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, k_param
+from specinit.family import COMMON_OPTIONS, k_param, site_values
 from specinit.models.hmm import HMM
 
 __all__ = ["FACTS", "FAMILY", "GaussianHMM", "GaussianHMMMoments", "GaussianHMMFamily", "log_likelihood", "model",
@@ -54,6 +54,11 @@ class GaussianHMMMoments:
     def views(self):
         """The bin views of the triples (what the multi-view fit decomposes)."""
         return self.chain.views
+
+
+def _default_bins(k: int) -> int:
+    """Quantile bins of data and population moments when ``n_bins`` is not given."""
+    return max(3 * k, 10)
 
 
 class GaussianHMMFamily(HMM):
@@ -91,7 +96,7 @@ class GaussianHMMFamily(HMM):
         seqs = as_sequences(sequences, categorical=False)
         pooled = np.concatenate(seqs)
         # Bins beyond the number of observations are empty: at most N of them are kept.
-        n_bins = Interval(int, k, max(k, pooled.size)).check("n_bins", max(3 * k, 10) if n_bins is None else n_bins)
+        n_bins = Interval(int, k, max(k, pooled.size)).check("n_bins", _default_bins(k) if n_bins is None else n_bins)
         edges = np.quantile(pooled, np.linspace(0.0, 1.0, n_bins + 1)[1:-1])
         chain = triple_views([np.searchsorted(edges, s, side="right") for s in seqs], n_bins)
         middle = np.concatenate([s[1:-1] for s in seqs if s.size >= 3])
@@ -99,11 +104,11 @@ class GaussianHMMFamily(HMM):
         chain = ChainViews(ViewMoments(chain.views, backend=backend), chain.first_mean, chain.counts)
         return GaussianHMMMoments(chain, extended, n_bins, float(pooled.var()))
 
-    def population_moments(self, params, n_bins: int = 10) -> GaussianHMMMoments:
+    def population_moments(self, params, n_bins=None) -> GaussianHMMMoments:
         init, T, loc, scale = (np.asarray(params[n], dtype=np.float64) for n in ("init", "transition", "loc", "scale"))
         if scale.shape != loc.shape or np.any(scale <= 0) or not np.all(np.isfinite(scale)):
             raise bad_argument("scale", None, f"finite and > 0, of shape {loc.shape}", scale)
-        n_bins = Interval(int, loc.size).check("n_bins", n_bins)
+        n_bins = Interval(int, loc.size).check("n_bins", _default_bins(loc.size) if n_bins is None else n_bins)
         w = stationary(T)
         grid = np.linspace((loc - 8 * scale).min(), (loc + 8 * scale).max(), 20001)
         mixture_cdf = norm.cdf((grid[:, None] - loc) / scale) @ w
@@ -200,24 +205,19 @@ def model(sequences=None, *, k: int, lengths=None, concentration: float = 1.0,
         numpyro.sample("observations", GaussianHMM(init, transition, loc, scale, n_steps, lengths), obs=sequences)
 
 
-@public
-def population_moments(init, transition=None, loc=None, scale=None, *, n_bins: int = 10) -> GaussianHMMMoments:
+@FAMILY.face(
+    validate=True,
+    init=Param("array, shape (k,), or dict / SpectralEstimate", "Law of the first state, or all four sites by "
+               "name."),
+    transition=Param("array, shape (k, k)", "Row-stochastic transition matrix.", None),
+    loc=Param("array, shape (k,)", "Emission means.", None),
+    scale=Param("array, shape (k,)", "Emission standard deviations (positive).", None))
+def population_moments(init, transition, loc, scale, *, n_bins) -> GaussianHMMMoments:
     """Exact moments of a Gaussian HMM with a stationary middle state, binned at ``n_bins`` quantiles.
 
     Bin edges are the quantiles of the stationary mixture of the emissions,
     as :func:`spectral` takes them from data; the bin probabilities of each
     state are differences of normal CDFs.
-
-    Parameters
-    ----------
-    init : array, shape (k,), or dict / SpectralEstimate
-        Law of the first state, or all four sites by name.
-    transition : array, shape (k, k)
-        Row-stochastic transition matrix.
-    loc, scale : arrays, shape (k,)
-        Emission means and standard deviations (positive).
-    n_bins : int
-        Number of quantile bins, ``>= k``.
 
     Returns
     -------
@@ -229,10 +229,8 @@ def population_moments(init, transition=None, loc=None, scale=None, *, n_bins: i
     ValueError
         Non-positive ``scale`` or ``n_bins < k``.
     """
-    params = getattr(init, "params", init)
-    if not isinstance(params, dict):
-        params = {"init": init, "transition": transition, "loc": loc, "scale": scale}
-    return FAMILY.population_moments(params, n_bins=n_bins)
+    return FAMILY.population_moments(site_values(init, "init", transition=transition, loc=loc, scale=scale),
+                                     n_bins=n_bins)
 
 
 @FAMILY.face()

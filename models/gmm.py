@@ -53,7 +53,7 @@ from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family, k_param
+from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
 from specinit.refine import component_share, mixture_e_step, split_merge_pair
 
 __all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "log_likelihood", "model",
@@ -515,19 +515,14 @@ def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, commo
         numpyro.sample("x", dist.MixtureSameFamily(dist.Categorical(weights), components), obs=x)
 
 
-@public
-def population_moments(loc, weights=None, scale=None) -> MixtureMoments:
+@FAMILY.face(
+    validate=True,
+    loc=Param("array, shape (k, d), or dict / SpectralEstimate", "Component means (linearly independent for "
+              "identifiability), or all three sites by name."),
+    weights=Param("array, shape (k,)", "Mixing weights, positive.", None),
+    scale=Param("float or array of shape (k,)", "Common or per-component standard deviation, positive.", None))
+def population_moments(loc, weights, scale) -> MixtureMoments:
     """Exact corrected moments of the mixture ([1]_ Thm 3.2/3.3).
-
-    Parameters
-    ----------
-    loc : array, shape (k, d), or dict / SpectralEstimate
-        Component means (linearly independent for identifiability), or all
-        three sites by name.
-    weights : array, shape (k,)
-        Mixing weights, positive.
-    scale : float or array of shape (k,)
-        Common or per-component standard deviation, positive.
 
     Returns
     -------
@@ -540,10 +535,7 @@ def population_moments(loc, weights=None, scale=None) -> MixtureMoments:
         Non-positive or non-finite ``scale`` or ``weights``, or shapes that
         do not match ``loc``.
     """
-    params = getattr(loc, "params", loc)
-    if not isinstance(params, dict):
-        params = {"loc": loc, "weights": weights, "scale": scale}
-    return FAMILY.population_moments(params)
+    return FAMILY.population_moments(site_values(loc, "loc", weights=weights, scale=scale))
 
 
 @FAMILY.face()
@@ -674,9 +666,13 @@ def log_likelihood(x, estimate) -> np.ndarray:
     return FAMILY.log_likelihood(x, estimate)
 
 
-@public
-def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, decompose_options: dict | None = None,
-                          floor: float = 1e-3) -> SpectralEstimate:
+@FAMILY.face(
+    validate=True,
+    x=Param("array, shape (N, d)", "Observations, ``d >= 3 k``."),
+    k=Param("int", "Number of components.", constraint=Interval(int, 1)),
+    seed=COMMON_OPTIONS["seed"].documented("Randomness of the partition, the range finders and the decomposition."),
+    floor=COMMON_OPTIONS["floor"].documented("Scales are floored at ``floor`` times the data's root mean variance."))
+def spectral_axis_aligned(x, k, *, method, seed, decompose_options, floor) -> SpectralEstimate:
     """Mixture of axis-aligned Gaussians via a random 3-way partition of coordinates.
 
     The coordinates are randomly permuted and split into three groups of
@@ -687,22 +683,6 @@ def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, decompose_o
     the conditional means of the squared coordinates ``E[x_j^2 | h]``
     estimated against another group, minus ``loc^2``
     (:func:`specinit.engine.views.conditional_variances`).
-
-    Parameters
-    ----------
-    x : array, shape (N, d)
-        Observations, ``d >= 3 k``.
-    k : int
-        Number of components.
-    method : {"tpm", "svtd", "eca", "als"}
-        Tensor decomposition.
-    seed : int or numpy.random.Generator
-        Randomness of the partition, the range finders and the decomposition.
-    decompose_options : dict, optional
-        Keyword arguments of the tensor decomposition; unknown keys raise.
-
-    floor : float
-        Scales are floored at ``floor`` times the data's root mean variance.
 
     Returns
     -------
@@ -718,7 +698,6 @@ def spectral_axis_aligned(x, k: int, *, method: str = "tpm", seed=0, decompose_o
     ValueError
         ``d < 3 k``, NaN or infinite values.
     """
-    k = check_arguments({"k": Interval(int, 1)}, {"k": k})["k"]
     x = check_rows(x, min_columns=3 * k, columns="3 k")
     rng = as_generator(seed)
     groups = np.array_split(rng.permutation(x.shape[1]), 3)

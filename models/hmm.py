@@ -74,7 +74,7 @@ from specinit.engine.sources import is_dask_array
 from specinit.engine.views import ViewMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family, k_param
+from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
 
 __all__ = [
     "FACTS",
@@ -291,8 +291,13 @@ def model(sequences=None, *, k: int, n_symbols: int | None = None, lengths=None,
         numpyro.sample("observations", CategoricalHMM(init, transition, emission, n_steps, lengths), obs=sequences)
 
 
-@public
-def population_moments(init, transition=None, emission=None) -> ChainViews:
+@FAMILY.face(
+    validate=True,
+    init=Param("array, shape (k,), or dict / SpectralEstimate", "Law of the first state, or all three sites by "
+               "name."),
+    transition=Param("array, shape (k, k)", "Row-stochastic transition matrix (row = from-state).", None),
+    emission=Param("array, shape (k, V)", "Emission probabilities (rows).", None))
+def population_moments(init, transition, emission) -> ChainViews:
     """Exact moments of an HMM whose middle state ``h_2`` is stationary ([1]_ Prop. 3.4).
 
     The sliding triples of long sequences see a middle state distributed as
@@ -301,24 +306,12 @@ def population_moments(init, transition=None, emission=None) -> ChainViews:
     ``E[x_3 | h=j] = sum_l T_jl O_l`` (row-stochastic ``T``); ``E[x_1]`` of a
     sequence start is ``init @ emission``.
 
-    Parameters
-    ----------
-    init : array, shape (k,), or dict / SpectralEstimate
-        Law of the first state, or all three sites by name.
-    transition : array, shape (k, k)
-        Row-stochastic transition matrix (row = from-state).
-    emission : array, shape (k, V)
-        Emission probabilities (rows).
-
     Returns
     -------
     specinit.engine.sequences.ChainViews
         For :func:`spectral_from_moments` (exact recovery checks).
     """
-    params = getattr(init, "params", init)
-    if not isinstance(params, dict):
-        params = {"init": init, "transition": transition, "emission": emission}
-    return FAMILY.population_moments(params)
+    return FAMILY.population_moments(site_values(init, "init", transition=transition, emission=emission))
 
 
 @FAMILY.face()

@@ -72,7 +72,7 @@ from specinit.engine.rows import unit_of
 from specinit.engine.views import ViewMoments, multiview_population
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family, k_param
+from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
 
 __all__ = [
     "FAMILY",
@@ -318,8 +318,57 @@ class KernelMultiview(Family):
         return KernelMoments(maps, ViewMoments(feature_views, backend=backend), bool(exchangeable), tuple(views),
                              units)
 
-    def population_moments(self, params, **options) -> KernelMoments:
-        return population_moments(params, **options)
+    def population_moments(self, params, features=None, bandwidth=None, rank=128, exchangeable=False, seed=0,
+                           **options) -> KernelMoments:
+        if "weights" not in params:
+            raise bad_argument("params", None, "a dict with the site 'weights'", sorted(params))
+        n_views = 0
+        while f"loc_{n_views}" in params:
+            n_views += 1
+        if n_views < 3:
+            raise bad_argument("params", None, "sites loc_0, loc_1, loc_2, ... for at least 3 views", sorted(params))
+        weights = np.asarray(params["weights"], dtype=np.float64)
+        comps = []
+        for v in range(n_views):
+            missing = [s for s in (f"mix_{v}", f"scale_{v}") if s not in params]
+            if missing:
+                raise bad_argument("params", None, f"the sites mix_{v}, loc_{v}, scale_{v}", f"missing {missing}",
+                                   describe=False)
+            mix, loc, scale = (np.asarray(params[f"{s}_{v}"], dtype=np.float64) for s in ("mix", "loc", "scale"))
+            if loc.ndim != 3 or mix.shape != loc.shape[:2] or scale.shape != loc.shape or loc.shape[0] != weights.size:
+                raise bad_argument(f"loc_{v}", None, "shapes mix (k, m), loc and scale (k, m, d) with "
+                                   f"k={weights.size}", f"mix {mix.shape}, loc {loc.shape}, scale {scale.shape}",
+                                   describe=False)
+            comps.append((mix, loc, scale))
+        dims = [c[1].shape[2] for c in comps]
+        exchangeable = bool(exchangeable)
+        if exchangeable and len(set(dims)) != 1:
+            raise bad_argument("exchangeable", None, "False for views of different dimensions", f"dims {dims}",
+                               describe=False)
+        if features is None:
+            rng = as_generator(seed, None)
+
+            def marginal_sd(v):
+                mix, loc, scale = comps[v]
+                p = weights[:, None] * mix
+                mean = np.einsum("hj,hjd->d", p, loc)
+                second = np.einsum("hj,hjd->d", p, loc**2 + scale**2)
+                return np.sqrt(np.maximum(second - mean**2, 1e-12))
+
+            def band(v):
+                if bandwidth is None:
+                    return marginal_sd(v)
+                value = bandwidth if np.ndim(bandwidth) == 0 else bandwidth[v]
+                return check_bandwidth(value, dims[v], "bandwidth", None)
+
+            if exchangeable:
+                shared = RandomFourierFeatures(dims[0], np.mean([band(v) for v in range(n_views)], axis=0), rank, rng)
+                features = (shared,) * n_views
+            else:
+                features = tuple(RandomFourierFeatures(dims[v], band(v), rank, rng) for v in range(n_views))
+        features = tuple(features) if len(features) == n_views else tuple(features) * n_views
+        embeddings = [_mixture_embedding(fm, *c) for fm, c in zip(features, comps)]
+        return KernelMoments(features, multiview_population(embeddings, weights), exchangeable, None)
 
     def max_components(self, moments: KernelMoments) -> tuple[int, str]:
         rank = min(moments.moments.dims)
@@ -496,9 +545,18 @@ def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, pr
                            obs=jnp.asarray(stack_views(views)))
 
 
-@public
-def population_moments(params, *, features=None, bandwidth=None, rank: int = 128, exchangeable: bool = False,
-                       seed=0) -> KernelMoments:
+@FAMILY.face(
+    validate=True,
+    params=Param("dict or SpectralEstimate", "``weights`` (k,) and, per view ``v``, ``mix_<v>`` (k, m), ``loc_<v>`` "
+                 "and ``scale_<v>`` (k, m, d_v) (the sites of :func:`model`)."),
+    features=Param("sequence of feature maps, optional", "One per view (or one shared map when ``exchangeable``); "
+                   "default: random Fourier features of rank ``rank``.", None),
+    bandwidth=KernelMultiview.options["bandwidth"].documented(
+        "Kernel length scale(s) per view (a number, or one entry per view); default: the per-column standard "
+        "deviation of each view's marginal (a population stand-in for the median heuristic)."),
+    rank=KernelMultiview.options["rank"].documented("Feature rank when ``features`` is None."),
+    seed=COMMON_OPTIONS["seed"].documented("Draws the random features."))
+def population_moments(params, *, features, bandwidth, rank, exchangeable, seed) -> KernelMoments:
     """Exact kernel-embedding moments of a mixture whose component densities are Gaussian mixtures.
 
     With the Gaussian RBF kernel and random Fourier (or Nystrom) features,
@@ -506,25 +564,6 @@ def population_moments(params, *, features=None, bandwidth=None, rank: int = 128
     ``E[phi_v(x_v) | h] = sum_j mix_{v,h,j} E_{N(loc, scale^2)}[phi_v]`` is
     exact and the cross moments of the feature views are those of a
     multi-view mixture with these means (no quadrature, no sampling).
-
-    Parameters
-    ----------
-    params : dict or SpectralEstimate
-        ``weights`` (k,) and, per view ``v``, ``mix_<v>`` (k, m),
-        ``loc_<v>`` and ``scale_<v>`` (k, m, d_v) (the sites of :func:`model`).
-    features : sequence of feature maps, optional
-        One per view (or one shared map when ``exchangeable``); default:
-        random Fourier features of rank ``rank``.
-    bandwidth : float or sequence, optional
-        Kernel length scale(s) per view (a number, or one entry per view);
-        default: the per-column standard deviation of each view's marginal
-        (a population stand-in for the median heuristic).
-    rank : int
-        Feature rank when ``features`` is None.
-    exchangeable : bool
-        One feature map for every view (views must have the same dimension).
-    seed : int or numpy.random.Generator
-        Draws the random features.
 
     Returns
     -------
@@ -541,56 +580,8 @@ def population_moments(params, *, features=None, bandwidth=None, rank: int = 128
     ----------
     Song, Anandkumar, Dai, Xie, ICML 2014, eqs. 34-35 (population embeddings).
     """
-    func = None
-    params = dict(getattr(params, "params", params))
-    if "weights" not in params:
-        raise bad_argument("params", func, "a dict with the site 'weights'", sorted(params))
-    n_views = 0
-    while f"loc_{n_views}" in params:
-        n_views += 1
-    if n_views < 3:
-        raise bad_argument("params", func, "sites loc_0, loc_1, loc_2, ... for at least 3 views", sorted(params))
-    weights = np.asarray(params["weights"], dtype=np.float64)
-    comps = []
-    for v in range(n_views):
-        missing = [s for s in (f"mix_{v}", f"scale_{v}") if s not in params]
-        if missing:
-            raise bad_argument("params", func, f"the sites mix_{v}, loc_{v}, scale_{v}", f"missing {missing}",
-                               describe=False)
-        mix, loc, scale = (np.asarray(params[f"{s}_{v}"], dtype=np.float64) for s in ("mix", "loc", "scale"))
-        if loc.ndim != 3 or mix.shape != loc.shape[:2] or scale.shape != loc.shape or loc.shape[0] != weights.size:
-            raise bad_argument(f"loc_{v}", func, f"shapes mix (k, m), loc and scale (k, m, d) with k={weights.size}",
-                               f"mix {mix.shape}, loc {loc.shape}, scale {scale.shape}", describe=False)
-        comps.append((mix, loc, scale))
-    dims = [c[1].shape[2] for c in comps]
-    exchangeable = bool(exchangeable)
-    if exchangeable and len(set(dims)) != 1:
-        raise bad_argument("exchangeable", func, "False for views of different dimensions", f"dims {dims}",
-                           describe=False)
-    if features is None:
-        rng = as_generator(seed, func)
-
-        def marginal_sd(v):
-            mix, loc, scale = comps[v]
-            p = weights[:, None] * mix
-            mean = np.einsum("hj,hjd->d", p, loc)
-            second = np.einsum("hj,hjd->d", p, loc**2 + scale**2)
-            return np.sqrt(np.maximum(second - mean**2, 1e-12))
-
-        def band(v):
-            if bandwidth is None:
-                return marginal_sd(v)
-            value = bandwidth if np.ndim(bandwidth) == 0 else bandwidth[v]
-            return check_bandwidth(value, dims[v], "bandwidth", func)
-
-        if exchangeable:
-            shared = RandomFourierFeatures(dims[0], np.mean([band(v) for v in range(n_views)], axis=0), rank, rng)
-            features = (shared,) * n_views
-        else:
-            features = tuple(RandomFourierFeatures(dims[v], band(v), rank, rng) for v in range(n_views))
-    features = tuple(features) if len(features) == n_views else tuple(features) * n_views
-    embeddings = [_mixture_embedding(fm, *c) for fm, c in zip(features, comps)]
-    return KernelMoments(features, multiview_population(embeddings, weights), exchangeable, None)
+    return FAMILY.population_moments(site_values(params), features=features, bandwidth=bandwidth, rank=rank,
+                                     exchangeable=exchangeable, seed=seed)
 
 
 @FAMILY.face()

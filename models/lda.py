@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from numpyro.infer import HMCGibbs, NUTS
 from numpyro.infer.mcmc import MCMCKernel
 
-from specinit._validation import Interval, Options, as_generator, bad_argument, current_entry, public, warn
+from specinit._validation import Interval, Options, as_generator, bad_argument, current_entry, warn
 from specinit.distributions.continuous import TRANSFORMS, LogRatioDirichlet, point_mass
 from specinit.distributions.counts import HIGHEST, DenseTopicCounts, ModelData, as_document_counts, \
     lda_augmented_step, lda_loglik, lda_marginal_loglik_draws
@@ -55,7 +55,7 @@ from specinit.engine.sources import CountSource
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
-from specinit.family import COMMON_OPTIONS
+from specinit.family import COMMON_OPTIONS, site_values
 from specinit.engine.anchors import fit_anchor
 from specinit.models._svi import LOCAL_STEP, SVI_OPTIONS, local_gamma, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS as TOPIC_MODEL_ARGUMENTS
@@ -572,16 +572,13 @@ def pointwise_log_likelihood(samples, counts, *, k, vocab_size, doc_lengths, eta
 model.pointwise_log_likelihood = pointwise_log_likelihood
 
 
-@public
-def population_moments(beta, alpha=None) -> FactoredMoments:
+@FAMILY.face(
+    validate=True,
+    beta=Param("array-like, shape (k, V), or dict / SpectralEstimate", "Topics, rows on the simplex (or both sites "
+               "by name)."),
+    alpha=Param("array-like, shape (k,)", "Dirichlet parameters (positive); ``alpha0 = sum(alpha)``.", None))
+def population_moments(beta, alpha) -> FactoredMoments:
     """Exact Dirichlet-corrected ``M2``, ``M3`` of LDA ([1]_ Lemma 3).
-
-    Parameters
-    ----------
-    beta : array-like, shape (k, V), or dict / SpectralEstimate
-        Topics, rows on the simplex (or both sites by name).
-    alpha : array-like, shape (k,)
-        Dirichlet parameters (positive); ``alpha0 = sum(alpha)``.
 
     Returns
     -------
@@ -595,10 +592,7 @@ def population_moments(beta, alpha=None) -> FactoredMoments:
     ValueError
         If ``beta`` is not 2-D or ``alpha`` not positive with one entry per topic.
     """
-    params = getattr(beta, "params", beta)
-    if not isinstance(params, dict):
-        params = {"beta": beta, "alpha": alpha}
-    return FAMILY.population_moments(params)
+    return FAMILY.population_moments(site_values(beta, "beta", alpha=alpha))
 
 
 @FAMILY.face(method=COMMON_OPTIONS["method"], alpha0=Param("float", "``sum(alpha)`` used in the moment correction."))

@@ -51,7 +51,7 @@ from specinit.engine.views import (
 )
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family, k_param
+from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
 
 __all__ = [
     "FAMILY",
@@ -456,18 +456,14 @@ def model(views=None, *, k: int, kinds, n: int | None = None, dims=None):
                            obs=jnp.asarray(stack_views(views)))
 
 
-@public
-def population_moments(params, kinds=None) -> MultiViewMoments:
+@FAMILY.face(
+    params=Param("dict or SpectralEstimate", "``weights`` (k,) and, per view ``v``, ``beta_<v>`` (k, V_v) for a "
+                 "categorical view or ``loc_<v>`` and ``scale_<v>`` (k, d_v) for a Gaussian one (the sites of "
+                 ":func:`model`)."),
+    kinds=MultiView.options["kinds"].documented("The kind of each view (default: read off the site names: "
+                                                  "``beta_<v>`` categorical, ``loc_<v>`` Gaussian)."))
+def population_moments(params, kinds) -> MultiViewMoments:
     """Exact moments of a multi-view mixture with the given parameters.
-
-    Parameters
-    ----------
-    params : dict or SpectralEstimate
-        ``weights`` (k,) and, per view ``v``, ``beta_<v>`` (k, V_v) for a
-        categorical view or ``loc_<v>`` and ``scale_<v>`` (k, d_v) for a
-        Gaussian one (the sites of :func:`model`).
-    kinds : sequence of {"categorical", "gaussian"}
-        The kind of each view.
 
     Returns
     -------
@@ -478,8 +474,10 @@ def population_moments(params, kinds=None) -> MultiViewMoments:
     ------
     ValueError
         Fewer than 3 views, an unknown kind, or a missing site.
+    TypeError
+        ``params`` that is neither a dict nor an estimate.
     """
-    return FAMILY.population_moments(dict(getattr(params, "params", params)), kinds)
+    return FAMILY.population_moments(site_values(params), kinds)
 
 
 @FAMILY.face()

@@ -29,7 +29,8 @@ import numpyro.distributions as dist
 import scipy.sparse as sp
 from scipy.special import gammaln
 
-from specinit._validation import Interval, public
+from specinit._validation import Interval
+from specinit.family import site_values
 from specinit.distributions.continuous import TRANSFORMS, point_mass
 from specinit.distributions.counts import ModelData, mixture_loglik, topic_components
 from specinit.distributions.mixtures import MixtureLikelihood
@@ -195,26 +196,20 @@ def model(counts, *, k, vocab_size, doc_lengths, eta, subsample_size):
             numpyro.sample("counts", dist.Multinomial(n, beta[z], total_count_max=data.max_length))
 
 
-@public
-def population_moments(beta, weights=None) -> FactoredMoments:
+@FAMILY.face(
+    validate=True,
+    beta=Param("array-like, shape (k, V), or dict / SpectralEstimate", "Topics, rows on the simplex (or both sites "
+               "by name)."),
+    weights=Param("array-like, shape (k,)", "Topic probabilities (positive).", None))
+def population_moments(beta, weights) -> FactoredMoments:
     """Exact ``M2``, ``M3`` of the single-topic model (``omega = kappa = weights``).
-
-    Parameters
-    ----------
-    beta : array-like, shape (k, V), or dict / SpectralEstimate
-        Topics, rows on the simplex (or both sites by name).
-    weights : array-like, shape (k,)
-        Topic probabilities (positive).
 
     Returns
     -------
     FactoredMoments
         ``M2 = sum_i w_i b_i b_i^T`` and ``M3 = sum_i w_i b_i^(x)3`` ([1]_ Thm 3.1).
     """
-    params = getattr(beta, "params", beta)
-    if not isinstance(params, dict):
-        params = {"beta": beta, "weights": weights}
-    return FAMILY.population_moments(params)
+    return FAMILY.population_moments(site_values(beta, "beta", weights=weights))
 
 
 @FAMILY.face()

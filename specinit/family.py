@@ -91,7 +91,7 @@ from specinit.estimate import Site, SpectralEstimate, register_sites
 from specinit.faces import Param, face
 
 __all__ = ["COMMON_OPTIONS", "Family", "NEGATIVE_PROBE", "NOISE_FACTOR", "SCORED_ESTIMATE", "k_param",
-           "noise_edge"]
+           "noise_edge", "site_values"]
 
 #: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the negative
 #: eigenvalues' edge (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
@@ -176,6 +176,36 @@ COMMON_OPTIONS = {
 #: The fit that a family's ``predict`` and ``log_likelihood`` score data under, declared once.
 SCORED_ESTIMATE = Param("SpectralEstimate or dict", "A fit of this family (from ``spectral`` or ``refine``), or a "
                         "dict of its site values.")
+
+
+def site_values(value, first: str | None = None, /, **others) -> dict:
+    """The parameters given to a ``population_moments`` face, as a dict of site values.
+
+    Parameters
+    ----------
+    value : SpectralEstimate, dict or array-like
+        Every site by name (an estimate or a dict, completed by those of ``others`` that it lacks and that are
+        given), or the value of the site ``first``.
+    first : str, optional
+        The site ``value`` stands for when it is not a dict; None: ``value`` must be a dict or an estimate.
+    **others
+        The other sites by name (None: not given).
+
+    Returns
+    -------
+    dict of str -> object
+
+    Raises
+    ------
+    TypeError
+        ``value`` that is neither a dict nor an estimate where ``first`` is None.
+    """
+    params = getattr(value, "params", value)
+    if isinstance(params, Mapping):
+        return {**{name: site for name, site in others.items() if site is not None}, **params}
+    if first is None:
+        raise bad_argument("params", None, "a dict of site values or a SpectralEstimate", value, kind=TypeError)
+    return {first: value, **others}
 
 
 class Family:
