@@ -609,7 +609,7 @@ def spectral(x, k, *, common_scale, covariance, method, seed, assign_steps, deco
                      "-> ``\"common\"``, (k,) -> ``\"spherical\"``, (k, d) -> ``\"diag\"``).", None),
     max_iter=500, tol=None, rtol=1e-6, split_merge=2)
 def refine(x, estimate, *, covariance, method, max_iter, tol, rtol, reg, floor, restarts, split_merge, restart_iter,
-           seed):
+           seed, accelerate):
     """Spectral then refine: EM for the Gaussian mixture started from an estimate.
 
     Returns
@@ -640,7 +640,7 @@ def refine(x, estimate, *, covariance, method, max_iter, tol, rtol, reg, floor, 
 
     return FAMILY.refine(x, estimate, method=method, covariance=covariance, max_iter=max_iter, tol=tol, rtol=rtol,
                          reg=reg, restarts=restarts, split_merge=split_merge, restart_iter=restart_iter, seed=seed,
-                         floor=floor)
+                         floor=floor, accelerate=accelerate)
 
 
 @FAMILY.scoring_face("x")

@@ -281,7 +281,8 @@ def spectral(counts, k, *, method, weighting, seed, vocabulary, floor, decompose
                        "maximum likelihood). The default is the best held-out likelihood of "
                        "``benchmarks/bench_short_text.py`` among 0.01, 0.03, 0.1, 0.3 and 1.", 0.1),
     window=10, split_merge=2)
-def refine(counts, estimate, *, method, max_iter, tol, floor, restarts, seed, pseudo_count, window, split_merge):
+def refine(counts, estimate, *, method, max_iter, tol, floor, restarts, seed, pseudo_count, window, split_merge,
+           accelerate):
     """Spectral then refine: MAP-EM for the mixture of unigrams started from an estimate.
 
     The objective is the log posterior under a symmetric Dirichlet(1 + ``pseudo_count``) prior on every
@@ -325,7 +326,7 @@ def refine(counts, estimate, *, method, max_iter, tol, floor, restarts, seed, ps
     """
     return FAMILY.refine(counts, estimate, method=method, max_iter=max_iter, tol=None, rtol=tol, floor=floor,
                          restarts=restarts, seed=seed, pseudo_count=pseudo_count, window=window,
-                         split_merge=split_merge)
+                         split_merge=split_merge, accelerate=accelerate)
 
 
 @FAMILY.scoring_face("counts")

@@ -372,3 +372,82 @@ def test_least_needed_component_is_the_merge_with_the_highest_log_likelihood(sca
         # the direct computation: each component removed, the others' weights renormalized
         scores = [logsumexp(np.delete(joint, j, axis=1), axis=1).sum() - n * np.log1p(-weights[j]) for j in range(k)]
         assert least_needed_component(_GivenLogProb(), {"weights": weights}, log_prob) == int(np.argmax(scores))
+
+
+class _Halving:
+    """A toy EM map ``x -> x / 2`` (a fixed point at 0, linear rate 1/2) with log-likelihood ``-|x|^2``; the
+    log-likelihood is NaN within ``poison`` of the fixed point."""
+
+    def __init__(self, poison: float = 0.0):
+        self.poison = poison
+
+    def e_step(self, params, prepared):
+        x = params["x"]
+        return None, (np.nan if np.abs(x).max() < self.poison else -float(np.sum(x**2)))
+
+    def m_step(self, prepared, stats, params):
+        return {"x": params["x"] / 2}
+
+
+def _toy_run(family, accelerate=True):
+    from specinit.refine import _start_run
+
+    return _start_run(family, None, {"x": np.array([1.0, -2.0])}, accelerate)
+
+
+def test_squarem_step_lands_on_the_fixed_point_of_a_linear_map():
+    from specinit.refine import _accelerated
+
+    run = _toy_run(_Halving())
+    _accelerated(_Halving(), None, run, {}, 1e-10, StoppingRule(1, None, 1e-12), {})
+    # two EM steps (x/2, x/4); the extrapolation of a linear map's iterates is its fixed point, and an EM step
+    # from it stays there
+    assert run.extrapolations == 1 and run.rejected == 0
+    assert run.trace == [-5.0, -1.25, -0.3125, 0.0]
+    np.testing.assert_array_equal(run.params["x"], [0.0, 0.0])
+    assert run.n_iter == 3
+
+
+def test_squarem_step_that_does_not_improve_is_dropped():
+    from specinit.refine import _accelerated
+
+    family = _Halving(poison=1e-3)
+    run = _toy_run(family)
+    _accelerated(family, None, run, {}, 1e-10, StoppingRule(1, None, 1e-12), {})
+    # the extrapolated point scores NaN: the run stays at the second EM iterate, the step length shrinks
+    assert run.extrapolations == 1 and run.rejected == 1 and run.step_max == 1.0
+    assert run.trace == [-5.0, -1.25, -0.3125]
+    np.testing.assert_array_equal(run.params["x"], [0.25, -0.5])
+
+
+def test_extrapolation_stays_in_the_supports():
+    from specinit.estimate import Site
+    from specinit.refine import _extrapolate
+
+    sites = {"w": Site("simplex"), "s": Site("positive"), "m": Site("real")}
+    iterates = [{"w": np.array([0.6, 0.3, 0.1]), "s": np.array([1.0]), "m": np.array([0.0])},
+                {"w": np.array([0.5, 0.3, 0.2]), "s": np.array([0.5]), "m": np.array([1.0])},
+                {"w": np.array([0.45, 0.3, 0.25]), "s": np.array([0.3]), "m": np.array([1.4])}]
+    point, step = _extrapolate(*iterates, sites, step_max=64.0)
+    assert 1.0 < step <= 64.0
+    assert np.all(point["w"] > 0) and point["w"].sum() == pytest.approx(1.0) and point["s"][0] > 0
+    # far beyond the last iterate along the direction of travel, in log coordinates for w and s
+    assert point["w"][2] > 0.25 and point["s"][0] < 0.3 and point["m"][0] > 1.4
+    # iterates that do not move: no extrapolation
+    same, step = _extrapolate(iterates[2], iterates[2], iterates[2], sites, step_max=64.0)
+    assert step == 1.0 and same is iterates[2]
+
+
+def test_squarem_reaches_em_optimum_in_fewer_steps():
+    from sklearn.datasets import load_iris
+
+    x = load_iris().data
+    x = (x - x.mean(axis=0)) / x.std(axis=0)
+    start = gmm.spectral(x, 3, covariance="spherical", seed=0)
+    plain = gmm.refine(x, start, split_merge=0, rtol=1e-10)
+    fast = gmm.refine(x, start, split_merge=0, rtol=1e-10, accelerate=True)
+    assert plain.converged and fast.converged and fast.diagnostics["extrapolations"] > 0
+    assert fast.n_iter < 0.6 * plain.n_iter
+    assert np.all(np.diff(fast.log_likelihood) >= 0)
+    assert fast.log_likelihood[-1] == pytest.approx(plain.log_likelihood[-1], abs=1e-6 * x.shape[0])
+    np.testing.assert_allclose(np.sort(fast.params["loc"], axis=0), np.sort(plain.params["loc"], axis=0), atol=1e-4)
