@@ -40,10 +40,14 @@ from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, Family, k_param
 
-__all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "TopicData", "TopicFamily", "check_alpha0_grid",
-           "close_topics", "default_alpha0_grid", "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace",
-           "word_pairs"]
+__all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "POPULATION_TOPICS", "TopicData", "TopicFamily",
+           "check_alpha0_grid", "close_topics", "default_alpha0_grid", "document_topics", "fit_lda_grid",
+           "lda_moment_fit", "raw_subspace", "word_pairs"]
 
+
+#: The topics given to the topic families' ``population_moments``, declared once.
+POPULATION_TOPICS = Param("array-like, shape (k, V), or dict / SpectralEstimate", "Topics, rows on the simplex (or "
+                          "every site by name).")
 
 #: The arguments of the topic models' NumPyro programs (``lda.model``, ``single_topic.model``), declared once: their
 #: guides, kernels and SVI drivers take them too, so generic code passes a model's arguments through.

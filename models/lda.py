@@ -62,6 +62,7 @@ from specinit.models._topics import MODEL_ARGUMENTS as TOPIC_MODEL_ARGUMENTS
 from specinit.models._topics import (
     ALPHA0,
     ALPHA0_MAX,
+    POPULATION_TOPICS,
     TopicFamily,
     check_alpha0_grid,
     close_topics,
@@ -574,8 +575,7 @@ model.pointwise_log_likelihood = pointwise_log_likelihood
 
 @FAMILY.face(
     validate=True,
-    beta=Param("array-like, shape (k, V), or dict / SpectralEstimate", "Topics, rows on the simplex (or both sites "
-               "by name)."),
+    beta=POPULATION_TOPICS,
     alpha=Param("array-like, shape (k,)", "Dirichlet parameters (positive); ``alpha0 = sum(alpha)``.", None))
 def population_moments(beta, alpha) -> FactoredMoments:
     """Exact Dirichlet-corrected ``M2``, ``M3`` of LDA ([1]_ Lemma 3).

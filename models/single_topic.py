@@ -38,7 +38,7 @@ from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
 from specinit.models._svi import SVI_OPTIONS, run_svi, svi_batch
-from specinit.models._topics import MODEL_ARGUMENTS, TopicFamily
+from specinit.models._topics import MODEL_ARGUMENTS, POPULATION_TOPICS, TopicFamily
 from specinit.refine import check_estimate, component_share, mixture_e_step, split_merge_pair
 
 __all__ = ["FACTS", "FAMILY", "SingleTopic", "guide", "log_likelihood", "model", "population_moments", "predict", "refine",
@@ -198,8 +198,7 @@ def model(counts, *, k, vocab_size, doc_lengths, eta, subsample_size):
 
 @FAMILY.face(
     validate=True,
-    beta=Param("array-like, shape (k, V), or dict / SpectralEstimate", "Topics, rows on the simplex (or both sites "
-               "by name)."),
+    beta=POPULATION_TOPICS,
     weights=Param("array-like, shape (k,)", "Topic probabilities (positive).", None))
 def population_moments(beta, weights) -> FactoredMoments:
     """Exact ``M2``, ``M3`` of the single-topic model (``omega = kappa = weights``).
