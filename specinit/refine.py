@@ -417,6 +417,11 @@ def normalized_rows(log_values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 RESTART_SPREADS = (0.5, 1.0, 2.0)
 
 
+def _support(sites, name: str) -> str:
+    """The support of the site ``name`` (``"real"`` for values that are not sites)."""
+    return sites[name].support if name in sites else "real"
+
+
 def perturbed(params: dict, sites: dict, rng: np.random.Generator, spread: float) -> dict:
     """A random copy of ``params`` near them: multiplicative noise for simplex and positive sites, additive for real.
 
@@ -439,7 +444,7 @@ def perturbed(params: dict, sites: dict, rng: np.random.Generator, spread: float
     """
     out = {}
     for name, value in params.items():
-        support = sites[name].support if name in sites else "real"
+        support = _support(sites, name)
         noise = rng.standard_normal(value.shape)
         if support == "simplex":
             # mixed towards uniform first, so that entries at the floor (a state no chain enters) come back
@@ -535,7 +540,7 @@ class _Run:
     trace: list
     decreases: int = 0
     converged: bool = False
-    accelerate: bool = True
+    accelerate: bool = False
     step_max: float = 4.0
     extrapolations: int = 0
     rejected: int = 0
@@ -568,10 +573,8 @@ _LOG_SUPPORTS = ("simplex", "positive")
 def _extrapolate(before: dict, middle: dict, after: dict, sites, step_max: float) -> tuple[dict, float]:
     """SQUAREM's extrapolation (scheme S3) from three successive EM iterates, in log coordinates for positive and
     simplex sites; the point and the step length ``-alpha`` (1: no extrapolation)."""
-    coords = []
-    for params in (before, middle, after):
-        coords.append({name: np.log(value) if (sites[name].support if name in sites else "real") in _LOG_SUPPORTS
-                       else np.asarray(value, dtype=np.float64) for name, value in params.items()})
+    coords = [{name: np.log(value) if _support(sites, name) in _LOG_SUPPORTS else np.asarray(value, dtype=np.float64)
+               for name, value in params.items()} for params in (before, middle, after)]
     u0, u1, u2 = coords
     r = {name: u1[name] - u0[name] for name in u0}
     v = {name: u2[name] - 2.0 * u1[name] + u0[name] for name in u0}
@@ -582,7 +585,7 @@ def _extrapolate(before: dict, middle: dict, after: dict, sites, step_max: float
     out = {}
     for name in u0:
         u = u0[name] + 2.0 * step * r[name] + step**2 * v[name]
-        support = sites[name].support if name in sites else "real"
+        support = _support(sites, name)
         if support == "simplex":
             u = np.exp(u - u.max(axis=-1, keepdims=True))
             u = u / u.sum(axis=-1, keepdims=True)
@@ -628,15 +631,20 @@ def _accelerated(family, prepared, run: _Run, sites, floor, rule, options) -> No
     run.trace.append(float(ll))
 
 
+def _advance(family, prepared, run: _Run, sites, floor, rule, options, room: int) -> None:
+    """One SQUAREM cycle of ``run`` when it accelerates and ``room`` allows its three steps, else one EM step."""
+    if run.accelerate and room >= 3:
+        _accelerated(family, prepared, run, sites, floor, rule, options)
+    else:
+        _step(family, prepared, run, sites, floor, rule, options)
+
+
 def _climb(family, prepared, run: _Run, sites, floor, rule, max_iter, options, steps=None) -> None:
     """Step ``run`` until it converges, reaches ``max_iter`` steps, or has taken ``steps`` more (three-step SQUAREM
     cycles while at least three steps remain)."""
     stop = max_iter if steps is None else min(max_iter, run.n_iter + steps)
     while run.n_iter < stop and not run.converged:
-        if stop - run.n_iter >= 3 and run.accelerate:
-            _accelerated(family, prepared, run, sites, floor, rule, options)
-        else:
-            _step(family, prepared, run, sites, floor, rule, options)
+        _advance(family, prepared, run, sites, floor, rule, options, stop - run.n_iter)
 
 
 def _race(family, prepared, runs: list, sites, floor, rule, max_iter, steps, options) -> np.ndarray:
@@ -671,10 +679,7 @@ def _split_merge(family, prepared, run: _Run, sites, floor, rule, max_iter, hori
         move = _start_run(family, prepared, project(start, sites, floor)[0], run.accelerate)
         while move.n_iter < max_iter and not move.converged and (move.trace[-1] > run.trace[-1]
                                                                  or move.n_iter < horizon):
-            if max_iter - move.n_iter >= 3 and move.accelerate:
-                _accelerated(family, prepared, move, sites, floor, rule, options)
-            else:
-                _step(family, prepared, move, sites, floor, rule, options)
+            _advance(family, prepared, move, sites, floor, rule, options, max_iter - move.n_iter)
         if move.trace[-1] > run.trace[-1] + rule.threshold(run.trace[-1]):
             spent, run, failures, accepted = spent + run.n_iter, move, 0, accepted + 1
         else:
