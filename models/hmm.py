@@ -390,8 +390,8 @@ def refine(sequences, estimate, *, n_symbols, method, max_iter, tol, rtol, floor
     M-step the re-estimation formulas of [2]_ (eqs. 40a-c), every iterate
     projected strictly inside the simplex (:mod:`specinit.refine`). Baum-Welch
     converges slowly on long sequences; by default its steps are accelerated
-    by SQUAREM (``accelerate``; :func:`specinit.refine.em`): on 200k letters of
-    English the same or higher optima in 2-4x fewer steps
+    by SQUAREM (``accelerate``; :func:`specinit.refine.em`): on English letters
+    the same or higher optima in 1.5-4x fewer steps
     (``benchmarks/bench_refine_optimum.py``).
 
     Returns
