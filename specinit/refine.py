@@ -573,9 +573,9 @@ _LOG_SUPPORTS = ("simplex", "positive")
 def _extrapolate(before: dict, middle: dict, after: dict, sites, step_max: float) -> tuple[dict, float]:
     """SQUAREM's extrapolation (scheme S3) from three successive EM iterates, in log coordinates for positive and
     simplex sites; the point and the step length ``-alpha`` (1: no extrapolation)."""
-    coords = [{name: np.log(value) if _support(sites, name) in _LOG_SUPPORTS else np.asarray(value, dtype=np.float64)
-               for name, value in params.items()} for params in (before, middle, after)]
-    u0, u1, u2 = coords
+    supports = {name: _support(sites, name) for name in after}
+    u0, u1, u2 = ({name: np.log(value) if supports[name] in _LOG_SUPPORTS else np.asarray(value, dtype=np.float64)
+                   for name, value in params.items()} for params in (before, middle, after))
     r = {name: u1[name] - u0[name] for name in u0}
     v = {name: u2[name] - 2.0 * u1[name] + u0[name] for name in u0}
     r2, v2 = sum(float(np.sum(x**2)) for x in r.values()), sum(float(np.sum(x**2)) for x in v.values())
@@ -585,11 +585,10 @@ def _extrapolate(before: dict, middle: dict, after: dict, sites, step_max: float
     out = {}
     for name in u0:
         u = u0[name] + 2.0 * step * r[name] + step**2 * v[name]
-        support = _support(sites, name)
-        if support == "simplex":
+        if supports[name] == "simplex":
             u = np.exp(u - u.max(axis=-1, keepdims=True))
             u = u / u.sum(axis=-1, keepdims=True)
-        elif support == "positive":
+        elif supports[name] == "positive":
             u = np.exp(u)
         out[name] = u
     return out, step
@@ -617,18 +616,15 @@ def _accelerated(family, prepared, run: _Run, sites, floor, rule, options) -> No
     point, _ = project(point, sites, floor)
     with np.errstate(all="ignore"):
         stats, ll = family.e_step(point, prepared)
-    if not np.isfinite(ll):
-        run.rejected += 1
-        run.step_max = max(run.step_max / 4.0, 1.0)
-        return
-    params, _ = project(family.m_step(prepared, stats, point, **options), sites, floor)
-    stats, ll = family.e_step(params, prepared)
-    if not ll >= run.trace[-1]:
-        run.rejected += 1
-        run.step_max = max(run.step_max / 4.0, 1.0)
-        return
-    run.params, run.stats = params, stats
-    run.trace.append(float(ll))
+    if np.isfinite(ll):
+        params, _ = project(family.m_step(prepared, stats, point, **options), sites, floor)
+        stats, ll = family.e_step(params, prepared)
+        if ll >= run.trace[-1]:
+            run.params, run.stats = params, stats
+            run.trace.append(float(ll))
+            return
+    run.rejected += 1
+    run.step_max = max(run.step_max / 4.0, 1.0)
 
 
 def _advance(family, prepared, run: _Run, sites, floor, rule, options, room: int) -> None:
