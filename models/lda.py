@@ -877,11 +877,14 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
             raise bad_argument("vocabulary", None, "the estimate's vocabulary", vocabulary)
         k, vocabulary = estimate.k, vocabulary if vocabulary is not None else estimate.vocabulary
     source = CountSource(counts)  # validated once, read by the pair sums and by the sweeps
-    batch = PairSums.from_counts(source, weighting, "counts")
     if estimate is None:
+        batch = PairSums.from_counts(source, weighting, "counts")
         merged, start, n_batches = batch, np.zeros((batch.n_features, 0)), 1
     else:
-        merged = PairSums.from_arrays(stored, "estimate") + batch
+        seen = PairSums.from_arrays(stored, "estimate")
+        # a batch joining dense pair sums is summed dense (no sparse (V, V) product to convert)
+        batch = PairSums.from_counts(source, weighting, "counts", dense=isinstance(seen.pairs, np.ndarray))
+        merged = seen + batch
         start, n_batches = np.asarray(estimate.state["eigenspace"]), int(estimate.diagnostics.get("n_batches", 1)) + 1
     with one_blas_thread():
         beta, alpha, eigenspace, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor, alpha_sum=alpha_sum,

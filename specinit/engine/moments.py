@@ -36,7 +36,7 @@ from specinit._validation import (
     memory_limit,
     public,
 )
-from specinit.engine.backends import FirstOrderStats, OnBackend, WhitenedStats, namespace
+from specinit.engine.backends import FirstOrderStats, OnBackend, WhitenedStats, namespace, numba_kernel
 from specinit.engine.backends.numpy import document_weights, first_order_stats, usable_documents
 from specinit.engine.sources import CountSource
 
@@ -265,7 +265,8 @@ class PairSums(_FirstOrder):
         self.n_features = V
 
     @classmethod
-    def from_counts(cls, counts, weighting: str = "pooled", name: str = "counts") -> "PairSums":
+    def from_counts(cls, counts, weighting: str = "pooled", name: str = "counts", *,
+                    dense: bool = False) -> "PairSums":
         """The summary of a batch of documents, in one pass over its chunks.
 
         Parameters
@@ -275,6 +276,11 @@ class PairSums(_FirstOrder):
         weighting : {"pooled", "per-document"}
         name : str
             The argument named in errors.
+        dense : bool, default False
+            Sum the pairs into a dense (V, V) array from the start (compiled
+            with the ``[fast]`` extra), e.g. for a batch that joins a dense
+            summary; otherwise they are summed sparse and held dense only when
+            :data:`DENSE_PAIRS` of the entries are non-zero.
 
         Returns
         -------
@@ -290,19 +296,30 @@ class PairSums(_FirstOrder):
         check_choice(weighting, "weighting", None, WEIGHTINGS)
         source = counts if isinstance(counts, CountSource) else CountSource(counts, name)
         stats, pairs, word_counts = None, None, 0.0
+        add_dense = numba_kernel("add_pair_sums") if dense else None
         for chunk in source.chunks():
             word_counts = word_counts + np.asarray(chunk.sum(axis=0)).ravel()
             usable, lengths, _ = usable_documents(chunk)
+            a = document_weights(lengths, weighting)[1]
+            first = first_order_stats(chunk, weighting)
+            stats = first if stats is None else stats + first
+            if add_dense is not None:
+                if pairs is None:
+                    check_allocation(8.0 * chunk.shape[1] ** 2, name, "the dense (V, V) word-pair sums")
+                    pairs = np.zeros((chunk.shape[1], chunk.shape[1]))
+                add_dense(usable, a, pairs)
+                continue
             unique = np.diff(usable.indptr).astype(np.float64)
             planned = 12.0 * min(float(unique @ unique), float(chunk.shape[1]) ** 2)
             check_allocation(planned + (0 if pairs is None else 12.0 * pairs.nnz), name,
                              "the sparse (V, V) word-pair sums of the documents")
-            a = document_weights(lengths, weighting)[1]
             weighted = usable.copy()
             weighted.data *= np.repeat(a, np.diff(usable.indptr))  # rows scaled by a_d
             part = usable.T.tocsr() @ weighted  # one CSR product (no CSC round trips)
-            first = first_order_stats(chunk, weighting)
-            stats, pairs = (first, part) if stats is None else (stats + first, pairs + part)
+            pairs = part if pairs is None else pairs + part
+        if dense and pairs is not None and sp.issparse(pairs):
+            check_allocation(8.0 * pairs.shape[0] ** 2, name, "the dense (V, V) word-pair sums")
+            pairs = pairs.toarray()
         if stats is None or stats.n_documents == 0:
             raise bad_argument(name, None, "at least one document with 3 or more tokens", "none", describe=False)
         return cls(stats, pairs, weighting, word_counts)

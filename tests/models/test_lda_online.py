@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 
 import specinit
 from specinit.engine.anchors import OVERSAMPLE, positive_eigenspace
@@ -56,6 +57,23 @@ def test_merged_pair_moments_equal_the_one_shot_moments(corpus, weighting, stora
     assert isinstance(restored.pairs, np.ndarray) == (storage != "sparse")
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+def test_pair_sums_summed_dense_equal_the_sparse_sums(corpus, compiled, monkeypatch):
+    """``dense=True`` (a batch joining a dense summary) sums the pairs straight into a (V, V) array, compiled with
+    Numba or through the sparse product without it: the same sums, chunk by chunk."""
+    X = corpus.counts
+    monkeypatch.setattr(moments_module, "DENSE_PAIRS", 2.0)  # the reference stays sparse
+    sparse = PairSums.from_counts(_batches(X[:1000], 300), "per-document")
+    if not compiled:
+        monkeypatch.setattr(moments_module, "numba_kernel", lambda name: None)
+    dense = PairSums.from_counts(_batches(X[:1000], 300), "per-document", dense=True)
+    assert sp.issparse(sparse.pairs) and isinstance(dense.pairs, np.ndarray)
+    expected = sparse.pairs.toarray()
+    np.testing.assert_allclose(dense.pairs, expected, rtol=0, atol=1e-12 * np.abs(expected).max())
+    np.testing.assert_array_equal(dense.word_counts, sparse.word_counts)
+    assert dense.n_documents == sparse.n_documents
+
+
 def test_stored_dense_pair_sums_are_checked(corpus):
     arrays = PairSums.from_counts(corpus.counts[:500]).to_arrays()
     assert arrays["pairs"].shape == (60, 60)
@@ -73,6 +91,8 @@ def test_pair_sums_refuse_other_vocabularies_and_the_budget(corpus):
         big = sample_lda(n_docs=400, vocab_size=2000, k=3, alpha=0.3, doc_length=400, seed=1).counts
         with pytest.raises(MemoryError, match=r"'counts' argument .*sparse \(V, V\) word-pair sums"):
             PairSums.from_counts(big)
+        with pytest.raises(MemoryError, match=r"'counts' argument .*dense \(V, V\) word-pair sums"):
+            PairSums.from_counts(big, dense=True)
     finally:
         specinit.set_memory_limit(None)
 

@@ -203,6 +203,48 @@ class NumbaPasses(NumpyPasses):
         return self._reduce(self._chunks(placed), partial, workers=1)
 
 
+# Each thread owns the rows i with i % threads == its part (no two threads write one row) and reads every document;
+# the entries of a row add up in document order whatever the number of threads.
+@numba.njit(parallel=True, cache=True, fastmath=False)
+def _pair_sums_kernel(indptr, indices, data, a, n_parts, start, stop, out):  # pragma: no cover - compiled
+    for p in numba.prange(n_parts):
+        for d in range(start, stop):
+            lo, hi = indptr[d], indptr[d + 1]
+            for ii in range(lo, hi):
+                i = indices[ii]
+                if i % n_parts != p:
+                    continue
+                row = out[i]
+                x = a[d] * data[ii]
+                for jj in range(lo, hi):
+                    row[indices[jj]] += x * data[jj]
+
+
+def add_pair_sums(chunk, a: np.ndarray, out: np.ndarray) -> None:
+    """Add ``sum_d a_d c_d c_d^T`` over the rows of a CSR chunk to a dense (V, V) array, in place, compiled.
+
+    The word-pair sums of :class:`specinit.engine.moments.PairSums` held
+    dense: ``sum_d nnz_d^2`` multiply-adds straight into ``out``, where the
+    sparse route (a CSR product, then its conversion to a dense array) builds
+    the sparse (V, V) product first. In parallel over the rows of ``out``.
+
+    Parameters
+    ----------
+    chunk : scipy.sparse.csr_matrix, shape (n, V)
+        Word counts (canonical: no duplicate entries in a row).
+    a : ndarray, shape (n,)
+        Per-document weights.
+    out : ndarray, shape (V, V), C-contiguous float64
+        The sums so far; overwritten.
+    """
+    data = np.asarray(chunk.data, dtype=np.float64)
+    a = np.asarray(a, dtype=np.float64)
+    mean_unique = max(1, chunk.nnz // max(1, chunk.shape[0]))
+    n_parts = numba.get_num_threads()
+    _in_blocks(chunk.indptr, mean_unique, lambda start, stop: _pair_sums_kernel(chunk.indptr, chunk.indices, data, a,
+                                                                               n_parts, start, stop, out))
+
+
 @numba.njit(cache=True)
 def _forward_backward_kernel(active, offsets, init, transition, likelihood):  # pragma: no cover - compiled
     n, k = likelihood.shape
