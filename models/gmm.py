@@ -47,17 +47,19 @@ import numpyro.distributions as dist
 from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, current_entry, public
 from specinit.distributions.mixtures import gaussian_components_host
 from specinit.engine.population import FactoredMoments
-from specinit.engine.rows import RowMoments, unit_of
+from specinit.align import match_components
+from specinit.engine.rows import RowMoments, RowSums, unit_of
 from specinit.engine.sources import check_rows, is_dask_array
 from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
+from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, Family, k_param, site_values, stored_moments
 from specinit.refine import component_share, mixture_e_step, split_merge_pair
 
 __all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "log_likelihood", "model",
-           "population_moments", "predict", "refine", "spectral", "spectral_axis_aligned", "spectral_from_moments"]
+           "population_moments", "predict", "refine", "spectral", "spectral_axis_aligned", "spectral_from_moments",
+           "update"]
 
 COVARIANCES = ("common", "spherical", "diag")
 
@@ -641,6 +643,84 @@ def refine(x, estimate, *, covariance, method, max_iter, tol, rtol, reg, floor, 
     return FAMILY.refine(x, estimate, method=method, covariance=covariance, max_iter=max_iter, tol=tol, rtol=rtol,
                          reg=reg, restarts=restarts, split_merge=split_merge, restart_iter=restart_iter, seed=seed,
                          floor=floor, accelerate=accelerate)
+
+
+@FAMILY.face(
+    x=Param("array, shape (n, d)", "The new rows (finite)."),
+    estimate=Param("SpectralEstimate, optional", "The fit to update (from :func:`update`, or :func:`load "
+                   "<specinit.estimate.SpectralEstimate.load>` of one); None for the first batch.", None),
+    k=Param("int, optional", "Number of components, at most the rank of the rows' covariance: required for the "
+            "first batch; with ``estimate`` None means ``estimate.k`` (the stored sums fit any k).", None,
+            Interval(int, 1, none=True)))
+def update(x, estimate, *, k, common_scale, covariance, noise, method, seed, decompose_options,
+           floor) -> SpectralEstimate:
+    """Add a batch of rows to a Gaussian-mixture fit: exact merged moments, then the moment estimate.
+
+    The moments of :func:`spectral` are functions of the count of rows, their
+    column ranges and the sums of their first three powers
+    (:class:`~specinit.engine.rows.RowSums`), which add up over batches
+    exactly: after any number of batches the estimate is that of
+    :func:`spectral` on all the rows at once (the same moments to rounding,
+    the same decomposition and seed), whatever the batch sizes. The sums do
+    not depend on ``k``, ``covariance`` or ``noise``, so a later batch may
+    ask for others. Components keep their labels from batch to batch (the new
+    means are matched to the previous ones). Memory: ``d^3`` floats. There is
+    no EM step (EM needs all the rows at once): :func:`refine` on data at
+    hand takes the estimate further. The returned estimate keeps the sums in
+    its ``state`` (``moments/...``), which
+    :meth:`~specinit.estimate.SpectralEstimate.save` writes, so updates go on
+    in a later process. The online face of
+    ``SpectralGaussianMixture.partial_fit``.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``"gmm"`` as from :func:`spectral` (without ``assign_steps``), plus
+        ``n_batches`` and ``n_observations`` in the diagnostics.
+
+    Raises
+    ------
+    ValueError
+        ``k`` missing on the first batch or above the covariance's rank, an
+        estimate without stored sums (from :func:`spectral`: fit the first
+        batch with :func:`update`), a batch with another number of columns,
+        rows that are not finite.
+    MemoryError
+        The (d, d, d) sums over the memory budget (:func:`specinit.memory_limit`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = np.concatenate([rng.normal(-2.0, 1.0, (300, 4)), rng.normal(2.0, 1.0, (300, 4))])[rng.permutation(600)]
+    >>> est = update(x[:300], k=2, covariance="spherical")
+    >>> est = update(x[300:], est, covariance="spherical")
+    >>> once = spectral(x, 2, covariance="spherical")  # the same components, in the first batch's order
+    >>> same = once.params["loc"][match_components(est.params["loc"], once.params["loc"])]
+    >>> bool(abs(est.params["loc"] - same).max() < 1e-8), est.diagnostics["n_batches"]
+    (True, 2)
+    """
+    k = Interval(int, 1, none=True).check("k", k)
+    options = check_arguments(FAMILY.options, {"covariance": _resolve_covariance(common_scale, covariance),
+                                               "noise": noise})
+    covariance = options["covariance"]
+    if estimate is None:
+        if k is None:
+            raise bad_argument("k", None, "given for the first batch (no estimate to update)", k)
+        merged, n_batches = RowSums.from_rows(x, "x"), 1
+    else:
+        stored = RowSums.from_arrays(stored_moments(estimate, "gmm", "gmm.update"), "estimate")
+        merged = stored + RowSums.from_rows(x, "x")
+        k, n_batches = estimate.k if k is None else k, int(estimate.diagnostics.get("n_batches", 1)) + 1
+    fit = FAMILY.spectral_from_moments(RowMoments(merged, k, covariance, options["noise"]), k, method=method, seed=seed,
+                                       floor=floor, decompose_options=decompose_options, covariance=covariance)
+    params = dict(fit.params)
+    if estimate is not None and estimate.k == k:  # components keep their labels: matched to the previous means
+        order = match_components(estimate.params["loc"], params["loc"])
+        params = {name: value[order] if np.ndim(value) else value for name, value in params.items()}
+    state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
+    return FAMILY.estimate(k, params, {**fit.diagnostics, "n_batches": n_batches, "n_observations": merged.n},
+                           state=state)
 
 
 @FAMILY.scoring_face("x")

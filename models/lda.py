@@ -55,7 +55,7 @@ from specinit.engine.sources import CountSource
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
-from specinit.family import COMMON_OPTIONS, site_values
+from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, site_values, stored_moments
 from specinit.engine.anchors import fit_anchor
 from specinit.models._svi import LOCAL_STEP, SVI_OPTIONS, local_gamma, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS as TOPIC_MODEL_ARGUMENTS
@@ -789,10 +789,6 @@ def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progres
                    guide_options={"local_steps": local_steps, "local": local})
 
 
-#: Prefix of the stored moments in the ``state`` of an estimate from :func:`update`.
-MOMENTS_STATE = "moments/"
-
-
 @FAMILY.face(
     validate=True,
     counts=Param("array-like, scipy.sparse matrix, list of chunks or callable",
@@ -863,14 +859,7 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
         if k is None:
             raise bad_argument("k", None, "given for the first batch (no estimate to update)", k)
     else:
-        if not isinstance(estimate, SpectralEstimate) or estimate.model != "lda":
-            raise bad_argument("estimate", None, "an LDA SpectralEstimate from lda.update", estimate, kind=TypeError)
-        stored = {key[len(MOMENTS_STATE):]: value for key, value in estimate.state.items()
-                  if key.startswith(MOMENTS_STATE)}
-        if not stored:
-            raise bad_argument("estimate", None, "an estimate that keeps its moments (from lda.update; lda.spectral "
-                               "does not keep them: fit the first batch with lda.update)",
-                               "an estimate without stored moments", describe=False)
+        stored = stored_moments(estimate, "lda", "lda.update")
         if k is not None and k != estimate.k:
             raise bad_argument("k", None, f"None or the estimate's k = {estimate.k}", k)
         if vocabulary is not None and estimate.vocabulary is not None and tuple(vocabulary) != estimate.vocabulary:

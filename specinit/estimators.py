@@ -34,6 +34,7 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 
 from specinit._validation import bad_argument, check_count_matrix, warn
 from specinit.faces import Param, parameters_section
+from specinit.family import MOMENTS_STATE
 
 __all__ = ["Face", "SpectralEstimator", "SpectralFactors", "SpectralGaussianHMM", "SpectralGaussianMixture",
            "SpectralHMM", "SpectralKernelMultiView", "SpectralLDA", "SpectralMultiView", "SpectralTopicMixture",
@@ -179,20 +180,22 @@ class SpectralEstimator:
 
     @available_if(_answers("partial_fit"))
     def partial_fit(self, X, y=None):
-        """Add a batch of documents to the topics (online; :func:`specinit.models.lda.update`).
+        """Add a batch to the fit (online: the family's ``update``).
 
         The first call fits the batch; each later call merges the batch's
-        pair moments with those kept in ``estimate_`` exactly, recovers the
-        topics from everything seen by anchor words (warm-started), then runs
-        the closing EM sweeps over the batch (the other parameters are those
-        of :meth:`fit` only). The model answers ``transform`` and ``score``
-        after every batch; ``estimate_.save`` keeps the moments, so a loaded
-        estimate continues (``lda.update(X_next, estimate)``).
+        moments with those kept in ``estimate_`` exactly and recovers the
+        parameters from everything seen: topics by anchor words (warm-started)
+        closed by EM sweeps over the batch (:func:`specinit.models.lda.update`),
+        or a Gaussian mixture's moment estimate, equal to that of one fit on
+        all the rows (:func:`specinit.models.gmm.update`; no EM). Parameters
+        that only :meth:`fit` reads (refinement steps) are not used. The model
+        answers its questions after every batch; ``estimate_.save`` keeps the
+        moments, so a loaded estimate continues (``update(X_next, estimate)``).
 
         Parameters
         ----------
         X : array-like or sparse matrix, shape (n_samples, n_features)
-            Word counts of the new documents.
+            The new documents' word counts, or the new rows.
         y : ignored
 
         Returns
@@ -206,12 +209,14 @@ class SpectralEstimator:
             words.
         """
         module, fitted = self._module, hasattr(self, "estimate_")
-        if fitted and not any(key.startswith(module.MOMENTS_STATE) for key in self.estimate_.state):
+        if fitted and not any(key.startswith(MOMENTS_STATE) for key in self.estimate_.state):
             raise ValueError(f"{type(self).__name__}.partial_fit continues a model built by partial_fit; this one "
                              f"was fitted by fit, which keeps no moments to merge with (call partial_fit on a new "
                              f"{type(self).__name__}).")
         X = self._data(X, reset=not fitted)
-        estimate = module.update(X, self.estimate_ if fitted else None, k=self.n_components, seed=self._seed)
+        accepted = inspect.signature(module.update).parameters
+        arguments = {name: value for name, value in self._spectral_arguments().items() if name in accepted}
+        estimate = module.update(X, self.estimate_ if fitted else None, k=self.n_components, **arguments)
         return self._keep(estimate, X)
 
     @available_if(lambda estimator: estimator.face.transform is not None)
@@ -503,7 +508,6 @@ SpectralTopicMixture = estimator_class("SpectralTopicMixture", Face(
 
 
 def _gmm_refine(estimator, module, X, estimate):
-    estimator.converged_, estimator.n_iter_ = True, 0
     if not estimator.max_iter:
         return estimate
     with warnings.catch_warnings(record=True) as caught:
@@ -511,7 +515,6 @@ def _gmm_refine(estimator, module, X, estimate):
         result = module.refine(X, estimate, max_iter=estimator.max_iter, tol=estimator.tol, reg=estimator.reg_covar)
     for warning in caught:
         warnings.warn(warning.message, warning.category, stacklevel=3)
-    estimator.converged_, estimator.n_iter_ = result.converged, result.n_iter
     return result.estimate
 
 
@@ -540,15 +543,18 @@ SpectralGaussianMixture = estimator_class("SpectralGaussianMixture", Face(
         "means_": ("ndarray, shape (n_components, n_features)", lambda estimator, estimate, X: estimate.params["loc"]),
         "covariances_": ("ndarray\n    Variances: (n_components,) spherical, (n_components, n_features) diag, () "
                          "common.", lambda estimator, estimate, X: estimate.params["scale"] ** 2),
-        "converged_": ("bool", lambda estimator, estimate, X: estimator.converged_),
-        "n_iter_": ("int", lambda estimator, estimate, X: estimator.n_iter_),
+        "converged_": ("bool\n    Whether EM met its stopping rule (True without EM: ``max_iter=0``, "
+                       ":meth:`partial_fit`).",
+                       lambda estimator, estimate, X: bool(estimate.diagnostics.get("refine/converged", True))),
+        "n_iter_": ("int\n    EM steps (0 without EM).",
+                    lambda estimator, estimate, X: int(estimate.diagnostics.get("refine/n_iter", 0))),
         "lower_bound_": ("float\n    Final mean log-likelihood per sample.",
                          lambda estimator, estimate, X: estimator.score(X)),
         "labels_": ("ndarray, shape (n_samples,)\n    Most probable component of every training row.", _predicted),
     },
     score=_mean_log_likelihood,
     predict_proba=_responsibilities,
-    answers=frozenset({"score_samples", "bic"}),
+    answers=frozenset({"score_samples", "bic", "partial_fit"}),
 ), (ClusterMixin, DensityMixin))
 
 

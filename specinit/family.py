@@ -90,8 +90,8 @@ from specinit.engine.whitening import IndefiniteMomentError, negative_spectrum, 
 from specinit.estimate import Site, SpectralEstimate, register_sites
 from specinit.faces import Param, face
 
-__all__ = ["COMMON_OPTIONS", "Family", "NEGATIVE_PROBE", "NOISE_FACTOR", "SCORED_ESTIMATE", "k_param",
-           "noise_edge", "site_values"]
+__all__ = ["COMMON_OPTIONS", "Family", "MOMENTS_STATE", "NEGATIVE_PROBE", "NOISE_FACTOR", "SCORED_ESTIMATE", "k_param",
+           "noise_edge", "site_values", "stored_moments"]
 
 #: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the negative
 #: eigenvalues' edge (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
@@ -206,6 +206,43 @@ def site_values(value, first: str | None = None, /, **others) -> dict:
     if first is None:
         raise bad_argument("params", None, "a dict of site values or a SpectralEstimate", value, kind=TypeError)
     return {first: value, **others}
+
+
+#: Prefix of the moment summary kept in the ``state`` of an estimate from a family's ``update`` (online fits).
+MOMENTS_STATE = "moments/"
+
+
+def stored_moments(estimate, model: str, func: str) -> dict:
+    """The moment summary an online estimate keeps (its ``state`` under :data:`MOMENTS_STATE`, prefix removed).
+
+    Parameters
+    ----------
+    estimate : object
+        The ``estimate`` argument of ``func``.
+    model : str
+        The family's name (``"lda"``, ``"gmm"``).
+    func : str
+        The public function (``"lda.update"``), named in errors.
+
+    Returns
+    -------
+    dict of str -> ndarray
+
+    Raises
+    ------
+    TypeError
+        Not a SpectralEstimate of ``model``.
+    ValueError
+        An estimate without a stored summary (from ``spectral``, which keeps none).
+    """
+    if not isinstance(estimate, SpectralEstimate) or estimate.model != model:
+        raise bad_argument("estimate", None, f"a {model!r} SpectralEstimate from {func}", estimate, kind=TypeError)
+    stored = {key[len(MOMENTS_STATE):]: value for key, value in estimate.state.items() if key.startswith(MOMENTS_STATE)}
+    if not stored:
+        raise bad_argument("estimate", None, f"an estimate that keeps its moments (from {func}; "
+                           f"{func.split('.')[0]}.spectral does not keep them: fit the first batch with {func})",
+                           "an estimate without stored moments", describe=False)
+    return stored
 
 
 class Family:

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from specinit._validation import bad_argument, public
+from specinit._validation import bad_argument, check_allocation, public
 from specinit.engine.backends import OnBackend
-from specinit.engine.sources import ViewSource
+from specinit.engine.sources import ViewSource, check_rows
 
-__all__ = ["ROW_PASSES", "RowMoments", "effective_rank", "unit_of"]
+__all__ = ["ROW_PASSES", "RowMoments", "RowSums", "effective_rank", "unit_of"]
 
 #: The passes a row model needs from its backend.
 ROW_PASSES = frozenset({"gram", "triples"})
@@ -68,6 +68,137 @@ def effective_rank(eigvals: np.ndarray) -> int:
     return int(np.count_nonzero(eigvals > top * eigvals.size * 1e-12))
 
 
+#: Bytes of the (rows, d^2) products a block of :meth:`RowSums.from_rows` forms at once.
+_BLOCK_BYTES = 64 * 2**20
+
+
+def _sym3(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """``T_ijk = M_ij v_k + M_ik v_j + M_jk v_i`` for a symmetric M."""
+    outer = np.multiply.outer(matrix, vector)
+    return outer + outer.transpose(0, 2, 1) + outer.transpose(2, 0, 1)
+
+
+class RowSums:
+    """The exact additive summary of rows: their count, column ranges and the sums of their first three powers.
+
+    The sums ``s1 = sum_n y_n``, ``s2 = sum_n y_n y_n^T`` and ``s3 = sum_n
+    y_n^(x)3`` are kept for ``y = (x - origin) / scale`` in the frame of the
+    first batch (its mean and largest column range): two summaries of
+    disjoint batches add up (``+``, the second re-expressed in the first's
+    frame by the binomial expansion) to the summary of their union, and
+    :class:`RowMoments` built from it equals the moments of all the rows at
+    once (to rounding), so rows can arrive in batches. Memory: ``d^3``
+    floats (refused over the memory budget, :func:`specinit.memory_limit`).
+
+    Parameters
+    ----------
+    n : int
+    low, high : ndarray, shape (d,)
+        Column minima and maxima.
+    origin : ndarray, shape (d,)
+    scale : float
+    s1, s2, s3 : ndarray, shapes (d,), (d, d), (d, d, d)
+    """
+
+    def __init__(self, n: int, low, high, origin, scale: float, s1, s2, s3):
+        self.n, self.scale = int(n), float(scale)
+        self.low, self.high, self.origin = (np.asarray(a, dtype=np.float64) for a in (low, high, origin))
+        self.s1, self.s2, self.s3 = (np.asarray(a, dtype=np.float64) for a in (s1, s2, s3))
+
+    @property
+    def n_features(self) -> int:
+        return self.origin.size
+
+    @classmethod
+    def from_rows(cls, x, name: str = "x") -> "RowSums":
+        """The summary of a batch of rows.
+
+        Parameters
+        ----------
+        x : array-like, shape (N, d)
+            Finite rows (N >= 1).
+        name : str
+            The argument named in errors.
+
+        Returns
+        -------
+        RowSums
+
+        Raises
+        ------
+        ValueError
+            Rows that are not finite, or not a 2-D array.
+        MemoryError
+            The (d, d, d) sums over the memory budget.
+        """
+        x = check_rows(x, name, min_rows=1)
+        n, d = x.shape
+        check_allocation(8.0 * d**3, name, "the (d, d, d) sums of the rows' third powers")
+        origin = x.mean(axis=0)
+        low, high = x.min(axis=0), x.max(axis=0)
+        scale = unit_of(high - low)
+        s1, s2, s3 = np.zeros(d), np.zeros((d, d)), np.zeros((d, d, d))
+        rows = max(1, _BLOCK_BYTES // (8 * d * d))
+        for start in range(0, n, rows):
+            y = (x[start: start + rows] - origin) / scale
+            s1 += y.sum(axis=0)
+            s2 += y.T @ y
+            s3 += ((y[:, :, None] * y[:, None, :]).reshape(y.shape[0], d * d).T @ y).reshape(d, d, d)
+        return cls(n, low, high, origin, scale, s1, s2, s3)
+
+    def __add__(self, other: "RowSums") -> "RowSums":
+        if not isinstance(other, RowSums):
+            return NotImplemented
+        if other.n_features != self.n_features:
+            raise bad_argument("x", None, f"rows of {self.n_features} columns (the summary's)",
+                               f"{other.n_features} columns", describe=False)
+        # other's rows in this frame: y = a y_other + b
+        a, b, n = other.scale / self.scale, (other.origin - self.origin) / self.scale, other.n
+        s1 = a * other.s1 + n * b
+        cross = np.outer(other.s1, b)
+        s2 = a**2 * other.s2 + a * (cross + cross.T) + n * np.outer(b, b)
+        s3 = (a**3 * other.s3 + a**2 * _sym3(other.s2, b) + a * _sym3(np.outer(b, b), other.s1)
+              + n * np.multiply.outer(np.outer(b, b), b))
+        return RowSums(self.n + n, np.minimum(self.low, other.low), np.maximum(self.high, other.high), self.origin,
+                       self.scale, self.s1 + s1, self.s2 + s2, self.s3 + s3)
+
+    def standardized(self) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+        """``(shift, unit, E[z z^T], E[z^(x)3])`` of the standardized rows ``z = (x - shift) / unit`` (``shift`` the
+        mean, ``unit`` the largest column range): what :class:`RowMoments` computes from the rows themselves."""
+        mean = self.s1 / self.n
+        unit = unit_of(self.high - self.low)
+        ratio = self.scale / unit
+        second = self.s2 / self.n
+        central2 = second - np.outer(mean, mean)
+        central3 = self.s3 / self.n - _sym3(second, mean) + 2.0 * np.multiply.outer(np.outer(mean, mean), mean)
+        return self.origin + self.scale * mean, unit, ratio**2 * central2, ratio**3 * central3
+
+    def to_arrays(self) -> dict:
+        """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
+        return {"n": np.asarray(self.n), "low": self.low, "high": self.high, "origin": self.origin,
+                "scale": np.asarray(self.scale), "s1": self.s1, "s2": self.s2, "s3": self.s3}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, name: str = "estimate") -> "RowSums":
+        """The summary saved by :meth:`to_arrays` (shapes and values checked)."""
+        try:
+            d = np.asarray(arrays["origin"]).shape[0]
+            parts = {key: np.asarray(arrays[key], dtype=np.float64) for key in cls.shapes(d)}
+        except (KeyError, IndexError, TypeError, ValueError):
+            parts = None
+        if parts is None or any(parts[key].shape != shape for key, shape in cls.shapes(d).items()) or not all(
+                np.all(np.isfinite(value)) for value in parts.values()) or parts["n"] < 1 or parts["scale"] <= 0:
+            raise bad_argument(name, None, "an estimate whose stored row sums are complete and finite",
+                               "damaged row sums", describe=False)
+        return cls(int(parts["n"]), parts["low"], parts["high"], parts["origin"], float(parts["scale"]), parts["s1"],
+                   parts["s2"], parts["s3"])
+
+    @staticmethod
+    def shapes(d: int) -> dict:
+        return {"n": (), "low": (d,), "high": (d,), "origin": (d,), "scale": (), "s1": (d,), "s2": (d, d),
+                "s3": (d, d, d)}
+
+
 class RowMoments(OnBackend):
     """Noise-corrected moments of mixture rows with a constant coordinate appended ([1]_ Thm 3.2/3.3).
 
@@ -91,8 +222,9 @@ class RowMoments(OnBackend):
 
     Parameters
     ----------
-    x : (N, d) array, Dask array of dense row blocks, or ViewSource
-        The rows (finite).
+    x : (N, d) array, Dask array of dense row blocks, ViewSource, or RowSums
+        The rows (finite), or their summary (:class:`RowSums`: the same
+        moments from its sums, no pass over rows).
     k : int
         Number of components.
     covariance : {"common", "spherical", "diag"}
@@ -126,14 +258,21 @@ class RowMoments(OnBackend):
 
     @public
     def __init__(self, x, k: int, covariance: str, noise: str = "factor", backend=None):
-        source = x if isinstance(x, ViewSource) else ViewSource([x], "x", minimum=1)
-        self._run_on(backend, source.kind, ROW_PASSES)
-        n, d = source.n_observations, source.dims[0]
-        _, self.shift, ptp = source.summary()
-        self.unit = float(np.max(ptp)) if np.max(ptp) > 0 else 1.0
-        shift, unit = self.shift, self.unit
-        z = source.map(lambda block: (block - shift) / unit, d)
-        cov = self.passes.gram(self.passes.place_views(z), 0, 0, np.eye(d)) / n
+        summed = isinstance(x, RowSums)
+        if summed:  # the moments from the summary's sums: no pass over rows
+            self._run_on("numpy", "numpy", ROW_PASSES)
+            n, d = x.n, x.n_features
+            self.shift, self.unit, cov, third = x.standardized()
+            ptp = x.high - x.low
+        else:
+            source = x if isinstance(x, ViewSource) else ViewSource([x], "x", minimum=1)
+            self._run_on(backend, source.kind, ROW_PASSES)
+            n, d = source.n_observations, source.dims[0]
+            _, self.shift, ptp = source.summary()
+            self.unit = float(np.max(ptp)) if np.max(ptp) > 0 else 1.0
+            shift, unit = self.shift, self.unit
+            z = source.map(lambda block: (block - shift) / unit, d)
+            cov = self.passes.gram(self.passes.place_views(z), 0, 0, np.eye(d)) / n
         cov = 0.5 * (cov + cov.T)
         eigvals, eigvecs = np.linalg.eigh(cov)
         rank = effective_rank(eigvals)
@@ -152,16 +291,28 @@ class RowMoments(OnBackend):
         self.m1 = np.zeros(d + 1)
         self.m1[d] = c
         self.factor_iterations, self.factor_converged = 0, True
-        augmented = z.map(lambda block: np.hstack([block, np.full((block.shape[0], 1), c)]), d + 1)
-        if covariance == "spherical":
-            P = eigvecs[:, bottom]
-            weight = z.map(lambda block: np.sum((block @ P) ** 2, axis=1, keepdims=True), 1)
-            placed = self.passes.place_views(augmented.join(weight))
-            self.m1 = self.passes.gram(placed, 0, 1, np.ones((1, 1)))[:, 0] / (n * m)
-            self.m3_weights = np.ones(d)
+        P = eigvecs[:, bottom]
+        if summed:  # E[a a^T] and E[a^(x)3] of a = (z, c), E[z] = 0
+            self._placed = None
+            self._m2 = np.zeros((d + 1, d + 1))
+            self._m2[:d, :d], self._m2[d, d] = cov, c * c
+            self._m3 = np.zeros((d + 1,) * 3)
+            self._m3[:d, :d, :d] = third
+            self._m3[:d, :d, d] = self._m3[:d, d, :d] = self._m3[d, :d, :d] = c * cov
+            self._m3[d, d, d] = c**3
+            if covariance == "spherical":  # E[a ||P^T z||^2] / m
+                self.m1 = np.einsum("ijk,jk->i", self._m3[:, :d, :d], P @ P.T) / m
+                self.m3_weights = np.ones(d)
         else:
-            placed = self.passes.place_views(augmented)
-        self._placed = placed
+            augmented = z.map(lambda block: np.hstack([block, np.full((block.shape[0], 1), c)]), d + 1)
+            if covariance == "spherical":
+                weight = z.map(lambda block: np.sum((block @ P) ** 2, axis=1, keepdims=True), 1)
+                placed = self.passes.place_views(augmented.join(weight))
+                self.m1 = self.passes.gram(placed, 0, 1, np.ones((1, 1)))[:, 0] / (n * m)
+                self.m3_weights = np.ones(d)
+            else:
+                placed = self.passes.place_views(augmented)
+            self._placed = placed
         self.m1_variances = self.m1  # M1' of Thm 3.3 (spherical): the component variances are solved from it
         # k - 1 factors and a diagonal are identified by an r x r covariance only when (r - k + 1)^2 >= r + k - 1
         # (Ledermann's bound); below it the factor iterations drift along a family of equal fits
@@ -204,13 +355,16 @@ class RowMoments(OnBackend):
     def m2_matmat(self, Q):
         """``M2 @ Q`` (one pass)."""
         Q = np.asarray(Q, dtype=np.float64)
-        out = self.passes.gram(self._placed, 0, 0, Q) / self.n
+        out = self._m2 @ Q if self._placed is None else self.passes.gram(self._placed, 0, 0, Q) / self.n
         out[:-1] -= self.noise[:, None] * Q[:-1]
         return out
 
     def whitened_m3(self, W):
         """``M3(W, W, W)`` (one pass)."""
         W = np.asarray(W, dtype=np.float64)
-        T = self.passes.triples(self._placed, 0, 0, 0, W, W, W) / self.n
+        if self._placed is None:
+            T = np.einsum("ijk,ia,jb,kc->abc", self._m3, W, W, W, optimize=True)
+        else:
+            T = self.passes.triples(self._placed, 0, 0, 0, W, W, W) / self.n
         a, B = W.T @ self.m1, (W[:-1] * self.m3_weights[:, None]).T @ W[:-1]
         return T - (np.einsum("a,bc->abc", a, B) + np.einsum("b,ac->abc", a, B) + np.einsum("c,ab->abc", a, B))
