@@ -16,6 +16,12 @@ Tables, one run, peers in the same run:
    (the conditional-independence check), ARI of the spectral and refined fits against k-means.
 5. NUTS (4 chains) from the spectral(-then-refined) estimate vs NumPyro's default init, one real dataset per
    model: max split-R-hat over the global sites.
+6. Rows arriving in batches (``--only online``): the training rows (80%, seeded) of digits, breast cancer and
+   wine in 10 batches through ``gmm.update`` against one ``gmm.spectral`` on all of them (their largest
+   difference after label matching, and the time of all updates against the one fit), and scikit-learn's
+   ``MiniBatchKMeans.partial_fit`` over the same batches (no streaming Gaussian mixture in scikit-learn): ARI
+   against the classes on the held-out rows, and held-out log-likelihood per row of ours against
+   ``GaussianMixture`` fitted on all the training rows at once (best of 3).
 
 Usage: ``python benchmarks/bench_real_mixtures.py [--quick] [--skip-nuts] [--only SECTION]``.
 """
@@ -40,6 +46,7 @@ from sklearn.metrics import adjusted_rand_score  # noqa: E402
 from sklearn.mixture import GaussianMixture  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
+from specinit.align import match_components  # noqa: E402
 from specinit.corpus import load_letter_sequences  # noqa: E402
 from specinit.models import gmm, hmm  # noqa: E402
 from specinit.models import multiview as mv  # noqa: E402
@@ -273,11 +280,53 @@ def bench_nuts(small):
                                                  "warm time (s)", "default time (s)", "warm R-hat < 1.1"], out))
 
 
+def bench_online(n_batches: int = 10):
+    from sklearn.cluster import MiniBatchKMeans
+
+    rows = []
+    cases = [("digits", datasets.load_digits, 10), ("breast cancer", datasets.load_breast_cancer, 2),
+             ("wine", datasets.load_wine, 3)]
+    for name, loader, k in cases:
+        data = loader()
+        x, y = standardize(data.data), data.target
+        train, test = _split(x.shape[0])
+        batches = np.array_split(train, n_batches)
+        gmm.update(x[batches[0]], k=k, seed=0)  # warm: the compiled power method loads here, not in a timed call
+        for covariance in ("spherical", "diag"):
+            start = time.perf_counter()
+            once = gmm.spectral(x[train], k, covariance=covariance, seed=0)
+            t_once = time.perf_counter() - start
+            estimate, t_updates = None, 0.0
+            for batch in batches:
+                start = time.perf_counter()
+                estimate = gmm.update(x[batch], estimate, k=k, covariance=covariance, seed=0)
+                t_updates += time.perf_counter() - start
+            same = once.params["loc"][match_components(estimate.params["loc"], once.params["loc"])]
+            kmeans = MiniBatchKMeans(k, random_state=0, n_init=3)
+            start = time.perf_counter()
+            for batch in batches:
+                kmeans.partial_fit(x[batch])
+            t_kmeans = time.perf_counter() - start
+            sk = max((GaussianMixture(k, covariance_type=covariance, random_state=seed).fit(x[train])
+                      for seed in range(3)), key=lambda fit: fit.score(x[train]))
+            rows.append([f"{name} ({k})", covariance, f"{np.abs(estimate.params['loc'] - same).max():.1e}",
+                         f"{t_updates:.3f}", f"{t_once:.3f}",
+                         f"{adjusted_rand_score(y[test], gmm.predict(x[test], estimate)[1]):.3f}",
+                         f"{adjusted_rand_score(y[test], kmeans.predict(x[test])):.3f}", f"{t_kmeans:.3f}",
+                         f"{np.mean(gmm.log_likelihood(x[test], estimate)):.3f}", f"{sk.score(x[test]):.3f}"])
+            print(rows[-1], flush=True)
+    return (f"standardized features; the training rows (80%) in {n_batches} batches, held-out rows scored\n\n"
+            + table(["data (k)", "covariance", "gmm.update vs one gmm.spectral: largest |loc| difference",
+                     "all updates (s)", "one fit (s)", "held-out ARI, gmm.update", "held-out ARI, MiniBatchKMeans",
+                     "MiniBatchKMeans partial_fit (s)", "held-out LL / row, gmm.update",
+                     "held-out LL / row, GaussianMixture on all rows (best of 3)"], rows))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller HMM corpus, k in (2, 4), shorter NUTS")
     parser.add_argument("--skip-nuts", action="store_true")
-    parser.add_argument("--only", choices=("gmm", "hmm", "k_auto", "multiview", "nuts"))
+    parser.add_argument("--only", choices=("gmm", "hmm", "k_auto", "multiview", "nuts", "online"))
     args = parser.parse_args(argv)
     print(f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the start\n", flush=True)
     sections = {
@@ -286,6 +335,7 @@ def main(argv=None):
         "k_auto": lambda: bench_k_auto(20_000 if args.quick else 40_000),
         "multiview": bench_multiview,
         "nuts": lambda: bench_nuts(args.quick),
+        "online": bench_online,
     }
     for name, run in sections.items():
         if (args.only and name != args.only) or (name == "nuts" and args.skip_nuts):
