@@ -63,6 +63,7 @@ from specinit.distributions.hmm import (
 from specinit.engine.sequences import (
     ChainViews,
     SequenceBatch,
+    TripleCounts,
     as_sequences,
     chain_population,
     check_symbols,
@@ -74,7 +75,8 @@ from specinit.engine.sources import is_dask_array
 from specinit.engine.views import ViewMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
+from specinit.align import match_components
+from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, Family, k_param, site_values, stored_moments
 
 __all__ = [
     "FACTS",
@@ -89,6 +91,7 @@ __all__ = [
     "refine",
     "spectral",
     "spectral_from_moments",
+    "update",
     "viterbi",
 ]
 
@@ -423,6 +426,91 @@ def refine(sequences, estimate, *, n_symbols, method, max_iter, tol, rtol, floor
     return FAMILY.refine(sequences, estimate, method=method, max_iter=max_iter, tol=tol, rtol=rtol, floor=floor,
                          restarts=restarts, split_merge=split_merge, restart_iter=restart_iter, seed=seed,
                          n_symbols=n_symbols, accelerate=accelerate)
+
+
+@FAMILY.face(
+    sequences=Param(HMM.arguments["sequences"].type, "The new sequences (whole sequences: a sequence is not "
+                    "continued across batches)."),
+    estimate=Param("SpectralEstimate, optional", "The fit to update (from :func:`update`, or :func:`load "
+                   "<specinit.estimate.SpectralEstimate.load>` of one); None for the first batch.", None),
+    k=Param("int, optional", "Number of hidden states: required for the first batch; with ``estimate`` None means "
+            "``estimate.k`` (the stored counts fit any k).", None, Interval(int, 1, none=True)),
+    n_symbols=Param("int, optional", "V: required for the first batch; with ``estimate`` it must be None or the "
+                    "estimate's.", None, Interval(int, 1, none=True)))
+def update(sequences, estimate, *, k, n_symbols, method, approach, seed, floor, decompose_options) -> SpectralEstimate:
+    """Add a batch of sequences to an HMM fit: exact merged triple counts, then the moment estimate.
+
+    The moments of :func:`spectral` are the counts of the sequences' sliding
+    symbol triples and first symbols (:class:`~specinit.engine.sequences.TripleCounts`),
+    which add up over batches exactly: after any number of batches the
+    estimate is that of :func:`spectral` on all the sequences at once (the
+    same moments to rounding, the same decomposition and seed). The counts do
+    not depend on ``k``. States keep their labels from batch to batch (the new
+    emission rows are matched to the previous ones). Memory: ``n_symbols^3``
+    floats. There is no Baum-Welch step (it needs the sequences):
+    :func:`refine` on sequences at hand takes the estimate further. The
+    returned estimate keeps the counts in its ``state`` (``moments/...``),
+    which :meth:`~specinit.estimate.SpectralEstimate.save` writes, so updates
+    go on in a later process. The online face of ``SpectralHMM.partial_fit``.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``"hmm"`` as from :func:`spectral`, plus ``n_batches`` in the
+        diagnostics (the counts of sequences and triples are those of all
+        batches).
+
+    Raises
+    ------
+    ValueError
+        ``k`` or ``n_symbols`` missing on the first batch, ``n_symbols``
+        other than the estimate's, symbols outside ``0..n_symbols-1``, an
+        estimate without stored counts (from :func:`spectral`: fit the first
+        batch with :func:`update`), no sequence of length >= 3 in any batch.
+    MemoryError
+        The (n_symbols,)^3 counts over the memory budget (:func:`specinit.memory_limit`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> emission = np.array([[0.7, 0.2, 0.05, 0.05], [0.05, 0.05, 0.2, 0.7]])
+    >>> def sequence(n):  # a sticky two-state chain
+    ...     states = np.cumsum(rng.random(n) < 0.1) % 2
+    ...     return np.array([rng.choice(4, p=emission[h]) for h in states])
+    >>> seqs = [sequence(50) for _ in range(40)]
+    >>> est = update(seqs[:20], k=2, n_symbols=4)
+    >>> est = update(seqs[20:], est)
+    >>> once = spectral(seqs, 2, 4)
+    >>> same = once.params["emission"][match_components(est.params["emission"], once.params["emission"])]
+    >>> bool(abs(est.params["emission"] - same).max() < 1e-8), est.diagnostics["n_batches"]
+    (True, 2)
+    """
+    k = Interval(int, 1, none=True).check("k", k)
+    n_symbols = Interval(int, 1, none=True).check("n_symbols", n_symbols)
+    if estimate is None:
+        for name, value in (("k", k), ("n_symbols", n_symbols)):
+            if value is None:
+                raise bad_argument(name, None, "given for the first batch (no estimate to update)", value)
+        stored, n_batches = None, 1
+    else:
+        stored = TripleCounts.from_arrays(stored_moments(estimate, "hmm", "hmm.update"), "estimate")
+        if n_symbols is not None and n_symbols != stored.n_symbols:
+            raise bad_argument("n_symbols", None, f"None or the estimate's n_symbols = {stored.n_symbols}", n_symbols)
+        k, n_symbols = estimate.k if k is None else k, stored.n_symbols
+        n_batches = int(estimate.diagnostics.get("n_batches", 1)) + 1
+    batch = TripleCounts.from_sequences(FAMILY.sequences(as_sequences(sequences, categorical=True), n_symbols),
+                                        n_symbols)
+    merged = batch if stored is None else stored + batch
+    fit = FAMILY.spectral_from_moments(merged.chain_views(), k, method=method, approach=approach, seed=seed,
+                                       floor=floor, decompose_options=decompose_options, n_symbols=n_symbols)
+    params = dict(fit.params)
+    if estimate is not None and estimate.k == k:  # states keep their labels: matched by their emission rows
+        order = match_components(estimate.params["emission"], params["emission"])
+        params = {"init": params["init"][order], "transition": params["transition"][np.ix_(order, order)],
+                  "emission": params["emission"][order]}
+    state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
+    return FAMILY.estimate(k, params, {**fit.diagnostics, "n_batches": n_batches}, state=state)
 
 
 @FAMILY.scoring_face("sequences")

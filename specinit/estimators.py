@@ -186,16 +186,18 @@ class SpectralEstimator:
         moments with those kept in ``estimate_`` exactly and recovers the
         parameters from everything seen: topics by anchor words (warm-started)
         closed by EM sweeps over the batch (:func:`specinit.models.lda.update`),
-        or a Gaussian mixture's moment estimate, equal to that of one fit on
-        all the rows (:func:`specinit.models.gmm.update`; no EM). Parameters
+        or the moment estimate of a Gaussian mixture or an HMM, equal to that
+        of one fit on all the rows or sequences
+        (:func:`specinit.models.gmm.update`, :func:`specinit.models.hmm.update`;
+        no EM). Parameters
         that only :meth:`fit` reads (refinement steps) are not used. The model
         answers its questions after every batch; ``estimate_.save`` keeps the
         moments, so a loaded estimate continues (``update(X_next, estimate)``).
 
         Parameters
         ----------
-        X : array-like or sparse matrix, shape (n_samples, n_features)
-            The new documents' word counts, or the new rows.
+        X : array-like or sparse matrix, shape (n_samples, n_features), or sequences
+            The new documents' word counts, rows, or whole sequences.
         y : ignored
 
         Returns
@@ -214,8 +216,10 @@ class SpectralEstimator:
                              f"was fitted by fit, which keeps no moments to merge with (call partial_fit on a new "
                              f"{type(self).__name__}).")
         X = self._data(X, reset=not fitted)
+        derived = {} if fitted or self.face.from_data is None else self.face.from_data(self, X)
         accepted = inspect.signature(module.update).parameters
-        arguments = {name: value for name, value in self._spectral_arguments().items() if name in accepted}
+        arguments = {name: value for name, value in {**self._spectral_arguments(), **derived}.items()
+                     if name in accepted}
         estimate = module.update(X, self.estimate_ if fitted else None, k=self.n_components, **arguments)
         return self._keep(estimate, X)
 
@@ -628,7 +632,7 @@ def _total_log_likelihood(estimator, module, X) -> float:
 
 
 def _chain_face(family: str, summary: str, parameters: dict, spectral: dict, attributes: dict,
-                from_data=None) -> Face:
+                from_data=None, answers: frozenset = frozenset()) -> Face:
     """A hidden Markov model's face: sequences in, Baum-Welch after the moments, hmmlearn's attribute names."""
     return Face(
         family=family, summary=summary,
@@ -647,7 +651,7 @@ def _chain_face(family: str, summary: str, parameters: dict, spectral: dict, att
             **attributes,
         },
         predict_proba=_state_marginals, predict=_state_paths, score=_total_log_likelihood,
-        answers=frozenset({"score_samples"}), from_data=from_data)
+        answers=frozenset({"score_samples"}) | answers, from_data=from_data)
 
 
 def _symbols_seen(estimator, X) -> dict:
@@ -675,7 +679,7 @@ SpectralHMM = estimator_class("SpectralHMM", _chain_face(
     {},
     {"emissionprob_": ("ndarray, shape (n_components, n_symbols)\n    Emission probabilities (rows sum to one).",
                        lambda estimator, estimate, X: estimate.params["emission"])},
-    from_data=_symbols_seen,
+    from_data=_symbols_seen, answers=frozenset({"partial_fit"}),
 ))
 
 

@@ -21,13 +21,13 @@ import math
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import bad_argument, check_magnitude, integer_symbols
+from specinit._validation import bad_argument, check_allocation, check_magnitude, integer_symbols
 from specinit.engine.backends import numba_kernel
 from specinit.engine.sources import is_dask_array, is_jax_array
 from specinit.engine.views import multiview_population
 
-__all__ = ["ChainViews", "SequenceBatch", "as_sequences", "chain_population", "check_symbols", "forward_backward",
-           "one_hot", "stationary", "triple_views"]
+__all__ = ["ChainViews", "SequenceBatch", "TripleCounts", "as_sequences", "chain_population", "check_symbols",
+           "forward_backward", "one_hot", "stationary", "triple_views"]
 
 _EXPECTED = "a 1-D array (one sequence), a 2-D array (rows = sequences) or a list/tuple of 1-D arrays"
 
@@ -234,6 +234,144 @@ def triple_views(sequences, n_symbols: int) -> ChainViews:
         return ChainViews(views, first, counts, symbols, n_symbols)
     return ChainViews(views, first, counts)
 
+
+
+class TripleCounts:
+    """The exact additive summary of categorical sequences: counts of their symbol triples and first symbols.
+
+    ``triples[a, b, c]`` counts the sliding triples ``(x_{t-1}, x_t, x_{t+1})
+    = (a, b, c)`` of the sequences of length >= 3, ``first[a]`` the sequences
+    that start with ``a`` and ``seen[a]`` every occurrence of ``a``. The
+    one-hot views of :func:`triple_views` have exactly these moments
+    (``E[x_a x_b^T]`` are the triples' marginal tables divided by their
+    number), so two summaries of disjoint sets of sequences add up (``+``) to
+    that of their union and :meth:`chain_views` is what :func:`triple_views`
+    gives for all the sequences at once: sequences can arrive in batches.
+    Memory: ``n_symbols^3`` floats (refused over the memory budget,
+    :func:`specinit.memory_limit`).
+
+    Parameters
+    ----------
+    triples : ndarray, shape (V, V, V)
+    first, seen : ndarray, shape (V,)
+    n_sequences, n_short_sequences : int
+    """
+
+    def __init__(self, triples, first, seen, n_sequences: int, n_short_sequences: int):
+        self.triples, self.first, self.seen = (np.asarray(a, dtype=np.float64) for a in (triples, first, seen))
+        self.n_sequences, self.n_short_sequences = int(n_sequences), int(n_short_sequences)
+
+    @property
+    def n_symbols(self) -> int:
+        return self.first.size
+
+    @classmethod
+    def from_sequences(cls, seqs: list, n_symbols: int, name: str = "sequences") -> "TripleCounts":
+        """The summary of validated sequences (:func:`as_sequences`, symbols checked by :func:`check_symbols`).
+
+        Raises
+        ------
+        MemoryError
+            The (n_symbols,)^3 counts over the memory budget.
+        """
+        V = int(n_symbols)
+        check_allocation(8.0 * V**3, name, f"the ({V}, {V}, {V}) counts of symbol triples")
+        long = [s for s in seqs if s.size >= 3]
+        codes = np.concatenate([(s[:-2] * V + s[1:-1]) * V + s[2:] for s in long]) if long else np.zeros(0, int)
+        triples = np.bincount(codes, minlength=V**3).astype(np.float64).reshape(V, V, V)
+        first = np.bincount([s[0] for s in seqs], minlength=V).astype(np.float64)
+        seen = np.bincount(np.concatenate(seqs), minlength=V).astype(np.float64)
+        return cls(triples, first, seen, len(seqs), len(seqs) - len(long))
+
+    def __add__(self, other: "TripleCounts") -> "TripleCounts":
+        if not isinstance(other, TripleCounts):
+            return NotImplemented
+        return TripleCounts(self.triples + other.triples, self.first + other.first, self.seen + other.seen,
+                            self.n_sequences + other.n_sequences, self.n_short_sequences + other.n_short_sequences)
+
+    def chain_views(self) -> ChainViews:
+        """The views' moments and the law of the first symbol, over the observed symbols (as :func:`triple_views`).
+
+        Raises
+        ------
+        ValueError
+            No sequence of length >= 3.
+        """
+        n_triples = int(self.triples.sum())
+        if n_triples == 0:
+            raise bad_argument("sequences", None, "at least one sequence of length >= 3 (for the triples)",
+                               "none", describe=False)
+        symbols = np.flatnonzero(self.seen)
+        observed = np.ix_(symbols, symbols, symbols)
+        counts = {"n_sequences": self.n_sequences, "n_triples": n_triples,
+                  "n_short_sequences": self.n_short_sequences}
+        views = CountedTriples(self.triples[observed], n_triples)
+        first = self.first[symbols] / self.n_sequences
+        if symbols.size < self.n_symbols:
+            return ChainViews(views, first, counts, symbols, self.n_symbols)
+        return ChainViews(views, first, counts)
+
+    def to_arrays(self) -> dict:
+        """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
+        return {"triples": self.triples, "first": self.first, "seen": self.seen,
+                "sequences": np.asarray([self.n_sequences, self.n_short_sequences])}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, name: str = "estimate") -> "TripleCounts":
+        """The summary saved by :meth:`to_arrays` (shapes, finiteness and signs checked)."""
+        try:
+            parts = {key: np.asarray(arrays[key], dtype=np.float64) for key in ("triples", "first", "seen",
+                                                                                 "sequences")}
+            V = parts["first"].shape[0]
+            shapes_ok = (parts["triples"].shape == (V, V, V) and parts["seen"].shape == (V,)
+                         and parts["sequences"].shape == (2,))
+        except (KeyError, IndexError, TypeError, ValueError):
+            shapes_ok = False
+        if not shapes_ok or not all(np.all(np.isfinite(a)) and np.all(a >= 0) for a in parts.values()):
+            raise bad_argument(name, None, "an estimate whose stored triple counts are complete, finite and "
+                               "non-negative", "damaged triple counts", describe=False)
+        n_sequences, n_short = (int(v) for v in parts["sequences"])
+        return cls(parts["triples"], parts["first"], parts["seen"], n_sequences, n_short)
+
+
+class CountedTriples:
+    """The moments of the three one-hot views of sliding triples, from their count table (no pass over rows).
+
+    The interface of :class:`specinit.engine.views.ViewMoments` that
+    :func:`specinit.engine.views.fit_multiview` reads: ``dims``,
+    ``n_views``, ``pairs_matmat`` and ``projected_triples``.
+
+    Parameters
+    ----------
+    triples : ndarray, shape (o, o, o)
+        Counts of the triples over the observed symbols.
+    n_triples : int
+    """
+
+    n_views = 3
+
+    def __init__(self, triples: np.ndarray, n_triples: int):
+        self.triples, self.n_observations = triples, int(n_triples)
+
+    @property
+    def dims(self) -> tuple:
+        return self.triples.shape
+
+    def pairs_matmat(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:
+        """``E[x_a x_b^T] @ Q``: the triples' (a, b) marginal table times ``Q``, over their number."""
+        if a == b:  # E[x_a x_a^T] of one-hot rows: the view's counts on the diagonal
+            table = np.diag(self.triples.sum(axis=tuple(i for i in range(3) if i != a)))
+        else:
+            (other,) = {0, 1, 2} - {a, b}
+            table = self.triples.sum(axis=other)  # axes (min(a, b), max(a, b))
+            table = table.T if a > b else table
+        return table @ np.asarray(Q, dtype=np.float64) / self.n_observations
+
+    def projected_triples(self, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+        """``E[(Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)]`` from the count table."""
+        table = np.transpose(self.triples, (a, b, c))
+        Ua, Ub, Uc = (np.asarray(U, dtype=np.float64) for U in (Ua, Ub, Uc))
+        return np.einsum("ijk,ia,jb,kc->abc", table, Ua, Ub, Uc, optimize=True) / self.n_observations
 
 
 def _window(block, following, need: int):
