@@ -21,7 +21,11 @@ Tables, one run, peers in the same run:
    difference after label matching, and the time of all updates against the one fit), and scikit-learn's
    ``MiniBatchKMeans.partial_fit`` over the same batches (no streaming Gaussian mixture in scikit-learn): ARI
    against the classes on the held-out rows, and held-out log-likelihood per row of ours against
-   ``GaussianMixture`` fitted on all the training rows at once (best of 3).
+   ``GaussianMixture`` fitted on all the training rows at once (best of 3). Then letters of real English (80% of
+   the paragraphs for training, seeded) in 10 batches through ``hmm.update`` against one ``hmm.spectral``, and
+   held-out log-likelihood per letter of the streamed estimate, of it refined by ``hmm.refine`` on the training
+   paragraphs, and of hmmlearn's ``CategoricalHMM`` fitted on them (one random start; no streaming HMM in
+   hmmlearn).
 
 Usage: ``python benchmarks/bench_real_mixtures.py [--quick] [--skip-nuts] [--only SECTION]``.
 """
@@ -315,11 +319,55 @@ def bench_online(n_batches: int = 10):
                          f"{adjusted_rand_score(y[test], kmeans.predict(x[test])):.3f}", f"{t_kmeans:.3f}",
                          f"{np.mean(gmm.log_likelihood(x[test], estimate)):.3f}", f"{sk.score(x[test]):.3f}"])
             print(rows[-1], flush=True)
-    return (f"standardized features; the training rows (80%) in {n_batches} batches, held-out rows scored\n\n"
-            + table(["data (k)", "covariance", "gmm.update vs one gmm.spectral: largest |loc| difference",
-                     "all updates (s)", "one fit (s)", "held-out ARI, gmm.update", "held-out ARI, MiniBatchKMeans",
-                     "MiniBatchKMeans partial_fit (s)", "held-out LL / row, gmm.update",
-                     "held-out LL / row, GaussianMixture on all rows (best of 3)"], rows))
+    mixtures = (f"standardized features; the training rows (80%) in {n_batches} batches, held-out rows scored\n\n"
+                + table(["data (k)", "covariance", "gmm.update vs one gmm.spectral: largest |loc| difference",
+                         "all updates (s)", "one fit (s)", "held-out ARI, gmm.update", "held-out ARI, MiniBatchKMeans",
+                         "MiniBatchKMeans partial_fit (s)", "held-out LL / row, gmm.update",
+                         "held-out LL / row, GaussianMixture on all rows (best of 3)"], rows))
+    return mixtures + "\n\n" + _online_hmm(n_batches)
+
+
+def _online_hmm(n_batches: int, n_letters: int = 200_000) -> str:
+    from hmmlearn.hmm import CategoricalHMM
+
+    seqs = load_letter_sequences(max_letters=n_letters)
+    train, test = _split(len(seqs))
+    train_seqs, test_seqs = [seqs[i] for i in train], [seqs[i] for i in test]
+    n_test = sum(s.size for s in test_seqs)
+    batches = np.array_split(np.arange(len(train_seqs)), n_batches)
+    quiet(hmm.update, [train_seqs[i] for i in batches[0]], k=2, n_symbols=27)  # warm
+    rows = []
+    for k in (2, 4):
+        start = time.perf_counter()
+        once, _ = quiet(hmm.spectral, train_seqs, k, 27, seed=0)
+        t_once = time.perf_counter() - start
+        estimate, t_updates = None, 0.0
+        for batch in batches:
+            start = time.perf_counter()
+            estimate, _ = quiet(hmm.update, [train_seqs[i] for i in batch], estimate, k=k, n_symbols=27, seed=0)
+            t_updates += time.perf_counter() - start
+        same = once.params["emission"][match_components(estimate.params["emission"], once.params["emission"])]
+        start = time.perf_counter()
+        refined, _ = quiet(hmm.refine, train_seqs, estimate)
+        t_refine = time.perf_counter() - start
+        peer = CategoricalHMM(k, n_iter=100, tol=1e-2, random_state=0, n_features=27)
+        start = time.perf_counter()
+        peer.fit(np.concatenate(train_seqs)[:, None], [s.size for s in train_seqs])
+        t_peer = time.perf_counter() - start
+
+        def per_letter(fit):
+            return f"{np.sum(hmm.log_likelihood(test_seqs, fit)) / n_test:.4f}"
+
+        rows.append([k, f"{np.abs(estimate.params['emission'] - same).max():.1e}", f"{t_updates:.2f}",
+                     f"{t_once:.2f}", per_letter(estimate), f"{per_letter(refined.estimate)} ({t_refine:.1f} s)",
+                     f"{peer.score(np.concatenate(test_seqs)[:, None], [s.size for s in test_seqs]) / n_test:.4f} "
+                     f"({t_peer:.1f} s)"])
+        print(rows[-1], flush=True)
+    return (f"letters: {len(train_seqs)} training paragraphs in {n_batches} batches, {len(test_seqs)} held out "
+            f"({n_test} letters)\n\n"
+            + table(["k", "hmm.update vs one hmm.spectral: largest |emission| difference", "all updates (s)",
+                     "one fit (s)", "held-out LL / letter, hmm.update", "the same after hmm.refine (its time)",
+                     "hmmlearn CategoricalHMM on all training paragraphs (its time)"], rows))
 
 
 def main(argv=None):
