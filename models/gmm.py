@@ -664,9 +664,9 @@ def update(x, estimate, *, k, common_scale, covariance, noise, method, seed, dec
     the same decomposition and seed), whatever the batch sizes. The sums do
     not depend on ``k``, ``covariance`` or ``noise``, so a later batch may
     ask for others. Components keep their labels from batch to batch (the new
-    means are matched to the previous ones). Memory: ``d^3`` floats. There is
-    no EM step (EM needs all the rows at once): :func:`refine` on data at
-    hand takes the estimate further. The returned estimate keeps the sums in
+    means are matched to the previous ones). Memory: a few (d, d, d) float
+    arrays. There is no EM step (EM needs all the rows at once):
+    :func:`refine` on data at hand takes the estimate further. The returned estimate keeps the sums in
     its ``state`` (``moments/...``), which
     :meth:`~specinit.estimate.SpectralEstimate.save` writes, so updates go on
     in a later process. The online face of

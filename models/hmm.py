@@ -446,8 +446,8 @@ def update(sequences, estimate, *, k, n_symbols, method, approach, seed, floor, 
     estimate is that of :func:`spectral` on all the sequences at once (the
     same moments to rounding, the same decomposition and seed). The counts do
     not depend on ``k``. States keep their labels from batch to batch (the new
-    emission rows are matched to the previous ones). Memory: ``n_symbols^3``
-    floats. There is no Baum-Welch step (it needs the sequences):
+    emission rows are matched to the previous ones). Memory: a few
+    (n_symbols,)^3 float arrays. There is no Baum-Welch step (it needs the sequences):
     :func:`refine` on sequences at hand takes the estimate further. The
     returned estimate keeps the counts in its ``state`` (``moments/...``),
     which :meth:`~specinit.estimate.SpectralEstimate.save` writes, so updates

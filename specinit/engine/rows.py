@@ -87,8 +87,9 @@ class RowSums:
     disjoint batches add up (``+``, the second re-expressed in the first's
     frame by the binomial expansion) to the summary of their union, and
     :class:`RowMoments` built from it equals the moments of all the rows at
-    once (to rounding), so rows can arrive in batches. Memory: ``d^3``
-    floats (refused over the memory budget, :func:`specinit.memory_limit`).
+    once (to rounding), so rows can arrive in batches. Memory: about six
+    (d, d, d) float arrays while summaries merge and :class:`RowMoments`
+    reads one (refused over the memory budget, :func:`specinit.memory_limit`).
 
     Parameters
     ----------
@@ -133,7 +134,8 @@ class RowSums:
         """
         x = check_rows(x, name, min_rows=1)
         n, d = x.shape
-        check_allocation(8.0 * d**3, name, "the (d, d, d) sums of the rows' third powers")
+        check_allocation(6 * 8.0 * d**3, name, "the (d, d, d) sums of the rows' third powers (about six such "
+                         "arrays while they are merged and read)")
         origin = x.mean(axis=0)
         low, high = x.min(axis=0), x.max(axis=0)
         scale = unit_of(high - low)

@@ -247,8 +247,8 @@ class TripleCounts:
     number), so two summaries of disjoint sets of sequences add up (``+``) to
     that of their union and :meth:`chain_views` is what :func:`triple_views`
     gives for all the sequences at once: sequences can arrive in batches.
-    Memory: ``n_symbols^3`` floats (refused over the memory budget,
-    :func:`specinit.memory_limit`).
+    Memory: about three (V, V, V) float arrays while summaries merge and
+    are read (refused over the memory budget, :func:`specinit.memory_limit`).
 
     Parameters
     ----------
@@ -275,7 +275,8 @@ class TripleCounts:
             The (n_symbols,)^3 counts over the memory budget.
         """
         V = int(n_symbols)
-        check_allocation(8.0 * V**3, name, f"the ({V}, {V}, {V}) counts of symbol triples")
+        check_allocation(3 * 8.0 * V**3, name, f"the ({V}, {V}, {V}) counts of symbol triples (about three such "
+                         "arrays while they are merged and read)")
         long = [s for s in seqs if s.size >= 3]
         codes = np.concatenate([(s[:-2] * V + s[1:-1]) * V + s[2:] for s in long]) if long else np.zeros(0, int)
         triples = np.bincount(codes, minlength=V**3).astype(np.float64).reshape(V, V, V)
