@@ -93,3 +93,13 @@ def sample_lda(beta, alpha, N, length, seed):
     X = rng.multinomial(length, probs / probs.sum(1, keepdims=True))
     return X, theta
 
+
+
+@pytest.fixture
+def one_mib_budget():
+    """The memory budget (:func:`specinit.set_memory_limit`) at 1 MiB for one test, restored after it."""
+    import specinit
+
+    specinit.set_memory_limit(2**20)
+    yield
+    specinit.set_memory_limit(None)
