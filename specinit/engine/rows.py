@@ -185,10 +185,10 @@ class RowSums:
         """The summary saved by :meth:`to_arrays` (shapes and values checked)."""
         try:
             d = np.asarray(arrays["origin"]).shape[0]
-            parts = {key: np.asarray(arrays[key], dtype=np.float64) for key in cls.shapes(d)}
+            parts = {key: np.asarray(arrays[key], dtype=np.float64) for key in cls._shapes(d)}
         except (KeyError, IndexError, TypeError, ValueError):
             parts = None
-        if parts is None or any(parts[key].shape != shape for key, shape in cls.shapes(d).items()) or not all(
+        if parts is None or any(parts[key].shape != shape for key, shape in cls._shapes(d).items()) or not all(
                 np.all(np.isfinite(value)) for value in parts.values()) or parts["n"] < 1 or parts["scale"] <= 0:
             raise bad_argument(name, None, "an estimate whose stored row sums are complete and finite",
                                "damaged row sums", describe=False)
@@ -196,7 +196,7 @@ class RowSums:
                    parts["s2"], parts["s3"])
 
     @staticmethod
-    def shapes(d: int) -> dict:
+    def _shapes(d: int) -> dict:
         return {"n": (), "low": (d,), "high": (d,), "origin": (d,), "scale": (), "s1": (d,), "s2": (d, d),
                 "s3": (d, d, d)}
 
