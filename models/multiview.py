@@ -42,8 +42,10 @@ from specinit._validation import Interval, bad_argument, check_allocation, check
     current_entry, integer_symbols, public, warn
 from specinit.distributions.mixtures import MixtureLikelihood, gaussian_components, stack_views
 from specinit.engine.rows import unit_of
+from specinit.align import match_components
 from specinit.engine.views import (
     ViewMoments,
+    ViewSums,
     conditional_variances,
     multiview_population,
     pair_misfit,
@@ -51,7 +53,7 @@ from specinit.engine.views import (
 )
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
+from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, Family, k_param, site_values, stored_moments
 
 __all__ = [
     "FAMILY",
@@ -67,9 +69,17 @@ __all__ = [
     "spectral",
     "spectral_from_moments",
     "stack_views",
+    "update",
 ]
 
 KINDS = ("categorical", "gaussian")
+
+
+def _numeric_views(views, kinds, sizes) -> list:
+    """Categorical codes as one-hot CSR rows, Gaussian views as they are (validated by :func:`check_views`)."""
+    n = views[0].shape[0]
+    return [x if kind == "gaussian" else sp.csr_matrix((np.ones(n), (np.arange(n), x)), shape=(n, size))
+            for x, kind, size in zip(views, kinds, sizes)]
 
 
 @public
@@ -288,9 +298,7 @@ class MultiView(Family):
         n_obs = views[0].shape[0]
         gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
         units = {v: unit_of(views[v]) for v in gaussian}
-        fit_views = [x / units[v] if kind == "gaussian" else
-                     sp.csr_matrix((np.ones(n_obs), (np.arange(n_obs), x)), shape=(n_obs, size))
-                     for v, (x, kind, size) in enumerate(zip(views, kinds, sizes))]
+        fit_views = [x / units[v] if v in units else x for v, x in enumerate(_numeric_views(views, kinds, sizes))]
         variances = {v: np.var(fit_views[v], axis=0) for v in gaussian}
         return MultiViewMoments(ViewMoments(fit_views, backend=backend), with_squares(fit_views, gaussian, backend),
                                 kinds, variances, n_obs, units)
@@ -361,6 +369,10 @@ class MultiView(Family):
     # EM ------------------------------------------------------------------------------------------------------
     def refine_data(self, views, estimate: SpectralEstimate, kinds=None, dims=None, **options) -> ViewData:
         kinds = _kinds_of(estimate.params) if kinds is None else kinds
+        if dims is None and len(kinds) == len(_kinds_of(estimate.params)):  # the estimate's sizes: a batch of views
+            # need not show every category
+            dims = [estimate.params[f"beta_{v}" if f"beta_{v}" in estimate.params else f"loc_{v}"].shape[1]
+                    for v in range(len(kinds))]
         views, kinds, sizes = check_views(views, kinds, dims)
         k = estimate.k
         for v, (kind, size) in enumerate(zip(kinds, sizes)):
@@ -575,6 +587,102 @@ def refine(views, estimate, kinds, *, dims, method, max_iter, tol, reg, floor, r
     return FAMILY.refine(views, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor, reg=reg,
                          restarts=restarts, seed=seed,
                          kinds=kinds, dims=dims)
+
+
+@FAMILY.face(
+    views=Param("sequence of arrays", "The new observations of every view (as for :func:`spectral`)."),
+    estimate=Param("SpectralEstimate, optional", "The fit to update (from :func:`update`, or :func:`load "
+                   "<specinit.estimate.SpectralEstimate.load>` of one); None for the first batch.", None),
+    k=Param("int, optional", "Number of classes: required for the first batch; with ``estimate`` None means "
+            "``estimate.k`` (the stored sums fit any k).", None, Interval(int, 1, none=True)),
+    kinds=Param("sequence of {'categorical', 'gaussian'}, optional", "See :func:`check_views`; with ``estimate``, "
+                "default: the estimate's.", None),
+    dims=Param("sequence of int, optional", "See :func:`check_views`; with ``estimate`` the sizes are the "
+               "estimate's. Give them on the first batch when it may not show every category of a view.", None))
+def update(views, estimate, *, k, kinds, dims, target, method, seed, floor, decompose_options,
+           approach) -> SpectralEstimate:
+    """Add a batch of observations to a multi-view fit: exact merged sums, then the moment estimate.
+
+    The moments of :func:`spectral` are functions of the views' row count,
+    largest values, column sums, pair sums and the triple sums of the views
+    (:class:`~specinit.engine.views.ViewSums`; the squares of the Gaussian
+    views join the pairs, for the within-class variances), which add up over
+    batches exactly: after any number of batches the estimate is that of
+    :func:`spectral` on all the observations at once (the same moments to
+    rounding, the same decomposition and seed). The sums do not depend on
+    ``k``. Classes keep their labels from batch to batch (matched on the
+    target view's means). Memory: the pair sums and three times the triple
+    sums (``V_a V_b V_c`` floats for each triple of views). There is no EM step
+    (it needs the observations): :func:`refine` on data at hand takes the
+    estimate further. The returned estimate keeps the sums in its ``state``
+    (``moments/...``), which :meth:`~specinit.estimate.SpectralEstimate.save`
+    writes, so updates go on in a later process. The online face of
+    ``SpectralMultiView.partial_fit``.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``"multiview"`` as from :func:`spectral`, plus ``n_batches`` and
+        ``n_observations`` in the diagnostics.
+
+    Raises
+    ------
+    ValueError
+        ``k`` missing on the first batch, views of other kinds or sizes
+        than the estimate's, codes at or above a categorical view's size, an
+        estimate without stored sums (from :func:`spectral`: fit the first
+        batch with :func:`update`), or anything :func:`check_views` refuses.
+    MemoryError
+        The sums over the memory budget (:func:`specinit.memory_limit`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> h = rng.integers(0, 2, size=600)
+    >>> means = np.array([[3.0, 0.0], [0.0, 3.0]])  # linearly independent class means in every view
+    >>> views = [rng.normal(means[h], 1.0) for _ in range(3)]
+    >>> est = update([v[:300] for v in views], k=2)
+    >>> est = update([v[300:] for v in views], est)
+    >>> once = spectral(views, 2)
+    >>> same = once.params["loc_2"][match_components(est.params["loc_2"], once.params["loc_2"])]
+    >>> bool(abs(est.params["loc_2"] - same).max() < 1e-8), est.diagnostics["n_batches"]
+    (True, 2)
+    """
+    k = Interval(int, 1, none=True).check("k", k)
+    if estimate is None:
+        if k is None:
+            raise bad_argument("k", None, "given for the first batch (no estimate to update)", k)
+        stored, n_batches = None, 1
+    else:
+        stored = ViewSums.from_arrays(stored_moments(estimate, "multiview", "multiview.update"), "estimate")
+        if hasattr(views, "__len__") and len(views) != stored.n_base:
+            raise bad_argument("views", None, f"the estimate's {stored.n_base} views", f"{len(views)} views",
+                               describe=False)
+        kinds = _kinds_of(estimate.params) if kinds is None else kinds
+        dims = stored.dims[: stored.n_base] if dims is None else dims
+        k, n_batches = estimate.k if k is None else k, int(estimate.diagnostics.get("n_batches", 1)) + 1
+    views, kinds, sizes = check_views(views, kinds, dims)
+    gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
+    numeric = _numeric_views(views, kinds, sizes)
+    batch = ViewSums.from_views(numeric + [views[v] ** 2 for v in gaussian], len(numeric), "views")
+    merged = batch if stored is None else stored + batch
+    units = {v: float(merged.peaks[v]) if merged.peaks[v] > 0 else 1.0 for v in gaussian}
+    scales = [units.get(v, 1.0) for v in range(len(kinds))] + [units[v] ** 2 for v in gaussian]
+    variances = {v: merged.firsts[len(kinds) + j] / (merged.n * scales[-len(gaussian) + j])
+                 - (merged.firsts[v] / (merged.n * units[v])) ** 2 for j, v in enumerate(gaussian)}
+    moments = MultiViewMoments(merged.moments(scales, len(kinds)), merged.moments(scales), kinds, variances, merged.n,
+                               units)
+    fit = FAMILY.spectral_from_moments(moments, k, method=method, approach=approach, seed=seed, floor=floor,
+                                       decompose_options=decompose_options, kinds=kinds, dims=sizes, target=target)
+    params = dict(fit.params)
+    if estimate is not None and estimate.k == k:  # classes keep their labels: matched on the target view's means
+        site = FAMILY.site_table(params, target=target)[1]
+        order = match_components(estimate.params[site], params[site])
+        params = {name: value[order] for name, value in params.items()}
+    state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
+    return FAMILY.estimate(k, params, {**fit.diagnostics, "n_batches": n_batches, "n_observations": merged.n},
+                           state=state, options={"target": target})
 
 
 @FAMILY.scoring_face("views")

@@ -186,18 +186,19 @@ class SpectralEstimator:
         moments with those kept in ``estimate_`` exactly and recovers the
         parameters from everything seen: topics by anchor words (warm-started)
         closed by EM sweeps over the batch (:func:`specinit.models.lda.update`),
-        or the moment estimate of a Gaussian mixture or an HMM, equal to that
-        of one fit on all the rows or sequences
-        (:func:`specinit.models.gmm.update`, :func:`specinit.models.hmm.update`;
-        no EM). Parameters
+        or the moment estimate of a Gaussian mixture, an HMM or a multi-view
+        mixture, equal to that of one fit on all the rows, sequences or
+        observations (:func:`specinit.models.gmm.update`,
+        :func:`specinit.models.hmm.update`,
+        :func:`specinit.models.multiview.update`; no EM). Parameters
         that only :meth:`fit` reads (refinement steps) are not used. The model
         answers its questions after every batch; ``estimate_.save`` keeps the
         moments, so a loaded estimate continues (``update(X_next, estimate)``).
 
         Parameters
         ----------
-        X : array-like or sparse matrix, shape (n_samples, n_features), or sequences
-            The new documents' word counts, rows, or whole sequences.
+        X : array-like or sparse matrix, shape (n_samples, n_features), sequences, or views
+            The new documents' word counts, rows, whole sequences, or views.
         y : ignored
 
         Returns
@@ -702,7 +703,7 @@ SpectralGaussianHMM = estimator_class("SpectralGaussianHMM", _chain_face(
 ))
 
 
-def _view_face(family: str, summary: str, options: tuple) -> Face:
+def _view_face(family: str, summary: str, options: tuple, answers: frozenset = frozenset()) -> Face:
     """A multi-view mixture's face: a list of views in, EM after the moments, classes out."""
     return Face(
         family=family, summary=summary,
@@ -721,7 +722,7 @@ def _view_face(family: str, summary: str, options: tuple) -> Face:
         },
         predict_proba=_responsibilities, transform=_responsibilities,
         score=_mean_log_likelihood,
-        answers=frozenset({"score_samples", "bic"}))
+        answers=frozenset({"score_samples", "bic"}) | answers)
 
 
 SpectralMultiView = estimator_class("SpectralMultiView", _view_face(
@@ -732,7 +733,7 @@ SpectralMultiView = estimator_class("SpectralMultiView", _view_face(
     (at least three arrays with the same rows: one-hot or integer categorical
     views, real Gaussian ones); ``predict`` clusters the observations,
     ``score`` is the mean log-likelihood per observation.""",
-    ("kinds", "dims", "target")), (ClusterMixin, DensityMixin))
+    ("kinds", "dims", "target"), answers=frozenset({"partial_fit"})), (ClusterMixin, DensityMixin))
 
 
 SpectralKernelMultiView = estimator_class("SpectralKernelMultiView", _view_face(

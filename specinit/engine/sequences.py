@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from specinit._validation import bad_argument, check_allocation, check_magnitude, integer_symbols
 from specinit.engine.backends import numba_kernel
 from specinit.engine.sources import is_dask_array, is_jax_array
-from specinit.engine.views import multiview_population
+from specinit.engine.views import SummedViews, multiview_population
 
 __all__ = ["ChainViews", "SequenceBatch", "TripleCounts", "as_sequences", "chain_population", "check_symbols",
            "forward_backward", "one_hot", "stationary", "triple_views"]
@@ -245,8 +245,10 @@ class TripleCounts:
     one-hot views of :func:`triple_views` have exactly these moments
     (``E[x_a x_b^T]`` are the triples' marginal tables divided by their
     number), so two summaries of disjoint sets of sequences add up (``+``) to
-    that of their union and :meth:`chain_views` is what :func:`triple_views`
-    gives for all the sequences at once: sequences can arrive in batches.
+    that of their union and :meth:`chain_views` (the moments read from the
+    counts, :class:`~specinit.engine.views.SummedViews`) is what
+    :func:`triple_views` gives for all the sequences at once: sequences can
+    arrive in batches.
     Memory: about three (V, V, V) float arrays while summaries merge and
     are read (refused over the memory budget, :func:`specinit.memory_limit`).
 
@@ -306,7 +308,9 @@ class TripleCounts:
         observed = np.ix_(symbols, symbols, symbols)
         counts = {"n_sequences": self.n_sequences, "n_triples": n_triples,
                   "n_short_sequences": self.n_short_sequences}
-        views = CountedTriples(self.triples[observed], n_triples)
+        table = self.triples[observed]
+        views = SummedViews(n_triples, table.shape, {(0, 1): table.sum(axis=2), (0, 2): table.sum(axis=1),
+                                                     (1, 2): table.sum(axis=0)}, {(0, 1, 2): table})
         first = self.first[symbols] / self.n_sequences
         if symbols.size < self.n_symbols:
             return ChainViews(views, first, counts, symbols, self.n_symbols)
@@ -333,46 +337,6 @@ class TripleCounts:
                                "non-negative", "damaged triple counts", describe=False)
         n_sequences, n_short = (int(v) for v in parts["sequences"])
         return cls(parts["triples"], parts["first"], parts["seen"], n_sequences, n_short)
-
-
-class CountedTriples:
-    """The moments of the three one-hot views of sliding triples, from their count table (no pass over rows).
-
-    The interface of :class:`specinit.engine.views.ViewMoments` that
-    :func:`specinit.engine.views.fit_multiview` reads: ``dims``,
-    ``n_views``, ``pairs_matmat`` and ``projected_triples``.
-
-    Parameters
-    ----------
-    triples : ndarray, shape (o, o, o)
-        Counts of the triples over the observed symbols.
-    n_triples : int
-    """
-
-    n_views = 3
-
-    def __init__(self, triples: np.ndarray, n_triples: int):
-        self.triples, self.n_observations = triples, int(n_triples)
-
-    @property
-    def dims(self) -> tuple:
-        return self.triples.shape
-
-    def pairs_matmat(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:
-        """``E[x_a x_b^T] @ Q``: the triples' (a, b) marginal table times ``Q``, over their number."""
-        if a == b:  # E[x_a x_a^T] of one-hot rows: the view's counts on the diagonal
-            table = np.diag(self.triples.sum(axis=tuple(i for i in range(3) if i != a)))
-        else:
-            (other,) = {0, 1, 2} - {a, b}
-            table = self.triples.sum(axis=other)  # axes (min(a, b), max(a, b))
-            table = table.T if a > b else table
-        return table @ np.asarray(Q, dtype=np.float64) / self.n_observations
-
-    def projected_triples(self, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
-        """``E[(Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)]`` from the count table."""
-        table = np.transpose(self.triples, (a, b, c))
-        Ua, Ub, Uc = (np.asarray(U, dtype=np.float64) for U in (Ua, Ub, Uc))
-        return np.einsum("ijk,ia,jb,kc->abc", table, Ua, Ub, Uc, optimize=True) / self.n_observations
 
 
 def _window(block, following, need: int):

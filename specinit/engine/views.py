@@ -59,12 +59,15 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import combinations
 
 import numpy as np
+import scipy.sparse as sp
 
 from specinit._validation import (
     as_generator,
     bad_argument,
+    check_allocation,
     check_choice,
     check_int,
     checked_by_caller,
@@ -88,7 +91,9 @@ __all__ = [
     "pair_misfit",
     "pair_spectrum",
     "MultiViewPopulation",
+    "SummedViews",
     "ViewMoments",
+    "ViewSums",
     "conditional_means",
     "conditional_variances",
     "with_squares",
@@ -158,6 +163,165 @@ class ViewMoments(OnBackend):
         """``E[(Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)]`` as a (ka, kb, kc) array, in bounded blocks."""
         Ua, Ub, Uc = (np.asarray(U, dtype=np.float64) for U in (Ua, Ub, Uc))
         return self.passes.triples(self._placed, a, b, c, Ua, Ub, Uc) / self.n_observations
+
+
+class SummedViews:
+    """Cross moments of views read from stored sums (no pass over rows): the interface of :class:`ViewMoments`.
+
+    Each view ``v`` is taken divided by ``scales[v]`` (its unit), so a pair
+    product is ``pairs[(a, b)] / (n s_a s_b)`` and a triple
+    ``triples[(a, b, c)] / (n s_a s_b s_c)``.
+
+    Parameters
+    ----------
+    n_observations : int
+    dims : tuple of int
+    pairs : dict of (a, b) -> ndarray (d_a, d_b), a < b
+        ``sum_n x_a x_b^T`` of every pair of distinct views.
+    triples : dict of (a, b, c) -> ndarray (d_a, d_b, d_c), a < b < c
+        ``sum_n x_a (x) x_b (x) x_c`` of the triples the fit reads.
+    scales : sequence of float, optional
+        Default: 1 for every view.
+    """
+
+    def __init__(self, n_observations: int, dims, pairs: dict, triples: dict, scales=None):
+        self.n_observations, self.dims = int(n_observations), tuple(int(d) for d in dims)
+        self.pairs, self.triples = pairs, triples
+        self.scales = np.ones(len(self.dims)) if scales is None else np.asarray(scales, dtype=np.float64)
+
+    @property
+    def n_views(self) -> int:
+        return len(self.dims)
+
+    def pairs_matmat(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:
+        """``E[x_a x_b^T] @ Q`` for distinct views."""
+        if a == b:
+            raise ValueError("SummedViews keeps the cross sums of distinct views only")
+        table = self.pairs[(a, b)] if a < b else self.pairs[(b, a)].T
+        return table @ np.asarray(Q, dtype=np.float64) / (self.n_observations * self.scales[a] * self.scales[b])
+
+    def projected_triples(self, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+        """``E[(Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)]`` for three distinct views."""
+        order = sorted((a, b, c))
+        table = np.transpose(self.triples[tuple(order)], [order.index(view) for view in (a, b, c)])
+        Ua, Ub, Uc = (np.asarray(U, dtype=np.float64) for U in (Ua, Ub, Uc))
+        scale = self.n_observations * self.scales[a] * self.scales[b] * self.scales[c]
+        return np.einsum("ijk,ia,jb,kc->abc", table, Ua, Ub, Uc, optimize=True) / scale
+
+
+#: Bytes of the (rows, d_a d_b) products a block of :meth:`ViewSums.from_views` forms at once.
+_BLOCK_BYTES = 64 * 2**20
+
+
+def _dense(a) -> np.ndarray:
+    return np.asarray(a.toarray() if sp.issparse(a) else a, dtype=np.float64)
+
+
+class ViewSums:
+    """The exact additive summary of views: rows, peaks, column sums, pair sums and the base views' triple sums.
+
+    For views ``x_0 .. x_{m-1}`` (the first ``n_base`` of them the model's,
+    the others derived, e.g. squares of Gaussian views) it keeps the row
+    count, every view's largest ``|x|`` and column sums, ``sum_n x_a x_b^T``
+    of every pair and ``sum_n x_a (x) x_b (x) x_c`` of every triple of base
+    views. Two summaries of disjoint rows add up (``+``) to that of their
+    union, and :meth:`moments` reads the same cross moments as
+    :class:`ViewMoments` on all the rows, so views can arrive in batches.
+
+    Parameters
+    ----------
+    n : int
+    n_base : int
+    peaks : ndarray, shape (m,)
+    firsts : list of ndarray (d_v,)
+    pairs, triples : dict
+        As for :class:`SummedViews`.
+    """
+
+    def __init__(self, n: int, n_base: int, peaks, firsts: list, pairs: dict, triples: dict):
+        self.n, self.n_base = int(n), int(n_base)
+        self.peaks = np.asarray(peaks, dtype=np.float64)
+        self.firsts, self.pairs, self.triples = [np.asarray(f, dtype=np.float64) for f in firsts], pairs, triples
+
+    @property
+    def dims(self) -> tuple:
+        return tuple(f.size for f in self.firsts)
+
+    @classmethod
+    def from_views(cls, views: list, n_base: int, name: str = "views") -> "ViewSums":
+        """The summary of validated views (dense arrays or sparse matrices with the same rows).
+
+        Raises
+        ------
+        MemoryError
+            The pair and triple sums over the memory budget.
+        """
+        dims = [v.shape[1] for v in views]
+        triple_keys = list(combinations(range(n_base), 3))
+        check_allocation(8.0 * (sum(dims[a] * dims[b] for a, b in combinations(range(len(views)), 2))
+                                + 3 * sum(dims[a] * dims[b] * dims[c] for a, b, c in triple_keys)), name,
+                         "the sums of the views' pairs and triples")
+        peaks = [float(abs(v).max()) if v.shape[0] else 0.0 for v in views]
+        firsts = [np.asarray(v.sum(axis=0)).ravel() for v in views]
+        pairs = {(a, b): _dense(views[a].T @ views[b]) for a, b in combinations(range(len(views)), 2)}
+        triples = {}
+        for a, b, c in triple_keys:
+            total = np.zeros((dims[a], dims[b], dims[c]))
+            rows = max(1, _BLOCK_BYTES // (8 * dims[a] * dims[b]))
+            for start in range(0, views[0].shape[0], rows):
+                xa, xb, xc = (_dense(v[start: start + rows]) for v in (views[a], views[b], views[c]))
+                total += ((xa[:, :, None] * xb[:, None, :]).reshape(xa.shape[0], -1).T @ xc).reshape(total.shape)
+            triples[(a, b, c)] = total
+        return cls(views[0].shape[0], n_base, peaks, firsts, pairs, triples)
+
+    def __add__(self, other: "ViewSums") -> "ViewSums":
+        if not isinstance(other, ViewSums):
+            return NotImplemented
+        if other.dims != self.dims or other.n_base != self.n_base:
+            raise bad_argument("views", None, f"views of sizes {self.dims} (the summary's)", f"sizes {other.dims}",
+                               describe=False)
+        return ViewSums(self.n + other.n, self.n_base, np.maximum(self.peaks, other.peaks),
+                        [f + g for f, g in zip(self.firsts, other.firsts)],
+                        {key: value + other.pairs[key] for key, value in self.pairs.items()},
+                        {key: value + other.triples[key] for key, value in self.triples.items()})
+
+    def moments(self, scales, n_views: int | None = None) -> SummedViews:
+        """The cross moments of the first ``n_views`` views (default: all), each divided by its scale."""
+        m = len(self.dims) if n_views is None else n_views
+        return SummedViews(self.n, self.dims[:m], {key: value for key, value in self.pairs.items() if key[1] < m},
+                           {key: value for key, value in self.triples.items() if key[2] < m}, list(scales)[:m])
+
+    def to_arrays(self) -> dict:
+        """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
+        out = {"counts": np.asarray([self.n, self.n_base]), "peaks": self.peaks}
+        out.update({f"first_{v}": f for v, f in enumerate(self.firsts)})
+        out.update({"pair_" + "_".join(map(str, key)): value for key, value in self.pairs.items()})
+        out.update({"triple_" + "_".join(map(str, key)): value for key, value in self.triples.items()})
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, name: str = "estimate") -> "ViewSums":
+        """The summary saved by :meth:`to_arrays` (every member present, shapes consistent, values finite)."""
+        try:
+            n, n_base = (int(c) for c in np.asarray(arrays["counts"]))
+            peaks = np.asarray(arrays["peaks"], dtype=np.float64)
+            firsts = [np.asarray(arrays[f"first_{v}"], dtype=np.float64) for v in range(peaks.size)]
+            dims = [f.size for f in firsts]
+            pairs = {key: np.asarray(arrays["pair_%d_%d" % key], dtype=np.float64)
+                     for key in combinations(range(peaks.size), 2)}
+            triples = {key: np.asarray(arrays["triple_%d_%d_%d" % key], dtype=np.float64)
+                       for key in combinations(range(n_base), 3)}
+            whole = (n >= 1 and 3 <= n_base <= peaks.size and peaks.ndim == 1
+                     and all(f.ndim == 1 for f in firsts)
+                     and all(value.shape == tuple(dims[v] for v in key) for table in (pairs, triples)
+                             for key, value in table.items())
+                     and all(np.all(np.isfinite(a)) for a in [peaks, *firsts, *pairs.values(), *triples.values()]))
+        except (KeyError, TypeError, ValueError):
+            whole = False
+        if not whole:
+            raise bad_argument(name, None, "an estimate whose stored view sums are complete and finite",
+                               "damaged view sums", describe=False)
+        return cls(n, n_base, peaks, firsts, pairs, triples)
 
 
 @dataclass(frozen=True)

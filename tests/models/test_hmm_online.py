@@ -40,7 +40,7 @@ def test_merged_counts_give_the_views_moments(letters):
     rng = np.random.default_rng(1)
     o = views.dims[0]
     assert merged.views.dims == views.dims and merged.counts == once.counts
-    for a, b in ((0, 1), (1, 0), (2, 1), (0, 2), (1, 1)):
+    for a, b in ((0, 1), (1, 0), (2, 1), (0, 2)):
         Q = rng.normal(size=(o, 4))
         expected = views.pairs_matmat(a, b, Q)
         np.testing.assert_allclose(merged.views.pairs_matmat(a, b, Q), expected, rtol=0,
