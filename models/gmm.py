@@ -47,14 +47,13 @@ import numpyro.distributions as dist
 from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, current_entry, public
 from specinit.distributions.mixtures import gaussian_components_host
 from specinit.engine.population import FactoredMoments
-from specinit.align import match_components
 from specinit.engine.rows import RowMoments, RowSums, unit_of
 from specinit.engine.sources import check_rows, is_dask_array
 from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, Family, k_param, site_values, stored_moments
+from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
 from specinit.refine import component_share, mixture_e_step, split_merge_pair
 
 __all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "log_likelihood", "model",
@@ -696,31 +695,20 @@ def update(x, estimate, *, k, common_scale, covariance, noise, method, seed, dec
     >>> est = update(x[:300], k=2, covariance="spherical")
     >>> est = update(x[300:], est, covariance="spherical")
     >>> once = spectral(x, 2, covariance="spherical")  # the same components, in the first batch's order
+    >>> from specinit.align import match_components
     >>> same = once.params["loc"][match_components(est.params["loc"], once.params["loc"])]
     >>> bool(abs(est.params["loc"] - same).max() < 1e-8), est.diagnostics["n_batches"]
     (True, 2)
     """
-    k = Interval(int, 1, none=True).check("k", k)
+    stored, k, n_batches = FAMILY.stream(estimate, k, RowSums, "gmm.update")
     options = check_arguments(FAMILY.options, {"covariance": _resolve_covariance(common_scale, covariance),
                                                "noise": noise})
-    covariance = options["covariance"]
-    if estimate is None:
-        if k is None:
-            raise bad_argument("k", None, "given for the first batch (no estimate to update)", k)
-        merged, n_batches = RowSums.from_rows(x, "x"), 1
-    else:
-        stored = RowSums.from_arrays(stored_moments(estimate, "gmm", "gmm.update"), "estimate")
-        merged = stored + RowSums.from_rows(x, "x")
-        k, n_batches = estimate.k if k is None else k, int(estimate.diagnostics.get("n_batches", 1)) + 1
-    fit = FAMILY.spectral_from_moments(RowMoments(merged, k, covariance, options["noise"]), k, method=method, seed=seed,
-                                       floor=floor, decompose_options=decompose_options, covariance=covariance)
-    params = dict(fit.params)
-    if estimate is not None and estimate.k == k:  # components keep their labels: matched to the previous means
-        order = match_components(estimate.params["loc"], params["loc"])
-        params = {name: value[order] if np.ndim(value) else value for name, value in params.items()}
-    state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
-    return FAMILY.estimate(k, params, {**fit.diagnostics, "n_batches": n_batches, "n_observations": merged.n},
-                           state=state)
+    batch = RowSums.from_rows(x, "x")
+    merged = batch if stored is None else stored + batch
+    fit = FAMILY.spectral_from_moments(RowMoments(merged, k, options["covariance"], options["noise"]), k,
+                                       method=method, seed=seed, floor=floor, decompose_options=decompose_options,
+                                       covariance=options["covariance"])
+    return FAMILY.streamed(fit, estimate, merged, n_batches, n_observations=merged.n)
 
 
 @FAMILY.scoring_face("x")

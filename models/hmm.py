@@ -75,8 +75,7 @@ from specinit.engine.sources import is_dask_array
 from specinit.engine.views import ViewMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.align import match_components
-from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, Family, k_param, site_values, stored_moments
+from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
 
 __all__ = [
     "FACTS",
@@ -482,35 +481,25 @@ def update(sequences, estimate, *, k, n_symbols, method, approach, seed, floor, 
     >>> est = update(seqs[:20], k=2, n_symbols=4)
     >>> est = update(seqs[20:], est)
     >>> once = spectral(seqs, 2, 4)
+    >>> from specinit.align import match_components
     >>> same = once.params["emission"][match_components(est.params["emission"], once.params["emission"])]
     >>> bool(abs(est.params["emission"] - same).max() < 1e-8), est.diagnostics["n_batches"]
     (True, 2)
     """
-    k = Interval(int, 1, none=True).check("k", k)
     n_symbols = Interval(int, 1, none=True).check("n_symbols", n_symbols)
-    if estimate is None:
-        for name, value in (("k", k), ("n_symbols", n_symbols)):
-            if value is None:
-                raise bad_argument(name, None, "given for the first batch (no estimate to update)", value)
-        stored, n_batches = None, 1
-    else:
-        stored = TripleCounts.from_arrays(stored_moments(estimate, "hmm", "hmm.update"), "estimate")
-        if n_symbols is not None and n_symbols != stored.n_symbols:
+    stored, k, n_batches = FAMILY.stream(estimate, k, TripleCounts, "hmm.update")
+    if stored is None and n_symbols is None:
+        raise bad_argument("n_symbols", None, "given for the first batch (no estimate to update)", n_symbols)
+    if stored is not None:
+        if n_symbols not in (None, stored.n_symbols):
             raise bad_argument("n_symbols", None, f"None or the estimate's n_symbols = {stored.n_symbols}", n_symbols)
-        k, n_symbols = estimate.k if k is None else k, stored.n_symbols
-        n_batches = int(estimate.diagnostics.get("n_batches", 1)) + 1
+        n_symbols = stored.n_symbols
     batch = TripleCounts.from_sequences(FAMILY.sequences(as_sequences(sequences, categorical=True), n_symbols),
                                         n_symbols)
     merged = batch if stored is None else stored + batch
     fit = FAMILY.spectral_from_moments(merged.chain_views(), k, method=method, approach=approach, seed=seed,
                                        floor=floor, decompose_options=decompose_options, n_symbols=n_symbols)
-    params = dict(fit.params)
-    if estimate is not None and estimate.k == k:  # states keep their labels: matched by their emission rows
-        order = match_components(estimate.params["emission"], params["emission"])
-        params = {"init": params["init"][order], "transition": params["transition"][np.ix_(order, order)],
-                  "emission": params["emission"][order]}
-    state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
-    return FAMILY.estimate(k, params, {**fit.diagnostics, "n_batches": n_batches}, state=state)
+    return FAMILY.streamed(fit, estimate, merged, n_batches)
 
 
 @FAMILY.scoring_face("sequences")

@@ -42,7 +42,6 @@ from specinit._validation import Interval, bad_argument, check_allocation, check
     current_entry, integer_symbols, public, warn
 from specinit.distributions.mixtures import MixtureLikelihood, gaussian_components, stack_views
 from specinit.engine.rows import unit_of
-from specinit.align import match_components
 from specinit.engine.views import (
     ViewMoments,
     ViewSums,
@@ -53,7 +52,7 @@ from specinit.engine.views import (
 )
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, Family, k_param, site_values, stored_moments
+from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
 
 __all__ = [
     "FAMILY",
@@ -645,23 +644,18 @@ def update(views, estimate, *, k, kinds, dims, target, method, seed, floor, deco
     >>> est = update([v[:300] for v in views], k=2)
     >>> est = update([v[300:] for v in views], est)
     >>> once = spectral(views, 2)
+    >>> from specinit.align import match_components
     >>> same = once.params["loc_2"][match_components(est.params["loc_2"], once.params["loc_2"])]
     >>> bool(abs(est.params["loc_2"] - same).max() < 1e-8), est.diagnostics["n_batches"]
     (True, 2)
     """
-    k = Interval(int, 1, none=True).check("k", k)
-    if estimate is None:
-        if k is None:
-            raise bad_argument("k", None, "given for the first batch (no estimate to update)", k)
-        stored, n_batches = None, 1
-    else:
-        stored = ViewSums.from_arrays(stored_moments(estimate, "multiview", "multiview.update"), "estimate")
+    stored, k, n_batches = FAMILY.stream(estimate, k, ViewSums, "multiview.update")
+    if stored is not None:
         if hasattr(views, "__len__") and len(views) != stored.n_base:
             raise bad_argument("views", None, f"the estimate's {stored.n_base} views", f"{len(views)} views",
                                describe=False)
         kinds = _kinds_of(estimate.params) if kinds is None else kinds
         dims = stored.dims[: stored.n_base] if dims is None else dims
-        k, n_batches = estimate.k if k is None else k, int(estimate.diagnostics.get("n_batches", 1)) + 1
     views, kinds, sizes = check_views(views, kinds, dims)
     gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
     numeric = _numeric_views(views, kinds, sizes)
@@ -675,14 +669,7 @@ def update(views, estimate, *, k, kinds, dims, target, method, seed, floor, deco
                                units)
     fit = FAMILY.spectral_from_moments(moments, k, method=method, approach=approach, seed=seed, floor=floor,
                                        decompose_options=decompose_options, kinds=kinds, dims=sizes, target=target)
-    params = dict(fit.params)
-    if estimate is not None and estimate.k == k:  # classes keep their labels: matched on the target view's means
-        site = FAMILY.site_table(params, target=target)[1]
-        order = match_components(estimate.params[site], params[site])
-        params = {name: value[order] for name, value in params.items()}
-    state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
-    return FAMILY.estimate(k, params, {**fit.diagnostics, "n_batches": n_batches, "n_observations": merged.n},
-                           state=state, options={"target": target})
+    return FAMILY.streamed(fit, estimate, merged, n_batches, n_observations=merged.n)
 
 
 @FAMILY.scoring_face("views")

@@ -82,6 +82,7 @@ from specinit._validation import (
     current_entry,
     warn,
 )
+from specinit.align import match_components
 from specinit.engine.decompose import METHODS
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.support import project
@@ -453,6 +454,54 @@ class Family:
         sites, match = self.site_table(params, **(options or {}))
         return SpectralEstimate(self.name, dict(params), dict(diagnostics), vocabulary, k=k, sites=sites,
                                 match_site=match, state=dict(state or {}))
+
+    def stream(self, estimate, k, summary: type, func: str) -> tuple[Any, int, int]:
+        """Where an online fit stands before a batch: ``(stored summary or None, k, number of this batch)``.
+
+        Parameters
+        ----------
+        estimate : SpectralEstimate or None
+            The fit to update (None: the first batch).
+        k : int or None
+            Components asked for (None: the estimate's; required on the first batch).
+        summary : type
+            The family's moment summary, with ``from_arrays(arrays, name)``.
+        func : str
+            The public function, named in errors.
+
+        Returns
+        -------
+        (object or None, int, int)
+
+        Raises
+        ------
+        ValueError
+            ``k`` missing on the first batch or not an int >= 1, an estimate without a stored summary.
+        TypeError
+            An estimate of another family.
+        """
+        k = Interval(int, 1, none=True).check("k", k)
+        if estimate is None:
+            if k is None:
+                raise bad_argument("k", None, "given for the first batch (no estimate to update)", k)
+            return None, k, 1
+        stored = summary.from_arrays(stored_moments(estimate, self.name, func), "estimate")
+        return stored, estimate.k if k is None else k, int(estimate.diagnostics.get("n_batches", 1)) + 1
+
+    def streamed(self, fit: SpectralEstimate, previous, merged, n_batches: int, **diagnostics) -> SpectralEstimate:
+        """The estimate after a batch: ``fit`` with the component labels of ``previous`` (matched on the match
+        site; every site permuted along its component axes), ``n_batches`` and ``diagnostics`` added, the merged
+        summary kept in its ``state`` (:data:`MOMENTS_STATE`) for the next batch and :meth:`SpectralEstimate.save`."""
+        params = dict(fit.params)
+        if previous is not None and previous.k == fit.k:
+            order = match_components(previous.params[fit.match_site], params[fit.match_site])
+            for name, site in fit.sites.items():
+                if name in params:
+                    for axis in site.axes:
+                        params[name] = np.take(params[name], order, axis=axis)
+        state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
+        return replace(fit, params=params, diagnostics={**fit.diagnostics, "n_batches": n_batches, **diagnostics},
+                       state=state)
 
     def check_k(self, k: int, moments) -> int:
         """``k`` (an int >= 1, checked at the entry) within ``max_components(moments)``: its data-dependent check."""
