@@ -25,7 +25,8 @@ Tables, one run, peers in the same run:
    the paragraphs for training, seeded) in 10 batches through ``hmm.update`` against one ``hmm.spectral``, and
    held-out log-likelihood per letter of the streamed estimate, of it refined by ``hmm.refine`` on the training
    paragraphs, and of hmmlearn's ``CategoricalHMM`` fitted on them (one random start; no streaming HMM in
-   hmmlearn).
+   hmmlearn). And the three multi-view tables of section 4 in 10 batches through ``multiview.update`` against one
+   ``multiview.spectral`` and ``MiniBatchKMeans.partial_fit`` on the concatenated views.
 
 Usage: ``python benchmarks/bench_real_mixtures.py [--quick] [--skip-nuts] [--only SECTION]``.
 """
@@ -324,7 +325,39 @@ def bench_online(n_batches: int = 10):
                          "all updates (s)", "one fit (s)", "held-out ARI, gmm.update", "held-out ARI, MiniBatchKMeans",
                          "MiniBatchKMeans partial_fit (s)", "held-out LL / row, gmm.update",
                          "held-out LL / row, GaussianMixture on all rows (best of 3)"], rows))
-    return mixtures + "\n\n" + _online_hmm(n_batches)
+    return mixtures + "\n\n" + _online_multiview(n_batches) + "\n\n" + _online_hmm(n_batches)
+
+
+def _online_multiview(n_batches: int) -> str:
+    from sklearn.cluster import MiniBatchKMeans
+
+    rows = []
+    for name, views, y, k in multiview_datasets():
+        train, test = _split(y.size)
+        batches = np.array_split(train, n_batches)
+        quiet(mv.update, [v[batches[0]] for v in views], k=k)  # warm
+        start = time.perf_counter()
+        once, _ = quiet(mv.spectral, [v[train] for v in views], k, seed=0)
+        t_once = time.perf_counter() - start
+        estimate, t_updates = None, 0.0
+        for batch in batches:
+            start = time.perf_counter()
+            estimate, _ = quiet(mv.update, [v[batch] for v in views], estimate, k=k, seed=0)
+            t_updates += time.perf_counter() - start
+        site = once.match_site
+        same = once.params[site][match_components(estimate.params[site], once.params[site])]
+        x = np.hstack(views)
+        kmeans = MiniBatchKMeans(k, random_state=0, n_init=3)
+        for batch in batches:
+            kmeans.partial_fit(x[batch])
+        ours = adjusted_rand_score(y[test], mv.predict([v[test] for v in views], estimate)[1])
+        rows.append([name, k, f"{np.abs(estimate.params[site] - same).max():.1e}", f"{t_updates:.3f}",
+                     f"{t_once:.3f}", f"{ours:.3f}", f"{adjusted_rand_score(y[test], kmeans.predict(x[test])):.3f}"])
+        print(rows[-1], flush=True)
+    return (f"multi-view: the training observations (80%) in {n_batches} batches\n\n"
+            + table(["data", "k", "multiview.update vs one multiview.spectral: largest difference of the target "
+                     "view's means", "all updates (s)", "one fit (s)", "held-out ARI, multiview.update",
+                     "held-out ARI, MiniBatchKMeans (concatenated views)"], rows))
 
 
 def _online_hmm(n_batches: int, n_letters: int = 200_000) -> str:
