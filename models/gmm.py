@@ -53,7 +53,7 @@ from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
+from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import component_share, mixture_e_step, split_merge_pair
 
 __all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "log_likelihood", "model",
@@ -646,8 +646,7 @@ def refine(x, estimate, *, covariance, method, max_iter, tol, rtol, reg, floor, 
 
 @FAMILY.face(
     x=Param("array, shape (n, d)", "The new rows (finite)."),
-    estimate=Param("SpectralEstimate, optional", "The fit to update (from :func:`update`, or :func:`load "
-                   "<specinit.estimate.SpectralEstimate.load>` of one); None for the first batch.", None),
+    estimate=UPDATED_ESTIMATE,
     k=Param("int, optional", "Number of components, at most the rank of the rows' covariance: required for the "
             "first batch; with ``estimate`` None means ``estimate.k`` (the stored sums fit any k).", None,
             Interval(int, 1, none=True)))

@@ -75,7 +75,7 @@ from specinit.engine.sources import is_dask_array
 from specinit.engine.views import ViewMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
+from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 
 __all__ = [
     "FACTS",
@@ -430,8 +430,7 @@ def refine(sequences, estimate, *, n_symbols, method, max_iter, tol, rtol, floor
 @FAMILY.face(
     sequences=Param(HMM.arguments["sequences"].type, "The new sequences (whole sequences: a sequence is not "
                     "continued across batches)."),
-    estimate=Param("SpectralEstimate, optional", "The fit to update (from :func:`update`, or :func:`load "
-                   "<specinit.estimate.SpectralEstimate.load>` of one); None for the first batch.", None),
+    estimate=UPDATED_ESTIMATE,
     k=Param("int, optional", "Number of hidden states: required for the first batch; with ``estimate`` None means "
             "``estimate.k`` (the stored counts fit any k).", None, Interval(int, 1, none=True)),
     n_symbols=Param("int, optional", "V: required for the first batch; with ``estimate`` it must be None or the "

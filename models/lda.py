@@ -55,7 +55,7 @@ from specinit.engine.sources import CountSource
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
-from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, site_values, stored_moments
+from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, UPDATED_ESTIMATE, site_values
 from specinit.engine.anchors import fit_anchor
 from specinit.models._svi import LOCAL_STEP, SVI_OPTIONS, local_gamma, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS as TOPIC_MODEL_ARGUMENTS
@@ -793,8 +793,7 @@ def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progres
     validate=True,
     counts=Param("array-like, scipy.sparse matrix, list of chunks or callable",
                  "The new (n, V) counts (any input :func:`spectral` reads, except Dask)."),
-    estimate=Param("SpectralEstimate, optional", "The fit to update (from :func:`update`, or :func:`load "
-                   "<specinit.estimate.SpectralEstimate.load>` of one); None for the first batch.", None),
+    estimate=UPDATED_ESTIMATE,
     k=Param("int, optional", "Number of topics: required for the first batch; with ``estimate`` it must be None or "
             "``estimate.k``.", None, Interval(int, 1, none=True)),
     weighting=replace(LDA.options["weighting"], type="{'per-document', 'pooled'}", default="per-document",
@@ -855,26 +854,19 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
     """
     func = current_entry()
     rng = as_generator(seed)
-    if estimate is None:
-        if k is None:
-            raise bad_argument("k", None, "given for the first batch (no estimate to update)", k)
-    else:
-        stored = stored_moments(estimate, "lda", "lda.update")
-        if k is not None and k != estimate.k:
+    stored, k, n_batches = FAMILY.stream(estimate, k, PairSums, "lda.update")
+    if stored is not None:
+        if k != estimate.k:  # the warm start is the estimate's eigenspace
             raise bad_argument("k", None, f"None or the estimate's k = {estimate.k}", k)
         if vocabulary is not None and estimate.vocabulary is not None and tuple(vocabulary) != estimate.vocabulary:
             raise bad_argument("vocabulary", None, "the estimate's vocabulary", vocabulary)
-        k, vocabulary = estimate.k, vocabulary if vocabulary is not None else estimate.vocabulary
+        vocabulary = vocabulary if vocabulary is not None else estimate.vocabulary
     source = CountSource(counts)  # validated once, read by the pair sums and by the sweeps
-    if estimate is None:
-        batch = PairSums.from_counts(source, weighting, "counts")
-        merged, start, n_batches = batch, np.zeros((batch.n_features, 0)), 1
-    else:
-        seen = PairSums.from_arrays(stored, "estimate")
-        # a batch joining dense pair sums is summed dense (no sparse (V, V) product to convert)
-        batch = PairSums.from_counts(source, weighting, "counts", dense=isinstance(seen.pairs, np.ndarray))
-        merged = seen + batch
-        start, n_batches = np.asarray(estimate.state["eigenspace"]), int(estimate.diagnostics.get("n_batches", 1)) + 1
+    # a batch joining dense pair sums is summed dense (no sparse (V, V) product to convert)
+    batch = PairSums.from_counts(source, weighting, "counts",
+                                 dense=stored is not None and isinstance(stored.pairs, np.ndarray))
+    merged = batch if stored is None else stored + batch
+    start = np.zeros((batch.n_features, 0)) if stored is None else np.asarray(estimate.state["eigenspace"])
     with one_blas_thread():
         beta, alpha, eigenspace, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor, alpha_sum=alpha_sum,
                                                      start=start)

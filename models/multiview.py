@@ -52,7 +52,7 @@ from specinit.engine.views import (
 )
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
+from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 
 __all__ = [
     "FAMILY",
@@ -590,8 +590,7 @@ def refine(views, estimate, kinds, *, dims, method, max_iter, tol, reg, floor, r
 
 @FAMILY.face(
     views=Param("sequence of arrays", "The new observations of every view (as for :func:`spectral`)."),
-    estimate=Param("SpectralEstimate, optional", "The fit to update (from :func:`update`, or :func:`load "
-                   "<specinit.estimate.SpectralEstimate.load>` of one); None for the first batch.", None),
+    estimate=UPDATED_ESTIMATE,
     k=Param("int, optional", "Number of classes: required for the first batch; with ``estimate`` None means "
             "``estimate.k`` (the stored sums fit any k).", None, Interval(int, 1, none=True)),
     kinds=Param("sequence of {'categorical', 'gaussian'}, optional", "See :func:`check_views`; with ``estimate``, "

@@ -91,8 +91,8 @@ from specinit.engine.whitening import IndefiniteMomentError, negative_spectrum, 
 from specinit.estimate import Site, SpectralEstimate, register_sites
 from specinit.faces import Param, face
 
-__all__ = ["COMMON_OPTIONS", "Family", "MOMENTS_STATE", "NEGATIVE_PROBE", "NOISE_FACTOR", "SCORED_ESTIMATE", "k_param",
-           "noise_edge", "site_values", "stored_moments"]
+__all__ = ["COMMON_OPTIONS", "Family", "MOMENTS_STATE", "NEGATIVE_PROBE", "NOISE_FACTOR", "SCORED_ESTIMATE",
+           "UPDATED_ESTIMATE", "k_param", "noise_edge", "site_values", "stored_moments"]
 
 #: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the negative
 #: eigenvalues' edge (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
@@ -177,6 +177,10 @@ COMMON_OPTIONS = {
 #: The fit that a family's ``predict`` and ``log_likelihood`` score data under, declared once.
 SCORED_ESTIMATE = Param("SpectralEstimate or dict", "A fit of this family (from ``spectral`` or ``refine``), or a "
                         "dict of its site values.")
+
+#: The ``estimate`` argument of a family's online ``update``.
+UPDATED_ESTIMATE = Param("SpectralEstimate, optional", "The fit to update (from :func:`update`, or :func:`load "
+                         "<specinit.estimate.SpectralEstimate.load>` of one); None for the first batch.", None)
 
 
 def site_values(value, first: str | None = None, /, **others) -> dict:
