@@ -22,6 +22,7 @@ import numpy as np
 
 from specinit._validation import bad_argument, check_allocation, public
 from specinit.engine.backends import OnBackend
+from specinit.engine.backends.numpy import pair_products
 from specinit.engine.sources import ViewSource, check_rows
 
 __all__ = ["ROW_PASSES", "RowMoments", "RowSums", "effective_rank", "unit_of"]
@@ -66,10 +67,6 @@ def effective_rank(eigvals: np.ndarray) -> int:
     """
     top = max(float(eigvals[-1]), np.finfo(float).tiny)
     return int(np.count_nonzero(eigvals > top * eigvals.size * 1e-12))
-
-
-#: Bytes of the (rows, d^2) products a block of :meth:`RowSums.from_rows` forms at once.
-_BLOCK_BYTES = 64 * 2**20
 
 
 def _sym3(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -139,14 +136,8 @@ class RowSums:
         origin = x.mean(axis=0)
         low, high = x.min(axis=0), x.max(axis=0)
         scale = unit_of(high - low)
-        s1, s2, s3 = np.zeros(d), np.zeros((d, d)), np.zeros((d, d, d))
-        rows = max(1, _BLOCK_BYTES // (8 * d * d))
-        for start in range(0, n, rows):
-            y = (x[start: start + rows] - origin) / scale
-            s1 += y.sum(axis=0)
-            s2 += y.T @ y
-            s3 += ((y[:, :, None] * y[:, None, :]).reshape(y.shape[0], d * d).T @ y).reshape(d, d, d)
-        return cls(n, low, high, origin, scale, s1, s2, s3)
+        y = (x - origin) / scale
+        return cls(n, low, high, origin, scale, y.sum(axis=0), y.T @ y, pair_products(y, y))
 
     def __add__(self, other: "RowSums") -> "RowSums":
         if not isinstance(other, RowSums):

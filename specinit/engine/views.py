@@ -76,6 +76,7 @@ from specinit._validation import (
     warn,
 )
 from specinit.engine.backends import OnBackend
+from specinit.engine.backends.numpy import cross3
 from specinit.engine.decompose import check_options
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.jennrich import jennrich_projected_means
@@ -209,7 +210,7 @@ class SummedViews:
         return np.einsum("ijk,ia,jb,kc->abc", table, Ua, Ub, Uc, optimize=True) / scale
 
 
-#: Bytes of the (rows, d_a d_b) products a block of :meth:`ViewSums.from_views` forms at once.
+#: Bytes of the dense rows of three views a block of :meth:`ViewSums.from_views` forms at once.
 _BLOCK_BYTES = 64 * 2**20
 
 
@@ -265,12 +266,11 @@ class ViewSums:
         firsts = [np.asarray(v.sum(axis=0)).ravel() for v in views]
         pairs = {(a, b): _dense(views[a].T @ views[b]) for a, b in combinations(range(len(views)), 2)}
         triples = {}
-        for a, b, c in triple_keys:
+        for a, b, c in triple_keys:  # sparse (one-hot) views made dense a block of rows at a time
             total = np.zeros((dims[a], dims[b], dims[c]))
-            rows = max(1, _BLOCK_BYTES // (8 * dims[a] * dims[b]))
+            rows = max(1, _BLOCK_BYTES // (8 * (dims[a] + dims[b] + dims[c])))
             for start in range(0, views[0].shape[0], rows):
-                xa, xb, xc = (_dense(v[start: start + rows]) for v in (views[a], views[b], views[c]))
-                total += ((xa[:, :, None] * xb[:, None, :]).reshape(xa.shape[0], -1).T @ xc).reshape(total.shape)
+                total += cross3(*(_dense(v[start: start + rows]) for v in (views[a], views[b], views[c])))
             triples[(a, b, c)] = total
         return cls(views[0].shape[0], n_base, peaks, firsts, pairs, triples)
 
