@@ -13,8 +13,10 @@ c. Dask: LocalCluster with 1 and 2 worker processes (one thread each), the corpu
    workers in row blocks; pass and fit times as N grows, and the cost of the reduction alone (a
    pass whose blocks return a zero (V, k) partial: scheduling, transfer and the tree of additions).
    HMM (T symbols of one sequence) and GMM (N points) through the in-memory and Dask paths.
-d. GPU (``--gpu``, JAX on an accelerator): N = 1M and 10M fits after and including compilation,
-   topic error against the float64 CPU fit. Printed as "not run" without ``--gpu``.
+d. GPU (``--gpu``, JAX on an accelerator): at N = 1M (``--large-n``) the passes one by one, the tensor fit and
+   the default call after and including compilation, a profile of the warm tensor fit; N = 10M (the corpus
+   stacked 10 times); the float64 CPU fits on the same machine; topic errors. Printed as "not run" without
+   ``--gpu``.
 e. The other families at scale, in memory on all cores: a categorical HMM on one sequence of T = 10^7
    symbols against hmmlearn's Baum-Welch, a Gaussian mixture of N = 10^7 points against scikit-learn's
    GaussianMixture; fit time, peak RSS of the fitting child process, and each fit's log-likelihood per
@@ -288,33 +290,70 @@ def _section_c_hmm_gmm(hmm_t, gmm_n):
             rows.row([f"GMM, N = {gmm_n:,}, d = {d}", f"Dask, {workers} worker(s), 8 blocks", t, f"{diff:.1e}"])
 
 
-def section_d(run_gpu, replicas=10):
-    """GPU fits of N = 1M and of the same corpus stacked ``replicas`` times (N = 10M: sampling 10M documents takes
-    minutes on one core; the stacked corpus has the same moments, so the topic error is comparable)."""
-    headers = ["N", "V", "k", "nnz", "fit after compilation (s)", "fit incl. compilation (s)", "passes",
-               "topic error GPU / CPU float64"]
+def section_d(run_gpu, n=1_000_000, vocab=50_000, k=100, replicas=10):
+    """The device path on a GPU, against the CPU on the same machine in the same run.
+
+    On the corpus of N = ``n`` documents: the passes one by one (placement of the corpus + first pass, one m2 pass
+    of width k + 10, the whitened pass of width k; warm), the moment step (the passes the tensor fit makes: first,
+    its m2 passes, whitened), the tensor fit (``alpha0 = 0.1 k``, no closing sweeps) cold and warm with a profile of
+    the warm one, the default call (anchor words + closing sweeps); then the corpus stacked ``replicas`` times
+    (N = 10M at the defaults: sampling 10M documents takes minutes on one core; the stacked corpus has the same
+    moments, so the topic error is comparable) with the kernels already compiled; last the float64 CPU fit (NumPy,
+    every core) of the tensor path and of the default call."""
+    headers = ["N", "nnz", "what", "device", "after compilation (s)", "incl. compilation (s)", "m2 passes",
+               "mean L1 topic error"]
     if not run_gpu:
         print("\n### d. GPU\n")
-        print(table(headers, [[f"{n:,}", "50,000", 100, "", "not run: no GPU on this machine", "", "", ""]
-                              for n in (1_000_000, 10_000_000)]))
+        print(table(headers, [[f"{m:,}", "", "tensor fit", "not run: no GPU on this machine", "", "", "", ""]
+                              for m in (n, n * replicas)]))
         return
+    import cProfile
+    import pstats
+
     import jax
 
     assert jax.devices()[0].platform != "cpu", "--gpu needs a JAX accelerator (pip install -e '.[gpu]')"
-    corpus, X, t_sample = _corpus(1_000_000, 50_000, 100, seed=4)
-    print(f"\n### d. GPU: {jax.devices()[0].device_kind} (corpus sampled in {t_sample:.0f} s)\n", flush=True)
+    gpu = jax.devices()[0].device_kind
+    corpus, X, t_sample = _corpus(n, vocab, k, seed=4)
+    print(f"\n### d. GPU: {gpu}, JAX {jax.__version__}; N = {n:,}, V = {vocab:,}, k = {k}, "
+          f"nnz = {X.nnz / 1e6:.1f}M (sampled in {t_sample:.0f} s)\n", flush=True)
     out = _Table(headers)
-    cpu, cpu_s = timed(lda.spectral, X, 100, alpha0=10.0, doc_topics=False, seed=0, backend="numpy")
-    err_cpu = matched_l1(corpus.beta, cpu.params["beta"])
-    print(f"CPU float64 fit (NumPy, {os.cpu_count()} threads): {cpu_s:.1f} s", flush=True)
-    for copies in (1, replicas):
-        data = X if copies == 1 else sp.vstack([X] * copies, format="csr")
-        est, cold = timed(lda.spectral, data, 100, alpha0=10.0, doc_topics=False, seed=0, backend="jax")
-        est, warm = timed(lda.spectral, data, 100, alpha0=10.0, doc_topics=False, seed=0, backend="jax")
-        err = matched_l1(corpus.beta, est.params["beta"])
-        out.row([f"{data.shape[0]:,}", "50,000", 100, f"{data.nnz / 1e6:.0f}M", warm, cold,
-                 est.diagnostics.get("m2_passes", ""), f"{err:.3f} / {err_cpu:.3f}"])
-        del data
+    tensor = {"alpha0": 0.1 * k, "em_sweeps": 0}
+
+    def error(est):
+        return f"{matched_l1(corpus.beta, est.params['beta']):.4f}"
+
+    def fit(data, **options):
+        return timed(lda.spectral, data, k, doc_topics=False, seed=0, backend="jax", **options)
+
+    nnz = f"{X.nnz / 1e6:.0f}M"
+    (est, cold), (_, warm) = fit(X, **tensor), fit(X, **tensor)
+    passes = int(est.diagnostics["m2_passes"])
+    out.row([f"{n:,}", nnz, "tensor fit", gpu, warm, cold, passes, error(est)])
+    first, m2, _, white, _ = _pass_times(X, k, "jax", None)
+    out.row([f"{n:,}", nnz, "placement + first pass", gpu, first, "", "", ""])
+    out.row([f"{n:,}", nnz, f"m2 pass, width {k + 10}", gpu, m2, "", "", ""])
+    out.row([f"{n:,}", nnz, f"whitened pass, width {k}", gpu, white, "", "", ""])
+    out.row([f"{n:,}", nnz, "moment step (first + m2 passes + whitened; placement included)", gpu,
+             first + passes * m2 + white, "", passes, ""])
+    profile = cProfile.Profile()
+    profile.enable()
+    fit(X, **tensor)
+    profile.disable()
+    (est, cold), (_, warm) = fit(X), fit(X)
+    out.row([f"{n:,}", nnz, "default call (anchor words + closing sweeps)", gpu, warm, cold,
+             int(est.diagnostics["m2_passes"]), error(est)])
+    stacked = sp.vstack([X] * replicas, format="csr")
+    est, seconds = fit(stacked, **tensor)
+    out.row([f"{stacked.shape[0]:,}", f"{stacked.nnz / 1e6:.0f}M", f"tensor fit (kernels compiled at N = {n:,})", gpu,
+             seconds, "", int(est.diagnostics["m2_passes"]), error(est)])
+    del stacked
+    cpu = f"CPU: NumPy, {os.cpu_count()} threads"
+    for what, options in (("tensor fit", tensor), ("default call (anchor words + closing sweeps)", {})):
+        est, seconds = timed(lda.spectral, X, k, doc_topics=False, seed=0, backend="numpy", **options)
+        out.row([f"{n:,}", nnz, what, cpu, seconds, "", int(est.diagnostics["m2_passes"]), error(est)])
+    print("\nProfile of the warm tensor fit on the GPU (host view: device work shows where the host waits):\n")
+    pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
 
 
 _FAMILY_CHILD = r"""
@@ -427,7 +466,7 @@ def main():
             sizes = [int(n) for n in args.c_sizes.split(",")]
             section_c(sizes, 20_000, 50, max(sizes[0] // 2, 1), args.seq_n, args.seq_n)
     if "d" in args.sections:
-        section_d(args.gpu)
+        section_d(args.gpu, *(20_000, 5_000, 20, 2) if q else (args.large_n, 50_000, 100, 10))
     if "e" in args.sections:
         section_e(100_000 if q else args.seq_n)
     print(f"\npeak RSS of this process: {peak_rss_gb():.2f} GB")
