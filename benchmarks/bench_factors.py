@@ -27,11 +27,13 @@ the wall time of
 All methods run with one BLAS thread (threadpoolctl). FastICA's ``n_iter_`` and ConvergenceWarnings ("nc" = did not converge) are
 reported. Prints a markdown table.
 
-Usage: ``python benchmarks/bench_factors.py [--quick] [--big] [--nuts] [--seed 0]``
+Usage: ``python benchmarks/bench_factors.py [--quick] [--big] [--nuts] [--online] [--seed 0]``
 (``--big`` adds N = 10^6 for d = 20, k = 5; ``--nuts`` runs only NUTS from the
 spectral estimate vs NumPyro's default init on a small planted model (d = 6,
 k = 3, N = 200, 4 chains): max split R-hat of the global sites, time, tree
-size, and the Amari index of the worst chain's posterior-mean loadings).
+size, and the Amari index of the worst chain's posterior-mean loadings); ``--online`` runs only the rows
+arriving in 10 batches: ``factors.update`` after each batch against FastICA refitted on every row seen so far,
+d = 20, k = 5 and d = 50, k = 10 at N = 10^5).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from sklearn.exceptions import ConvergenceWarning
 from threadpoolctl import threadpool_limits
 
 from _common import machine, table
+from specinit.align import match_components
 from specinit.models import factors
 
 
@@ -106,6 +109,28 @@ def run(cumulant, d, k, n, seed):
     return rows
 
 
+def online(cumulant, d, k, n, seed, n_batches=10):
+    """Rows arriving in ``n_batches`` batches: ``factors.update`` after each against FastICA refitted on every row
+    seen so far (what a FastICA user does as data arrive: it has no ``partial_fit``); the final estimates, the
+    totals of time, and the difference of the last update to one ``factors.spectral`` on all rows."""
+    x, truth = draw(np.random.default_rng(seed), cumulant, d, k, n)
+    bounds = np.linspace(0, n, n_batches + 1).astype(int)
+    estimate, t_update, t_ica = None, 0.0, 0.0
+    for first, stop in zip(bounds[:-1], bounds[1:]):
+        start = time.perf_counter()
+        estimate = factors.update(x[first:stop], estimate, k=k, cumulant=cumulant, seed=seed)
+        t_update += time.perf_counter() - start
+        mixing, t, _, _ = fastica(x[:stop], k, seed, "unit-variance")
+        t_ica += t
+    start = time.perf_counter()
+    once = factors.spectral(x, k, cumulant, seed=seed, scores=False)
+    t_once = time.perf_counter() - start
+    order = match_components(estimate.params["loadings"], once.params["loadings"])
+    diff = float(np.abs(estimate.params["loadings"] - once.params["loadings"][order]).max())
+    return [cumulant, d, k, n, n_batches, f"{diff:.1e}", t_update, t_once,
+            factors.amari_index(truth, estimate.params["loadings"]), t_ica, factors.amari_index(truth, mixing)]
+
+
 def nuts_comparison(cumulant, seed, d=6, k=3, n=200, chains=4, warmup=300, samples=300):
     """NUTS warm (spectral init, jittered per chain) vs default init on a small planted model."""
     from specinit.compare import compare_nuts
@@ -136,7 +161,18 @@ def _main():
     parser.add_argument("--big", action="store_true", help="add N = 10^6 for d = 20, k = 5")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--nuts", action="store_true", help="only the NUTS warm-vs-default comparison")
+    parser.add_argument("--online", action="store_true", help="only rows arriving in 10 batches: factors.update vs "
+                        "FastICA refitted on the rows seen")
     args = parser.parse_args()
+    if args.online:
+        run("skew", 10, 3, 2_000, args.seed)  # warm-up, not reported
+        sizes = [(20, 5, 10_000)] if args.quick else [(20, 5, 100_000), (50, 10, 100_000)]
+        rows = [online(c, d, k, n, args.seed) for c in ("skew", "kurtosis") for d, k, n in sizes]
+        print(f"Machine: {machine()}, one BLAS thread. Seed {args.seed}; noise sd 0.5; 10 batches of equal size.")
+        print(table(["cumulant", "d", "k", "N", "batches", "largest loadings difference, last update vs one spectral",
+                     "all updates (s)", "one spectral (s)", "Amari, last update", "FastICA refits on the rows seen (s)",
+                     "Amari, FastICA on all rows"], rows))
+        return
     if args.nuts:
         print(f"NUTS, 4 chains x (300 + 300), d=6, k=3, N=200, sequential chains. Machine: {machine()}")
         results = {c: nuts_comparison(c, args.seed) for c in ("skew", "kurtosis")}

@@ -71,14 +71,17 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from specinit._validation import Options, bad_argument, check_choice, check_positive, current_entry, public, warn
+from specinit._validation import (Interval, Options, bad_argument, check_arguments, check_choice, check_positive,
+                                 current_entry, public, warn)
 from specinit.align import amari_index
 from specinit.distributions.continuous import UnitExponentialPower, excess_kurtosis_of_power, power_of_excess_kurtosis
-from specinit.engine.cumulants import CorrectedCovariance, whitened_fourth_cumulant, whitened_third_cumulant
+from specinit.engine.cumulants import (CorrectedCovariance, pair_product_tensor, whitened_fourth_cumulant,
+                                       whitened_third_cumulant)
+from specinit.engine.rows import RowSums
 from specinit.engine.sources import check_rows
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
-from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
+from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import MAP_OPTIONS, map_estimate
 
 __all__ = [
@@ -97,6 +100,7 @@ __all__ = [
     "refine",
     "spectral",
     "spectral_from_moments",
+    "update",
 ]
 
 CUMULANTS = ("skew", "kurtosis")
@@ -235,6 +239,36 @@ class _DataMoments:
         return whitened_third_cumulant(y) if self.cumulant == "skew" else whitened_fourth_cumulant(y)
 
 
+class _SummedMoments:
+    """The moments of :class:`_DataMoments` from the rows' power sums (:class:`~specinit.engine.rows.RowSums`)."""
+
+    def __init__(self, sums: RowSums, cumulant: str):
+        self.cumulant = cumulant
+        self.n_samples = sums.n
+        self.mean, self.unit, central = sums.standardized()
+        self._covariance = central[0]
+        self._cumulant = central[1] if cumulant == "skew" else central[2] - pair_product_tensor(central[0])
+
+    @property
+    def n_features(self) -> int:
+        return self.mean.size
+
+    def covariance(self) -> np.ndarray:
+        return self._covariance
+
+    def whitened_cumulant(self, W) -> np.ndarray:
+        tensor = self._cumulant
+        for _ in range(tensor.ndim):  # contract the leading axis; the new one goes last
+            tensor = np.tensordot(tensor, W, axes=(0, 0))
+        return tensor
+
+
+def _check_no_constant_columns(spread, magnitude) -> None:
+    constant = np.flatnonzero(spread <= 1e-12 * max(float(magnitude), 1e-300))
+    if constant.size:
+        raise bad_argument("x", None, "free of constant columns (they carry no factor and bias the noise "
+                           "estimate; drop them)", f"constant columns {constant[:10].tolist()}", describe=False)
+
 
 
 def _standard_error(cumulant: str, n_samples) -> float:
@@ -323,11 +357,7 @@ class Factors(Family):
 
     def moments(self, x, *, k, backend, cumulant="skew", noise="isotropic", scores=True):
         x = check_rows(x)
-        spread = x.max(axis=0) - x.min(axis=0)
-        constant = np.flatnonzero(spread <= 1e-12 * max(float(np.max(np.abs(x))), 1e-300))
-        if constant.size:
-            raise bad_argument("x", None, "free of constant columns (they carry no factor and bias the noise "
-                               "estimate; drop them)", f"constant columns {constant[:10].tolist()}", describe=False)
+        _check_no_constant_columns(x.max(axis=0) - x.min(axis=0), np.max(np.abs(x)))
         if backend not in (None, "numpy"):
             raise bad_argument("backend", None, "None or 'numpy' (the cumulant passes run in memory)", backend)
         return _DataMoments(x, cumulant)
@@ -601,6 +631,76 @@ def spectral(x, k, cumulant, *, noise, method, seed, decompose_options, scores, 
     """
     return FAMILY.spectral(x, k, method=method, seed=seed, floor=floor, decompose_options=decompose_options,
                            backend=backend, cumulant=cumulant, noise=noise, scores=scores)
+
+
+@FAMILY.face(
+    x=Param("array, shape (n, d)", "The new rows (finite)."),
+    estimate=UPDATED_ESTIMATE,
+    k=Param("int, optional", "Number of factors, ``1 <= k <= d``: required for the first batch; with ``estimate`` "
+            "None means ``estimate.k`` (the stored sums fit any k).", None, Interval(int, 1, none=True)))
+def update(x, estimate, *, k, cumulant, noise, method, seed, decompose_options, floor) -> SpectralEstimate:
+    """Add a batch of rows to an independent-factor fit: exact merged moments, then the moment estimate.
+
+    The moments of :func:`spectral` are functions of the count of rows and
+    the sums of their first three powers (``cumulant="skew"``) or four
+    (``"kurtosis"``) (:class:`~specinit.engine.rows.RowSums`), which add up
+    over batches exactly: after any number of batches the estimate is that
+    of :func:`spectral` on all the rows at once (the same moments to
+    rounding, the same decomposition and seed), whatever the batch sizes.
+    The sums do not depend on ``k`` or ``noise``, so a later batch may ask
+    for others; sums of four powers also serve ``"skew"``, not the reverse.
+    Factors keep their labels from batch to batch (the new loadings are
+    matched to the previous ones). Memory: a few (d, d, d) or (d, d, d, d)
+    float arrays, so the kurtotic update suits moderate ``d``. No factor
+    scores are returned (:func:`factor_scores` gives them for any rows). The
+    returned estimate keeps the sums in its ``state`` (``moments/...``),
+    which :meth:`~specinit.estimate.SpectralEstimate.save` writes, so updates
+    go on in a later process. The online face of
+    ``SpectralFactors.partial_fit``.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``"factors"`` as from :func:`spectral` with ``scores=False``, plus
+        ``n_batches`` and ``n_observations`` in the diagnostics.
+
+    Raises
+    ------
+    ValueError
+        ``k`` missing on the first batch or above ``d``, an estimate without
+        stored sums (from :func:`spectral`: fit the first batch with
+        :func:`update`), ``cumulant="kurtosis"`` on sums of three powers, a
+        batch with another number of columns, rows that are not finite,
+        columns constant over every row seen.
+    MemoryError
+        The sums over the memory budget (:func:`specinit.memory_limit`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.gamma(2.0, 1.0, (2000, 2)) @ np.array([[1.0, 0.5, 0.0], [0.0, 1.0, 2.0]])
+    >>> est = update(x[:1000], k=2, noise="none")
+    >>> est = update(x[1000:], est, noise="none")
+    >>> once = spectral(x, 2, noise="none", scores=False)
+    >>> from specinit.align import match_components
+    >>> same = once.params["loadings"][match_components(est.params["loadings"], once.params["loadings"])]
+    >>> bool(abs(est.params["loadings"] - same).max() < 1e-8), est.diagnostics["n_batches"]
+    (True, 2)
+    """
+    stored, k, n_batches = FAMILY.stream(estimate, k, RowSums, "factors.update")
+    options = check_arguments(FAMILY.options, {"cumulant": cumulant, "noise": noise})
+    order = FAMILY.tensor_order(options["cumulant"])
+    if stored is not None and stored.order < order:
+        raise bad_argument("cumulant", None, f"'skew' (the stored sums have powers up to {stored.order}; the fourth "
+                           "cumulant needs the sums of fourth powers from the first batch on)", cumulant)
+    batch = RowSums.from_rows(x, "x", order=order if stored is None else stored.order)
+    merged = batch if stored is None else stored + batch
+    _check_no_constant_columns(merged.high - merged.low, np.max(np.abs([merged.low, merged.high])))
+    fit = FAMILY.spectral_from_moments(_SummedMoments(merged, options["cumulant"]), k, method=method, seed=seed,
+                                       floor=floor, decompose_options=decompose_options, noise=options["noise"],
+                                       cumulant=options["cumulant"])
+    return FAMILY.streamed(fit, estimate, merged, n_batches, n_observations=merged.n)
 
 
 # The options are checked once, by the driver (:func:`specinit.refine.map_estimate`).

@@ -186,11 +186,12 @@ class SpectralEstimator:
         moments with those kept in ``estimate_`` exactly and recovers the
         parameters from everything seen: topics by anchor words (warm-started)
         closed by EM sweeps over the batch (:func:`specinit.models.lda.update`),
-        or the moment estimate of a Gaussian mixture, an HMM or a multi-view
-        mixture, equal to that of one fit on all the rows, sequences or
-        observations (:func:`specinit.models.gmm.update`,
+        or the moment estimate of a Gaussian mixture, an HMM, a multi-view
+        mixture or independent factors, equal to that of one fit on all the
+        rows, sequences or observations (:func:`specinit.models.gmm.update`,
         :func:`specinit.models.hmm.update`,
-        :func:`specinit.models.multiview.update`; no EM). Parameters
+        :func:`specinit.models.multiview.update`,
+        :func:`specinit.models.factors.update`; no EM). Parameters
         that only :meth:`fit` reads (refinement steps) are not used. The model
         answers its questions after every batch; ``estimate_.save`` keeps the
         moments, so a loaded estimate continues (``update(X_next, estimate)``).
@@ -597,7 +598,7 @@ SpectralFactors = estimator_class("SpectralFactors", Face(
     },
     transform=lambda estimator, module, X: module.factor_scores(estimator.estimate_, X),
     score=_mean_log_likelihood,
-    answers=frozenset({"score_samples"}),
+    answers=frozenset({"score_samples", "partial_fit"}),
 ), (ClassNamePrefixFeaturesOutMixin, TransformerMixin))
 
 

@@ -30,7 +30,8 @@ import numpy as np
 
 from specinit._validation import bad_argument
 
-__all__ = ["CorrectedCovariance", "pair_product_tensor", "whitened_third_cumulant", "whitened_fourth_cumulant"]
+__all__ = ["CorrectedCovariance", "fourth_power_sum", "pair_product_tensor", "whitened_third_cumulant",
+           "whitened_fourth_cumulant"]
 
 _CHUNK_BYTES = 64 * 2**20
 
@@ -121,6 +122,21 @@ def whitened_fourth_cumulant(y) -> np.ndarray:
     .. [2] Anandkumar et al., "Two SVDs Suffice", Alg. 2.
     """
     y = _check_whitened(y, "whitened_fourth_cumulant")
+    n = y.shape[0]
+    return fourth_power_sum(y) / n - pair_product_tensor(y.T @ y / n)
+
+
+def fourth_power_sum(y: np.ndarray) -> np.ndarray:
+    """``sum_n y_n^(x)4``, a (k, k, k, k) array: ``(y (x) y)^T (y (x) y)`` over row blocks (temporaries ~64 MB).
+
+    Parameters
+    ----------
+    y : ndarray, shape (N, k)
+
+    Returns
+    -------
+    ndarray, shape (k, k, k, k)
+    """
     n, k = y.shape
     m4 = np.zeros((k * k, k * k))
     step = max(1, _CHUNK_BYTES // (8 * k * k))
@@ -128,8 +144,7 @@ def whitened_fourth_cumulant(y) -> np.ndarray:
         block = y[start:start + step]
         outer = (block[:, :, None] * block[:, None, :]).reshape(len(block), k * k)
         m4 += outer.T @ outer
-    S = y.T @ y / n
-    return m4.reshape(k, k, k, k) / n - pair_product_tensor(S)
+    return m4.reshape(k, k, k, k)
 
 
 class CorrectedCovariance:

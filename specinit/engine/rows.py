@@ -18,11 +18,14 @@ References
 
 from __future__ import annotations
 
+from itertools import combinations
+
 import numpy as np
 
 from specinit._validation import bad_argument, check_allocation, public
 from specinit.engine.backends import OnBackend
 from specinit.engine.backends.numpy import pair_products
+from specinit.engine.cumulants import fourth_power_sum
 from specinit.engine.sources import ViewSource, check_rows
 
 __all__ = ["ROW_PASSES", "RowMoments", "RowSums", "effective_rank", "unit_of"]
@@ -69,24 +72,38 @@ def effective_rank(eigvals: np.ndarray) -> int:
     return int(np.count_nonzero(eigvals > top * eigvals.size * 1e-12))
 
 
-def _sym3(matrix: np.ndarray, vector: np.ndarray) -> np.ndarray:
-    """``T_ijk = M_ij v_k + M_ik v_j + M_jk v_i`` for a symmetric M."""
-    outer = np.multiply.outer(matrix, vector)
-    return outer + outer.transpose(0, 2, 1) + outer.transpose(2, 0, 1)
+def _shifted_power_sums(n: int, powers: tuple, a: float, b: np.ndarray) -> tuple:
+    """The power sums of ``a y + b`` from those of ``y`` (``powers[p - 1] = sum_n y_n^(x)p``), by the binomial
+    expansion of every symmetric power: the term with ``j`` factors ``b`` is ``a^(p-j) s_(p-j) (x) b^(x)j`` placed
+    at each of the ``C(p, j)`` choices of ``b``'s axes (``s_0 = n``)."""
+    sums = (np.asarray(float(n)), *powers)
+    shifted = []
+    for p in range(1, len(sums)):
+        total = np.zeros((b.size,) * p)
+        for j in range(p + 1):
+            term = a ** (p - j) * sums[p - j]
+            for _ in range(j):
+                term = np.multiply.outer(term, b)
+            for places in combinations(range(p), j):  # the axes that carry b
+                rest = [axis for axis in range(p) if axis not in places]
+                total += np.transpose(term, np.argsort(rest + list(places)))
+        shifted.append(total)
+    return tuple(shifted)
 
 
 class RowSums:
-    """The exact additive summary of rows: their count, column ranges and the sums of their first three powers.
+    """The exact additive summary of rows: their count, column ranges and the sums of their first powers.
 
-    The sums ``s1 = sum_n y_n``, ``s2 = sum_n y_n y_n^T`` and ``s3 = sum_n
-    y_n^(x)3`` are kept for ``y = (x - origin) / scale`` in the frame of the
-    first batch (its mean and largest column range): two summaries of
-    disjoint batches add up (``+``, the second re-expressed in the first's
-    frame by the binomial expansion) to the summary of their union, and
-    :class:`RowMoments` built from it equals the moments of all the rows at
-    once (to rounding), so rows can arrive in batches. Memory: about six
-    (d, d, d) float arrays while summaries merge and :class:`RowMoments`
-    reads one (refused over the memory budget, :func:`specinit.memory_limit`).
+    The sums ``s1 = sum_n y_n``, ``s2 = sum_n y_n y_n^T``, ``s3 = sum_n
+    y_n^(x)3`` (and ``s4 = sum_n y_n^(x)4`` with ``order=4``) are kept for ``y
+    = (x - origin) / scale`` in the frame of the first batch (its mean and
+    largest column range): two summaries of disjoint batches add up (``+``,
+    the second re-expressed in the first's frame by the binomial expansion)
+    to the summary of their union (up to the lower order of the two), and the central moments read from it
+    (:meth:`standardized`; :class:`RowMoments`) equal those of all the rows
+    at once (to rounding), so rows can arrive in batches. Memory: about six
+    (d,) * order float arrays while summaries merge and are read (refused over
+    the memory budget, :func:`specinit.memory_limit`).
 
     Parameters
     ----------
@@ -95,20 +112,26 @@ class RowSums:
         Column minima and maxima.
     origin : ndarray, shape (d,)
     scale : float
-    s1, s2, s3 : ndarray, shapes (d,), (d, d), (d, d, d)
+    *powers : ndarray
+        ``s1, s2, s3`` (and ``s4``), shapes (d,), (d, d), (d, d, d), (d, d, d, d).
     """
 
-    def __init__(self, n: int, low, high, origin, scale: float, s1, s2, s3):
+    def __init__(self, n: int, low, high, origin, scale: float, *powers):
         self.n, self.scale = int(n), float(scale)
         self.low, self.high, self.origin = (np.asarray(a, dtype=np.float64) for a in (low, high, origin))
-        self.s1, self.s2, self.s3 = (np.asarray(a, dtype=np.float64) for a in (s1, s2, s3))
+        self.powers = tuple(np.asarray(a, dtype=np.float64) for a in powers)
 
     @property
     def n_features(self) -> int:
         return self.origin.size
 
+    @property
+    def order(self) -> int:
+        """The highest power summed (3 or 4)."""
+        return len(self.powers)
+
     @classmethod
-    def from_rows(cls, x, name: str = "x") -> "RowSums":
+    def from_rows(cls, x, name: str = "x", order: int = 3) -> "RowSums":
         """The summary of a batch of rows.
 
         Parameters
@@ -117,6 +140,8 @@ class RowSums:
             Finite rows (N >= 1).
         name : str
             The argument named in errors.
+        order : {3, 4}
+            The highest power summed.
 
         Returns
         -------
@@ -127,17 +152,18 @@ class RowSums:
         ValueError
             Rows that are not finite, or not a 2-D array.
         MemoryError
-            The (d, d, d) sums over the memory budget.
+            The (d,) * order sums over the memory budget.
         """
         x = check_rows(x, name, min_rows=1)
         n, d = x.shape
-        check_allocation(6 * 8.0 * d**3, name, "the (d, d, d) sums of the rows' third powers (about six such "
-                         "arrays while they are merged and read)")
+        check_allocation(6 * 8.0 * d**order, name, f"the {'(d, d, d)' if order == 3 else '(d, d, d, d)'} sums of "
+                         f"the rows' powers up to {order} (about six such arrays while they are merged and read)")
         origin = x.mean(axis=0)
         low, high = x.min(axis=0), x.max(axis=0)
         scale = unit_of(high - low)
         y = (x - origin) / scale
-        return cls(n, low, high, origin, scale, y.sum(axis=0), y.T @ y, pair_products(y, y))
+        powers = (y.sum(axis=0), y.T @ y, pair_products(y, y))
+        return cls(n, low, high, origin, scale, *powers, *((fourth_power_sum(y),) if order == 4 else ()))
 
     def __add__(self, other: "RowSums") -> "RowSums":
         if not isinstance(other, RowSums):
@@ -145,51 +171,49 @@ class RowSums:
         if other.n_features != self.n_features:
             raise bad_argument("x", None, f"rows of {self.n_features} columns (the summary's)",
                                f"{other.n_features} columns", describe=False)
+        order = min(self.order, other.order)
         # other's rows in this frame: y = a y_other + b
-        a, b, n = other.scale / self.scale, (other.origin - self.origin) / self.scale, other.n
-        s1 = a * other.s1 + n * b
-        cross = np.outer(other.s1, b)
-        s2 = a**2 * other.s2 + a * (cross + cross.T) + n * np.outer(b, b)
-        s3 = (a**3 * other.s3 + a**2 * _sym3(other.s2, b) + a * _sym3(np.outer(b, b), other.s1)
-              + n * np.multiply.outer(np.outer(b, b), b))
-        return RowSums(self.n + n, np.minimum(self.low, other.low), np.maximum(self.high, other.high), self.origin,
-                       self.scale, self.s1 + s1, self.s2 + s2, self.s3 + s3)
+        a, b = other.scale / self.scale, (other.origin - self.origin) / self.scale
+        shifted = _shifted_power_sums(other.n, other.powers[:order], a, b)
+        return RowSums(self.n + other.n, np.minimum(self.low, other.low), np.maximum(self.high, other.high),
+                       self.origin, self.scale, *(mine + theirs for mine, theirs in zip(self.powers, shifted)))
 
-    def standardized(self) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
-        """``(shift, unit, E[z z^T], E[z^(x)3])`` of the standardized rows ``z = (x - shift) / unit`` (``shift`` the
-        mean, ``unit`` the largest column range): what :class:`RowMoments` computes from the rows themselves."""
-        mean = self.s1 / self.n
+    def standardized(self) -> tuple[np.ndarray, float, tuple]:
+        """``(shift, unit, central)`` of the standardized rows ``z = (x - shift) / unit`` (``shift`` the mean,
+        ``unit`` the largest column range): ``central`` holds ``E[z z^T]``, ``E[z^(x)3]`` (and ``E[z^(x)4]``), what
+        :class:`RowMoments` computes from the rows themselves."""
+        mean = self.powers[0] / self.n
         unit = unit_of(self.high - self.low)
         ratio = self.scale / unit
-        second = self.s2 / self.n
-        central2 = second - np.outer(mean, mean)
-        central3 = self.s3 / self.n - _sym3(second, mean) + 2.0 * np.multiply.outer(np.outer(mean, mean), mean)
-        return self.origin + self.scale * mean, unit, ratio**2 * central2, ratio**3 * central3
+        central = _shifted_power_sums(self.n, self.powers, 1.0, -mean)[1:]
+        return (self.origin + self.scale * mean, unit,
+                tuple(ratio ** (p + 2) * total / self.n for p, total in enumerate(central)))
 
     def to_arrays(self) -> dict:
         """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
         return {"n": np.asarray(self.n), "low": self.low, "high": self.high, "origin": self.origin,
-                "scale": np.asarray(self.scale), "s1": self.s1, "s2": self.s2, "s3": self.s3}
+                "scale": np.asarray(self.scale), **{f"s{p}": power for p, power in enumerate(self.powers, 1)}}
 
     @classmethod
     def from_arrays(cls, arrays: dict, name: str = "estimate") -> "RowSums":
         """The summary saved by :meth:`to_arrays` (shapes and values checked)."""
         try:
             d = np.asarray(arrays["origin"]).shape[0]
-            parts = {key: np.asarray(arrays[key], dtype=np.float64) for key in cls._shapes(d)}
+            shapes = cls._shapes(d, 4 if "s4" in arrays else 3)
+            parts = {key: np.asarray(arrays[key], dtype=np.float64) for key in shapes}
         except (KeyError, IndexError, TypeError, ValueError):
             parts = None
-        if parts is None or any(parts[key].shape != shape for key, shape in cls._shapes(d).items()) or not all(
+        if parts is None or any(parts[key].shape != shape for key, shape in shapes.items()) or not all(
                 np.all(np.isfinite(value)) for value in parts.values()) or parts["n"] < 1 or parts["scale"] <= 0:
             raise bad_argument(name, None, "an estimate whose stored row sums are complete and finite",
                                "damaged row sums", describe=False)
-        return cls(int(parts["n"]), parts["low"], parts["high"], parts["origin"], float(parts["scale"]), parts["s1"],
-                   parts["s2"], parts["s3"])
+        powers = [parts[key] for key in shapes if key.startswith("s") and key != "scale"]
+        return cls(int(parts["n"]), parts["low"], parts["high"], parts["origin"], float(parts["scale"]), *powers)
 
     @staticmethod
-    def _shapes(d: int) -> dict:
-        return {"n": (), "low": (d,), "high": (d,), "origin": (d,), "scale": (), "s1": (d,), "s2": (d, d),
-                "s3": (d, d, d)}
+    def _shapes(d: int, order: int) -> dict:
+        return {"n": (), "low": (d,), "high": (d,), "origin": (d,), "scale": (),
+                **{f"s{p}": (d,) * p for p in range(1, order + 1)}}
 
 
 class RowMoments(OnBackend):
@@ -255,7 +279,7 @@ class RowMoments(OnBackend):
         if summed:  # the moments from the summary's sums: no pass over rows
             self._run_on("numpy", "numpy", ROW_PASSES)
             n, d = x.n, x.n_features
-            self.shift, self.unit, cov, third = x.standardized()
+            self.shift, self.unit, (cov, third, *_) = x.standardized()
             ptp = x.high - x.low
         else:
             source = x if isinstance(x, ViewSource) else ViewSource([x], "x", minimum=1)
