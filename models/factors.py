@@ -245,9 +245,8 @@ class _SummedMoments:
     def __init__(self, sums: RowSums, cumulant: str):
         self.cumulant = cumulant
         self.n_samples = sums.n
-        self.mean, self.unit, central = sums.standardized()
-        self._covariance = central[0]
-        self._cumulant = central[1] if cumulant == "skew" else central[2] - pair_product_tensor(central[0])
+        self.mean, self.unit, self._covariance, _ = sums.standardized()
+        self._sums = sums
 
     @property
     def n_features(self) -> int:
@@ -257,10 +256,8 @@ class _SummedMoments:
         return self._covariance
 
     def whitened_cumulant(self, W) -> np.ndarray:
-        tensor = self._cumulant
-        for _ in range(tensor.ndim):  # contract the leading axis; the new one goes last
-            tensor = np.tensordot(tensor, W, axes=(0, 0))
-        return tensor
+        central = self._sums.projected_central(W)
+        return central[1] if self.cumulant == "skew" else central[2] - pair_product_tensor(central[0])
 
 
 def _check_no_constant_columns(spread, magnitude) -> None:
@@ -694,7 +691,7 @@ def update(x, estimate, *, k, cumulant, noise, method, seed, decompose_options, 
     if stored is not None and stored.order < order:
         raise bad_argument("cumulant", None, f"'skew' (the stored sums have powers up to {stored.order}; the fourth "
                            "cumulant needs the sums of fourth powers from the first batch on)", cumulant)
-    batch = RowSums.from_rows(x, "x", order=order if stored is None else stored.order)
+    batch = RowSums.from_rows(x, "x", order=order if stored is None else stored.order, frame=stored)
     merged = batch if stored is None else stored + batch
     _check_no_constant_columns(merged.high - merged.low, np.max(np.abs([merged.low, merged.high])))
     fit = FAMILY.spectral_from_moments(_SummedMoments(merged, options["cumulant"]), k, method=method, seed=seed,

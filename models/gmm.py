@@ -702,7 +702,7 @@ def update(x, estimate, *, k, common_scale, covariance, noise, method, seed, dec
     stored, k, n_batches = FAMILY.stream(estimate, k, RowSums, "gmm.update")
     options = check_arguments(FAMILY.options, {"covariance": _resolve_covariance(common_scale, covariance),
                                                "noise": noise})
-    batch = RowSums.from_rows(x, "x")
+    batch = RowSums.from_rows(x, "x", frame=stored)
     merged = batch if stored is None else stored + batch
     fit = FAMILY.spectral_from_moments(RowMoments(merged, k, options["covariance"], options["noise"]), k,
                                        method=method, seed=seed, floor=floor, decompose_options=decompose_options,

@@ -100,7 +100,7 @@ class RowSums:
     largest column range): two summaries of disjoint batches add up (``+``,
     the second re-expressed in the first's frame by the binomial expansion)
     to the summary of their union (up to the lower order of the two), and the central moments read from it
-    (:meth:`standardized`; :class:`RowMoments`) equal those of all the rows
+    (:meth:`standardized`, :meth:`projected_central`; :class:`RowMoments`) equal those of all the rows
     at once (to rounding), so rows can arrive in batches. Memory: about six
     (d,) * order float arrays while summaries merge and are read (refused over
     the memory budget, :func:`specinit.memory_limit`).
@@ -131,7 +131,7 @@ class RowSums:
         return len(self.powers)
 
     @classmethod
-    def from_rows(cls, x, name: str = "x", order: int = 3) -> "RowSums":
+    def from_rows(cls, x, name: str = "x", order: int = 3, frame: "RowSums | None" = None) -> "RowSums":
         """The summary of a batch of rows.
 
         Parameters
@@ -142,6 +142,9 @@ class RowSums:
             The argument named in errors.
         order : {3, 4}
             The highest power summed.
+        frame : RowSums, optional
+            A summary whose frame (origin and scale) the sums are taken in, so that adding the two needs no
+            change of frame; None: the batch's own mean and largest column range.
 
         Returns
         -------
@@ -158,9 +161,11 @@ class RowSums:
         n, d = x.shape
         check_allocation(6 * 8.0 * d**order, name, f"the {'(d, d, d)' if order == 3 else '(d, d, d, d)'} sums of "
                          f"the rows' powers up to {order} (about six such arrays while they are merged and read)")
-        origin = x.mean(axis=0)
+        if frame is not None and frame.n_features != d:
+            raise bad_argument(name, None, f"rows of {frame.n_features} columns (the summary's)", f"{d} columns",
+                               describe=False)
         low, high = x.min(axis=0), x.max(axis=0)
-        scale = unit_of(high - low)
+        origin, scale = (x.mean(axis=0), unit_of(high - low)) if frame is None else (frame.origin, frame.scale)
         y = (x - origin) / scale
         powers = (y.sum(axis=0), y.T @ y, pair_products(y, y))
         return cls(n, low, high, origin, scale, *powers, *((fourth_power_sum(y),) if order == 4 else ()))
@@ -172,22 +177,44 @@ class RowSums:
             raise bad_argument("x", None, f"rows of {self.n_features} columns (the summary's)",
                                f"{other.n_features} columns", describe=False)
         order = min(self.order, other.order)
-        # other's rows in this frame: y = a y_other + b
-        a, b = other.scale / self.scale, (other.origin - self.origin) / self.scale
-        shifted = _shifted_power_sums(other.n, other.powers[:order], a, b)
+        if other.scale == self.scale and np.array_equal(other.origin, self.origin):  # the same frame
+            shifted = other.powers[:order]
+        else:  # other's rows in this frame: y = a y_other + b
+            a, b = other.scale / self.scale, (other.origin - self.origin) / self.scale
+            shifted = _shifted_power_sums(other.n, other.powers[:order], a, b)
         return RowSums(self.n + other.n, np.minimum(self.low, other.low), np.maximum(self.high, other.high),
                        self.origin, self.scale, *(mine + theirs for mine, theirs in zip(self.powers, shifted)))
 
-    def standardized(self) -> tuple[np.ndarray, float, tuple]:
-        """``(shift, unit, central)`` of the standardized rows ``z = (x - shift) / unit`` (``shift`` the mean,
-        ``unit`` the largest column range): ``central`` holds ``E[z z^T]``, ``E[z^(x)3]`` (and ``E[z^(x)4]``), what
-        :class:`RowMoments` computes from the rows themselves."""
+    def standardized(self) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
+        """``(shift, unit, E[z z^T], E[z^(x)3])`` of the standardized rows ``z = (x - shift) / unit`` (``shift`` the
+        mean, ``unit`` the largest column range): what :class:`RowMoments` computes from the rows themselves."""
         mean = self.powers[0] / self.n
         unit = unit_of(self.high - self.low)
         ratio = self.scale / unit
-        central = _shifted_power_sums(self.n, self.powers, 1.0, -mean)[1:]
-        return (self.origin + self.scale * mean, unit,
-                tuple(ratio ** (p + 2) * total / self.n for p, total in enumerate(central)))
+        _, second, third = _shifted_power_sums(self.n, self.powers[:3], 1.0, -mean)
+        return self.origin + self.scale * mean, unit, ratio**2 * second / self.n, ratio**3 * third / self.n
+
+    def projected_central(self, W: np.ndarray) -> tuple:
+        """``E[u^(x)p]`` for ``p = 2 .. order`` of ``u = W^T z`` (``z`` the standardized rows of
+        :meth:`standardized`), each (k,) * p: the sums are contracted with ``W`` before the shift to the mean, so
+        no (d,) * order central tensor is formed.
+
+        Parameters
+        ----------
+        W : ndarray, shape (d, k)
+
+        Returns
+        -------
+        tuple of ndarray
+        """
+        ratio = self.scale / unit_of(self.high - self.low)
+        projected = []
+        for power in self.powers:
+            for _ in range(power.ndim):  # contract the leading axis; the new one goes last
+                power = np.tensordot(power, W, axes=(0, 0))
+            projected.append(power)
+        central = _shifted_power_sums(self.n, tuple(projected), 1.0, -projected[0] / self.n)
+        return tuple(ratio**p * total / self.n for p, total in enumerate(central[1:], 2))
 
     def to_arrays(self) -> dict:
         """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
@@ -279,7 +306,7 @@ class RowMoments(OnBackend):
         if summed:  # the moments from the summary's sums: no pass over rows
             self._run_on("numpy", "numpy", ROW_PASSES)
             n, d = x.n, x.n_features
-            self.shift, self.unit, (cov, third, *_) = x.standardized()
+            self.shift, self.unit, cov, third = x.standardized()
             ptp = x.high - x.low
         else:
             source = x if isinstance(x, ViewSource) else ViewSource([x], "x", minimum=1)
