@@ -16,16 +16,17 @@ from scipy.stats import norm
 
 from specinit._validation import Interval, bad_argument, public
 from specinit.distributions.hmm import GaussianHMM, plate_shape
-from specinit.engine.sequences import ChainViews, SequenceBatch, as_sequences, chain_population, forward_backward, \
-    stationary, triple_views
-from specinit.engine.views import ViewMoments, conditional_means, multiview_population
+from specinit.engine.sequences import ChainViews, SequenceBatch, TripleCounts, as_sequences, chain_population, \
+    forward_backward, stationary, triple_views
+from specinit.engine.views import SummedViews, ViewMoments, conditional_means, multiview_population
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, k_param, site_values
+from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, k_param, site_values
 from specinit.models.hmm import HMM
 
-__all__ = ["FACTS", "FAMILY", "GaussianHMM", "GaussianHMMMoments", "GaussianHMMFamily", "log_likelihood", "model",
-           "population_moments", "refine", "spectral", "spectral_from_moments"]
+__all__ = ["FACTS", "FAMILY", "BinnedSums", "GaussianHMM", "GaussianHMMMoments", "GaussianHMMFamily", "binned_moments",
+           "log_likelihood", "model", "population_moments", "quantile_edges", "refine", "spectral",
+           "spectral_from_moments", "update"]
 
 
 @dataclass(frozen=True)
@@ -61,6 +62,108 @@ def _default_bins(k: int) -> int:
     return max(3 * k, 10)
 
 
+def quantile_edges(seqs: list, k: int, n_bins: int | None) -> np.ndarray:
+    """The ``n_bins - 1`` interior edges of the quantile bins of validated real sequences (``n_bins`` checked: at
+    least k, and at most the number of observations, beyond which bins are empty)."""
+    pooled = np.concatenate(seqs)
+    n_bins = Interval(int, k, max(k, pooled.size)).check("n_bins", _default_bins(k) if n_bins is None else n_bins)
+    return np.quantile(pooled, np.linspace(0.0, 1.0, n_bins + 1)[1:-1])
+
+
+def binned_moments(seqs: list, edges: np.ndarray, backend=None) -> GaussianHMMMoments:
+    """The moments of :func:`spectral` for validated real sequences and the interior edges of their bins."""
+    n_bins = edges.size + 1
+    chain = triple_views([np.searchsorted(edges, s, side="right") for s in seqs], n_bins)
+    middle = np.concatenate([s[1:-1] for s in seqs if s.size >= 3])
+    extended = ViewMoments([*chain.views, np.column_stack([middle, middle**2])], backend=backend)
+    chain = ChainViews(ViewMoments(chain.views, backend=backend), chain.first_mean, chain.counts)
+    return GaussianHMMMoments(chain, extended, n_bins, float(np.concatenate(seqs).var()))
+
+
+class BinnedSums:
+    """The exact additive summary of real sequences binned by fixed edges: what :func:`binned_moments` reads.
+
+    The counts of the bin-index triples and first bins
+    (:class:`~specinit.engine.sequences.TripleCounts`), the sums of ``x_t`` and
+    ``x_t^2`` over the triples by the bin of ``x_{t+1}`` (the cross moment of
+    the fourth view with the third), and the count, mean and sum of squared
+    deviations of all observations (merged by Chan's formula). Two summaries
+    with the same edges add up (``+``) to that of their union, and
+    :meth:`moments` equals :func:`binned_moments` on all the sequences at
+    once (to rounding).
+
+    Parameters
+    ----------
+    edges : ndarray, shape (n_bins - 1,)
+    counts : TripleCounts
+    next_sums : ndarray, shape (n_bins, 2)
+    pooled : ndarray, shape (3,)
+        Count, mean and sum of squared deviations of the observations.
+    """
+
+    def __init__(self, edges, counts: TripleCounts, next_sums, pooled):
+        self.edges, self.counts = np.asarray(edges, dtype=np.float64), counts
+        self.next_sums, self.pooled = (np.asarray(a, dtype=np.float64) for a in (next_sums, pooled))
+
+    @property
+    def n_bins(self) -> int:
+        return self.edges.size + 1
+
+    @classmethod
+    def from_sequences(cls, seqs: list, edges: np.ndarray, name: str = "sequences") -> "BinnedSums":
+        """The summary of validated real sequences binned by ``edges``."""
+        binned = [np.searchsorted(edges, s, side="right") for s in seqs]
+        n_bins = edges.size + 1
+        long = [(s, b) for s, b in zip(seqs, binned) if s.size >= 3]
+        middle = np.concatenate([s[1:-1] for s, _ in long]) if long else np.zeros(0)
+        following = np.concatenate([b[2:] for _, b in long]) if long else np.zeros(0, dtype=np.intp)
+        next_sums = np.column_stack([np.bincount(following, weights=middle, minlength=n_bins),
+                                     np.bincount(following, weights=middle**2, minlength=n_bins)])
+        pooled = np.concatenate(seqs)
+        mean = float(pooled.mean())
+        return cls(edges, TripleCounts.from_sequences(binned, n_bins, name), next_sums,
+                   [pooled.size, mean, float(np.sum((pooled - mean) ** 2))])
+
+    def __add__(self, other: "BinnedSums") -> "BinnedSums":
+        if not isinstance(other, BinnedSums):
+            return NotImplemented
+        (n_a, mean_a, squares_a), (n_b, mean_b, squares_b) = self.pooled, other.pooled
+        n, delta = n_a + n_b, mean_b - mean_a
+        pooled = [n, mean_a + delta * n_b / n, squares_a + squares_b + delta**2 * n_a * n_b / n]
+        return BinnedSums(self.edges, self.counts + other.counts, self.next_sums + other.next_sums, pooled)
+
+    def moments(self) -> GaussianHMMMoments:
+        """:func:`binned_moments` of every sequence summed, read from the sums (no pass over sequences)."""
+        chain = self.counts.chain_views()
+        views = chain.views
+        symbols = np.flatnonzero(self.counts.seen)
+        extended = SummedViews(views.n_observations, (*views.dims, 2),
+                               {**views.pairs, (2, 3): self.next_sums[symbols]}, views.triples)
+        return GaussianHMMMoments(chain, extended, self.n_bins, float(self.pooled[2] / self.pooled[0]))
+
+    def to_arrays(self) -> dict:
+        """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
+        return {"edges": self.edges, "next_sums": self.next_sums, "pooled": self.pooled,
+                **{"chain/" + key: value for key, value in self.counts.to_arrays().items()}}
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, name: str = "estimate") -> "BinnedSums":
+        """The summary saved by :meth:`to_arrays` (shapes and values checked)."""
+        counts = TripleCounts.from_arrays({key[len("chain/"):]: value for key, value in arrays.items()
+                                           if key.startswith("chain/")}, name)
+        try:
+            edges, next_sums, pooled = (np.asarray(arrays[key], dtype=np.float64)
+                                        for key in ("edges", "next_sums", "pooled"))
+        except (KeyError, TypeError, ValueError):
+            edges = None
+        if (edges is None or edges.shape != (counts.n_symbols - 1,) or next_sums.shape != (counts.n_symbols, 2)
+                or pooled.shape != (3,) or not all(np.all(np.isfinite(a)) for a in (edges, next_sums, pooled))
+                or np.any(np.diff(edges) < 0) or pooled[0] < 1 or pooled[2] < 0):
+            raise bad_argument(name, None, "an estimate whose stored bin sums are complete and finite",
+                               "damaged bin sums", describe=False)
+        return cls(edges, counts, next_sums, pooled)
+
+
 class GaussianHMMFamily(HMM):
     """HMM with scalar Gaussian emissions: the categorical chain on quantile bins, then exact state moments."""
 
@@ -94,15 +197,7 @@ class GaussianHMMFamily(HMM):
 
     def moments(self, sequences, *, k, backend, n_bins=None) -> GaussianHMMMoments:
         seqs = as_sequences(sequences, categorical=False)
-        pooled = np.concatenate(seqs)
-        # Bins beyond the number of observations are empty: at most N of them are kept.
-        n_bins = Interval(int, k, max(k, pooled.size)).check("n_bins", _default_bins(k) if n_bins is None else n_bins)
-        edges = np.quantile(pooled, np.linspace(0.0, 1.0, n_bins + 1)[1:-1])
-        chain = triple_views([np.searchsorted(edges, s, side="right") for s in seqs], n_bins)
-        middle = np.concatenate([s[1:-1] for s in seqs if s.size >= 3])
-        extended = ViewMoments([*chain.views, np.column_stack([middle, middle**2])], backend=backend)
-        chain = ChainViews(ViewMoments(chain.views, backend=backend), chain.first_mean, chain.counts)
-        return GaussianHMMMoments(chain, extended, n_bins, float(pooled.var()))
+        return binned_moments(seqs, quantile_edges(seqs, k, n_bins), backend)
 
     def population_moments(self, params, n_bins=None) -> GaussianHMMMoments:
         init, T, loc, scale = (np.asarray(params[n], dtype=np.float64) for n in ("init", "transition", "loc", "scale"))
@@ -324,6 +419,79 @@ def refine(sequences, estimate, *, method, max_iter, tol, floor, reg, restarts, 
     """
     return FAMILY.refine(sequences, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor, reg=reg,
                          restarts=restarts, seed=seed)
+
+
+@FAMILY.face(
+    sequences=Param("1-D float array, 2-D array or list/tuple of 1-D arrays", "The new sequences (real, finite; "
+                    "whole sequences: a sequence is not continued across batches)."),
+    estimate=UPDATED_ESTIMATE,
+    k=Param("int, optional", "Number of hidden states: required for the first batch; with ``estimate`` None means "
+            "``estimate.k`` (at most the bins' number).", None, Interval(int, 1, none=True)),
+    n_bins=Param("int, optional", "Quantile bins of the first batch (default ``max(3 k, 10)``); with ``estimate`` "
+                 "it must be None or the estimate's.", None, Interval(int, 1, none=True)))
+def update(sequences, estimate, *, k, n_bins, method, approach, seed, floor, decompose_options) -> SpectralEstimate:
+    """Add a batch of sequences to a Gaussian-HMM fit: exact merged sums over fixed bins, then the moment estimate.
+
+    The first batch fixes the bins (its quantiles); every batch adds the
+    counts of its bin triples, its sums of ``x_t`` and ``x_t^2`` by the bin
+    of ``x_{t+1}`` and its count, mean and spread
+    (:class:`BinnedSums`), which add up exactly: after any number of batches
+    the estimate is that of :func:`spectral`'s moment map on all the
+    sequences binned by the first batch's edges (the same moments to
+    rounding, the same decomposition and seed). It differs from
+    :func:`spectral` on everything only through the edges -- quantiles of the
+    first batch instead of all the data -- so the first batch should cover
+    the range of the observations (a later batch outside it falls in the
+    outer bins, its values still counted exactly in the state means and
+    variances). Memory: (n_bins,)^3 counts. There is no Baum-Welch step:
+    :func:`refine` on sequences at hand takes the estimate further. The
+    returned estimate keeps the sums in its ``state`` (``moments/...``),
+    which :meth:`~specinit.estimate.SpectralEstimate.save` writes, so updates
+    go on in a later process. The online face of
+    ``SpectralGaussianHMM.partial_fit``.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``"gaussian_hmm"`` as from :func:`spectral`, plus ``n_batches`` in the
+        diagnostics.
+
+    Raises
+    ------
+    ValueError
+        ``k`` missing on the first batch or above the bins' number,
+        ``n_bins`` other than the estimate's, non-finite observations, an
+        estimate without stored sums (from :func:`spectral`: fit the first
+        batch with :func:`update`), no sequence of length >= 3 in any batch.
+    MemoryError
+        The (n_bins,)^3 counts over the memory budget (:func:`specinit.memory_limit`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> def sequence(n):  # a sticky two-state chain emitting N(-2, 1) or N(2, 1)
+    ...     states = np.cumsum(rng.random(n) < 0.1) % 2
+    ...     return rng.normal(np.where(states == 1, 2.0, -2.0), 1.0)
+    >>> seqs = [sequence(100) for _ in range(40)]
+    >>> est = update(seqs[:20], k=2, seed=0)
+    >>> est = update(seqs[20:], est, seed=0)
+    >>> bool(np.all(np.abs(np.sort(est.params["loc"]) - [-2.0, 2.0]) < 0.5)), est.diagnostics["n_batches"]
+    (True, 2)
+    """
+    stored, k, n_batches = FAMILY.stream(estimate, k, BinnedSums, "gaussian_hmm.update")
+    seqs = as_sequences(sequences, categorical=False)
+    if stored is None:
+        edges = quantile_edges(seqs, k, n_bins)
+    elif n_bins not in (None, stored.n_bins):
+        raise bad_argument("n_bins", None, f"None or the estimate's n_bins = {stored.n_bins}", n_bins)
+    else:
+        edges = stored.edges
+    batch = BinnedSums.from_sequences(seqs, edges)
+    merged = batch if stored is None else stored + batch
+    fit = FAMILY.spectral_from_moments(merged.moments(), k, method=method, approach=approach, seed=seed, floor=floor,
+                                       decompose_options=decompose_options)
+    return FAMILY.streamed(fit, estimate, merged, n_batches)
 
 
 @FAMILY.scoring_face("sequences")

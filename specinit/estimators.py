@@ -191,7 +191,9 @@ class SpectralEstimator:
         rows, sequences or observations (:func:`specinit.models.gmm.update`,
         :func:`specinit.models.hmm.update`,
         :func:`specinit.models.multiview.update`,
-        :func:`specinit.models.factors.update`; no EM). Parameters
+        :func:`specinit.models.factors.update`; no EM), or, for a Gaussian
+        HMM, on all the sequences binned by the first batch's quantiles
+        (:func:`specinit.models.gaussian_hmm.update`). Parameters
         that only :meth:`fit` reads (refinement steps) are not used. The model
         answers its questions after every batch; ``estimate_.save`` keeps the
         moments, so a loaded estimate continues (``update(X_next, estimate)``).
@@ -701,6 +703,7 @@ SpectralGaussianHMM = estimator_class("SpectralGaussianHMM", _chain_face(
                 lambda estimator, estimate, X: estimate.params["loc"]),
      "covars_": ("ndarray, shape (n_components,)\n    State variances.",
                  lambda estimator, estimate, X: estimate.params["scale"] ** 2)},
+    answers=frozenset({"partial_fit"}),
 ))
 
 
