@@ -26,7 +26,12 @@ Tables, one run, peers in the same run:
    held-out log-likelihood per letter of the streamed estimate, of it refined by ``hmm.refine`` on the training
    paragraphs, and of hmmlearn's ``CategoricalHMM`` fitted on them (one random start; no streaming HMM in
    hmmlearn). And the three multi-view tables of section 4 in 10 batches through ``multiview.update`` against one
-   ``multiview.spectral`` and ``MiniBatchKMeans.partial_fit`` on the concatenated views.
+   ``multiview.spectral`` and ``MiniBatchKMeans.partial_fit`` on the concatenated views. And two real series
+   shipped with matplotlib (a membrane-potential recording; Google's daily log returns), cut into segments, the
+   training segments in 10 batches through ``gaussian_hmm.update``: its difference to the moment estimate on all
+   of them binned by the first batch's edges, held-out log-likelihood per observation of the streamed estimate,
+   of it refined by ``gaussian_hmm.refine``, and of hmmlearn's ``GaussianHMM`` on all training segments (best of
+   3 random starts).
 
 Usage: ``python benchmarks/bench_real_mixtures.py [--quick] [--skip-nuts] [--only SECTION]``.
 """
@@ -325,7 +330,8 @@ def bench_online(n_batches: int = 10):
                          "all updates (s)", "one fit (s)", "held-out ARI, gmm.update", "held-out ARI, MiniBatchKMeans",
                          "MiniBatchKMeans partial_fit (s)", "held-out LL / row, gmm.update",
                          "held-out LL / row, GaussianMixture on all rows (best of 3)"], rows))
-    return mixtures + "\n\n" + _online_multiview(n_batches) + "\n\n" + _online_hmm(n_batches)
+    return (mixtures + "\n\n" + _online_multiview(n_batches) + "\n\n" + _online_hmm(n_batches) + "\n\n"
+            + _online_gaussian_hmm(n_batches))
 
 
 def _online_multiview(n_batches: int) -> str:
@@ -401,6 +407,73 @@ def _online_hmm(n_batches: int, n_letters: int = 200_000) -> str:
             + table(["k", "hmm.update vs one hmm.spectral: largest |emission| difference", "all updates (s)",
                      "one fit (s)", "held-out LL / letter, hmm.update", "the same after hmm.refine (its time)",
                      "hmmlearn CategoricalHMM on all training paragraphs (its time)"], rows))
+
+
+def gaussian_series() -> list:
+    """Real 1-D series shipped with matplotlib (its sample data), cut into segments (the sequences):
+    ``(name, segments, k)``. A membrane-potential recording (12,000 samples; three levels) in 40 segments of 300,
+    and Google's daily closing prices 2004-2008 as log returns in percent (1,046 days; calm and volatile
+    regimes) in 20 segments."""
+    from matplotlib import cbook
+
+    membrane = np.fromfile(cbook.get_sample_data("membrane.dat", asfileobj=False), dtype=np.float32).astype(float)
+    close = cbook.get_sample_data("goog.npz")["price_data"]["adj_close"]
+    returns = 100.0 * np.diff(np.log(close))
+    return [("membrane potential", np.array_split(membrane, 40), 3),
+            ("GOOG daily log returns (%)", np.array_split(returns, 20), 2)]
+
+
+def _online_gaussian_hmm(n_batches: int) -> str:
+    from hmmlearn.hmm import GaussianHMM
+
+    from specinit.engine.sequences import as_sequences
+    from specinit.models import gaussian_hmm
+
+    rows = []
+    for name, segments, k in gaussian_series():
+        train, test = _split(len(segments))
+        train_seqs, test_seqs = [segments[i] for i in train], [segments[i] for i in test]
+        n_test = sum(s.size for s in test_seqs)
+        batches = np.array_split(np.arange(len(train_seqs)), n_batches)
+        quiet(gaussian_hmm.update, [train_seqs[i] for i in batches[0]], k=k)  # warm
+        start = time.perf_counter()
+        quiet(gaussian_hmm.spectral, train_seqs, k, seed=0)
+        t_once = time.perf_counter() - start
+        estimate, t_updates = None, 0.0
+        for batch in batches:
+            start = time.perf_counter()
+            estimate, _ = quiet(gaussian_hmm.update, [train_seqs[i] for i in batch], estimate, k=k, seed=0)
+            t_updates += time.perf_counter() - start
+        first = as_sequences([train_seqs[i] for i in batches[0]], categorical=False)
+        binned = gaussian_hmm.binned_moments(as_sequences(train_seqs, categorical=False),
+                                             gaussian_hmm.quantile_edges(first, k, None))
+        same, _ = quiet(gaussian_hmm.spectral_from_moments, binned, k, seed=0)
+        order = match_components(estimate.params["loc"], same.params["loc"])
+        start = time.perf_counter()
+        refined, _ = quiet(gaussian_hmm.refine, train_seqs, estimate)
+        t_refine = time.perf_counter() - start
+        X, lengths = np.concatenate(train_seqs)[:, None], [s.size for s in train_seqs]
+        start = time.perf_counter()
+        fits, _ = quiet(lambda: [GaussianHMM(k, n_iter=100, random_state=seed).fit(X, lengths) for seed in range(3)])
+        t_peer = time.perf_counter() - start
+        peer = max(fits, key=lambda fit: fit.score(X, lengths))
+
+        def per_observation(fit):
+            return f"{np.sum(gaussian_hmm.log_likelihood(test_seqs, fit)) / n_test:.4f}"
+
+        rows.append([name, k, f"{np.abs(estimate.params['loc'] - same.params['loc'][order]).max():.1e}",
+                     f"{t_updates:.3f}", f"{t_once:.3f}", per_observation(estimate),
+                     f"{per_observation(refined.estimate)} ({t_refine:.2f} s)",
+                     f"{peer.score(np.concatenate(test_seqs)[:, None], [s.size for s in test_seqs]) / n_test:.4f} "
+                     f"({t_peer:.2f} s)"])
+        print(rows[-1], flush=True)
+    return (f"Gaussian HMM: real series shipped with matplotlib cut into segments, the training segments (80%) "
+            f"in {n_batches} batches, the others held out\n\n"
+            + table(["series", "k", "gaussian_hmm.update vs the moment estimate on all training segments binned by "
+                     "the first batch's edges: largest |loc| difference", "all updates (s)",
+                     "one gaussian_hmm.spectral (s)", "held-out LL / observation, gaussian_hmm.update",
+                     "the same after gaussian_hmm.refine (its time)",
+                     "hmmlearn GaussianHMM on all training segments, best of 3 (their time)"], rows))
 
 
 def main(argv=None):
