@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from specinit._validation import as_generator
-from specinit.engine.backends import numba_kernel
+from specinit.engine.backends import numba_kernel, resident_scope
 from specinit.engine.support import project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 
@@ -145,9 +145,12 @@ def positive_eigenspace(raw, k: int, *, seed, oversample: int = OVERSAMPLE, max_
         Orthonormal eigenvectors.
     s : ndarray, shape (k,)
         The k largest positive Ritz values, descending.
+    leading : ndarray, shape (V, min(V, k + oversample))
+        The leading Ritz vectors (by magnitude): the ``start`` of a later fit.
     space : RitzSubspace
         The eigensolver's subspace (its signed Ritz values, residual and
-        passes go to the diagnostics).
+        passes go to the diagnostics); its tall arrays stay where the
+        moments' passes run (a JAX device for count moments on one).
 
     Raises
     ------
@@ -161,15 +164,23 @@ def positive_eigenspace(raw, k: int, *, seed, oversample: int = OVERSAMPLE, max_
     block = rng.standard_normal((d, width))
     if start is not None:
         block[:, : start.shape[1]] = start[:, :width]
-    space = krylov_eigenspace(raw.m2_matmat, block, k, min_passes=2, max_passes=max_passes, tol=tol)
-    positive = positive_ritz(space.ritz)
-    positive = positive[np.argsort(-space.ritz[positive], kind="stable")][:k]
-    if positive.size < k:
-        raise IndefiniteMomentError(
-            f"The pair moment E2 has only {positive.size} positive eigenvalues among its top {space.ritz.size} "
-            f"(signed: {np.array2string(space.ritz[:k + 1], precision=3)}): the data do not support k={k} "
-            f"topics. Try k <= {max(positive.size, 1)} or more documents.")
-    return space.basis @ space.vectors[:, positive], space.ritz[positive], space
+    with resident_scope(raw):  # moments on a device keep the Krylov space there (only small projections travel)
+        resident = getattr(raw, "resident", None)
+        space = krylov_eigenspace(raw.m2_matmat, block if resident is None else resident(block), k, min_passes=2,
+                                  max_passes=max_passes, tol=tol)
+        positive = positive_ritz(space.ritz)
+        positive = positive[np.argsort(-space.ritz[positive], kind="stable")][:k]
+        if positive.size < k:
+            raise IndefiniteMomentError(
+                f"The pair moment E2 has only {positive.size} positive eigenvalues among its top {space.ritz.size} "
+                f"(signed: {np.array2string(space.ritz[:k + 1], precision=3)}): the data do not support k={k} "
+                f"topics. Try k <= {max(positive.size, 1)} or more documents.")
+        # the tall results on the host, where the anchor algebra runs: the eigenvectors, and the whole leading Ritz
+        # block as the next update's start (the top k alone, completed by random columns, made the warm start's
+        # first passes no better than a cold start's on the docstrings corpus: 6-8 passes an update, against 4-5)
+        U = np.asarray(space.basis @ space.vectors[:, positive])
+        leading = np.asarray(space.basis @ space.vectors[:, : min(d, k + oversample)])
+    return U, space.ritz[positive], leading, space
 
 
 def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: float = 1.0,
@@ -239,11 +250,7 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     """
     d = raw.n_features
     rng = as_generator(seed, func)
-    U, s, space = positive_eigenspace(raw, k, seed=rng, start=start)
-    # the next update's start: the whole leading Ritz block (the top k alone, completed by random columns, made
-    # the warm start's first passes no better than a cold start's on the docstrings corpus: 6-8 passes an update,
-    # against 4-5 with the block)
-    leading = space.basis @ space.vectors[:, : min(d, k + OVERSAMPLE)]
+    U, s, leading, space = positive_eigenspace(raw, k, seed=rng, start=start)
     ritz, ritz_residual, passes = space.ritz, space.residual, space.passes
     del space  # the Krylov basis and its image, (V, up to 4 blocks) each, are freed before the recovery's algebra
     rowsum = U @ (s * U.sum(axis=0))

@@ -132,6 +132,24 @@ def test_tensor_fit_keeps_the_tall_arrays_on_the_device(corpus, monkeypatch):
     assert not jax.config.jax_enable_x64
 
 
+def test_default_fit_keeps_the_krylov_space_on_the_device(corpus, monkeypatch):
+    """The default call (anchor words on the pair moment, closing sweeps): every pass of its eigensolver gets a
+    device block, and the topics equal those of the NumPy backend."""
+    seen = []
+    original = jax_passes.DeviceCounts.m2_sum
+
+    def spy(self, A):
+        seen.append(isinstance(A, jax.Array))
+        return original(self, A)
+
+    monkeypatch.setattr(jax_passes.DeviceCounts, "m2_sum", spy)
+    dev = lda.spectral(corpus, 4, seed=1, doc_topics=False, backend="jax")
+    ref = lda.spectral(corpus, 4, seed=1, doc_topics=False, backend="numpy")
+    assert dev.diagnostics["method"] == "anchor" and len(seen) == dev.diagnostics["m2_passes"] and all(seen)
+    assert _rel(ref.params["beta"], dev.params["beta"]) < RTOL and _rel(ref.params["alpha"], dev.params["alpha"]) < RTOL
+    assert not jax.config.jax_enable_x64
+
+
 def _noisy_odeco(n, k, noise, seed):
     """A symmetric n^3 tensor: k orthogonal components with distinct weights plus symmetric noise."""
     rng = np.random.default_rng(seed)

@@ -155,8 +155,8 @@ def test_the_warm_start_leads_the_eigensolver():
     spectrum = np.concatenate([[3.0, 2.9, 2.8], 2.7 * 0.99 ** np.arange(197)])
     operator = type("Operator", (), {"n_features": 200,
                                      "m2_matmat": staticmethod(lambda Q: (basis * spectrum) @ (basis.T @ Q))})()
-    _, _, cold = positive_eigenspace(operator, 3, seed=0, oversample=0, max_passes=2)
-    _, _, warm = positive_eigenspace(operator, 3, seed=0, oversample=0, max_passes=2, start=basis[:, :3])
+    *_, cold = positive_eigenspace(operator, 3, seed=0, oversample=0, max_passes=2)
+    *_, warm = positive_eigenspace(operator, 3, seed=0, oversample=0, max_passes=2, start=basis[:, :3])
     assert warm.residual < 1e-10 < cold.residual
 
 
