@@ -290,6 +290,17 @@ def bench_nuts(small):
                                                  "warm time (s)", "default time (s)", "warm R-hat < 1.1"], out))
 
 
+def _streamed(update, parts, **options):
+    """``update`` over ``parts`` (the batches' data, in order) with ``options``, warnings collected: the last
+    estimate and the seconds of all the updates."""
+    estimate, seconds = None, 0.0
+    for part in parts:
+        start = time.perf_counter()
+        estimate, _ = quiet(update, part, estimate, **options)
+        seconds += time.perf_counter() - start
+    return estimate, seconds
+
+
 def bench_online(n_batches: int = 10):
     from sklearn.cluster import MiniBatchKMeans
 
@@ -306,11 +317,8 @@ def bench_online(n_batches: int = 10):
             start = time.perf_counter()
             once = gmm.spectral(x[train], k, covariance=covariance, seed=0)
             t_once = time.perf_counter() - start
-            estimate, t_updates = None, 0.0
-            for batch in batches:
-                start = time.perf_counter()
-                estimate = gmm.update(x[batch], estimate, k=k, covariance=covariance, seed=0)
-                t_updates += time.perf_counter() - start
+            estimate, t_updates = _streamed(gmm.update, [x[batch] for batch in batches], k=k, covariance=covariance,
+                                            seed=0)
             same = once.params["loc"][match_components(estimate.params["loc"], once.params["loc"])]
             kmeans = MiniBatchKMeans(k, random_state=0, n_init=3)
             start = time.perf_counter()
@@ -345,11 +353,7 @@ def _online_multiview(n_batches: int) -> str:
         start = time.perf_counter()
         once, _ = quiet(mv.spectral, [v[train] for v in views], k, seed=0)
         t_once = time.perf_counter() - start
-        estimate, t_updates = None, 0.0
-        for batch in batches:
-            start = time.perf_counter()
-            estimate, _ = quiet(mv.update, [v[batch] for v in views], estimate, k=k, seed=0)
-            t_updates += time.perf_counter() - start
+        estimate, t_updates = _streamed(mv.update, [[v[batch] for v in views] for batch in batches], k=k, seed=0)
         site = once.match_site
         same = once.params[site][match_components(estimate.params[site], once.params[site])]
         x = np.hstack(views)
@@ -380,11 +384,8 @@ def _online_hmm(n_batches: int, n_letters: int = 200_000) -> str:
         start = time.perf_counter()
         once, _ = quiet(hmm.spectral, train_seqs, k, 27, seed=0)
         t_once = time.perf_counter() - start
-        estimate, t_updates = None, 0.0
-        for batch in batches:
-            start = time.perf_counter()
-            estimate, _ = quiet(hmm.update, [train_seqs[i] for i in batch], estimate, k=k, n_symbols=27, seed=0)
-            t_updates += time.perf_counter() - start
+        estimate, t_updates = _streamed(hmm.update, [[train_seqs[i] for i in batch] for batch in batches], k=k,
+                                        n_symbols=27, seed=0)
         same = once.params["emission"][match_components(estimate.params["emission"], once.params["emission"])]
         start = time.perf_counter()
         refined, _ = quiet(hmm.refine, train_seqs, estimate)
@@ -439,11 +440,8 @@ def _online_gaussian_hmm(n_batches: int) -> str:
         start = time.perf_counter()
         quiet(gaussian_hmm.spectral, train_seqs, k, seed=0)
         t_once = time.perf_counter() - start
-        estimate, t_updates = None, 0.0
-        for batch in batches:
-            start = time.perf_counter()
-            estimate, _ = quiet(gaussian_hmm.update, [train_seqs[i] for i in batch], estimate, k=k, seed=0)
-            t_updates += time.perf_counter() - start
+        estimate, t_updates = _streamed(gaussian_hmm.update, [[train_seqs[i] for i in batch] for batch in batches],
+                                        k=k, seed=0)
         first = as_sequences([train_seqs[i] for i in batches[0]], categorical=False)
         binned = gaussian_hmm.binned_moments(as_sequences(train_seqs, categorical=False),
                                              gaussian_hmm.quantile_edges(first, k, None))
