@@ -99,11 +99,12 @@ class RowSums:
     = (x - origin) / scale`` in the frame of the first batch (its mean and
     largest column range): two summaries of disjoint batches add up (``+``,
     the second re-expressed in the first's frame by the binomial expansion)
-    to the summary of their union (up to the lower order of the two), and the central moments read from it
-    (:meth:`standardized`, :meth:`projected_central`; :class:`RowMoments`) equal those of all the rows
-    at once (to rounding), so rows can arrive in batches. Memory: about six
-    (d,) * order float arrays while summaries merge and are read (refused over
-    the memory budget, :func:`specinit.memory_limit`).
+    to the summary of their union (up to the lower order of the two), and
+    the central moments read from it (:meth:`standardized`,
+    :meth:`projected_central`; :class:`RowMoments`) equal those of all the
+    rows at once (to rounding), so rows can arrive in batches. Memory: about
+    six (d,) * order float arrays while summaries merge and are read (refused
+    over the memory budget, :func:`specinit.memory_limit`).
 
     Parameters
     ----------
