@@ -63,15 +63,56 @@ def _default_bins(k: int) -> int:
 
 
 def quantile_edges(seqs: list, k: int, n_bins: int | None) -> np.ndarray:
-    """The ``n_bins - 1`` interior edges of the quantile bins of validated real sequences (``n_bins`` checked: at
-    least k, and at most the number of observations, beyond which bins are empty)."""
+    """The interior edges of the quantile bins of real sequences.
+
+    Parameters
+    ----------
+    seqs : list of ndarray
+        Validated real sequences (:func:`specinit.engine.sequences.as_sequences`).
+    k : int
+        Number of hidden states.
+    n_bins : int or None
+        Number of bins, at least ``k`` and at most the number of
+        observations (beyond which bins are empty); None: ``max(3 k, 10)``.
+
+    Returns
+    -------
+    ndarray, shape (n_bins - 1,)
+        Sorted edges; an observation ``x`` falls in bin
+        ``searchsorted(edges, x, side="right")``.
+
+    Raises
+    ------
+    ValueError
+        ``n_bins`` out of range.
+    """
     pooled = np.concatenate(seqs)
     n_bins = Interval(int, k, max(k, pooled.size)).check("n_bins", _default_bins(k) if n_bins is None else n_bins)
     return np.quantile(pooled, np.linspace(0.0, 1.0, n_bins + 1)[1:-1])
 
 
 def binned_moments(seqs: list, edges: np.ndarray, backend=None) -> GaussianHMMMoments:
-    """The moments of :func:`spectral` for validated real sequences and the interior edges of their bins."""
+    """The moments of :func:`spectral` for real sequences binned by given edges.
+
+    Parameters
+    ----------
+    seqs : list of ndarray
+        Validated real sequences (:func:`specinit.engine.sequences.as_sequences`).
+    edges : ndarray, shape (n_bins - 1,)
+        Sorted interior edges of the bins (:func:`quantile_edges`).
+    backend : str, Passes or None
+        Where the passes over the triples run.
+
+    Returns
+    -------
+    GaussianHMMMoments
+        For :func:`spectral_from_moments`.
+
+    Raises
+    ------
+    ValueError
+        No sequence of length >= 3.
+    """
     n_bins = edges.size + 1
     chain = triple_views([np.searchsorted(edges, s, side="right") for s in seqs], n_bins)
     middle = np.concatenate([s[1:-1] for s in seqs if s.size >= 3])
