@@ -245,7 +245,7 @@ class _SummedMoments:
     def __init__(self, sums: RowSums, cumulant: str):
         self.cumulant = cumulant
         self.n_samples = sums.n
-        self.mean, self.unit, self._covariance, _ = sums.standardized()
+        self.mean, self.unit, (self._covariance,) = sums.standardized(order=2)
         self._sums = sums
 
     @property
@@ -256,8 +256,10 @@ class _SummedMoments:
         return self._covariance
 
     def whitened_cumulant(self, W) -> np.ndarray:
-        central = self._sums.projected_central(W)
-        return central[1] if self.cumulant == "skew" else central[2] - pair_product_tensor(central[0])
+        if self.cumulant == "skew":
+            return self._sums.projected_central(W, order=3)[1]
+        second, _, fourth = self._sums.projected_central(W, order=4)
+        return fourth - pair_product_tensor(second)
 
 
 def _check_no_constant_columns(spread, magnitude) -> None:

@@ -91,6 +91,16 @@ def quantile_edges(seqs: list, k: int, n_bins: int | None) -> np.ndarray:
     return np.quantile(pooled, np.linspace(0.0, 1.0, n_bins + 1)[1:-1])
 
 
+def _binned(seqs: list, edges: np.ndarray) -> tuple[list, np.ndarray, np.ndarray]:
+    """The bin of every observation, and over the sliding triples the middle observations and the bins of the
+    observations after them."""
+    binned = [np.searchsorted(edges, s, side="right") for s in seqs]
+    long = [(s, b) for s, b in zip(seqs, binned) if s.size >= 3]
+    middle = np.concatenate([s[1:-1] for s, _ in long]) if long else np.zeros(0)
+    following = np.concatenate([b[2:] for _, b in long]) if long else np.zeros(0, dtype=np.intp)
+    return binned, middle, following
+
+
 def binned_moments(seqs: list, edges: np.ndarray, backend=None) -> GaussianHMMMoments:
     """The moments of :func:`spectral` for real sequences binned by given edges.
 
@@ -114,8 +124,8 @@ def binned_moments(seqs: list, edges: np.ndarray, backend=None) -> GaussianHMMMo
         No sequence of length >= 3.
     """
     n_bins = edges.size + 1
-    chain = triple_views([np.searchsorted(edges, s, side="right") for s in seqs], n_bins)
-    middle = np.concatenate([s[1:-1] for s in seqs if s.size >= 3])
+    binned, middle, _ = _binned(seqs, edges)
+    chain = triple_views(binned, n_bins)
     extended = ViewMoments([*chain.views, np.column_stack([middle, middle**2])], backend=backend)
     chain = ChainViews(ViewMoments(chain.views, backend=backend), chain.first_mean, chain.counts)
     return GaussianHMMMoments(chain, extended, n_bins, float(np.concatenate(seqs).var()))
@@ -153,11 +163,8 @@ class BinnedSums:
     @classmethod
     def from_sequences(cls, seqs: list, edges: np.ndarray, name: str = "sequences") -> "BinnedSums":
         """The summary of validated real sequences binned by ``edges``."""
-        binned = [np.searchsorted(edges, s, side="right") for s in seqs]
+        binned, middle, following = _binned(seqs, edges)
         n_bins = edges.size + 1
-        long = [(s, b) for s, b in zip(seqs, binned) if s.size >= 3]
-        middle = np.concatenate([s[1:-1] for s, _ in long]) if long else np.zeros(0)
-        following = np.concatenate([b[2:] for _, b in long]) if long else np.zeros(0, dtype=np.intp)
         next_sums = np.column_stack([np.bincount(following, weights=middle, minlength=n_bins),
                                      np.bincount(following, weights=middle**2, minlength=n_bins)])
         pooled = np.concatenate(seqs)
@@ -177,9 +184,9 @@ class BinnedSums:
         """:func:`binned_moments` of every sequence summed, read from the sums (no pass over sequences)."""
         chain = self.counts.chain_views()
         views = chain.views
-        symbols = np.flatnonzero(self.counts.seen)
-        extended = SummedViews(views.n_observations, (*views.dims, 2),
-                               {**views.pairs, (2, 3): self.next_sums[symbols]}, views.triples)
+        observed = self.next_sums if chain.symbols is None else self.next_sums[chain.symbols]  # the views' bins
+        extended = SummedViews(views.n_observations, (*views.dims, 2), {**views.pairs, (2, 3): observed},
+                               views.triples)
         return GaussianHMMMoments(chain, extended, self.n_bins, float(self.pooled[2] / self.pooled[0]))
 
     def to_arrays(self) -> dict:

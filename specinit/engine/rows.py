@@ -186,16 +186,18 @@ class RowSums:
         return RowSums(self.n + other.n, np.minimum(self.low, other.low), np.maximum(self.high, other.high),
                        self.origin, self.scale, *(mine + theirs for mine, theirs in zip(self.powers, shifted)))
 
-    def standardized(self) -> tuple[np.ndarray, float, np.ndarray, np.ndarray]:
-        """``(shift, unit, E[z z^T], E[z^(x)3])`` of the standardized rows ``z = (x - shift) / unit`` (``shift`` the
-        mean, ``unit`` the largest column range): what :class:`RowMoments` computes from the rows themselves."""
+    def standardized(self, order: int = 3) -> tuple[np.ndarray, float, tuple]:
+        """``(shift, unit, central)`` of the standardized rows ``z = (x - shift) / unit`` (``shift`` the mean,
+        ``unit`` the largest column range): ``central`` holds ``E[z^(x)p]`` for ``p = 2 .. order``
+        (``E[z z^T]``, ``E[z^(x)3]``: what :class:`RowMoments` computes from the rows themselves)."""
         mean = self.powers[0] / self.n
         unit = unit_of(self.high - self.low)
         ratio = self.scale / unit
-        _, second, third = _shifted_power_sums(self.n, self.powers[:3], 1.0, -mean)
-        return self.origin + self.scale * mean, unit, ratio**2 * second / self.n, ratio**3 * third / self.n
+        central = _shifted_power_sums(self.n, self.powers[:order], 1.0, -mean)[1:]
+        return self.origin + self.scale * mean, unit, tuple(ratio**p * total / self.n
+                                                            for p, total in enumerate(central, 2))
 
-    def projected_central(self, W: np.ndarray) -> tuple:
+    def projected_central(self, W: np.ndarray, order: int | None = None) -> tuple:
         """``E[u^(x)p]`` for ``p = 2 .. order`` of ``u = W^T z`` (``z`` the standardized rows of
         :meth:`standardized`), each (k,) * p: the sums are contracted with ``W`` before the shift to the mean, so
         no (d,) * order central tensor is formed.
@@ -203,6 +205,8 @@ class RowSums:
         Parameters
         ----------
         W : ndarray, shape (d, k)
+        order : int, optional
+            The highest power read (default: every power summed).
 
         Returns
         -------
@@ -210,7 +214,7 @@ class RowSums:
         """
         ratio = self.scale / unit_of(self.high - self.low)
         projected = []
-        for power in self.powers:
+        for power in self.powers[:order]:
             for _ in range(power.ndim):  # contract the leading axis; the new one goes last
                 power = np.tensordot(power, W, axes=(0, 0))
             projected.append(power)
@@ -307,7 +311,7 @@ class RowMoments(OnBackend):
         if summed:  # the moments from the summary's sums: no pass over rows
             self._run_on("numpy", "numpy", ROW_PASSES)
             n, d = x.n, x.n_features
-            self.shift, self.unit, cov, third = x.standardized()
+            self.shift, self.unit, (cov, third) = x.standardized()
             ptp = x.high - x.low
         else:
             source = x if isinstance(x, ViewSource) else ViewSource([x], "x", minimum=1)
