@@ -811,7 +811,10 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
     (to rounding). The topics are then recovered from the merged moments by
     anchor words (the second-order method of :func:`spectral`,
     ``method="anchor"``), the eigensolver started from the previous fit's
-    leading Ritz vectors; the ``em_sweeps`` closing sweeps run over the new batch only
+    leading Ritz vectors and stopped once its residual is a tenth of the
+    sampling noise the pair moment's negative eigenvalues show
+    (:func:`~specinit.engine.anchors.positive_eigenspace`); the ``em_sweeps``
+    closing sweeps run over the new batch only
     (the earlier documents are not kept): each M-step adds the earlier
     documents' expected topic-word counts under the current topics from their
     merged word counts, ``n_w p(topic | w)`` with ``p(topic | w)``

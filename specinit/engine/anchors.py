@@ -16,11 +16,14 @@ from specinit.engine.backends import numba_kernel, resident_scope
 from specinit.engine.support import project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 
-__all__ = ["OVERSAMPLE", "anchor_weights_step", "fit_anchor", "positive_eigenspace", "positive_ritz",
+__all__ = ["OVERSAMPLE", "WARM_NOISE_TOL", "anchor_weights_step", "fit_anchor", "positive_eigenspace", "positive_ritz",
            "simplex_projection", "supported_k"]
 
 #: Columns of the eigensolver's block beyond the k wanted (and of the eigenspace kept for a warm start).
 OVERSAMPLE = 10
+
+#: A warm-started eigensolver also stops when its residual is this fraction of the pair moment's sampling noise.
+WARM_NOISE_TOL = 0.1
 
 
 def supported_k(ritz: np.ndarray) -> int:
@@ -137,7 +140,17 @@ def positive_eigenspace(raw, k: int, *, seed, oversample: int = OVERSAMPLE, max_
         Relative Ritz residual at which the eigensolver stops.
     start : ndarray, shape (V, <= k + oversample), optional
         Leads the Krylov start block (the rest is random), e.g. a previous
-        fit's eigenvectors: a warm start.
+        fit's eigenvectors: a warm start. A warm start may stop after its
+        first pass, and stops too once its absolute residual is at most
+        :data:`WARM_NOISE_TOL` times the sampling noise that the negative
+        Ritz values show (``noise_tol`` of
+        :func:`~specinit.engine.whitening.krylov_eigenspace`): the previous
+        fit's converged directions lead the space, so the new batch's change
+        is resolved to below the noise in one or two passes. A random start
+        keeps the relative rule alone: stopped at the noise level, its top
+        eigenvectors (and the anchors read from them) still depend on the
+        random block (held-out perplexity 669-695 over six seeds on the
+        docstrings corpus, against 680.2-680.4 at ``tol``).
 
     Returns
     -------
@@ -159,6 +172,7 @@ def positive_eigenspace(raw, k: int, *, seed, oversample: int = OVERSAMPLE, max_
         what the data support).
     """
     rng = as_generator(seed, "positive_eigenspace")
+    warm = start is not None and start.shape[1] > 0
     d = raw.n_features
     width = min(d, k + oversample)
     block = rng.standard_normal((d, width))
@@ -166,8 +180,9 @@ def positive_eigenspace(raw, k: int, *, seed, oversample: int = OVERSAMPLE, max_
         block[:, : start.shape[1]] = start[:, :width]
     with resident_scope(raw):  # moments on a device keep the Krylov space there (only small projections travel)
         resident = getattr(raw, "resident", None)
-        space = krylov_eigenspace(raw.m2_matmat, block if resident is None else resident(block), k, min_passes=2,
-                                  max_passes=max_passes, tol=tol)
+        space = krylov_eigenspace(raw.m2_matmat, block if resident is None else resident(block), k,
+                                  min_passes=2, max_passes=max_passes, tol=tol,
+                                  noise_tol=WARM_NOISE_TOL if warm else 0.0)
         positive = positive_ritz(space.ritz)
         positive = positive[np.argsort(-space.ritz[positive], kind="stable")][:k]
         if positive.size < k:

@@ -151,16 +151,18 @@ def _ritz_pairs(B: np.ndarray, G: np.ndarray, k: int, order: str):
     (orthonormal Q): no product with the tall basis. Cancellation limits
     them to about ``1e-8`` relative, far below the stopping tolerance; the
     reported residual is recomputed from the tall arrays (:func:`_exact_residual`).
+    Returns the Ritz values and vectors, the largest relative residual
+    ``||M2 u - s u|| / |s|`` and the largest absolute one ``||M2 u - s u||``.
     """
     ritz, vecs = np.linalg.eigh(0.5 * (B + B.T))
     rank = np.argsort(-np.abs(ritz))
     ritz, vecs = ritz[rank], vecs[:, rank]
     wanted = wanted_pairs(ritz, k, order)
     if wanted.size == 0:
-        return ritz, vecs, np.inf
+        return ritz, vecs, np.inf, np.inf
     s, top = ritz[wanted], vecs[:, wanted]
-    squared = np.maximum(np.einsum("ij,ij->j", top, G @ top) - s**2, 0.0)
-    return ritz, vecs, float(np.max(np.sqrt(squared) / np.maximum(np.abs(s), np.finfo(float).tiny)))
+    absolute = np.sqrt(np.maximum(np.einsum("ij,ij->j", top, G @ top) - s**2, 0.0))
+    return ritz, vecs, float(np.max(absolute / np.maximum(np.abs(s), np.finfo(float).tiny))), float(np.max(absolute))
 
 
 def _exact_residual(basis, image, ritz: np.ndarray, vecs: np.ndarray, wanted) -> float:
@@ -197,7 +199,8 @@ def _next_block(basis, candidates):
 
 
 def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2, max_passes: int = 13,
-                      tol: float = 1e-2, max_blocks: int = 4, order: str = "magnitude") -> RitzSubspace:
+                      tol: float = 1e-2, noise_tol: float = 0.0, max_blocks: int = 4,
+                      order: str = "magnitude") -> RitzSubspace:
     """Top-k eigenpairs of a symmetric operator by randomized block Krylov iteration.
 
     Block Lanczos with full reorthogonalization: the search space starts as
@@ -226,6 +229,17 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
         Passes always done, and at most done.
     tol : float
         Stop when the top-k relative Ritz residual is below ``tol``.
+    noise_tol : float, default 0
+        Stop also when the largest absolute residual ``||M2 u - s u||`` of
+        the wanted pairs is at most ``noise_tol`` times the magnitude of the
+        most negative Ritz value. For a moment whose population value is
+        positive semi-definite (a pair moment of a mixture) that value is
+        sampling noise, and its magnitude a lower bound of the noise's
+        spectral norm: the eigenvectors' error from the iteration is then at
+        most ``noise_tol`` times the error the data leave in them
+        (Davis-Kahan: both are a residual over the eigengap). 0 turns the
+        rule off, as does a space without negative Ritz values (exact
+        moments).
     max_blocks : int
         Blocks kept in the space before a thick restart.
     order : {"magnitude", "positive"}
@@ -240,7 +254,7 @@ def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2,
     """
     order = check_choice(order, "order", None, EIGENSPACES)
     with one_blas_thread():
-        return _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks, order)
+        return _block_lanczos(matmat, start, k, min_passes, max_passes, tol, noise_tol, max_blocks, order)
 
 
 def _columns(xp, new, buffer, tall=None):
@@ -253,7 +267,7 @@ def _columns(xp, new, buffer, tall=None):
     return buffer[:, : m + new.shape[1]]
 
 
-def _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks, order) -> RitzSubspace:
+def _block_lanczos(matmat, start, k, min_passes, max_passes, tol, noise_tol, max_blocks, order) -> RitzSubspace:
     # The tall arrays (basis, image: (d, m)) stay where ``start`` is (host or device: namespace); the projections
     # B = Q^T M2 Q and G = (M2 Q)^T (M2 Q) are small host arrays grown by one block per pass (O(d m b) per pass).
     xp = namespace(start)
@@ -273,8 +287,9 @@ def _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks, or
     B = np.asarray(basis.T @ image)
     G = np.asarray(image.T @ image)
     while True:
-        ritz, vecs, residual = _ritz_pairs(B, G, k, order)
-        if passes >= max_passes or (passes >= min_passes and residual < tol):
+        ritz, vecs, residual, absolute = _ritz_pairs(B, G, k, order)
+        below_noise = absolute <= noise_tol * max(-float(ritz.min()), 0.0)
+        if passes >= max_passes or (passes >= min_passes and (residual < tol or below_noise)):
             break
         m = basis.shape[1]
         newest = image[:, m - added :]
@@ -295,7 +310,7 @@ def _block_lanczos(matmat, start, k, min_passes, max_passes, tol, max_blocks, or
         B = np.block([[B, C], [C.T, np.asarray(block.T @ Y)]])
         G = np.block([[G, H], [H.T, np.asarray(Y.T @ Y)]])
         basis, image = _columns(xp, block, buffers[0], basis), _columns(xp, Y, buffers[1], image)
-    ritz, vecs, _ = _ritz_pairs(B, G, k, order)  # of the final space (a thick restart may have rotated it)
+    ritz, vecs, *_ = _ritz_pairs(B, G, k, order)  # of the final space (a thick restart may have rotated it)
     residual = _exact_residual(basis, image, ritz, vecs, wanted_pairs(ritz, k, order))
     return RitzSubspace(basis=basis, image=image, ritz=ritz, vectors=vecs, residual=residual, passes=passes)
 

@@ -276,3 +276,25 @@ def test_krylov_basis_stays_orthonormal_when_the_space_is_nearly_invariant(tail)
     np.testing.assert_allclose(space.basis.T @ space.basis, np.eye(space.basis.shape[1]), rtol=0, atol=1e-12)
     np.testing.assert_allclose(space.image, m2 @ space.basis, rtol=0, atol=1e-12)
     np.testing.assert_allclose(space.ritz[:4], np.linalg.eigvalsh(m2)[::-1][:4], rtol=1e-9)
+
+
+def test_krylov_noise_rule_stops_at_the_sampling_noise():
+    """A rank-4 signal plus symmetric noise (negative eigenvalues): with ``noise_tol`` the iteration stops once the
+    wanted pairs' absolute residual is within that fraction of the most negative Ritz value, earlier than the
+    relative rule alone; on the signal without noise (positive semi-definite) the rule never fires."""
+    d = 300
+    rng = np.random.default_rng(6)
+    signal = spectrum_matrix(np.concatenate([[4.0, 3.5, 3.0, 2.5], np.zeros(d - 4)]), d=d, seed=7)
+    noise = rng.standard_normal((d, d))
+    m2 = signal + 1.2 * (noise + noise.T) / np.sqrt(2 * d)  # noise spectral norm ~ 2 * 1.2 / sqrt(2) ~ 1.7
+    start = rng.standard_normal((d, 8))
+    strict = krylov_eigenspace(lambda Q: m2 @ Q, start, 4, tol=1e-8, max_passes=30)
+    noisy = krylov_eigenspace(lambda Q: m2 @ Q, start, 4, tol=1e-8, noise_tol=0.1, max_passes=30)
+    assert noisy.passes < strict.passes
+    wanted = noisy.basis @ noisy.vectors[:, :4]
+    absolute = np.linalg.norm(m2 @ wanted - wanted * noisy.ritz[:4], axis=0)
+    assert absolute.max() <= 0.1 * -noisy.ritz.min() + 1e-8
+    assert -noisy.ritz.min() <= -np.linalg.eigvalsh(m2)[0] + 1e-12  # the Ritz value bounds the noise from below
+    exact = krylov_eigenspace(lambda Q: signal @ Q, start, 4, tol=1e-8, noise_tol=0.1, max_passes=30)
+    assert exact.passes == krylov_eigenspace(lambda Q: signal @ Q, start, 4, tol=1e-8, max_passes=30).passes
+    assert exact.residual < 1e-8

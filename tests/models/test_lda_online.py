@@ -8,6 +8,7 @@ import pytest
 import scipy.sparse as sp
 
 import specinit
+from specinit.engine import anchors
 from specinit.engine.anchors import OVERSAMPLE, positive_eigenspace
 from specinit.engine import moments as moments_module
 from specinit.engine.moments import CountMoments, PairSums
@@ -158,6 +159,29 @@ def test_the_warm_start_leads_the_eigensolver():
     *_, cold = positive_eigenspace(operator, 3, seed=0, oversample=0, max_passes=2)
     *_, warm = positive_eigenspace(operator, 3, seed=0, oversample=0, max_passes=2, start=basis[:, :3])
     assert warm.residual < 1e-10 < cold.residual
+
+
+def test_warm_updates_stop_at_the_sampling_noise(monkeypatch):
+    """Short documents (15 tokens, V = 300, k = 10): the pair moment's negative Ritz values are 0.4 of its k-th
+    positive one. Warm-started updates stop once the residual is a tenth of that noise: fewer passes than the
+    relative rule alone, and the same topic error to the truth."""
+    corpus = sample_lda(n_docs=4000, vocab_size=300, k=10, alpha=0.3, doc_length=15, seed=2)
+    X = sp.csr_matrix(corpus.counts)
+
+    def run():
+        estimate, passes = None, []
+        for batch in _batches(X, 1000):
+            estimate = lda.update(batch, estimate, k=10, seed=0)
+            passes.append(estimate.diagnostics["m2_passes"])
+        beta = estimate.params["beta"]
+        return passes, np.abs(corpus.beta - beta[best_permutation(corpus.beta, beta)]).sum(axis=1).mean()
+
+    passes, error = run()
+    monkeypatch.setattr(anchors, "WARM_NOISE_TOL", 0.0)
+    strict_passes, strict_error = run()
+    assert passes[0] == strict_passes[0]  # the first batch is a cold start: the relative rule alone
+    assert sum(passes[1:]) < sum(strict_passes[1:])
+    assert abs(error - strict_error) < 0.005
 
 
 def test_updates_continue_after_save_and_load(corpus, tmp_path):
