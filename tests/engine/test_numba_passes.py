@@ -144,6 +144,18 @@ def test_compiled_anchor_step_equals_the_numpy_step(monkeypatch):
     poisoned = product.copy()
     poisoned[300, 2] = np.nan
     assert np.isnan(anchor_weights_step(Y.copy(), poisoned, H, C.copy(), 3.0, 0.4))
+    import numba
+
+    threads = numba.get_num_threads()
+    split = []  # the rows split over one thread and over every thread: the same iterates, bit for bit
+    for n_threads in (1, numba.config.NUMBA_NUM_THREADS):
+        numba.set_num_threads(n_threads)
+        state = (Y.copy(), C.copy())
+        split.append((anchor_weights_step(state[0], product, H, state[1], 3.0, 0.4), *state))
+    numba.set_num_threads(threads)
+    assert split[0][0] == split[1][0]
+    for one, every in zip(split[0][1:], split[1][1:]):
+        np.testing.assert_array_equal(one, every)
 
     beta, weights = random_instance(4, 60, seed=5)
     moments = CountMoments(sp.csr_matrix(sample_lda(beta, weights, N=500, length=30, seed=6)[0]))
