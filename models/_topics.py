@@ -29,18 +29,20 @@ from specinit._validation import (
     warn,
 )
 from specinit.distributions.counts import DocumentCounts, from_csr, topic_components
-from specinit.engine.anchors import supported_k
-from specinit.engine.backends import numba_kernel
+from specinit.align import match_components
+from specinit.engine.anchors import fit_anchor, supported_k
+from specinit.engine.backends import numba_kernel, one_blas_thread
 from specinit.engine.backends.numpy import in_order
 from specinit.engine.decompose import check_options, decompose
-from specinit.engine.moments import WEIGHTINGS, CountMoments
-from specinit.engine.sources import row_ranges
+from specinit.engine.moments import WEIGHTINGS, CountMoments, PairSums
+from specinit.engine.sources import CountSource, row_ranges
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family, k_param
+from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, UPDATED_ESTIMATE, Family, k_param
 
-__all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "POPULATION_TOPICS", "TopicData", "TopicFamily",
+__all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "POPULATION_TOPICS", "UPDATE_ARGUMENTS", "AnchorUpdate",
+           "TopicData", "TopicFamily",
            "check_alpha0_grid", "close_topics", "default_alpha0_grid", "document_topics", "fit_lda_grid",
            "lda_moment_fit", "raw_subspace", "word_pairs"]
 
@@ -79,6 +81,49 @@ class TopicData:
 
     csr: object
     documents: DocumentCounts
+
+
+#: The arguments every topic family's ``update`` declares the same way (its ``weighting`` is its own).
+UPDATE_ARGUMENTS = {
+    "counts": Param("array-like, scipy.sparse matrix, list of chunks or callable",
+                    "The new (n, V) counts (any input :func:`spectral` reads, except Dask)."),
+    "estimate": UPDATED_ESTIMATE,
+    "k": Param("int, optional", "Number of topics: required for the first batch; with ``estimate`` it must be None or "
+               "``estimate.k``.", None, Interval(int, 1, none=True)),
+    "vocabulary": Param("sequence of str, optional", "Words of the columns; with ``estimate`` it must equal its "
+                        "vocabulary.", None),
+}
+
+
+@dataclass(frozen=True)
+class AnchorUpdate:
+    """What :meth:`TopicFamily.anchor_update` returns: the batch, the merged summary and the recovered topics.
+
+    Attributes
+    ----------
+    source : CountSource
+        The batch, validated.
+    batch, merged : PairSums
+        The batch's summary and the merged one (everything seen).
+    beta : ndarray, shape (k, V)
+        Topics, in the previous fit's order.
+    alpha : ndarray, shape (k,)
+        ``alpha_sum`` times the topic probabilities, in the same order.
+    report : dict
+        Diagnostics of the anchor fit plus ``n_batches``.
+    state : dict
+        The merged summary and the eigensolver's leading Ritz block (``eigenspace``), to keep in the estimate.
+    vocabulary : tuple of str or None
+    """
+
+    source: CountSource
+    batch: PairSums
+    merged: PairSums
+    beta: np.ndarray
+    alpha: np.ndarray
+    report: dict
+    state: dict
+    vocabulary: tuple | None
 
 
 class TopicFamily(Family):
@@ -126,6 +171,69 @@ class TopicFamily(Family):
                  f"moments are too noisy for k={k} (try more documents, a smaller k, or method='tpm' with more "
                  "restarts).")
         return raw, eig, report
+
+    def anchor_update(self, counts, estimate, k, *, weighting: str, vocabulary, seed, floor: float,
+                      alpha_sum: float = 1.0) -> "AnchorUpdate":
+        """The moment half of an online update: a batch's pair sums merged with the stored ones, anchor words.
+
+        The summary of the documents seen so far (:class:`~specinit.engine.moments.PairSums`, stored in
+        ``estimate.state`` under :data:`~specinit.family.MOMENTS_STATE`) and the batch's add up exactly; the
+        topics are recovered from the merged pair moment by anchor words
+        (:func:`~specinit.engine.anchors.fit_anchor`), the eigensolver started from the previous fit's
+        leading Ritz block, and put in the order of the previous topics (matched by L1 distance).
+
+        Parameters
+        ----------
+        counts : array-like, sparse matrix, list of chunks or callable
+            The batch (validated here, once: the returned ``source`` reads it again).
+        estimate : SpectralEstimate or None
+            The fit to update; None for the first batch.
+        k : int or None
+            Topics; required for the first batch, else None or ``estimate.k``.
+        weighting : {"pooled", "per-document"}
+            The pair moment's estimator (the stored summary's, for later batches).
+        vocabulary : sequence of str or None
+            The columns' words; with ``estimate`` it must equal the estimate's.
+        seed : int or numpy.random.Generator
+        floor : float
+        alpha_sum : float, default 1.0
+            Sum of the returned ``alpha`` (topic probabilities times it).
+
+        Returns
+        -------
+        AnchorUpdate
+
+        Raises
+        ------
+        ValueError
+            As :meth:`~specinit.family.Family.stream`, a ``k`` or ``vocabulary`` other than the estimate's,
+            invalid counts.
+        """
+        func = current_entry()
+        rng = as_generator(seed)
+        stored, k, n_batches = self.stream(estimate, k, PairSums, func)
+        if stored is not None:
+            if k != estimate.k:  # the warm start is the estimate's eigenspace
+                raise bad_argument("k", None, f"None or the estimate's k = {estimate.k}", k)
+            if vocabulary is not None and estimate.vocabulary is not None and tuple(vocabulary) != estimate.vocabulary:
+                raise bad_argument("vocabulary", None, "the estimate's vocabulary", vocabulary)
+            vocabulary = vocabulary if vocabulary is not None else estimate.vocabulary
+        source = CountSource(counts)  # validated once, read by the pair sums and by what follows
+        # a batch joining dense pair sums is summed dense (no sparse (V, V) product to convert)
+        batch = PairSums.from_counts(source, weighting, "counts",
+                                     dense=stored is not None and isinstance(stored.pairs, np.ndarray))
+        merged = batch if stored is None else stored + batch
+        start = np.zeros((batch.n_features, 0)) if stored is None else np.asarray(estimate.state["eigenspace"])
+        with one_blas_thread():
+            beta, alpha, eigenspace, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor,
+                                                         alpha_sum=alpha_sum, start=start)
+        if estimate is not None:
+            # topics keep their labels from batch to batch: the new ones are put in the order of the closest old ones
+            order = match_components(estimate.params["beta"], beta)
+            beta, alpha = beta[order], alpha[order]
+        state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
+        state.update(eigenspace=eigenspace)
+        return AnchorUpdate(source, batch, merged, beta, alpha, {**report, "n_batches": n_batches}, state, vocabulary)
 
     def k_score(self, counts, k: int, rng, **spectral_kw) -> float:
         """Held-out log-likelihood of the k-topic fit, averaged over :data:`K_FOLDS` folds of the documents.

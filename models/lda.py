@@ -48,14 +48,12 @@ from specinit._validation import Interval, Options, as_generator, bad_argument, 
 from specinit.distributions.continuous import TRANSFORMS, LogRatioDirichlet, point_mass
 from specinit.distributions.counts import HIGHEST, DenseTopicCounts, ModelData, as_document_counts, \
     lda_augmented_step, lda_loglik, lda_marginal_loglik_draws
-from specinit.align import match_components
 from specinit.engine.backends import one_blas_thread
-from specinit.engine.moments import CountMoments, PairSums
-from specinit.engine.sources import CountSource
+from specinit.engine.moments import CountMoments
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
-from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, UPDATED_ESTIMATE, site_values
+from specinit.family import COMMON_OPTIONS, site_values
 from specinit.engine.anchors import fit_anchor
 from specinit.models._svi import LOCAL_STEP, SVI_OPTIONS, local_gamma, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS as TOPIC_MODEL_ARGUMENTS
@@ -63,6 +61,7 @@ from specinit.models._topics import (
     ALPHA0,
     ALPHA0_MAX,
     POPULATION_TOPICS,
+    UPDATE_ARGUMENTS,
     TopicFamily,
     check_alpha0_grid,
     close_topics,
@@ -790,17 +789,10 @@ def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progres
 
 
 @FAMILY.face(
-    validate=True,
-    counts=Param("array-like, scipy.sparse matrix, list of chunks or callable",
-                 "The new (n, V) counts (any input :func:`spectral` reads, except Dask)."),
-    estimate=UPDATED_ESTIMATE,
-    k=Param("int, optional", "Number of topics: required for the first batch; with ``estimate`` it must be None or "
-            "``estimate.k``.", None, Interval(int, 1, none=True)),
+    validate=True, **UPDATE_ARGUMENTS,
     weighting=replace(LDA.options["weighting"], type="{'per-document', 'pooled'}", default="per-document",
                       doc="Estimator of the pair moment (default: that of :func:`spectral`'s anchor words); fixed "
-                      "by the first batch."),
-    vocabulary=Param("sequence of str, optional", "Words of the columns; with ``estimate`` it must equal its "
-                     "vocabulary.", None))
+                      "by the first batch."))
 def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting, vocabulary) -> SpectralEstimate:
     """Add a batch of documents to an LDA fit: exact merged moments, warm-started anchor words, sweeps on the batch.
 
@@ -855,40 +847,19 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
     >>> est.params["beta"].shape, est.diagnostics["n_batches"], est.diagnostics["n_documents"]
     ((3, 30), 2, 400)
     """
-    func = current_entry()
-    rng = as_generator(seed)
-    stored, k, n_batches = FAMILY.stream(estimate, k, PairSums, "lda.update")
-    if stored is not None:
-        if k != estimate.k:  # the warm start is the estimate's eigenspace
-            raise bad_argument("k", None, f"None or the estimate's k = {estimate.k}", k)
-        if vocabulary is not None and estimate.vocabulary is not None and tuple(vocabulary) != estimate.vocabulary:
-            raise bad_argument("vocabulary", None, "the estimate's vocabulary", vocabulary)
-        vocabulary = vocabulary if vocabulary is not None else estimate.vocabulary
-    source = CountSource(counts)  # validated once, read by the pair sums and by the sweeps
-    # a batch joining dense pair sums is summed dense (no sparse (V, V) product to convert)
-    batch = PairSums.from_counts(source, weighting, "counts",
-                                 dense=stored is not None and isinstance(stored.pairs, np.ndarray))
-    merged = batch if stored is None else stored + batch
-    start = np.zeros((batch.n_features, 0)) if stored is None else np.asarray(estimate.state["eigenspace"])
-    with one_blas_thread():
-        beta, alpha, eigenspace, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor, alpha_sum=alpha_sum,
-                                                     start=start)
-    if estimate is not None:
-        # topics keep their labels from batch to batch: the new ones are put in the order of the closest old ones
-        order = match_components(estimate.params["beta"], beta)
-        beta, alpha = beta[order], alpha[order]
+    step = FAMILY.anchor_update(counts, estimate, k, weighting=weighting, vocabulary=vocabulary, seed=seed,
+                                floor=floor, alpha_sum=alpha_sum)
+    beta, alpha, report = step.beta, step.alpha, dict(step.report)
     if em_sweeps:
         # the earlier documents join the sweeps through their word counts under these topics (none at first)
         joint = alpha[:, None] * beta
-        earlier = merged.word_counts - batch.word_counts
-        beta, alpha, closing = close_topics(source, beta, alpha, em_sweeps, floor=floor,
+        earlier = step.merged.word_counts - step.batch.word_counts
+        beta, alpha, closing = close_topics(step.source, beta, alpha, em_sweeps, floor=floor,
                                             prior_counts=earlier[None, :] * joint / joint.sum(axis=0, keepdims=True))
         report.update(closing)
-    state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
-    state.update(eigenspace=eigenspace)
-    return FAMILY.estimate(k, {"alpha": alpha, "beta": beta}, {**report, "n_batches": n_batches, "method": "anchor",
-                                                               "em_sweeps": em_sweeps}, vocabulary=vocabulary,
-                           state=state)
+    return FAMILY.estimate(step.beta.shape[0], {"alpha": alpha, "beta": beta},
+                           {**report, "method": "anchor", "em_sweeps": em_sweeps}, vocabulary=step.vocabulary,
+                           state=step.state)
 
 
 @face({

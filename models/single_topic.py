@@ -19,7 +19,7 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import jax.numpy as jnp
@@ -38,11 +38,11 @@ from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
 from specinit.models._svi import SVI_OPTIONS, run_svi, svi_batch
-from specinit.models._topics import MODEL_ARGUMENTS, POPULATION_TOPICS, TopicFamily
+from specinit.models._topics import MODEL_ARGUMENTS, POPULATION_TOPICS, UPDATE_ARGUMENTS, TopicFamily
 from specinit.refine import check_estimate, component_share, mixture_e_step, split_merge_pair
 
 __all__ = ["FACTS", "FAMILY", "SingleTopic", "guide", "log_likelihood", "model", "population_moments", "predict", "refine",
-           "responsibilities", "spectral", "spectral_from_moments", "svi"]
+           "responsibilities", "spectral", "spectral_from_moments", "svi", "update"]
 
 COUNT_SUPPORT = dist.constraints.independent(dist.constraints.nonnegative_integer, 1)
 
@@ -326,6 +326,64 @@ def refine(counts, estimate, *, method, max_iter, tol, floor, restarts, seed, ps
     return FAMILY.refine(counts, estimate, method=method, max_iter=max_iter, tol=None, rtol=tol, floor=floor,
                          restarts=restarts, seed=seed, pseudo_count=pseudo_count, window=window,
                          split_merge=split_merge, accelerate=accelerate)
+
+
+@FAMILY.face(validate=True, **UPDATE_ARGUMENTS,
+             weighting=replace(FAMILY.options["weighting"], doc="Estimator of the pair moment; fixed by the first "
+                               "batch."))
+def update(counts, estimate, *, k, seed, floor, weighting, vocabulary) -> SpectralEstimate:
+    """Add a batch of documents to a single-topic fit: exact merged pair moment, warm-started anchor words.
+
+    The pair moment ``M2 = sum_i w_i b_i b_i^T`` is a sum over documents, so
+    the summary of the documents seen so far
+    (:class:`~specinit.engine.moments.PairSums`) merges with the new batch's
+    exactly: after any number of batches it equals the summary of all
+    documents at once (to rounding). The topics and their weights are then
+    recovered from the merged pair moment by anchor words
+    (:func:`~specinit.engine.anchors.fit_anchor`: each topic is assumed to
+    have a word that occurs in it alone; ``A_wi = p(topic i | w) p(w)``, so
+    ``w_i`` is the mass of column i and ``b_i`` the column normalized), the
+    eigensolver started from the previous fit's leading Ritz vectors; the
+    topics keep their labels from batch to batch. The third moment that
+    :func:`spectral`'s tensor decomposition reads is a (V, V, V) sum and is
+    not kept. No EM runs here: the earlier documents are not kept, and
+    :func:`refine` needs them (refine the final estimate on the documents
+    at hand). The returned estimate keeps the merged moments in its
+    ``state``, which :meth:`~specinit.estimate.SpectralEstimate.save`
+    writes, so updates go on in a later process. The online face of
+    ``SpectralTopicMixture.partial_fit``.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``"single_topic"`` with ``weights`` (k,) and ``beta`` (k, V);
+        ``diagnostics`` as for :func:`specinit.models.lda.spectral`'s anchor
+        words plus ``n_batches``; ``state`` holds the merged moments and the
+        eigensolver's leading Ritz block (the next update's start).
+
+    Raises
+    ------
+    ValueError
+        ``k`` missing on the first batch or different from the estimate's,
+        an estimate without stored moments (from :func:`spectral`: fit the
+        first batch with :func:`update`), a batch over another vocabulary,
+        invalid counts.
+    MemoryError
+        Word-pair sums over the memory budget (:func:`specinit.memory_limit`).
+
+    Examples
+    --------
+    >>> from specinit.synthetic import sample_single_topic
+    >>> X = sample_single_topic(n_docs=600, vocab_size=30, k=3, doc_length=30, seed=0).counts
+    >>> est = update(X[:300], k=3, seed=0)
+    >>> est = update(X[300:], est, seed=0)
+    >>> est.params["beta"].shape, est.diagnostics["n_batches"], est.diagnostics["n_documents"]
+    ((3, 30), 2, 600)
+    """
+    step = FAMILY.anchor_update(counts, estimate, k, weighting=weighting, vocabulary=vocabulary, seed=seed,
+                                floor=floor)
+    return FAMILY.estimate(step.beta.shape[0], {"weights": step.alpha, "beta": step.beta},
+                           {**step.report, "method": "anchor"}, vocabulary=step.vocabulary, state=step.state)
 
 
 @FAMILY.scoring_face("counts")

@@ -186,7 +186,9 @@ class SpectralEstimator:
         moments with those kept in ``estimate_`` exactly and recovers the
         parameters from everything seen: topics by anchor words (warm-started)
         closed by EM sweeps over the batch (:func:`specinit.models.lda.update`),
-        or the moment estimate of a Gaussian mixture, an HMM, a multi-view
+        topics and weights of the mixture of unigrams by the same anchor words
+        (:func:`specinit.models.single_topic.update`; no EM), or the moment
+        estimate of a Gaussian mixture, an HMM, a multi-view
         mixture or independent factors, equal to that of one fit on all the
         rows, sequences or observations (:func:`specinit.models.gmm.update`,
         :func:`specinit.models.hmm.update`,
@@ -511,7 +513,7 @@ SpectralTopicMixture = estimator_class("SpectralTopicMixture", Face(
     transform=_responsibilities,
     predict_proba=_responsibilities,
     score=lambda estimator, module, X: module.FAMILY.token_log_likelihood(X, estimator.estimate_),
-    answers=frozenset({"perplexity"}),
+    answers=frozenset({"perplexity", "partial_fit"}),
 ), (ClusterMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin))
 
 
