@@ -32,7 +32,16 @@ held-out nats/word and wall time of each per split, the difference of their trai
 objective both maximize), and over the splits how often the default is at least the
 peer and the mean difference (one split's comparison is within the spread of the split itself).
 
-Run: ``python benchmarks/bench_short_text.py [--k 10 25] [--seed 0] [--splits 5]``.
+With ``--online``, the training documents arrive in ``--batches`` batches (a seeded random order):
+``single_topic.update`` after each batch (exact merged pair sums, anchor words warm-started from the previous
+batch; no EM) against ``MiniBatchKMeans.partial_fit`` on the same batches' l2-normalized tf-idf rows (the idf of
+the first batch: an online clustering sees no later document frequencies), and against one
+``single_topic.spectral`` (tensor method) and one anchor-word fit (``single_topic.update`` on all training
+documents as one batch) on everything; held-out nats/word, NMI of the training documents' MAP clusters, the time
+of all updates (the one fits: their own time), and the matched L1 distance of the streamed topics to the
+one-batch anchor fit.
+
+Run: ``python benchmarks/bench_short_text.py [--k 10 25] [--seed 0] [--splits 5] [--online [--batches 10]]``.
 """
 
 from __future__ import annotations
@@ -162,17 +171,69 @@ def over_splits(X, ks, n_splits: int) -> None:
                 summary))
 
 
+def online(X, labels, ks, seed: int, n_batches: int) -> None:
+    from sklearn.cluster import MiniBatchKMeans
+    from sklearn.preprocessing import normalize
+
+    from _common import matched_l1
+
+    train_rows, test_rows = split(X, seed)
+    train, test, truth = X[train_rows], X[test_rows], labels[train_rows]
+    batches = np.array_split(np.random.default_rng(seed).permutation(train.shape[0]), n_batches)
+    idf = TfidfTransformer().fit(train[batches[0]])
+    rows = []
+    for k in ks:
+        single_topic.update(train[batches[0]], k=k, seed=seed)  # warm: the compiled kernels load here
+        estimate, seconds = None, 0.0
+        for batch in batches:
+            start = time.perf_counter()
+            estimate = single_topic.update(train[batch], estimate, k=k, seed=seed)
+            seconds += time.perf_counter() - start
+        start = time.perf_counter()
+        one_batch = single_topic.update(train, k=k, seed=seed)
+        one_seconds = time.perf_counter() - start
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tensor method's notes on the pair moment's negative eigenvalues
+            start = time.perf_counter()
+            tensor = single_topic.spectral(train, k, seed=seed)
+            tensor_seconds = time.perf_counter() - start
+        for name, fit, spent, distance in (
+                (f"single_topic.update, {n_batches} batches", estimate, seconds,
+                 f"{matched_l1(one_batch.params['beta'], estimate.params['beta']):.4f}"),
+                ("anchor words on everything (single_topic.update, one batch)", one_batch, one_seconds, "0"),
+                ("single_topic.spectral on everything (tensor)", tensor, tensor_seconds, "-")):
+            clusters = single_topic.predict(train, fit)[1]
+            rows.append([k, name, held_out_per_word(test, fit), f"{normalized_mutual_info_score(truth, clusters):.3f}",
+                         f"{spent:.2f}", distance])
+        model, seconds = MiniBatchKMeans(k, random_state=seed, n_init=3), 0.0
+        for batch in batches:
+            start = time.perf_counter()
+            model.partial_fit(normalize(idf.transform(train[batch])))
+            seconds += time.perf_counter() - start
+        clusters = model.predict(normalize(idf.transform(train)))
+        rows.append([k, f"MiniBatchKMeans.partial_fit (tf-idf), {n_batches} batches", "-",
+                     f"{normalized_mutual_info_score(truth, clusters):.3f}", f"{seconds:.2f}", "-"])
+    print(table(["k", "method", "held-out nats/word", "NMI vs package", "seconds (all batches)",
+                 "matched L1 to the one-batch anchor fit"], rows))
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--k", type=int, nargs="+", default=[10, 25])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--splits", type=int, default=0, help="only the target's two arms, on this many splits")
+    parser.add_argument("--online", action="store_true", help="documents in batches: single_topic.update")
+    parser.add_argument("--batches", type=int, default=10)
     args = parser.parse_args()
     print(f"machine: {machine()}; load average {os.getloadavg()[0]:.1f}")
     start = time.perf_counter()
     corpus = load_docstring_summaries(PACKAGES)
     X, labels = corpus.counts, np.asarray(corpus.labels)
     lengths = np.asarray(X.sum(axis=1)).ravel()
+    if args.online:
+        print(f"corpus: {X.shape[0]} docstring summaries, V={X.shape[1]}; 80/20 split, training documents in "
+              f"{args.batches} batches\n")
+        return online(X, labels, args.k, args.seed, args.batches)
     if args.splits:
         print(f"corpus: {X.shape[0]} docstring summaries, V={X.shape[1]}; {args.splits} splits 80/20\n")
         return over_splits(X, args.k, args.splits)

@@ -173,7 +173,7 @@ class TopicFamily(Family):
         return raw, eig, report
 
     def anchor_update(self, counts, estimate, k, *, weighting: str, vocabulary, seed, floor: float,
-                      alpha_sum: float = 1.0) -> "AnchorUpdate":
+                      alpha_sum: float = 1.0, noise_tol: float = 0.0) -> "AnchorUpdate":
         """The moment half of an online update: a batch's pair sums merged with the stored ones, anchor words.
 
         The summary of the documents seen so far (:class:`~specinit.engine.moments.PairSums`, stored in
@@ -198,6 +198,9 @@ class TopicFamily(Family):
         floor : float
         alpha_sum : float, default 1.0
             Sum of the returned ``alpha`` (topic probabilities times it).
+        noise_tol : float, default 0
+            The warm-started eigensolver's stop at the sampling noise
+            (:func:`~specinit.engine.anchors.fit_anchor`).
 
         Returns
         -------
@@ -226,7 +229,7 @@ class TopicFamily(Family):
         start = np.zeros((batch.n_features, 0)) if stored is None else np.asarray(estimate.state["eigenspace"])
         with one_blas_thread():
             beta, alpha, eigenspace, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor,
-                                                         alpha_sum=alpha_sum, start=start)
+                                                         alpha_sum=alpha_sum, start=start, noise_tol=noise_tol)
         if estimate is not None:
             # topics keep their labels from batch to batch: the new ones are put in the order of the closest old ones
             order = match_components(estimate.params["beta"], beta)

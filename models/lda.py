@@ -54,7 +54,7 @@ from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
 from specinit.family import COMMON_OPTIONS, site_values
-from specinit.engine.anchors import fit_anchor
+from specinit.engine.anchors import WARM_NOISE_TOL, fit_anchor
 from specinit.models._svi import LOCAL_STEP, SVI_OPTIONS, local_gamma, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS as TOPIC_MODEL_ARGUMENTS
 from specinit.models._topics import (
@@ -805,7 +805,8 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
     ``method="anchor"``), the eigensolver started from the previous fit's
     leading Ritz vectors and stopped once its residual is a tenth of the
     sampling noise the pair moment's negative eigenvalues show
-    (:func:`~specinit.engine.anchors.positive_eigenspace`); the ``em_sweeps``
+    (:data:`~specinit.engine.anchors.WARM_NOISE_TOL`, before the sweeps move
+    the topics further); the ``em_sweeps``
     closing sweeps run over the new batch only
     (the earlier documents are not kept): each M-step adds the earlier
     documents' expected topic-word counts under the current topics from their
@@ -848,7 +849,7 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
     ((3, 30), 2, 400)
     """
     step = FAMILY.anchor_update(counts, estimate, k, weighting=weighting, vocabulary=vocabulary, seed=seed,
-                                floor=floor, alpha_sum=alpha_sum)
+                                floor=floor, alpha_sum=alpha_sum, noise_tol=WARM_NOISE_TOL)
     beta, alpha, report = step.beta, step.alpha, dict(step.report)
     if em_sweeps:
         # the earlier documents join the sweeps through their word counts under these topics (none at first)

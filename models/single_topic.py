@@ -343,8 +343,10 @@ def update(counts, estimate, *, k, seed, floor, weighting, vocabulary) -> Spectr
     (:func:`~specinit.engine.anchors.fit_anchor`: each topic is assumed to
     have a word that occurs in it alone; ``A_wi = p(topic i | w) p(w)``, so
     ``w_i`` is the mass of column i and ``b_i`` the column normalized), the
-    eigensolver started from the previous fit's leading Ritz vectors; the
-    topics keep their labels from batch to batch. The third moment that
+    eigensolver started from the previous fit's leading Ritz vectors and run
+    to the tolerance of a fresh fit (the anchors are the result here, and
+    their greedy choice can flip within the sampling noise); the topics keep
+    their labels from batch to batch. The third moment that
     :func:`spectral`'s tensor decomposition reads is a (V, V, V) sum and is
     not kept. No EM runs here: the earlier documents are not kept, and
     :func:`refine` needs them (refine the final estimate on the documents

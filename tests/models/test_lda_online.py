@@ -8,7 +8,6 @@ import pytest
 import scipy.sparse as sp
 
 import specinit
-from specinit.engine import anchors
 from specinit.engine.anchors import OVERSAMPLE, positive_eigenspace
 from specinit.engine import moments as moments_module
 from specinit.engine.moments import CountMoments, PairSums
@@ -177,7 +176,7 @@ def test_warm_updates_stop_at_the_sampling_noise(monkeypatch):
         return passes, np.abs(corpus.beta - beta[best_permutation(corpus.beta, beta)]).sum(axis=1).mean()
 
     passes, error = run()
-    monkeypatch.setattr(anchors, "WARM_NOISE_TOL", 0.0)
+    monkeypatch.setattr(lda, "WARM_NOISE_TOL", 0.0)
     strict_passes, strict_error = run()
     assert passes[0] == strict_passes[0]  # the first batch is a cold start: the relative rule alone
     assert sum(passes[1:]) < sum(strict_passes[1:])
