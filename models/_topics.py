@@ -30,7 +30,7 @@ from specinit._validation import (
 )
 from specinit.distributions.counts import DocumentCounts, from_csr, topic_components
 from specinit.align import match_components
-from specinit.engine.anchors import fit_anchor, supported_k
+from specinit.engine.anchors import OVERSAMPLE, fit_anchor, supported_k
 from specinit.engine.backends import numba_kernel, one_blas_thread
 from specinit.engine.backends.numpy import in_order
 from specinit.engine.decompose import check_options, decompose
@@ -93,6 +93,20 @@ UPDATE_ARGUMENTS = {
     "vocabulary": Param("sequence of str, optional", "Words of the columns; with ``estimate`` it must equal its "
                         "vocabulary.", None),
 }
+
+
+def _stored_eigenspace(estimate, n_features: int) -> np.ndarray:
+    """The eigensolver's start block an online topic estimate keeps: finite, (V, at most k + OVERSAMPLE)."""
+    space = estimate.state.get("eigenspace")
+    space = None if space is None else np.asarray(space)
+    if (space is None or space.ndim != 2 or space.shape[0] != n_features or space.shape[1] > estimate.k + OVERSAMPLE
+            or not np.issubdtype(space.dtype, np.floating) or not np.all(np.isfinite(space))):
+        raise bad_argument("estimate", None, f"an estimate whose state holds the eigensolver's finite (V, <= k + "
+                           f"{OVERSAMPLE}) = ({n_features}, <= {estimate.k + OVERSAMPLE}) start block 'eigenspace'",
+                           "none" if space is None else f"an array of shape {space.shape} and dtype {space.dtype}"
+                           + ("" if space.dtype.kind not in "fc" or np.all(np.isfinite(space)) else " with non-finite "
+                              "entries"), describe=False)
+    return space
 
 
 @dataclass(frozen=True)
@@ -226,7 +240,7 @@ class TopicFamily(Family):
         batch = PairSums.from_counts(source, weighting, "counts",
                                      dense=stored is not None and isinstance(stored.pairs, np.ndarray))
         merged = batch if stored is None else stored + batch
-        start = np.zeros((batch.n_features, 0)) if stored is None else np.asarray(estimate.state["eigenspace"])
+        start = np.zeros((batch.n_features, 0)) if stored is None else _stored_eigenspace(estimate, batch.n_features)
         with one_blas_thread():
             beta, alpha, eigenspace, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor,
                                                          alpha_sum=alpha_sum, start=start, noise_tol=noise_tol)

@@ -1,7 +1,9 @@
 """Online mixture of unigrams: merged pair moments, warm-started anchor words, stable labels, save/load
-mid-stream, and ``SpectralTopicMixture.partial_fit``."""
+mid-stream, ``SpectralTopicMixture.partial_fit``, and the stored start block both topic updates read."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,7 +12,7 @@ import scipy.sparse as sp
 from specinit.engine.moments import PairSums
 from specinit.estimate import SpectralEstimate
 from specinit.estimators import SpectralTopicMixture
-from specinit.models import single_topic
+from specinit.models import lda, single_topic
 from tests.conftest import best_permutation
 
 WEIGHTS = np.array([0.4, 0.3, 0.2, 0.1])
@@ -124,3 +126,21 @@ def test_partial_fit_answers_after_every_batch(documents):
     np.testing.assert_array_equal(model.weights_, direct.params["weights"])
     with pytest.raises(ValueError, match="SpectralTopicMixture.partial_fit continues a model built by partial_fit"):
         SpectralTopicMixture(4, random_state=0).fit(X[:500]).partial_fit(X[500:1000])
+
+
+@pytest.mark.parametrize("family", [single_topic, lda], ids=["single_topic", "lda"])
+@pytest.mark.parametrize("damage", ["missing", "rows", "vector", "nan", "text"])
+def test_a_damaged_stored_start_block_is_named(documents, family, damage):
+    """The eigensolver's start block kept in the state (e.g. from an edited .npz) is checked before it is read."""
+    _, X = documents
+    first = family.update(X[:500], k=4, seed=0)
+    state = dict(first.state)
+    space = state.pop("eigenspace")
+    damaged = {"rows": space[:-1], "vector": space[:, 0], "nan": np.where(space > 0, np.nan, space),
+               "text": space.astype(str)}
+    if damage != "missing":
+        state["eigenspace"] = damaged[damage]
+    with pytest.raises(ValueError, match=rf"'estimate' argument of {family.__name__.rsplit('.', 1)[-1]}.update must "
+                                         r"be an estimate whose state holds the eigensolver's finite \(V, <= k \+ 10\) "
+                                         r"= \(40, <= 14\) start block"):
+        family.update(X[500:1000], replace(first, state=state), seed=0)
