@@ -195,7 +195,9 @@ class SpectralEstimator:
         :func:`specinit.models.multiview.update`,
         :func:`specinit.models.factors.update`; no EM), or, for a Gaussian
         HMM, on all the sequences binned by the first batch's quantiles
-        (:func:`specinit.models.gaussian_hmm.update`). Parameters
+        (:func:`specinit.models.gaussian_hmm.update`). ``n_components="auto"``
+        is chosen on the first batch by the rule :meth:`fit` follows
+        (:meth:`specinit.family.Family.choose_k`) and kept. Parameters
         that only :meth:`fit` reads (refinement steps) are not used. The model
         answers its questions after every batch; ``estimate_.save`` keeps the
         moments, so a loaded estimate continues (``update(X_next, estimate)``).
@@ -226,7 +228,11 @@ class SpectralEstimator:
         accepted = inspect.signature(module.update).parameters
         arguments = {name: value for name, value in {**self._spectral_arguments(), **derived}.items()
                      if name in accepted}
-        estimate = module.update(X, self.estimate_ if fitted else None, k=self.n_components, **arguments)
+        k = self.n_components
+        if isinstance(k, str) and k == "auto":  # chosen on the first batch, as fit chooses it, then kept
+            spectral_arguments = {**self._spectral_arguments(), **derived}
+            k = self.estimate_.k if fitted else module.spectral(X, "auto", **spectral_arguments).k
+        estimate = module.update(X, self.estimate_ if fitted else None, k=k, **arguments)
         return self._keep(estimate, X)
 
     @available_if(lambda estimator: estimator.face.transform is not None)

@@ -144,3 +144,14 @@ def test_a_damaged_stored_start_block_is_named(documents, family, damage):
                                          r"be an estimate whose state holds the eigensolver's finite \(V, <= k \+ 10\) "
                                          r"= \(40, <= 14\) start block"):
         family.update(X[500:1000], replace(first, state=state), seed=0)
+
+
+def test_partial_fit_chooses_auto_components_on_the_first_batch(documents):
+    """``n_components="auto"``: the first batch's k by the rule ``fit`` follows, kept for the later batches."""
+    _, X = documents
+    model = SpectralTopicMixture("auto", random_state=0)
+    model.partial_fit(X[:2000])
+    chosen = single_topic.spectral(X[:2000], "auto", seed=0).k
+    assert chosen == 4 and model.estimate_.k == chosen and model.n_components == "auto"
+    model.partial_fit(X[2000:])
+    assert model.estimate_.k == chosen and model.estimate_.diagnostics["n_batches"] == 2
