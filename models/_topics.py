@@ -42,8 +42,8 @@ from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, UPDATED_ESTIMATE, Family, k_param
 
 __all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "POPULATION_TOPICS", "UPDATE_ARGUMENTS",
-           "AnchorUpdate", "TopicData", "TopicFamily", "check_alpha0_grid", "close_topics", "default_alpha0_grid", "document_topics", "fit_lda_grid",
-           "lda_moment_fit", "raw_subspace", "word_pairs"]
+           "AnchorUpdate", "TopicData", "TopicFamily", "check_alpha0_grid", "close_topics", "default_alpha0_grid",
+           "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace", "word_pairs"]
 
 
 #: The topics given to the topic families' ``population_moments``, declared once.
