@@ -53,6 +53,19 @@ def test_malformed_csr_is_refused_before_compiled_code(counts, family, how):
         FITS[family](_corrupted(counts, how))
 
 
+@pytest.mark.parametrize("how", CORRUPTIONS)
+@pytest.mark.parametrize("module", [lda, single_topic], ids=["lda", "single_topic"])
+def test_malformed_csr_is_refused_by_the_online_updates(counts, module, how):
+    """A first batch, and a batch joining stored pair sums that are held dense (whose sums a compiled kernel adds
+    in place), are checked before they are read."""
+    family = module.__name__.rsplit(".", 1)[-1]
+    earlier = module.update(counts, k=2, seed=0)
+    assert isinstance(earlier.state["moments/pairs"], np.ndarray)  # 15 words: the pair sums are held dense
+    for estimate, k in ((None, 2), (earlier, None)):
+        with pytest.raises(ValueError, match=rf"'counts' argument of {family}\.update must be a (sparse|CSR) matrix"):
+            module.update(_corrupted(counts, how), estimate, k=k, seed=0)
+
+
 @pytest.mark.parametrize("fmt", ["csc", "coo", "bsr", "lil"])
 def test_every_sparse_format_is_checked(counts, fmt):
     matrix = counts.asformat(fmt)
