@@ -96,16 +96,18 @@ UPDATE_ARGUMENTS = {
 
 def _stored_eigenspace(estimate, n_features: int) -> np.ndarray:
     """The eigensolver's start block an online topic estimate keeps: finite, (V, at most k + OVERSAMPLE)."""
-    space = estimate.state.get("eigenspace")
-    space = None if space is None else np.asarray(space)
-    if (space is None or space.ndim != 2 or space.shape[0] != n_features or space.shape[1] > estimate.k + OVERSAMPLE
-            or not np.issubdtype(space.dtype, np.floating) or not np.all(np.isfinite(space))):
-        raise bad_argument("estimate", None, f"an estimate whose state holds the eigensolver's finite (V, <= k + "
-                           f"{OVERSAMPLE}) = ({n_features}, <= {estimate.k + OVERSAMPLE}) start block 'eigenspace'",
-                           "none" if space is None else f"an array of shape {space.shape} and dtype {space.dtype}"
-                           + ("" if space.dtype.kind not in "fc" or np.all(np.isfinite(space)) else " with non-finite "
-                              "entries"), describe=False)
-    return space
+    space, found = estimate.state.get("eigenspace"), "none"
+    if space is not None:
+        space = np.asarray(space)
+        floating = np.issubdtype(space.dtype, np.floating)
+        finite = floating and bool(np.all(np.isfinite(space)))
+        if finite and space.ndim == 2 and space.shape[0] == n_features and space.shape[1] <= estimate.k + OVERSAMPLE:
+            return space
+        found = f"an array of shape {space.shape} and dtype {space.dtype}"
+        found += " with non-finite entries" if floating and not finite else ""
+    raise bad_argument("estimate", None, f"an estimate whose state holds the eigensolver's finite (V, <= k + "
+                       f"{OVERSAMPLE}) = ({n_features}, <= {estimate.k + OVERSAMPLE}) start block 'eigenspace'",
+                       found, describe=False)
 
 
 @dataclass(frozen=True)

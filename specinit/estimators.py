@@ -225,12 +225,11 @@ class SpectralEstimator:
                              f"{type(self).__name__}).")
         X = self._data(X, reset=not fitted)
         derived = {} if fitted or self.face.from_data is None else self.face.from_data(self, X)
+        spectral_arguments = {**self._spectral_arguments(), **derived}
         accepted = inspect.signature(module.update).parameters
-        arguments = {name: value for name, value in {**self._spectral_arguments(), **derived}.items()
-                     if name in accepted}
+        arguments = {name: value for name, value in spectral_arguments.items() if name in accepted}
         k = self.n_components
         if isinstance(k, str) and k == "auto":  # chosen on the first batch, as fit chooses it, then kept
-            spectral_arguments = {**self._spectral_arguments(), **derived}
             k = self.estimate_.k if fitted else module.spectral(X, "auto", **spectral_arguments).k
         estimate = module.update(X, self.estimate_ if fitted else None, k=k, **arguments)
         return self._keep(estimate, X)
