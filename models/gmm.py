@@ -46,6 +46,7 @@ import numpyro.distributions as dist
 
 from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, current_entry, public
 from specinit.distributions.mixtures import gaussian_components_host
+from specinit.engine.backends import numba_kernel
 from specinit.engine.population import FactoredMoments
 from specinit.engine.rows import RowMoments, RowSums, unit_of
 from specinit.engine.sources import check_rows, is_dask_array
@@ -54,7 +55,7 @@ from specinit.engine.views import conditional_variances, fit_multiview, with_squ
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
-from specinit.refine import component_share, mixture_e_step, split_merge_pair
+from specinit.refine import component_share, split_merge_pair
 
 __all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "log_likelihood", "model",
            "population_moments", "predict", "refine", "spectral", "spectral_axis_aligned", "spectral_from_moments",
@@ -90,6 +91,11 @@ class MixtureMoments(FactoredMoments):
     m1: np.ndarray | None = None
 
 
+#: Widest rows whose split direction (a split-merge move's principal axis) comes from the component's dense (d, d)
+#: covariance; wider rows use matrix-free power iteration (N d^2 against 60 N d multiply-adds).
+DENSE_AXIS_MAX = 64
+
+
 @dataclass(frozen=True)
 class RowData:
     """Rows as EM reads them (and their squares, read by every E- and M-step), with the covariance kind and the
@@ -101,6 +107,7 @@ class RowData:
     x_squared: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self):
+        object.__setattr__(self, "x", np.ascontiguousarray(self.x, dtype=np.float64))  # what the compiled steps read
         object.__setattr__(self, "x_squared", self.x * self.x)
 
 
@@ -236,9 +243,9 @@ class GaussianMixture(Family):
             return params, {"assign_steps": 0}
         data = RowData(np.asarray(x, dtype=np.float64), covariance, float(np.mean(np.var(x, axis=0))))
         sites = self.site_table(params)[0]
+        resp, _ = self.e_step(params, data)
         for _ in range(assign_steps):
-            resp, _ = mixture_e_step(self, params, data)
-            params, _ = project(self.m_step(data, resp, params), sites, 1e-10)
+            params, resp, _ = self.em_step(data, resp, params, sites, 1e-10)
         return params, {"assign_steps": int(assign_steps)}
 
     # EM ------------------------------------------------------------------------------------------------------
@@ -264,6 +271,26 @@ class GaussianMixture(Family):
         return gaussian_components_host(data.x, params["loc"], scale[:, None] if scale.ndim == 1 else scale,
                                         x_squared=data.x_squared)
 
+    def e_step(self, params, data: RowData):
+        compiled = numba_kernel("gaussian_e_step")  # with the [fast] extra: one pass, no (k, N) temporaries
+        if compiled is None:
+            return super().e_step(params, data)
+        loc, scale = params["loc"], np.asarray(params["scale"], dtype=np.float64)
+        return compiled(data.x, params["weights"], loc, np.broadcast_to(scale[:, None] if scale.ndim == 1 else scale,
+                                                                        np.shape(loc)))
+
+    def em_step(self, data: RowData, resp, params, sites, floor, reg: float = 1e-6, **options):
+        compiled = numba_kernel("gaussian_em_step")  # with the [fast] extra: M-step, projection and E-step fused
+        if compiled is None:
+            return super().em_step(data, resp, params, sites, floor, reg=reg, **options)
+        weights, loc, scale, finite, resp, log_likelihood = compiled(data.x, resp, data.covariance, reg,
+                                                                     data.variance, floor)
+        params = {"weights": weights, "loc": loc,
+                  "scale": {"common": np.asarray(scale[0, 0]), "spherical": scale[:, 0]}.get(data.covariance, scale)}
+        if not finite:
+            project(params, sites, floor)  # names the site with non-finite entries
+        return params, resp, log_likelihood
+
     def m_step(self, data: RowData, resp, params, reg: float = 1e-6, **options):
         x = data.x
         nk = resp.sum(axis=0) + 10 * np.finfo(float).eps
@@ -288,13 +315,19 @@ class GaussianMixture(Family):
         unit = unit_of(centred)  # the power iteration in that unit: no square overflows or underflows
         centred /= unit
         share = component_share(resp, split)
-        axis = rng.standard_normal(x.shape[1])
-        for _ in range(30):  # power iteration on the component's weighted covariance, matrix-free
-            axis = centred.T @ (share * (centred @ axis))
-            norm = np.linalg.norm(axis)
-            if not norm > 0:
+        if x.shape[1] <= DENSE_AXIS_MAX:  # the component's weighted covariance, and its top eigenvector
+            values, vectors = np.linalg.eigh((centred * share[:, None]).T @ centred)
+            if not values[-1] > 0:
                 return None
-            axis /= norm
+            axis = vectors[:, -1]
+        else:
+            axis = rng.standard_normal(x.shape[1])
+            for _ in range(30):  # power iteration on that covariance, matrix-free
+                axis = centred.T @ (share * (centred @ axis))
+                norm = np.linalg.norm(axis)
+                if not norm > 0:
+                    return None
+                axis /= norm
         offset = unit * np.sqrt(float(share @ (centred @ axis) ** 2)) * axis
         moved = {name: np.array(value, dtype=np.float64) for name, value in params.items()}
         moved["loc"][leaving], moved["loc"][split] = loc[split] + offset, loc[split] - offset

@@ -793,6 +793,14 @@ class Family:
         """Parameters maximizing the expected complete-data log-likelihood (before projection)."""
         raise NotImplementedError(f"{self.name} has no EM refinement")
 
+    def em_step(self, data, stats, params: Mapping, sites: Mapping, floor: float, **options) -> tuple[dict, Any, float]:
+        """One EM step from the expected statistics ``stats`` at ``params``: the M-step projected inside the
+        sites' supports (:func:`~specinit.engine.support.project` at ``floor``), then the E-step there;
+        ``(params, stats, total log-likelihood)``. Families with a compiled step override it."""
+        params, _ = project(self.m_step(data, stats, params, **options), sites, floor)
+        stats, log_likelihood = self.e_step(params, data)
+        return params, stats, log_likelihood
+
     def split_merge(self, params: Mapping, data, stats, rng: np.random.Generator, attempt: int = 0) -> dict | None:
         """A split-merge move for EM: the least needed component taken away, another split in two (mixtures).
 

@@ -557,8 +557,7 @@ def _start_run(family, prepared, params, accelerate: bool) -> _Run:
 
 def _step(family, prepared, run: _Run, sites, floor, rule: StoppingRule, options, check: bool = True) -> None:
     """One M-step and E-step of ``run`` (in place); ``converged`` by ``rule`` when ``check``."""
-    run.params, _ = project(family.m_step(prepared, run.stats, run.params, **options), sites, floor)
-    run.stats, ll = family.e_step(run.params, prepared)
+    run.params, run.stats, ll = family.em_step(prepared, run.stats, run.params, sites, floor, **options)
     run.trace.append(float(ll))
     if run.trace[-1] - run.trace[-2] < -1e-9 * max(rule.n_observations, abs(run.trace[-2])):
         run.decreases += 1
@@ -617,8 +616,7 @@ def _accelerated(family, prepared, run: _Run, sites, floor, rule, options) -> No
     with np.errstate(all="ignore"):
         stats, ll = family.e_step(point, prepared)
     if np.isfinite(ll):
-        params, _ = project(family.m_step(prepared, stats, point, **options), sites, floor)
-        stats, ll = family.e_step(params, prepared)
+        params, stats, ll = family.em_step(prepared, stats, point, sites, floor, **options)
         if ll >= run.trace[-1]:
             run.params, run.stats = params, stats
             run.trace.append(float(ll))

@@ -16,6 +16,7 @@ from specinit.distributions.hmm import CategoricalHMM, pad_sequences
 from specinit.engine.backends.jax import x64
 from specinit.engine import sequences
 from specinit.engine.sequences import SequenceBatch, forward_backward
+from specinit.family import Family
 from specinit.refine import StoppingRule, mixture_e_step
 from tests.conftest import sample_single_topic
 
@@ -264,6 +265,32 @@ def test_split_moves_see_negligible_responsibilities_as_zeros_and_move_as_before
         np.testing.assert_array_equal(moves[0][name], moves[1][name])
 
 
+def test_split_direction_is_the_same_principal_axis_at_any_width(monkeypatch):
+    """Rows of at most ``DENSE_AXIS_MAX`` columns take the split component's principal axis from its dense
+    covariance, wider ones from power iteration: on a component stretched along one direction both give the same
+    move (the two new means swap places when the axis' sign differs), along that direction."""
+    rng = np.random.default_rng(6)
+    direction = np.array([3.0, 4.0, 0.0, 0.0]) / 5
+    x = np.vstack([0.3 * rng.standard_normal((500, 4)) + 4.0 * rng.standard_normal((500, 1)) * direction,
+                   rng.standard_normal((300, 4)) + 20.0])
+    start = gmm.FAMILY.estimate(3, {"weights": np.array([0.6, 0.3, 0.1]), "loc": np.array(
+        [np.zeros(4), np.full(4, 20.0), np.full(4, 21.0)]), "scale": np.array([2.0, 1.0, 1.0])}, {})
+    data = gmm.FAMILY.refine_data(x, start)
+    resp, _ = gmm.FAMILY.e_step(start.params, data)
+    dense = gmm.FAMILY.split_merge(start.params, data, resp, np.random.default_rng(0))
+    monkeypatch.setattr(gmm, "DENSE_AXIS_MAX", 0)
+    iterated = gmm.FAMILY.split_merge(start.params, data, resp, np.random.default_rng(0))
+    moved = np.flatnonzero(np.any(dense["loc"] != start.params["loc"], axis=1))
+    assert moved.size == 2 and 0 in moved
+    offset = dense["loc"][moved[0]] - dense["loc"][moved[1]]
+    assert abs(offset @ direction) / np.linalg.norm(offset) > 0.999
+    swapped = iterated["loc"][moved[::-1]]
+    same = min(np.abs(iterated["loc"][moved] - dense["loc"][moved]).max(), np.abs(swapped - dense["loc"][moved]).max())
+    assert same < 1e-6
+    for name in ("weights", "scale"):
+        np.testing.assert_array_equal(dense[name], iterated[name])
+
+
 def test_restarts_race_by_successive_halving():
     x, _, start = _planted_local_optimum()
     # tol=1e-9: no candidate converges in the race, so every stop is a cut; 5 candidates: rounds of 20 steps
@@ -387,6 +414,8 @@ class _Halving:
 
     def m_step(self, prepared, stats, params):
         return {"x": params["x"] / 2}
+
+    em_step = Family.em_step  # the default: the projected M-step, then the E-step
 
 
 def _toy_run(family, accelerate=True):

@@ -23,7 +23,7 @@ from itertools import combinations
 import numpy as np
 
 from specinit._validation import bad_argument, check_allocation, public
-from specinit.engine.backends import OnBackend
+from specinit.engine.backends import OnBackend, numba_kernel
 from specinit.engine.backends.numpy import pair_products
 from specinit.engine.cumulants import fourth_power_sum
 from specinit.engine.sources import ViewSource, check_rows
@@ -248,6 +248,50 @@ class RowSums:
                 **{f"s{p}": (d,) * p for p in range(1, order + 1)}}
 
 
+def factor_noise_iterations(cov: np.ndarray, noise: np.ndarray, k: int, n_iter: int,
+                            tol: float) -> tuple[np.ndarray, int, bool]:
+    """Principal-axis factoring of a covariance: the per-coordinate noise ``D`` of ``cov = L L^T + D``, rank k - 1.
+
+    Each iteration takes the top k - 1 eigenpairs of ``cov - D`` as ``L L^T`` and sets ``D`` to what is left of
+    the diagonal, floored at 1e-3 of the mean variance and at most each coordinate's variance (0 for constant
+    coordinates); it stops once no entry moves by more than ``tol`` times the largest variance. Plain NumPy that
+    Numba also compiles (:func:`specinit.engine.backends.numba.factor_noise_iterations`).
+
+    Parameters
+    ----------
+    cov : ndarray, shape (d, d), C-contiguous float64
+    noise : ndarray, shape (d,)
+        The start.
+    k : int
+        Number of components (``2 <= k <= d``).
+    n_iter : int
+        Most iterations.
+    tol : float
+
+    Returns
+    -------
+    noise : ndarray, shape (d,)
+    iterations : int
+    converged : bool
+    """
+    d = cov.shape[0]
+    diag = np.diag(cov).copy()
+    tiny = np.finfo(np.float64).tiny
+    floor = 1e-3 * max(diag.mean(), tiny)
+    bound = tol * max(diag.max(), tiny)
+    it, done = 0, False
+    for it in range(1, n_iter + 1):
+        values, vectors = np.linalg.eigh(cov - np.diag(noise))
+        top = vectors[:, d - (k - 1):] * np.sqrt(np.maximum(values[d - (k - 1):], 0.0))
+        new = np.maximum(diag - np.sum(top**2, axis=1), floor)
+        new = np.where(diag > 0, np.minimum(new, diag), 0.0)
+        done = np.max(np.abs(new - noise)) < bound
+        noise = new
+        if done:
+            break
+    return noise, it, done
+
+
 class RowMoments(OnBackend):
     """Noise-corrected moments of mixture rows with a constant coordinate appended ([1]_ Thm 3.2/3.3).
 
@@ -380,20 +424,12 @@ class RowMoments(OnBackend):
         """Per-coordinate noise of a rank-(k-1) + diagonal covariance (principal-axis factoring); where that is not
         identified, the iterations' start: ``sigma_bar^2``, at most each coordinate's variance."""
         diag = np.diag(cov).copy()
-        floor = 1e-3 * max(float(diag.mean()), np.finfo(float).tiny)
         noise = np.minimum(np.full_like(diag, self.sigma2), diag)
         if not self.factor_identified:  # the iterations would drift along a family of equal fits
             return noise
-        for it in range(1, n_iter + 1):
-            values, vectors = np.linalg.eigh(cov - np.diag(noise))
-            top = vectors[:, -(k - 1):] * np.sqrt(np.maximum(values[-(k - 1):], 0.0))
-            new = np.clip(diag - np.sum(top**2, axis=1), floor, None)
-            new = np.where(diag > 0, np.minimum(new, diag), 0.0)
-            done = np.max(np.abs(new - noise)) < tol * max(float(diag.max()), np.finfo(float).tiny)
-            noise = new
-            if done:
-                break
-        self.factor_iterations, self.factor_converged = it, bool(done)
+        iterate = numba_kernel("factor_noise_iterations") or factor_noise_iterations  # compiled with [fast]
+        noise, it, done = iterate(np.ascontiguousarray(cov, dtype=np.float64), noise, k, n_iter, tol)
+        self.factor_iterations, self.factor_converged = int(it), bool(done)
         return noise
 
     @property

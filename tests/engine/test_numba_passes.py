@@ -165,6 +165,91 @@ def test_compiled_anchor_step_equals_the_numpy_step(monkeypatch):
     np.testing.assert_allclose(compiled[0], plain[0], rtol=0, atol=1e-12)
 
 
+def test_compiled_gaussian_em_step_equals_the_numpy_step(monkeypatch):
+    """Three covariance kinds, one block of rows and several (with a short last block): the fused compiled step
+    (M-step, projection, E-step) gives the NumPy step's parameters, responsibilities and log-likelihood to
+    round-off, the same bits on one thread and on every thread; the compiled E-step alone equals the mixture
+    E-step; a refine that uses them ends where the NumPy refine ends."""
+    import numba
+
+    from specinit.engine.backends.numba import GAUSSIAN_BLOCK
+    from specinit.engine.support import project
+    from specinit.family import Family
+    from specinit.models import gmm
+    from specinit.models.gmm import FAMILY, RowData
+    from specinit.refine import mixture_e_step
+
+    rng = np.random.default_rng(3)
+    loc = rng.normal(scale=3.0, size=(4, 5))
+    for n in (GAUSSIAN_BLOCK // 3, 2 * GAUSSIAN_BLOCK + 37):
+        x = loc[rng.integers(0, 4, n)] + rng.normal(scale=rng.uniform(0.5, 2.0, 5), size=(n, 5)) + 100.0
+        for kind, scale in (("common", np.asarray(1.5)), ("spherical", rng.uniform(1, 2, 4)),
+                            ("diag", rng.uniform(1, 2, (4, 5)))):
+            params = {"weights": rng.dirichlet(np.ones(4)), "loc": loc + 100.0, "scale": scale}
+            data = RowData(x, kind, float(np.mean(np.var(x, axis=0))))
+            sites = FAMILY.site_table(params)[0]
+            resp, ll = FAMILY.e_step(params, data)
+            reference_resp, reference_ll = mixture_e_step(FAMILY, params, data)
+            np.testing.assert_allclose(resp, reference_resp, rtol=0, atol=1e-12)
+            assert ll == pytest.approx(reference_ll, rel=1e-13)
+            expected, _ = project(FAMILY.m_step(data, resp, params, reg=1e-4), sites, 0.05)
+            expected_resp, expected_ll = mixture_e_step(FAMILY, expected, data)
+            threads, steps = numba.get_num_threads(), []
+            for n_threads in (1, numba.config.NUMBA_NUM_THREADS):
+                numba.set_num_threads(n_threads)
+                steps.append(FAMILY.em_step(data, resp, params, sites, 0.05, reg=1e-4))
+            numba.set_num_threads(threads)
+            (ours, ours_resp, ours_ll), (every, every_resp, every_ll) = steps
+            assert ours_ll == every_ll and np.array_equal(ours_resp, every_resp)
+            for name in expected:
+                assert ours[name].shape == expected[name].shape, name
+                # E[x^2] - loc^2 at an offset of 100: the round-off of both sums grows by (100 / scale)^2
+                np.testing.assert_allclose(ours[name], expected[name], rtol=1e-9, atol=0, err_msg=name)
+                np.testing.assert_array_equal(ours[name], every[name])
+            np.testing.assert_allclose(ours_resp, expected_resp, rtol=0, atol=1e-10)
+            assert ours_ll == pytest.approx(expected_ll, rel=1e-12)
+    x = np.vstack([rng.normal(size=(60, 3)) + shift for shift in (0.0, 4.0, 8.0)])
+    start = gmm.spectral(x, 3, covariance="diag", seed=0)
+    compiled = gmm.refine(x, start, seed=0)
+    monkeypatch.setattr(gmm, "numba_kernel", lambda name: None)
+    monkeypatch.setattr(gmm.GaussianMixture, "em_step", Family.em_step)
+    plain = gmm.refine(x, start, seed=0)
+    assert compiled.n_iter == plain.n_iter
+    np.testing.assert_allclose(compiled.log_likelihood, plain.log_likelihood, rtol=1e-12)
+
+
+def test_compiled_gaussian_em_step_names_a_non_finite_site():
+    """Responsibilities with a NaN (a broken E-step upstream) give non-finite means: the fused step raises the
+    projection's error naming the site, as the NumPy step does, instead of handing NaN to the next step."""
+    from specinit.models.gmm import FAMILY, RowData
+
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(40, 2))
+    params = {"weights": np.full(2, 0.5), "loc": rng.normal(size=(2, 2)), "scale": np.ones(2)}
+    resp = rng.dirichlet(np.ones(2), size=40)
+    resp[5, 1] = np.nan
+    with pytest.raises(FloatingPointError, match="'weights' has non-finite entries"):
+        FAMILY.em_step(RowData(x, "spherical", 1.0), resp, params, FAMILY.site_table(params)[0], 1e-3)
+
+
+def test_compiled_factor_iterations_equal_the_numpy_loop():
+    """Principal-axis factoring of a rank-2 + diagonal covariance and of a sample covariance: the compiled loop takes
+    the NumPy loop's iterations and gives its noise to round-off, recovering the exact noise."""
+    from specinit.engine.backends.numba import factor_noise_iterations as compiled
+    from specinit.engine.rows import factor_noise_iterations
+
+    rng = np.random.default_rng(5)
+    loadings, noise = rng.normal(size=(9, 2)), rng.uniform(0.2, 1.0, 9)
+    exact = loadings @ loadings.T + np.diag(noise)
+    sample = np.cov(rng.multivariate_normal(np.zeros(9), exact, size=300).T, bias=True)
+    for cov in (exact, sample):
+        start = np.minimum(np.full(9, np.trace(cov) / 9), np.diag(cov))
+        ours, reference = compiled(cov, start, 3, 500, 1e-10), factor_noise_iterations(cov, start, 3, 500, 1e-10)
+        assert ours[1:] == reference[1:] and reference[2]
+        np.testing.assert_allclose(ours[0], reference[0], rtol=1e-9)
+    np.testing.assert_allclose(compiled(exact, np.diag(exact).copy(), 3, 500, 1e-12)[0], noise, rtol=1e-6)
+
+
 _INTERRUPTED = textwrap.dedent("""
     import faulthandler, signal
     import numpy as np, scipy.sparse as sp

@@ -37,6 +37,7 @@ host).
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from dataclasses import dataclass, fields
@@ -224,6 +225,7 @@ def resident_scope(moments):
     return nullcontext() if scope is None else scope()
 
 
+@functools.cache  # one import attempt: some loops look a kernel up at every step
 def numba_kernel(name: str):
     """The compiled kernel ``name`` of the Numba backend, or None when Numba is not installed (extra ``[fast]``).
 
