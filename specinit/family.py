@@ -305,7 +305,8 @@ class Family:
     A subclass implements :meth:`moments`, :meth:`population_moments`,
     :meth:`max_components` and :meth:`unwhiten` (or :meth:`recover` as a
     whole); for refinement and scoring, :meth:`component_log_prob` (mixtures)
-    or :meth:`e_step` (chains), :meth:`m_step` and :meth:`refine_data`.
+    or :meth:`e_step` (chains), :meth:`m_step` and :meth:`refine_data`;
+    :meth:`em_step` when one compiled EM step beats the two calls.
     """
 
     name: ClassVar[str] = ""
