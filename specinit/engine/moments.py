@@ -338,7 +338,9 @@ class PairSums(_FirstOrder):
     def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
         """``E2 @ Q`` for a (V, r) matrix: the same values as :meth:`CountMoments.m2_matmat` on the documents."""
         Q = np.asarray(Q, dtype=np.float64)
-        return (np.asarray(self.pairs @ Q) - self.stats.word_a[:, None] * Q) / self.stats.norm2
+        threaded = numba_kernel("csr_matmat") if sp.issparse(self.pairs) else None  # SciPy's product: one thread
+        product = np.asarray(self.pairs @ Q) if threaded is None else threaded(self.pairs, Q)
+        return (product - self.stats.word_a[:, None] * Q) / self.stats.norm2
 
     def to_arrays(self) -> dict:
         """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them): the pair sums as

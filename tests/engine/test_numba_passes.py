@@ -165,6 +165,38 @@ def test_compiled_anchor_step_equals_the_numpy_step(monkeypatch):
     np.testing.assert_allclose(compiled[0], plain[0], rtol=0, atol=1e-12)
 
 
+def test_threaded_csr_product_equals_scipy_and_serves_stored_pair_sums(monkeypatch, small_blocks=7):
+    """Rows with no entries, int32 and int64 indices, row blocks smaller than the matrix: the threaded product
+    equals SciPy's bit for bit; the online topic models' stored pair sums multiply through it, to the same values
+    as SciPy's product."""
+    from specinit.engine import moments as module
+    from specinit.engine.backends import numba as kernels
+    from specinit.engine.backends.numba import csr_matmat
+    from specinit.engine.moments import PairSums
+
+    rng = np.random.default_rng(9)
+    keep = np.ones(300)
+    keep[[3, 50, 299]] = 0.0
+    A = (sp.diags(keep) @ sp.random(300, 200, density=0.05, random_state=2, format="csr")).tocsr()
+    A.eliminate_zeros()
+    assert np.count_nonzero(np.diff(A.indptr) == 0) >= 3
+    Q = rng.standard_normal((200, 6))
+    wide = sp.csr_matrix(A)
+    wide.indices, wide.indptr = A.indices.astype(np.int64), A.indptr.astype(np.int64)
+    for work in (kernels.CALL_WORK, small_blocks * Q.shape[1]):
+        with monkeypatch.context() as patch:
+            patch.setattr(kernels, "CALL_WORK", work)
+            for matrix in (A, wide):
+                np.testing.assert_array_equal(csr_matmat(matrix, Q), A @ Q)
+    beta, weights = random_instance(4, 2000, seed=5)
+    sums = PairSums.from_counts(sp.csr_matrix(sample_lda(beta, weights, N=300, length=30, seed=6)[0]))
+    assert sp.issparse(sums.pairs)
+    Q = rng.standard_normal((2000, 5))
+    threaded = sums.m2_matmat(Q)
+    monkeypatch.setattr(module, "numba_kernel", lambda name: None)
+    np.testing.assert_array_equal(threaded, sums.m2_matmat(Q))
+
+
 def test_compiled_gaussian_em_step_equals_the_numpy_step(monkeypatch):
     """Three covariance kinds, one block of rows and several (with a short last block): the fused compiled step
     (M-step, projection, E-step) gives the NumPy step's parameters, responsibilities and log-likelihood to

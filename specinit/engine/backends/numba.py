@@ -51,7 +51,7 @@ from specinit.engine.rows import factor_noise_iterations as _factor_noise_iterat
 from specinit.engine.sources import row_ranges
 
 __all__ = ["CALL_WORK", "GAUSSIAN_BLOCK", "GAUSSIAN_KINDS", "NumbaPasses", "anchor_weights_step", "closing_sweep",
-           "factor_noise_iterations", "forward_backward", "gaussian_e_step", "gaussian_em_step",
+           "csr_matmat", "factor_noise_iterations", "forward_backward", "gaussian_e_step", "gaussian_em_step",
            "interrupts_between_calls", "power_iterate"]
 
 #: Work of one compiled call (non-zeros times the multiply-adds per non-zero): about 0.1 s on one core, so
@@ -159,6 +159,32 @@ def _bound(kernel, chunk, *arrays, out=None):
 def _parts(n_threads: int) -> int:
     numba.set_num_threads(max(1, min(int(n_threads), numba.config.NUMBA_NUM_THREADS)))
     return numba.get_num_threads()
+
+
+def csr_matmat(matrix, Q: np.ndarray) -> np.ndarray:
+    """``matrix @ Q`` for a CSR matrix and a dense (n, r) ``Q``, rows split over Numba's threads.
+
+    SciPy's product runs on one thread; this one is the gather half of the
+    count passes (each output row is its own sum, in SciPy's order: the same
+    values), in row blocks of bounded work with Ctrl-C between them. Used for
+    the stored word-pair sums of online topic models, whose products are the
+    eigensolver's passes.
+
+    Parameters
+    ----------
+    matrix : scipy.sparse.csr_matrix, shape (m, n)
+    Q : ndarray, shape (n, r)
+
+    Returns
+    -------
+    ndarray, shape (m, r)
+    """
+    Q = np.ascontiguousarray(Q, dtype=np.float64)
+    out = np.zeros((matrix.shape[0], Q.shape[1]))
+    data = np.asarray(matrix.data, dtype=np.float64)
+    _in_blocks(matrix.indptr, Q.shape[1], lambda start, stop: _matmat_kernel(matrix.indptr, matrix.indices, data, Q,
+                                                                             start, stop, out))
+    return out
 
 
 class NumbaPasses(NumpyPasses):
