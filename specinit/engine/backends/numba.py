@@ -181,9 +181,7 @@ def csr_matmat(matrix, Q: np.ndarray) -> np.ndarray:
     """
     Q = np.ascontiguousarray(Q, dtype=np.float64)
     out = np.zeros((matrix.shape[0], Q.shape[1]))
-    data = np.asarray(matrix.data, dtype=np.float64)
-    _in_blocks(matrix.indptr, Q.shape[1], lambda start, stop: _matmat_kernel(matrix.indptr, matrix.indices, data, Q,
-                                                                             start, stop, out))
+    _in_blocks(matrix.indptr, Q.shape[1], _bound(_matmat_kernel, matrix, Q, out=out))
     return out
 
 
