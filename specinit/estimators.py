@@ -77,7 +77,9 @@ class Face:
         ``(estimator, module, X) -> float``: ``score`` (higher is better; what ``GridSearchCV`` maximizes).
     answers : frozenset of str
         Further questions the fitted model answers: ``"score_samples"``, ``"bic"`` (``bic``, ``aic``),
-        ``"perplexity"``, ``"partial_fit"``.
+        ``"perplexity"``, ``"partial_fit"``, ``"deferred_update"`` (``partial_fit`` only takes the batch's moments
+        in, through the family's ``defer``; the parameters are recovered, by the family's ``update`` on the last
+        batch, when something first reads them).
     fixed : dict
         ``spectral`` arguments the face sets itself.
     from_data : callable, optional
@@ -173,6 +175,7 @@ class SpectralEstimator:
         return self._keep(estimate, X)
 
     def _keep(self, estimate, X):
+        vars(self).pop("_deferred", None)
         self.estimate_ = estimate
         for name, (_, value) in self.face.attributes.items():
             setattr(self, name, value(self, estimate, X))
@@ -185,7 +188,7 @@ class SpectralEstimator:
         The first call fits the batch; each later call merges the batch's
         moments with those kept in ``estimate_`` exactly and recovers the
         parameters from everything seen: topics by anchor words (warm-started)
-        closed by EM sweeps over the batch (:func:`specinit.models.lda.update`),
+        closed by EM sweeps over the last batch (:func:`specinit.models.lda.update`),
         topics and weights of the mixture of unigrams by the same anchor words
         (:func:`specinit.models.single_topic.update`; no EM), or the moment
         estimate of a Gaussian mixture, an HMM, a multi-view
@@ -201,6 +204,16 @@ class SpectralEstimator:
         that only :meth:`fit` reads (refinement steps) are not used. The model
         answers its questions after every batch; ``estimate_.save`` keeps the
         moments, so a loaded estimate continues (``update(X_next, estimate)``).
+        The topic faces defer the recovery, which costs about one anchor fit
+        whatever the batch's size: ``partial_fit`` merges the moments
+        (:meth:`specinit.models._topics.TopicFamily.defer`) and keeps the last
+        batch, and the topics are recovered, with that batch's closing sweeps,
+        when ``estimate_``, a fitted attribute or a method that reads them is
+        first used: the merged moments and the closing sweeps of the same
+        batches given one by one to ``update``, with the eigensolver started
+        from the last recovered fit (cold before the first). Streaming many
+        batches and then using the model costs one recovery; using it after
+        every batch, one per batch (the estimates ``update`` returns).
 
         Parameters
         ----------
@@ -218,21 +231,48 @@ class SpectralEstimator:
             A model fitted by :meth:`fit` (it keeps no moments to merge with), or a batch with another number of
             words.
         """
-        module, fitted = self._module, hasattr(self, "estimate_")
-        if fitted and not any(key.startswith(MOMENTS_STATE) for key in self.estimate_.state):
+        module, kept = self._module, vars(self)
+        fitted = "estimate_" in kept or "_deferred" in kept
+        if "estimate_" in kept and not any(key.startswith(MOMENTS_STATE) for key in self.estimate_.state):
             raise ValueError(f"{type(self).__name__}.partial_fit continues a model built by partial_fit; this one "
                              f"was fitted by fit, which keeps no moments to merge with (call partial_fit on a new "
                              f"{type(self).__name__}).")
         X = self._data(X, reset=not fitted)
         derived = {} if fitted or self.face.from_data is None else self.face.from_data(self, X)
         spectral_arguments = {**self._spectral_arguments(), **derived}
-        accepted = inspect.signature(module.update).parameters
-        arguments = {name: value for name, value in spectral_arguments.items() if name in accepted}
-        k = self.n_components
-        if isinstance(k, str) and k == "auto":  # chosen on the first batch, as fit chooses it, then kept
-            k = self.estimate_.k if fitted else module.spectral(X, "auto", **spectral_arguments).k
-        estimate = module.update(X, self.estimate_ if fitted else None, k=k, **arguments)
-        return self._keep(estimate, X)
+        if "_deferred" in kept:
+            previous, latest, k = kept["_deferred"]
+            previous = module.FAMILY.defer(latest, previous, k, weighting=self._update_default("weighting"))
+        else:
+            previous, k = kept.get("estimate_"), self.n_components
+            if isinstance(k, str) and k == "auto":  # chosen on the first batch, as fit chooses it, then kept
+                k = previous.k if previous is not None else module.spectral(X, "auto", **spectral_arguments).k
+        if "deferred_update" in self.face.answers:
+            for name in ("estimate_", *self.face.attributes):  # read again once recovered
+                kept.pop(name, None)
+            self._deferred = (previous, X, k)
+            return self
+        return self._keep(module.update(X, previous, k=k, **self._update_arguments(spectral_arguments)), X)
+
+    def _update_arguments(self, spectral_arguments: dict) -> dict:
+        accepted = inspect.signature(self._module.update).parameters
+        return {name: value for name, value in spectral_arguments.items() if name in accepted}
+
+    def _update_default(self, name: str):
+        return inspect.signature(self._module.update).parameters[name].default
+
+    def __sklearn_is_fitted__(self) -> bool:
+        return "estimate_" in vars(self) or "_deferred" in vars(self)
+
+    def __getattr__(self, name: str):
+        # a deferred update (partial_fit of the topic faces) is recovered when its parameters are first read
+        deferred = vars(self).get("_deferred")
+        if deferred is None or not (name == "estimate_" or name in self.face.attributes):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        previous, latest, k = vars(self).pop("_deferred")
+        self._keep(self._module.update(latest, previous, k=k, **self._update_arguments(self._spectral_arguments())),
+                   latest)
+        return getattr(self, name)
 
     @available_if(lambda estimator: estimator.face.transform is not None)
     def transform(self, X):
@@ -478,7 +518,7 @@ SpectralLDA = estimator_class("SpectralLDA", Face(
     transform=lambda estimator, module, X: module.document_topics(X, estimator.components_,
                                                                    estimator.doc_topic_prior_),
     score=_document_completion,
-    answers=frozenset({"perplexity", "partial_fit"}),
+    answers=frozenset({"perplexity", "partial_fit", "deferred_update"}),
 ), (ClassNamePrefixFeaturesOutMixin, TransformerMixin))
 
 
@@ -518,7 +558,7 @@ SpectralTopicMixture = estimator_class("SpectralTopicMixture", Face(
     transform=_responsibilities,
     predict_proba=_responsibilities,
     score=lambda estimator, module, X: module.FAMILY.token_log_likelihood(X, estimator.estimate_),
-    answers=frozenset({"perplexity", "partial_fit"}),
+    answers=frozenset({"perplexity", "partial_fit", "deferred_update"}),
 ), (ClusterMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin))
 
 

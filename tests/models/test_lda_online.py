@@ -230,3 +230,53 @@ def test_partial_fit_answers_after_every_batch(corpus):
         model.partial_fit(X[:10, :50])
     with pytest.raises(ValueError, match="SpectralLDA.partial_fit continues a model built by partial_fit"):
         SpectralLDA(4, random_state=0).fit(X[:500]).partial_fit(X[500:1000])
+
+
+def test_partial_fit_defers_the_recovery_until_the_topics_are_read(corpus, tmp_path):
+    """Batches streamed in without reading the model are merged only; the first read recovers from all of them
+    with the last batch's closing sweeps: the merged moments are the one-shot moments, the estimate is that of
+    ``update`` on the last batch after ``defer`` took in the others, and it continues after save and load."""
+    import pickle
+
+    X = corpus.counts
+    batches = _batches(X[:2000], 400)
+    model = SpectralLDA(4, random_state=0)
+    for batch in batches:
+        model.partial_fit(batch)
+        assert "estimate_" not in vars(model) and "components_" not in vars(model)
+    snapshot = pickle.loads(pickle.dumps(model))  # a pending model travels (and recovers on the other side)
+    stream = None
+    for batch in batches[:-1]:
+        stream = lda.FAMILY.defer(batch, stream, 4, weighting="per-document")
+    assert (stream.n_batches, stream.previous) == (4, None)
+    direct = lda.update(batches[-1], stream, seed=0)
+    np.testing.assert_array_equal(model.components_, direct.params["beta"])  # the first read recovers
+    np.testing.assert_array_equal(snapshot.estimate_.params["beta"], direct.params["beta"])
+    assert model.estimate_.diagnostics["n_batches"] == 5
+    merged = PairSums.from_arrays({key[len(specinit.family.MOMENTS_STATE):]: value
+                                   for key, value in model.estimate_.state.items()
+                                   if key.startswith(specinit.family.MOMENTS_STATE)})
+    once = CountMoments(X[:2000], weighting="per-document")
+    Q = np.random.default_rng(1).normal(size=(X.shape[1], 5))
+    expected = once.m2_matmat(Q)
+    np.testing.assert_allclose(merged.m2_matmat(Q), expected, rtol=0, atol=1e-10 * np.abs(expected).max())
+    truth = corpus.beta
+    error = np.abs(model.components_[best_permutation(truth, model.components_)] - truth).sum(axis=1).mean()
+    assert error < 0.08, error  # one fit on the same 2,000 documents: 0.048
+    # after a read, later batches are deferred again from the recovered estimate (its eigenspace, its labels)
+    model.partial_fit(X[2000:2500])
+    assert "estimate_" not in vars(model)
+    continued = lda.update(X[2000:2500], direct, seed=0)
+    np.testing.assert_array_equal(model.transform(X[:5]), lda.document_topics(X[:5], continued.params["beta"],
+                                                                               continued.params["alpha"]))
+    path = tmp_path / "stream.npz"
+    model.estimate_.save(path)
+    resumed = lda.update(X[2500:], SpectralEstimate.load(path), seed=0)
+    assert resumed.diagnostics["n_documents"] == X.shape[0] and resumed.diagnostics["n_batches"] == 7
+    # fit replaces a pending stream; a stream keeps its k
+    refit = SpectralLDA(4, random_state=0)
+    refit.partial_fit(X[:500])
+    refit.fit(X[:800])
+    assert "_deferred" not in vars(refit) and refit.estimate_.diagnostics.get("n_batches") is None
+    with pytest.raises(ValueError, match=r"'k' argument of lda.update must be None or the stream's k = 4"):
+        lda.update(X[2000:], stream, k=3)

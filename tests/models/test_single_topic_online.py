@@ -128,6 +128,23 @@ def test_partial_fit_answers_after_every_batch(documents):
         SpectralTopicMixture(4, random_state=0).fit(X[:500]).partial_fit(X[500:1000])
 
 
+def test_partial_fit_streamed_without_reads_recovers_once(documents):
+    """Unread batches are only merged; the first read recovers from all of them (labels of the last batch)."""
+    _, X = documents
+    batches = _batches(X[:3000], 3)
+    model = SpectralTopicMixture(4, random_state=0)
+    stream = None
+    for batch in batches:
+        model.partial_fit(batch)
+        assert "estimate_" not in vars(model)
+    for batch in batches[:-1]:
+        stream = single_topic.FAMILY.defer(batch, stream, 4, weighting="pooled")
+    direct = single_topic.update(batches[-1], stream, seed=0)
+    assert model.labels_.shape == (batches[-1].shape[0],)  # a fitted attribute read first recovers
+    np.testing.assert_array_equal(model.components_, direct.params["beta"])
+    assert model.estimate_.diagnostics["n_batches"] == 3 and model.estimate_.diagnostics["n_documents"] == 3000
+
+
 @pytest.mark.parametrize("family", [single_topic, lda], ids=["single_topic", "lda"])
 @pytest.mark.parametrize("damage", ["missing", "rows", "vector", "nan", "text"])
 def test_a_damaged_stored_start_block_is_named(documents, family, damage):
