@@ -358,10 +358,11 @@ def forward_backward(batch, init: np.ndarray, transition: np.ndarray, likelihood
     return init_counts, trans_counts, gamma, float(log_likelihood)
 
 
-# Per document and step, the dot products of all its tokens come first (independent, so they pipeline), then the
-# ratios, then one accumulation; reassociation lets the sums over topics use SIMD lanes (round-off changes only;
-# every value is finite and positive). The last pass scores the tokens and scatters the expected counts with the
-# final proportions.
+# Each document's topic-word rows are gathered once into a (k, tokens) buffer that every step reads contiguously:
+# a step's dot products run over the tokens for one topic at a time (SIMD lanes over tokens, no horizontal sums),
+# then the ratios, then one accumulation per topic; reassociation lets the sums use SIMD lanes (round-off changes
+# only; every value is finite and positive). The last pass scores the tokens and scatters the expected counts with
+# the final proportions.
 @numba.njit(parallel=True, cache=True, fastmath={"reassoc", "contract"})
 def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, stop, stats,
                     totals):  # pragma: no cover - compiled
@@ -373,25 +374,29 @@ def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, s
     for d in range(start, stop):
         longest = max(longest, indptr[d + 1] - indptr[d])
     for p in numba.prange(n_parts):
-        acc = np.empty(k)
         th = np.empty(k)
         ratio = np.empty(longest)
+        rows = np.empty((k, longest))
         counts = stats[p]
         for d in range(start + p * step, min(stop, start + (p + 1) * step)):
             lo, hi = indptr[d], indptr[d + 1]
             n = hi - lo
             length = 0.0
-            for e in range(lo, hi):
-                length += data[e]
+            for i in range(n):
+                length += data[lo + i]
+                row = beta_t[indices[lo + i]]
+                for j in range(k):
+                    rows[j, i] = row[j]
             for j in range(k):
                 th[j] = theta[d, j]
             for s in range(steps + 1):
                 for i in range(n):
-                    row = beta_t[indices[lo + i]]
-                    dot = 0.0
-                    for j in range(k):
-                        dot += th[j] * row[j]
-                    ratio[i] = dot
+                    ratio[i] = 0.0
+                for j in range(k):
+                    weight = th[j]
+                    topic = rows[j]
+                    for i in range(n):
+                        ratio[i] += weight * topic[i]
                 if s == steps:
                     total = 0.0
                     for i in range(n):
@@ -406,14 +411,12 @@ def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, s
                         for j in range(k):
                             out[j] += th[j] * r
                 else:
-                    acc[:] = 0.0
-                    for i in range(n):
-                        row = beta_t[indices[lo + i]]
-                        r = ratio[i]
-                        for j in range(k):
-                            acc[j] += r * row[j]
                     for j in range(k):
-                        th[j] = (alpha[j] + th[j] * acc[j]) / (length + a0)
+                        topic = rows[j]
+                        acc = 0.0
+                        for i in range(n):
+                            acc += ratio[i] * topic[i]
+                        th[j] = (alpha[j] + th[j] * acc) / (length + a0)
             for j in range(k):
                 theta[d, j] = th[j]
 
