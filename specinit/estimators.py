@@ -269,7 +269,7 @@ class SpectralEstimator:
         deferred = vars(self).get("_deferred")
         if deferred is None or not (name == "estimate_" or name in self.face.attributes):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-        previous, latest, k = vars(self).pop("_deferred")
+        previous, latest, k = deferred  # kept until the recovery succeeds (_keep drops it)
         self._keep(self._module.update(latest, previous, k=k, **self._update_arguments(self._spectral_arguments())),
                    latest)
         return getattr(self, name)

@@ -232,7 +232,7 @@ def test_partial_fit_answers_after_every_batch(corpus):
         SpectralLDA(4, random_state=0).fit(X[:500]).partial_fit(X[500:1000])
 
 
-def test_partial_fit_defers_the_recovery_until_the_topics_are_read(corpus, tmp_path):
+def test_partial_fit_defers_the_recovery_until_the_topics_are_read(corpus, tmp_path, monkeypatch):
     """Batches streamed in without reading the model are merged only; the first read recovers from all of them
     with the last batch's closing sweeps: the merged moments are the one-shot moments, the estimate is that of
     ``update`` on the last batch after ``defer`` took in the others, and it continues after save and load."""
@@ -273,6 +273,19 @@ def test_partial_fit_defers_the_recovery_until_the_topics_are_read(corpus, tmp_p
     model.estimate_.save(path)
     resumed = lda.update(X[2500:], SpectralEstimate.load(path), seed=0)
     assert resumed.diagnostics["n_documents"] == X.shape[0] and resumed.diagnostics["n_batches"] == 7
+    # a recovery that fails keeps the stream (the next read tries again)
+    failing = SpectralLDA(4, random_state=0)
+    for batch in batches[:2]:
+        failing.partial_fit(batch)
+    def interrupted(*args, **kwargs):
+        raise RuntimeError("interrupted")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(lda, "update", interrupted)
+        with pytest.raises(RuntimeError, match="interrupted"):
+            failing.components_
+    assert "_deferred" in vars(failing)
+    assert failing.estimate_.diagnostics["n_batches"] == 2
     # fit replaces a pending stream; a stream keeps its k
     refit = SpectralLDA(4, random_state=0)
     refit.partial_fit(X[:500])
