@@ -34,6 +34,9 @@ __all__ = ["NumpyPasses", "cross3", "document_weights", "first_order_stats", "in
            "pair_products", "usable_documents", "weighted_cubes", "whitened_stats"]
 
 _CHUNK_BYTES = 64 * 2**20  # bound on any dense intermediate built per chunk
+# bound on the (rows, width) products of a count pass's chunk: two chunks a thread are in flight, each also holding
+# its (V, width) result
+_PRODUCT_BYTES = 16 * 2**20
 
 
 def document_weights(lengths: np.ndarray, weighting: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -309,8 +312,13 @@ class NumpyPasses(Passes):
     def place_counts(self, source, weighting: str) -> PlacedCounts:
         return PlacedCounts(source, weighting)
 
-    def _chunks(self, placed: PlacedCounts):
-        return placed.source.chunks(self.chunk_rows, self._splits())
+    def _chunks(self, placed: PlacedCounts, width: int | None = None):
+        """The chunks of a pass; with ``width``, an in-memory matrix's chunks keep their (rows, width) dense
+        products within 16 MB (unless ``chunk_rows`` says otherwise)."""
+        rows = self.chunk_rows
+        if rows is None and width:
+            rows = max(1, _PRODUCT_BYTES // (8 * width))
+        return placed.source.chunks(rows, self._splits())
 
     def _splits(self) -> int:
         return self.n_threads
@@ -319,17 +327,21 @@ class NumpyPasses(Passes):
         """Sum ``partial(chunk)`` over all chunks (one pass) on ``workers`` threads; None for no chunk."""
         total = None
         for part in in_order(partial, chunks, workers or self.n_threads):
-            total = part if total is None else total + part
+            if total is None:
+                total = part
+            else:
+                total += part  # in place for arrays (a part is its pass's own), else ``+``
         return total
 
     def count_first(self, placed: PlacedCounts) -> FirstOrderStats | None:
         return self._reduce(self._chunks(placed), lambda chunk: first_order_stats(chunk, placed.weighting))
 
     def count_m2(self, placed: PlacedCounts, Q: np.ndarray) -> np.ndarray:
-        return self._reduce(self._chunks(placed), lambda chunk: m2_partial(chunk, placed.weighting, Q))
+        return self._reduce(self._chunks(placed, Q.shape[1]), lambda chunk: m2_partial(chunk, placed.weighting, Q))
 
     def count_whitened(self, placed: PlacedCounts, W: np.ndarray) -> WhitenedStats:
-        return self._reduce(self._chunks(placed), lambda chunk: whitened_stats(chunk, W, placed.weighting))
+        return self._reduce(self._chunks(placed, W.shape[1]),
+                            lambda chunk: whitened_stats(chunk, W, placed.weighting))
 
     # views --------------------------------------------------------------------------------------------------
     def place_views(self, source):
