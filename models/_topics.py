@@ -43,8 +43,8 @@ from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, UPDATED_ESTIMATE, Family, k_param
 
 __all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "POPULATION_TOPICS", "UPDATE_ARGUMENTS",
-           "AnchorUpdate", "TopicData", "TopicFamily", "TopicStream", "check_alpha0_grid", "close_topics", "default_alpha0_grid",
-           "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace", "word_pairs"]
+           "AnchorUpdate", "TopicData", "TopicFamily", "TopicStream", "check_alpha0_grid", "close_topics",
+           "default_alpha0_grid", "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace", "word_pairs"]
 
 
 #: The topics given to the topic families' ``population_moments``, declared once.
@@ -230,7 +230,7 @@ class TopicFamily(Family):
         k : int or None
             Topics; required for the first batch, else None or the estimate's.
         weighting : {"pooled", "per-document"}
-            The pair moment's estimator (the stored summary's, for later batches).
+            The pair moment's estimator of the first batch (later batches take the stored summary's).
 
         Returns
         -------
@@ -258,9 +258,11 @@ class TopicFamily(Family):
 
     @staticmethod
     def _batch_sums(source: CountSource, stored, weighting: str) -> PairSums:
-        # a batch joining dense pair sums is summed dense (no sparse (V, V) product to convert)
-        return PairSums.from_counts(source, weighting, "counts",
-                                    dense=stored is not None and isinstance(stored.pairs, np.ndarray))
+        """A batch's pair sums, weighted as the stored ones (the first batch fixes the weighting) and summed dense
+        when they are dense (no sparse (V, V) product to convert)."""
+        if stored is None:
+            return PairSums.from_counts(source, weighting, "counts")
+        return PairSums.from_counts(source, stored.weighting, "counts", dense=isinstance(stored.pairs, np.ndarray))
 
     def anchor_update(self, counts, estimate, k, *, weighting: str, vocabulary, seed, floor: float,
                       alpha_sum: float = 1.0, noise_tol: float = 0.0) -> "AnchorUpdate":

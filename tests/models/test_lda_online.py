@@ -232,6 +232,21 @@ def test_partial_fit_answers_after_every_batch(corpus):
         SpectralLDA(4, random_state=0).fit(X[:500]).partial_fit(X[500:1000])
 
 
+def test_the_first_batch_fixes_the_weighting(corpus):
+    """Later batches are weighted as the stored sums, whatever ``weighting`` they are given."""
+    X = corpus.counts
+    first = lda.update(X[:500], k=4, weighting="pooled", seed=0)
+    once = CountMoments(X[:1000], weighting="pooled")
+    Q = np.random.default_rng(2).normal(size=(X.shape[1], 4))
+    expected = once.m2_matmat(Q)
+    for weighting in ("per-document", "pooled"):
+        later = lda.update(X[500:1000], first, weighting=weighting, seed=0)
+        assert later.diagnostics["weighting"] == "pooled"
+        merged = PairSums.from_arrays({key[len("moments/"):]: value for key, value in later.state.items()
+                                       if key.startswith("moments/")})
+        np.testing.assert_allclose(merged.m2_matmat(Q), expected, rtol=0, atol=1e-10 * np.abs(expected).max())
+
+
 def test_partial_fit_defers_the_recovery_until_the_topics_are_read(corpus, tmp_path, monkeypatch):
     """Batches streamed in without reading the model are merged only; the first read recovers from all of them
     with the last batch's closing sweeps: the merged moments are the one-shot moments, the estimate is that of
