@@ -2,7 +2,8 @@
 and against one ``lda.spectral`` fit on everything, in one run.
 
 Corpus (nothing downloaded): paragraphs of the docstrings of the Python standard library
-(:func:`specinit.corpus.load_python_docs`), ``--test-docs`` of them held out at random (seeded); the rest
+(:func:`specinit.corpus.load_python_docs`; ``--corpus man`` for a seeded sample of Debian manual-page sections,
+loaded as ``bench_lda_real.py`` loads them), ``--test-docs`` of them held out at random (seeded); the rest
 arrives in ``--batches`` batches in a seeded random order. After every batch each online method is scored by
 held-out document-completion perplexity (:func:`specinit.corpus.document_completion`: half of each held-out
 document's tokens fold theta in, the other half is scored); the table gives the perplexity after the first and
@@ -33,7 +34,8 @@ import scipy.sparse as sp
 sys.path.insert(0, os.path.dirname(__file__))
 from _common import machine, matched_l1, table, timed  # noqa: E402
 
-from specinit.corpus import document_completion, load_python_docs  # noqa: E402
+from bench_lda_real import load  # noqa: E402
+from specinit.corpus import document_completion  # noqa: E402
 from specinit.models import lda  # noqa: E402
 
 
@@ -84,17 +86,20 @@ def main() -> None:
     parser.add_argument("--test-docs", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--synthetic", action="store_true", help="the synthetic corpora instead of real text")
+    parser.add_argument("--corpus", default="python", choices=("python", "man"),
+                        help="docstrings or manual-page sections (as bench_lda_real.py loads them)")
+    parser.add_argument("--man-docs", type=int, default=20_000, help="manual-page sections drawn (--corpus man)")
     args = parser.parse_args()
     if args.synthetic:
         return synthetic()
 
-    corpus = load_python_docs(("stdlib",))
-    X = sp.csr_matrix(corpus.counts, dtype=np.float64)
+    counts, _ = load(args.corpus, args.man_docs, args.seed)
+    X = sp.csr_matrix(counts, dtype=np.float64)
     order = np.random.default_rng(args.seed).permutation(X.shape[0])
     test, train = X[order[: args.test_docs]], X[order[args.test_docs:]]
     batches = np.array_split(np.arange(train.shape[0]), args.batches)
     k = args.k
-    print(f"# Online LDA, {machine()}\n\nPython stdlib docstrings: {train.shape[0]} training documents in "
+    print(f"# Online LDA, {machine()}\n\n{args.corpus}: {train.shape[0]} training documents in "
           f"{args.batches} batches, {test.shape[0]} held out, V = {X.shape[1]}, k = {k}\n", flush=True)
 
     # Both arms are timed warm: one untimed call of each on the first batch loads the compiled kernels first.
