@@ -47,8 +47,18 @@ def perplexity(test, beta, alpha) -> float:
 SYNTHETIC = [(3_000, 60, 4, 1_000), (3_000, 60, 4, 300), (10_000, 500, 10, 1_000), (20_000, 2_000, 20, 2_000)]
 
 
-def synthetic() -> None:
+def stream_once(batches, k: int, seed: int):
+    """``SpectralLDA.partial_fit`` on every batch, then one read (where its deferred recovery runs): the model and
+    the seconds of all of it."""
     from specinit.estimators import SpectralLDA
+
+    model, seconds = SpectralLDA(k, random_state=seed), 0.0
+    for batch in batches:
+        seconds += timed(model.partial_fit, batch)[1]
+    return model, seconds + timed(getattr, model, "components_")[1]
+
+
+def synthetic() -> None:
     from specinit.synthetic import sample_lda
 
     print(f"# Online LDA on synthetic corpora, {machine()}\n", flush=True)
@@ -64,10 +74,7 @@ def synthetic() -> None:
         for batch in batches:
             estimate, spent = timed(lda.update, batch, estimate, k=k, seed=0)
             seconds += spent
-        model, streamed = SpectralLDA(k, random_state=0), 0.0
-        for batch in batches:
-            streamed += timed(model.partial_fit, batch)[1]
-        streamed += timed(getattr, model, "components_")[1]
+        model, streamed = stream_once(batches, k, seed=0)
         truth, online, one = corpus.beta, estimate.params["beta"], once.params["beta"]
         rows.append([f"{n:,}, {vocab:,}, {k}, {size:,}", f"{matched_l1(one, online):.3f}",
                      f"{matched_l1(truth, online):.3f}", f"{matched_l1(truth, one):.3f}", f"{once_seconds:.3f}",
@@ -118,21 +125,12 @@ def main() -> None:
     rows.append(["lda.update per batch", f"{first:.0f}", f"{last:.0f}", f"{seconds:.2f}",
                  f"{matched_l1(once.params['beta'], estimate.params['beta']):.3f}"])
 
-    from sklearn.decomposition import LatentDirichletAllocation
-
-    from specinit.estimators import SpectralLDA
-
-    # the scikit-learn face defers the recovery to the first read: every batch streamed in, then the model used
-    model = SpectralLDA(k, random_state=args.seed)
-    seconds = 0.0
-    for batch in batches:
-        _, spent = timed(model.partial_fit, train[batch])
-        seconds += spent
-    _, spent = timed(getattr, model, "components_")
-    seconds += spent
+    model, seconds = stream_once([train[batch] for batch in batches], k, seed=args.seed)
     rows.append(["SpectralLDA.partial_fit per batch, read after the last", "",
                  f"{perplexity(test, model.components_, model.doc_topic_prior_):.0f}", f"{seconds:.2f}",
                  f"{matched_l1(once.params['beta'], model.components_):.3f}"])
+
+    from sklearn.decomposition import LatentDirichletAllocation
 
     model = LatentDirichletAllocation(k, learning_method="online", random_state=args.seed,
                                       total_samples=train.shape[0])

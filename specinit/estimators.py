@@ -231,8 +231,7 @@ class SpectralEstimator:
             A model fitted by :meth:`fit` (it keeps no moments to merge with), or a batch with another number of
             words.
         """
-        module, kept = self._module, vars(self)
-        fitted = "estimate_" in kept or "_deferred" in kept
+        module, kept, fitted = self._module, vars(self), self.__sklearn_is_fitted__()
         if "estimate_" in kept and not any(key.startswith(MOMENTS_STATE) for key in self.estimate_.state):
             raise ValueError(f"{type(self).__name__}.partial_fit continues a model built by partial_fit; this one "
                              f"was fitted by fit, which keeps no moments to merge with (call partial_fit on a new "

@@ -314,7 +314,7 @@ class NumpyPasses(Passes):
 
     def _chunks(self, placed: PlacedCounts, width: int | None = None):
         """The chunks of a pass; with ``width``, an in-memory matrix's chunks keep their (rows, width) dense
-        products within 16 MB (unless ``chunk_rows`` says otherwise)."""
+        products within ``_PRODUCT_BYTES`` (unless ``chunk_rows`` says otherwise)."""
         rows = self.chunk_rows
         if rows is None and width:
             rows = max(1, _PRODUCT_BYTES // (8 * width))
