@@ -22,7 +22,17 @@ system, all threads; on a shared machine wall time includes waiting for the
 CPU). Densities evaluated afterwards are not timed. The load average at the
 start and end of the run is printed.
 
-Usage: ``python benchmarks/bench_kernel_multiview.py [--quick]``
+With ``--online``: observations arriving in 10 batches through ``kernel_multiview.update`` (exact merged
+feature sums, the density support a uniform sample of every observation seen) against one
+``kernel_multiview.spectral`` on all of them: the planted 1-D scenario (weights error / mean L1 / seconds of
+all updates, of ``SpectralKernelMultiView.partial_fit`` over the same batches read once at the end, and of
+the one fit), and real data, scikit-learn's digits 0, 1 and 6 with three bands of image rows
+(each reduced to 2 principal components) as views, 80% of the images for training (seeded): held-out ARI
+against the digit labels of the streamed estimate, of the one fit, of scikit-learn's ``MiniBatchKMeans``
+``partial_fit`` over the same batches and of ``GaussianMixture`` fitted on all training rows (concatenated
+views, best of 3 starts).
+
+Usage: ``python benchmarks/bench_kernel_multiview.py [--quick] [--online]``
 """
 
 from __future__ import annotations
@@ -34,8 +44,13 @@ import time
 import numpy as np
 from scipy import stats
 from scipy.optimize import linear_sum_assignment
+from sklearn.cluster import MiniBatchKMeans
+from sklearn.datasets import load_digits
+from sklearn.decomposition import PCA
+from sklearn.metrics import adjusted_rand_score
 from sklearn.mixture import GaussianMixture
 
+from specinit.estimators import SpectralKernelMultiView
 from specinit.models import kernel_multiview as km
 from specinit.models import multiview as mv
 
@@ -189,12 +204,90 @@ def run_sklearn(views, k):
     return gm.weights_, dens, elapsed
 
 
+def streamed(views, k, n_batches):
+    """``kernel_multiview.update`` over ``n_batches`` consecutive batches of ``views``: (estimate, seconds)."""
+    estimate, start = None, time.perf_counter()
+    for rows in np.array_split(np.arange(views[0].shape[0]), n_batches):
+        estimate = km.update([x[rows] for x in views], estimate, k=k, seed=0)
+    return estimate, time.perf_counter() - start
+
+
+def streamed_estimator(views, k, n_batches):
+    """``SpectralKernelMultiView.partial_fit`` over the batches, then one read of the model: seconds."""
+    model, start = SpectralKernelMultiView(k, random_state=0), time.perf_counter()
+    for rows in np.array_split(np.arange(views[0].shape[0]), n_batches):
+        model.partial_fit([x[rows] for x in views])
+    model.estimate_  # noqa: B018 -- the read that recovers the parameters
+    return time.perf_counter() - start
+
+
+def digit_views():
+    """Digits 0, 1 and 6; three bands of image rows, each reduced to 2 principal components: (views, labels)."""
+    digits = load_digits()
+    keep = np.isin(digits.target, [0, 1, 6])
+    images, labels = digits.images[keep], digits.target[keep]
+    bands = [images[:, rows].reshape(len(images), -1) for rows in (slice(0, 3), slice(3, 6), slice(6, 8))]
+    return [PCA(2, random_state=0).fit_transform(b[:, b.std(axis=0) > 0]) for b in bands], labels
+
+
+def online(sizes, n_batches=10):
+    print(f"\nOnline: {n_batches} batches through kernel_multiview.update against one kernel_multiview.spectral")
+    print(f"\n| scenario | N | update x {n_batches}: weights err / mean L1 / s | partial_fit x {n_batches}, read once: s "
+          "| one spectral: weights err / mean L1 / s |")
+    print("|---|---|---|---|---|")
+    weights, components = SCENARIOS["1-D views, k=3"]
+    km.update(sample(weights, components, 500, seed=0), k=3)  # warm: compiled code loads here, not in a timed call
+    for n in sizes:
+        views = sample(weights, components, n, seed=n)
+        estimate, t_stream = streamed(views, 3, n_batches)
+        t_estimator = streamed_estimator(views, 3, n_batches)
+        start = time.perf_counter()
+        once = km.spectral(views, 3, seed=0)
+        t_once = time.perf_counter() - start
+        cells = [score(weights, components, e.params["weights"],
+                       [km.conditional_density(e, v, grid_for(1)[0]).T for v in range(3)]) for e in (estimate, once)]
+        print(f"| 1-D views, k=3 | {n:,} | {cells[0][0]:.3f} / {cells[0][1]:.3f} / {t_stream:.2f} | "
+              f"{t_estimator:.2f} | {cells[1][0]:.3f} / {cells[1][1]:.3f} / {t_once:.2f} |", flush=True)
+    views, labels = digit_views()
+    train = np.sort(np.random.default_rng(0).permutation(labels.size)[: int(0.8 * labels.size)])
+    test = np.setdiff1d(np.arange(labels.size), train)
+    estimate, t_stream = streamed([x[train] for x in views], 3, n_batches)
+    start = time.perf_counter()
+    once = km.spectral([x[train] for x in views], 3, seed=0)
+    t_once = time.perf_counter() - start
+    x = np.hstack(views)
+    start = time.perf_counter()
+    kmeans = MiniBatchKMeans(3, random_state=0, n_init=3)
+    for rows in np.array_split(train, n_batches):
+        kmeans.partial_fit(x[rows])
+    t_kmeans = time.perf_counter() - start
+    start = time.perf_counter()
+    gm = max((GaussianMixture(3, random_state=seed).fit(x[train]) for seed in range(3)),
+             key=lambda fit: fit.score(x[train]))
+    t_gm = time.perf_counter() - start
+    held = [x[test] for x in views]
+    aris = [adjusted_rand_score(labels[test], km.predict(held, e)[1]) for e in (estimate, once)]
+    print(f"\nReal data: digits 0/1/6, three bands of image rows (2 principal components each), "
+          f"{train.size} training / {test.size} held-out images; held-out ARI against the digit (seconds)\n")
+    print(f"| update x {n_batches} | one spectral | MiniBatchKMeans partial_fit x {n_batches} | GaussianMixture on "
+          "all (best of 3) |")
+    print("|---|---|---|---|")
+    print(f"| {aris[0]:.3f} ({t_stream:.2f}) | {aris[1]:.3f} ({t_once:.2f}) | "
+          f"{adjusted_rand_score(labels[test], kmeans.predict(x[test])):.3f} ({t_kmeans:.2f}) | "
+          f"{adjusted_rand_score(labels[test], gm.predict(x[test])):.3f} ({t_gm:.2f}) |", flush=True)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="N = 1000 and 10000 only")
+    parser.add_argument("--online", action="store_true", help="only the batches through kernel_multiview.update")
     args = parser.parse_args()
     sizes = (1000, 10000) if args.quick else (1000, 10000, 100000)
     print(f"machine: {machine()}; load average at start: {os.getloadavg()[0]:.1f}")
+    if args.online:
+        online(sizes[1:])
+        print(f"\nload average at the end: {os.getloadavg()[0]:.1f}")
+        return
     print()
     print("| scenario | N | kernel_multiview: weights err / mean L1 / wall (CPU) s "
           "| multiview (Gaussian): weights err / mean L1 / wall (CPU) s "

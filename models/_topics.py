@@ -14,7 +14,6 @@ import os
 import warnings
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -40,10 +39,10 @@ from specinit.engine.sources import CountSource, row_ranges
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, MOMENTS_STATE, UPDATED_ESTIMATE, Family, k_param
+from specinit.family import COMMON_OPTIONS, DEFERRED_ESTIMATE, MOMENTS_STATE, Family, k_param
 
 __all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "POPULATION_TOPICS", "UPDATE_ARGUMENTS",
-           "AnchorUpdate", "TopicData", "TopicFamily", "TopicStream", "check_alpha0_grid", "close_topics",
+           "AnchorUpdate", "TopicData", "TopicFamily", "check_alpha0_grid", "close_topics",
            "default_alpha0_grid", "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace", "word_pairs"]
 
 
@@ -87,9 +86,7 @@ class TopicData:
 UPDATE_ARGUMENTS = {
     "counts": Param("array-like, scipy.sparse matrix, list of chunks or callable",
                     "The new (n, V) counts (any input :func:`spectral` reads, except Dask)."),
-    "estimate": Param("SpectralEstimate or TopicStream, optional", UPDATED_ESTIMATE.doc + " A :class:`TopicStream` "
-                      "(batches taken in by :meth:`TopicFamily.defer`, the topics not yet recovered) continues "
-                      "like the estimate it started from.", None),
+    "estimate": DEFERRED_ESTIMATE,
     "k": Param("int, optional", "Number of topics: required for the first batch; with ``estimate`` it must be None or "
                "``estimate.k``.", None, Interval(int, 1, none=True)),
     "vocabulary": Param("sequence of str, optional", "Words of the columns; with ``estimate`` it must equal its "
@@ -144,34 +141,6 @@ class AnchorUpdate:
     vocabulary: tuple | None
 
 
-@dataclass(frozen=True)
-class TopicStream:
-    """Batches an online topic fit has taken in without recovering the topics (:meth:`TopicFamily.defer`).
-
-    The recovery, which costs about as much as a fresh anchor fit however small the batch, waits until the topics
-    are needed: ``update(X, stream)`` merges ``X`` and recovers from everything, with the merged moments and the
-    closing sweeps (over ``X``) of the same batches given one by one to ``update``, the eigensolver started from
-    the last recovered fit; the scikit-learn faces' ``partial_fit`` keeps one between calls.
-
-    Attributes
-    ----------
-    previous : SpectralEstimate or None
-        The last recovered fit (its eigenspace starts the eigensolver, its topics give the labels); None before the
-        first recovery.
-    merged : PairSums
-        The summary of every batch taken in, ``previous``'s stored moments included.
-    n_batches : int
-        Batches in ``merged``.
-    k : int
-        Topics.
-    """
-
-    previous: Any
-    merged: PairSums
-    n_batches: int
-    k: int
-
-
 class TopicFamily(Family):
     """What the topic families share: count moments, the limits on k, sign fixing, count data for EM."""
 
@@ -186,6 +155,7 @@ class TopicFamily(Family):
         "floor": COMMON_OPTIONS["floor"].documented("Topic-word probabilities are floored at ``floor / V``."),
     }
     data_kind = "counts"
+    summary = PairSums
     # The pair moment of short documents is a positive semi-definite signal plus sampling noise of both signs,
     # whose negative eigenvalues can exceed the smaller topics' eigenvalues: whiten with the top-k positive
     # eigenspace.
@@ -218,43 +188,17 @@ class TopicFamily(Family):
                  "restarts).")
         return raw, eig, report
 
-    def defer(self, counts, estimate, k, *, weighting: str) -> TopicStream:
-        """The first half of an online update alone: a batch's pair sums merged with what came before, no recovery.
+    def batch_summary(self, counts, stored, n_batches: int, *, weighting: str, **options) -> PairSums:
+        """A batch's pair sums, weighted as the stored ones (the first batch fixes ``weighting``)."""
+        return self._batch_sums(CountSource(counts), stored, weighting)
 
-        Parameters
-        ----------
-        counts : array-like, sparse matrix, list of chunks or callable
-            The batch.
-        estimate : SpectralEstimate, TopicStream or None
-            The fit (or the batches taken in) to add to; None for the first batch.
-        k : int or None
-            Topics; required for the first batch, else None or the estimate's.
-        weighting : {"pooled", "per-document"}
-            The pair moment's estimator of the first batch (later batches take the stored summary's).
-
-        Returns
-        -------
-        TopicStream
-
-        Raises
-        ------
-        ValueError
-            As :meth:`anchor_update`.
-        """
-        stored, previous, k, n_batches = self._continued(estimate, k, current_entry())
-        batch = self._batch_sums(CountSource(counts), stored, weighting)
-        return TopicStream(previous, batch if stored is None else stored + batch, n_batches, k)
-
-    def _continued(self, estimate, k, func: str) -> tuple:
-        """``(stored summary or None, last recovered fit or None, k, number of the coming batch)`` of an update."""
-        if isinstance(estimate, TopicStream):
-            if k is not None and k != estimate.k:
-                raise bad_argument("k", None, f"None or the stream's k = {estimate.k}", k)
-            return estimate.merged, estimate.previous, estimate.k, estimate.n_batches + 1
-        stored, k, n_batches = self.stream(estimate, k, PairSums, func)
-        if stored is not None and k != estimate.k:  # the warm start is the estimate's eigenspace
+    def continued(self, estimate, k, func: str) -> tuple:
+        """:meth:`~specinit.family.Family.continued`, and ``k`` must be the estimate's (its eigenspace is the warm
+        start)."""
+        stored, previous, k, n_batches = super().continued(estimate, k, func)
+        if stored is not None and previous is estimate and k != estimate.k:
             raise bad_argument("k", None, f"None or the estimate's k = {estimate.k}", k)
-        return stored, estimate, k, n_batches
+        return stored, previous, k, n_batches
 
     @staticmethod
     def _batch_sums(source: CountSource, stored, weighting: str) -> PairSums:
@@ -269,7 +213,7 @@ class TopicFamily(Family):
         """The moment half of an online update: a batch's pair sums merged with the stored ones, anchor words.
 
         The summary of the documents seen so far (:class:`~specinit.engine.moments.PairSums`, stored in
-        ``estimate.state`` under :data:`~specinit.family.MOMENTS_STATE`, or a :class:`TopicStream`'s) and the
+        ``estimate.state`` under :data:`~specinit.family.MOMENTS_STATE`, or a :class:`~specinit.family.Stream`'s) and the
         batch's add up exactly; the topics are recovered from the merged pair moment by anchor words
         (:func:`~specinit.engine.anchors.fit_anchor`), the eigensolver started from the last recovered fit's
         leading Ritz block, and put in the order of its topics (matched by L1 distance).
@@ -278,7 +222,7 @@ class TopicFamily(Family):
         ----------
         counts : array-like, sparse matrix, list of chunks or callable
             The batch (validated here, once: the returned ``source`` reads it again).
-        estimate : SpectralEstimate, TopicStream or None
+        estimate : SpectralEstimate, Stream or None
             The fit to update, or the batches taken in since (:meth:`defer`); None for the first batch.
         k : int or None
             Topics; required for the first batch, else None or ``estimate.k``.
@@ -306,7 +250,7 @@ class TopicFamily(Family):
         """
         func = current_entry()
         rng = as_generator(seed)
-        stored, previous, k, n_batches = self._continued(estimate, k, func)
+        stored, previous, k, n_batches = self.continued(estimate, k, func)
         if previous is not None:
             if vocabulary is not None and previous.vocabulary is not None and tuple(vocabulary) != previous.vocabulary:
                 raise bad_argument("vocabulary", None, "the estimate's vocabulary", vocabulary)

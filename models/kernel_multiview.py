@@ -64,20 +64,22 @@ from specinit.engine.kernel_features import (
     RandomFourierFeatures,
     check_bandwidth,
     check_no_constant_columns,
+    feature_map_from_arrays,
     kernel_features,
     median_bandwidth,
 )
 from specinit.engine.kernels import ExchangeableViews
 from specinit.engine.rows import unit_of
-from specinit.engine.views import ViewMoments, multiview_population
+from specinit.engine.views import ViewMoments, ViewSums, multiview_population
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import COMMON_OPTIONS, Family, k_param, site_values
+from specinit.family import COMMON_OPTIONS, DEFERRED_ESTIMATE, Family, k_param, site_values
 
 __all__ = [
     "FAMILY",
     "KernelMoments",
     "KernelMultiview",
+    "KernelSums",
     "check_views",
     "conditional_density",
     "log_likelihood",
@@ -86,8 +88,10 @@ __all__ = [
     "predict",
     "projected_density",
     "refine",
+    "reservoir",
     "spectral",
     "spectral_from_moments",
+    "update",
 ]
 
 _EM_POINTS = 1000  # support points (a random subset; the support is in random order) used by the projection EM
@@ -120,6 +124,14 @@ def check_views(views):
     Song, Anandkumar, Dai, Xie, ICML 2014, Sec. 2 (multi-view model: l >= 3
     views of the same observations).
     """
+    checked = _finite_views(views)
+    for i, a in enumerate(checked):
+        check_no_constant_columns(a, f"views[{i}]", None)
+    return checked
+
+
+def _finite_views(views) -> list:
+    """:func:`check_views` but for the constant columns (a later batch of an update may be a single row)."""
     if views is None or isinstance(views, np.ndarray) or not hasattr(views, "__len__"):
         raise bad_argument("views", None, "a list of per-view (N, d_v) arrays", views, kind=TypeError)
     arrays = [np.asarray(v) for v in views]
@@ -129,7 +141,6 @@ def check_views(views):
     checked = ViewSource(arrays).views
     for i, a in enumerate(checked):
         check_magnitude(a, f"views[{i}]")
-        check_no_constant_columns(a, f"views[{i}]", None)
     return checked
 
 
@@ -154,6 +165,164 @@ def kernel_components(spec, value):
     return total
 
 
+def _feature_maps(views, *, bandwidth, rank, features, exchangeable, seed) -> tuple[tuple, list, tuple]:
+    """``(units, views divided by their units, feature maps)`` of checked views (see :class:`KernelMoments`)."""
+    n_views, rng = len(views), as_generator(seed)
+    if bandwidth is not None and np.ndim(bandwidth) == 0:
+        bandwidth = [bandwidth] * n_views
+    if bandwidth is not None and len(bandwidth) != n_views:
+        raise bad_argument("bandwidth", None, f"a number or one entry per view ({n_views})", bandwidth)
+    units = (unit_of(*views),) * n_views if exchangeable else tuple(unit_of(x) for x in views)
+    views = [x / unit for x, unit in zip(views, units)]
+    bands = None if bandwidth is None else [check_bandwidth(b, views[v].shape[1], f"bandwidth[{v}]", None)
+                                            / units[v] for v, b in enumerate(bandwidth)]
+    if exchangeable:
+        dims = [v.shape[1] for v in views]
+        if len(set(dims)) != 1:
+            raise bad_argument("exchangeable", None, "False for views of different dimensions", f"dims {dims}",
+                               describe=False)
+        pooled = np.concatenate(views, axis=0)
+        band = median_bandwidth(pooled, seed=rng, name="views", func=None) if bands is None else np.mean(bands, 0)
+        shared = kernel_features(pooled, features=features, rank=rank, bandwidth=band, seed=rng, name="views",
+                                 func=None)
+        return units, views, (shared,) * n_views
+    return units, views, tuple(kernel_features(x, features=features, rank=rank,
+                                               bandwidth=None if bands is None else bands[v], seed=rng,
+                                               name=f"views[{v}]", func=None) for v, x in enumerate(views))
+
+
+@public
+def reservoir(keys, views, size: int) -> tuple[np.ndarray, tuple]:
+    """The rows of ``views`` with the ``size`` smallest ``keys``, in the order of their keys.
+
+    With keys drawn uniformly at random for every observation, these rows
+    are a uniform random subset of the observations (without replacement),
+    in random order; keeping the smallest keys of a kept subset and a new
+    batch gives the same subset as keeping them of all the observations, so
+    the subset is maintained exactly as batches arrive (bottom-k sampling).
+
+    Parameters
+    ----------
+    keys : ndarray, shape (N,)
+        One key per observation.
+    views : sequence of ndarray
+        Arrays with N rows.
+    size : int
+        At most this many rows are kept.
+
+    Returns
+    -------
+    (ndarray, tuple of ndarray)
+        The kept keys (ascending) and the kept rows of every view.
+    """
+    keys = np.asarray(keys, dtype=np.float64)
+    keep = np.argpartition(keys, size - 1)[:size] if keys.size > size else np.arange(keys.size)
+    keep = keep[np.argsort(keys[keep], kind="stable")]
+    return keys[keep], tuple(np.asarray(x)[keep] for x in views)
+
+
+class KernelSums:
+    """The exact additive summary of kernel multi-view batches: feature sums, the feature maps, a support sample.
+
+    The feature maps (bandwidths by the median heuristic, Nystrom landmarks)
+    and the views' units are fixed by the first batch; the pair and triple
+    sums of the feature views (:class:`~specinit.engine.views.ViewSums`) add
+    up over batches exactly, and the density support is a uniform random
+    subset of every observation seen (:func:`reservoir` on uniform keys).
+
+    Parameters
+    ----------
+    sums : ViewSums
+        Sums of the feature views.
+    features : tuple
+        One feature map per view.
+    units : tuple of float
+        The units the views are divided by.
+    rank : int
+        The feature rank asked for (Nystrom maps may have fewer features).
+    exchangeable : bool
+        One shared feature map and the symmetric estimator.
+    capacity : int
+        The support's largest size (``max_support`` of the first batch).
+    keys : ndarray, shape (n_support,)
+        The support's keys (ascending).
+    support : tuple of ndarray
+        The support rows of every view, divided by the units.
+    """
+
+    def __init__(self, sums: ViewSums, features: tuple, units: tuple, rank: int, exchangeable: bool, capacity: int,
+                 keys, support: tuple):
+        self.sums, self.features, self.units = sums, tuple(features), tuple(float(u) for u in units)
+        self.rank, self.exchangeable, self.capacity = int(rank), bool(exchangeable), int(capacity)
+        self.keys, self.support = np.asarray(keys, dtype=np.float64), tuple(support)
+
+    @classmethod
+    def of_batch(cls, views: list, features: tuple, units: tuple, rank: int, exchangeable: bool, capacity: int,
+                 rng: np.random.Generator) -> "KernelSums":
+        """The summary of one batch of views already divided by ``units``; ``rng`` draws the support keys.
+
+        Raises
+        ------
+        MemoryError
+            The pair and triple sums over the memory budget.
+        """
+        sums = ViewSums.from_views([fm.transform(x) for fm, x in zip(features, views)], len(views), "rank")
+        keys, support = reservoir(rng.random(views[0].shape[0]), views, capacity)
+        return cls(sums, features, units, rank, exchangeable, capacity, keys, support)
+
+    def __add__(self, batch: "KernelSums") -> "KernelSums":
+        keys, support = reservoir(np.concatenate([self.keys, batch.keys]),
+                                  [np.concatenate(pair) for pair in zip(self.support, batch.support)], self.capacity)
+        return KernelSums(self.sums + batch.sums, self.features, self.units, self.rank, self.exchangeable,
+                          self.capacity, keys, support)
+
+    def moments(self) -> KernelMoments:
+        """The moments that :func:`spectral_from_moments` reads (the feature sums' cross moments, the support)."""
+        return KernelMoments(self.features, self.sums.moments([1.0] * len(self.features)), self.exchangeable,
+                             self.support, self.units)
+
+    def to_arrays(self) -> dict:
+        """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
+        out = {"sums/" + key: value for key, value in self.sums.to_arrays().items()}
+        out.update({f"features_{v}/{key}": value for v, fm in enumerate(self.features)
+                    for key, value in fm.to_arrays().items()})
+        out.update({f"support_{v}": x for v, x in enumerate(self.support)})
+        out.update(units=np.asarray(self.units), keys=self.keys,
+                   options=np.asarray([self.rank, self.exchangeable, self.capacity], dtype=np.int64))
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict, name: str = "estimate") -> "KernelSums":
+        """The summary saved by :meth:`to_arrays` (every member present, shapes consistent, values finite).
+
+        Raises
+        ------
+        ValueError
+            A missing, inconsistent or non-finite member.
+        """
+        sums = ViewSums.from_arrays({key[5:]: value for key, value in arrays.items() if key.startswith("sums/")},
+                                    name)
+        n_views = sums.n_base
+        maps = tuple(feature_map_from_arrays({key.split("/", 1)[1]: value for key, value in arrays.items()
+                                              if key.startswith(f"features_{v}/")}, name) for v in range(n_views))
+        try:
+            units = np.asarray(arrays["units"], dtype=np.float64)
+            keys = np.asarray(arrays["keys"], dtype=np.float64)
+            rank, exchangeable, capacity = (int(c) for c in np.asarray(arrays["options"]))
+            support = tuple(np.asarray(arrays[f"support_{v}"], dtype=np.float64) for v in range(n_views))
+            whole = (units.shape == (n_views,) and np.all(units > 0) and keys.ndim == 1 and capacity >= keys.size
+                     and rank >= max(fm.rank for fm in maps)
+                     and all(x.shape == (keys.size, fm.dim) for x, fm in zip(support, maps))
+                     and tuple(fm.rank for fm in maps) == sums.dims
+                     and all(np.all(np.isfinite(a)) for a in [units, keys, *support]))
+        except (KeyError, TypeError, ValueError):
+            whole = False
+        if not whole:
+            raise bad_argument(name, None, "an estimate whose stored kernel sums are complete and finite",
+                               "damaged kernel sums", describe=False)
+        return cls(sums, maps, tuple(units), rank, bool(exchangeable), capacity, keys, support)
+
+
 def _n_views(params) -> int:
     v = 0
     while f"loc_{v}" in params:
@@ -175,9 +344,10 @@ class KernelMoments:
         Cross moments of the feature views ``phi_v(x_v)``.
     exchangeable : bool
         Whether the views share one feature map and the symmetric estimator is used.
-    data : tuple of ndarray or None
-        The views (N, d_v), each divided by its unit, when built from data
-        (needed for the densities); None for population moments.
+    support : tuple of ndarray or None
+        Built from data: the same random subset of at most ``max_support`` observations of every view
+        (:func:`reservoir`; rows (n_support, d_v), each view divided by its unit, in random order), which
+        carries the kernel densities; None for population moments.
     units : tuple of float
         The unit of every view of data (:func:`specinit.engine.rows.unit_of`; one unit shared by all views
         when ``exchangeable``): features, bandwidths and densities are built on the views divided by it,
@@ -191,7 +361,7 @@ class KernelMoments:
     features: tuple
     moments: object
     exchangeable: bool
-    data: tuple | None = None
+    support: tuple | None = None
     units: tuple = ()
 
 
@@ -215,6 +385,8 @@ class KernelMultiview(Family):
     name = "kernel_multiview"
     data_kind = "views"
     fit_kind = "multiview"
+    component_state = ("embedding_", "density_weights_", "density_bandwidth_", "density_norm_")
+    summary = KernelSums
     options = {
         "bandwidth": Param(
             "float, or sequence with one entry (float or (d_v,) vector) per view, optional",
@@ -285,7 +457,7 @@ class KernelMultiview(Family):
         return target
 
     def moments(self, views, *, k, backend, bandwidth=None, rank=128, features="rff", exchangeable=False, seed=0,
-                **options) -> KernelMoments:
+                max_support=4000, **options) -> KernelMoments:
         views = check_views(views)
         n_views = len(views)
         n_rows = views[0].shape[0] * (n_views if exchangeable else 1)
@@ -293,30 +465,11 @@ class KernelMultiview(Family):
         check_allocation(2 * 8 * float(n_rows) * rank * n_views, "rank", f"(N, rank) = ({n_rows}, {rank}) features "
                          f"for {n_views} views")
         rng = as_generator(seed)
-        if bandwidth is not None and np.ndim(bandwidth) == 0:
-            bandwidth = [bandwidth] * n_views
-        if bandwidth is not None and len(bandwidth) != n_views:
-            raise bad_argument("bandwidth", None, f"a number or one entry per view ({n_views})", bandwidth)
-        units = (unit_of(*views),) * n_views if exchangeable else tuple(unit_of(x) for x in views)
-        views = [x / unit for x, unit in zip(views, units)]
-        bands = None if bandwidth is None else [check_bandwidth(b, views[v].shape[1], f"bandwidth[{v}]", None)
-                                                / units[v] for v, b in enumerate(bandwidth)]
-        if exchangeable:
-            dims = [v.shape[1] for v in views]
-            if len(set(dims)) != 1:
-                raise bad_argument("exchangeable", None, "False for views of different dimensions", f"dims {dims}",
-                                   describe=False)
-            pooled = np.concatenate(views, axis=0)
-            band = median_bandwidth(pooled, seed=rng, name="views", func=None) if bands is None else np.mean(bands, 0)
-            shared = kernel_features(pooled, features=features, rank=rank, bandwidth=band, seed=rng, name="views",
-                                     func=None)
-            maps = (shared,) * n_views
-        else:
-            maps = tuple(kernel_features(x, features=features, rank=rank, bandwidth=None if bands is None else bands[v],
-                                         seed=rng, name=f"views[{v}]", func=None) for v, x in enumerate(views))
-        feature_views = [fm.transform(x) for fm, x in zip(maps, views)]
-        return KernelMoments(maps, ViewMoments(feature_views, backend=backend), bool(exchangeable), tuple(views),
-                             units)
+        units, views, maps = _feature_maps(views, bandwidth=bandwidth, rank=rank, features=features,
+                                          exchangeable=exchangeable, seed=rng)
+        _, support = reservoir(rng.random(views[0].shape[0]), views, max_support)
+        return KernelMoments(maps, ViewMoments([fm.transform(x) for fm, x in zip(maps, views)], backend=backend),
+                             bool(exchangeable), support, units)
 
     def population_moments(self, params, features=None, bandwidth=None, rank=128, exchangeable=False, seed=0,
                            **options) -> KernelMoments:
@@ -382,8 +535,8 @@ class KernelMultiview(Family):
 
     def unwhiten(self, fit, moments: KernelMoments, k, floor, rng=None, m=2, max_support=4000, exchangeable=False,
                  **options):
-        if moments.data is not None:
-            n_rows, width = moments.data[0].shape[0], max(x.shape[1] for x in moments.data)
+        if moments.support is not None:
+            n_rows, width = moments.support[0].shape[0], max(x.shape[1] for x in moments.support)
             check_allocation(4 * 8 * float(n_rows) * k * m * width, "m",
                              f"(N, k, m, d) = ({n_rows}, {k}, {m}, {width}) mixture responsibilities")
         if exchangeable:
@@ -405,18 +558,15 @@ class KernelMultiview(Family):
             state[f"embedding_{v}"] = np.asarray(embeddings[v])
         params = {"weights": np.maximum(np.asarray(weights, dtype=np.float64), floor / k)}
         params["weights"] = params["weights"] / params["weights"].sum()
-        if moments.data is None:
+        if moments.support is None:
             return params, diagnostics, state
         rng = as_generator(0 if rng is None else rng)
-        features = moments.moments.views
-        n_obs = features[0].shape[0]
-        subset = rng.permutation(n_obs)[:max_support]  # random order: the EM uses the first _EM_POINTS
-        for v, x in enumerate(moments.data):
+        supports = [x[:max_support] for x in moments.support]  # in random order: the EM uses the first _EM_POINTS
+        features = [fm.transform(x) for fm, x in zip(moments.features, supports)]
+        for v, support in enumerate(supports):
             coef = density_coefficients(features, embeddings, weights, v)
             total = np.abs(coef).sum(axis=1)
             diagnostics[f"negative_mass_{v}"] = np.where(coef < 0, -coef, 0.0).sum(axis=1) / np.maximum(total, 1e-300)
-            support = x[subset]
-            coef = coef[:, subset] * (n_obs / subset.size)
             positive = np.clip(coef, 0.0, None)
             positive /= np.maximum(positive.sum(axis=1, keepdims=True), 1e-300)
             band = cv_bandwidth(support, positive)
@@ -435,6 +585,40 @@ class KernelMultiview(Family):
             params[f"loc_{v}"] = units[v] * np.stack([f[1] for f in fits])
             params[f"scale_{v}"] = units[v] * np.stack([f[2] for f in fits])
         return params, diagnostics, state
+
+    def batch_summary(self, views, stored: KernelSums | None, n_batches: int, *, bandwidth=None, rank=None,
+                      features=None, exchangeable=None, max_support=None, seed=0, **options) -> KernelSums:
+        """One batch's :class:`KernelSums`: the first builds the feature maps, later ones use the stored ones."""
+        views = check_views(views) if stored is None else _finite_views(views)
+        # the maps' and every batch's support keys' own streams: the decomposition's draws do not depend on batches
+        maps_rng, *_, keys_rng = as_generator(seed).spawn(n_batches + 1)
+        if stored is None:
+            rank = 128 if rank is None else rank
+            units, scaled, maps = _feature_maps(views, bandwidth=bandwidth, rank=rank,
+                                                features="rff" if features is None else features,
+                                                exchangeable=bool(exchangeable), seed=maps_rng)
+            return KernelSums.of_batch(scaled, maps, units, rank, bool(exchangeable),
+                                       4000 if max_support is None else max_support, keys_rng)
+        if len(views) != len(stored.features) or [x.shape[1] for x in views] != [fm.dim for fm in stored.features]:
+            raise bad_argument("views", None, f"the estimate's {len(stored.features)} views of dimensions "
+                               f"{[fm.dim for fm in stored.features]}", f"{len(views)} views of dimensions "
+                               f"{[x.shape[1] for x in views]}", describe=False)
+        for name, given, kept in (("rank", rank, stored.rank), ("features", features, stored.features[0].kind),
+                                  ("exchangeable", exchangeable, stored.exchangeable),
+                                  ("max_support", max_support, stored.capacity)):
+            if given is not None and given != kept:
+                raise bad_argument(name, None, f"None or the first batch's {kept!r} (the stored feature maps are "
+                                   "kept)", given)
+        if bandwidth is not None:
+            kept = [unit * fm.bandwidth for unit, fm in zip(stored.units, stored.features)]
+            given = [bandwidth] * len(views) if np.ndim(bandwidth) == 0 else list(bandwidth)
+            if len(given) != len(kept) or not all(np.allclose(np.broadcast_to(np.asarray(g, dtype=float), b.shape),
+                                                              b, rtol=1e-9) for g, b in zip(given, kept)):
+                raise bad_argument("bandwidth", None, "None or the first batch's bandwidths "
+                                   f"{[np.round(b, 6).tolist() for b in kept]} (the stored feature maps are kept)",
+                                   bandwidth)
+        return KernelSums.of_batch([x / unit for x, unit in zip(views, stored.units)], stored.features, stored.units,
+                                   stored.rank, stored.exchangeable, stored.capacity, keys_rng)
 
     # EM ------------------------------------------------------------------------------------------------------
     def refine_data(self, views, estimate: SpectralEstimate, **options) -> KernelData:
@@ -656,12 +840,95 @@ def spectral(views, k, *, bandwidth, rank, features, exchangeable, m, target, me
         k, report = FAMILY.choose_k(views, rng=rng, backend=backend, method=method, approach=approach,
                                     decompose_options=decompose_options, m=m, target=target, max_support=max_support,
                                     **options)
-    estimate = FAMILY.spectral_from_moments(FAMILY.moments(views, k=k, backend=backend, seed=rng, **options), k,
+    estimate = FAMILY.spectral_from_moments(FAMILY.moments(views, k=k, backend=backend, seed=rng,
+                                                          max_support=max_support, **options), k,
                                             method=method, approach=approach, seed=rng,
                                             decompose_options=decompose_options, m=m, target=target,
                                             max_support=max_support, exchangeable=exchangeable)
     estimate.diagnostics.update(report)
     return estimate
+
+
+@FAMILY.face(
+    views=Param("sequence of arrays", "The new observations of every view (as for :func:`spectral`)."),
+    estimate=DEFERRED_ESTIMATE,
+    k=Param("int, optional", "Number of classes: required for the first batch; with ``estimate`` None means "
+            "``estimate.k`` (the stored sums fit any k).", None, Interval(int, 1, none=True)),
+    bandwidth=KernelMultiview.options["bandwidth"].documented(
+        "Fixed by the first batch (the median heuristic runs on it); a later batch's must be None or the same."),
+    rank=Param("int, optional", "Feature rank, fixed by the first batch (default 128); a later batch's must be "
+               "None or the same.", None, Interval(int, 2, none=True)),
+    features=Param("{'rff', 'nystrom'}, optional", "Feature kind, fixed by the first batch (default 'rff'; Nystrom "
+                   "landmarks come from the first batch); a later batch's must be None or the same.", None,
+                   lambda name, value: None if value is None else Options(FEATURES).check(name, value)),
+    exchangeable=Param("bool, optional", "As for :func:`spectral`, fixed by the first batch (default False); a "
+                       "later batch's must be None or the same.", None,
+                       lambda name, value: None if value is None else bool(value)),
+    max_support=Param("int, optional", "Size of the density support, fixed by the first batch (default 4000): a "
+                      "uniform random subset of every observation seen; a later batch's must be None or the same.",
+                      None, Interval(int, 1, none=True)))
+def update(views, estimate, *, k, bandwidth, rank, features, exchangeable, m, target, method, max_support, seed,
+           decompose_options, approach) -> SpectralEstimate:
+    """Add a batch of observations to a kernel multi-view fit: exact merged feature sums, then the estimate.
+
+    The first batch fixes the feature maps (the bandwidths of the median
+    heuristic, the random frequencies or Nystrom landmarks) and the views'
+    units. The estimator reads the cross moments of the feature views, which
+    are sums over observations: the pair and triple sums of the features
+    (:class:`KernelSums`; ``3 r^3`` floats for three views of rank ``r``)
+    add up over batches exactly, so after any number of batches the weights
+    and conditional embeddings are those of one fit on all the observations
+    with the same feature maps (the same moments to rounding, the same
+    decomposition and seed). The kernel densities are carried by a uniform
+    random subset of at most ``max_support`` of all the observations seen,
+    kept as batches arrive (:func:`reservoir`; the support a one-shot fit
+    draws is such a subset too), and projected onto Gaussian mixtures as
+    :func:`spectral` does. Classes keep their labels from batch to batch
+    (matched on the target view's locations). There is no EM step (it needs
+    the observations): :func:`refine` on data at hand takes the estimate
+    further. The returned estimate keeps the sums, the feature maps and the
+    support in its ``state`` (``moments/...``), which
+    :meth:`~specinit.estimate.SpectralEstimate.save` writes, so updates go on
+    in a later process. The online face of ``SpectralKernelMultiView.partial_fit``.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``"kernel_multiview"`` as from :func:`spectral`, plus ``n_batches``
+        and ``n_observations`` in the diagnostics.
+
+    Raises
+    ------
+    ValueError
+        ``k`` missing on the first batch, another number of views or view
+        dimensions than the estimate's, a ``rank``, ``features``,
+        ``exchangeable`` or ``max_support`` other than the first batch's,
+        an estimate without stored sums (from :func:`spectral`: fit the
+        first batch with :func:`update`), or anything :func:`check_views`
+        refuses.
+    MemoryError
+        The sums over the memory budget (:func:`specinit.memory_limit`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> h = rng.integers(0, 2, size=2000)
+    >>> views = [rng.gamma(2.0, 1.0 + 2.0 * h) for _ in range(3)]  # skewed, class-dependent scale
+    >>> est = update([v[:1000] for v in views], k=2, rank=32, bandwidth=1.0)
+    >>> est = update([v[1000:] for v in views], est)
+    >>> once = update(views, k=2, rank=32, bandwidth=1.0)
+    >>> bool(np.allclose(np.sort(est.params["weights"]), np.sort(once.params["weights"]))), est.diagnostics["n_batches"]
+    (True, 2)
+    """
+    stored, previous, k, n_batches = FAMILY.continued(estimate, k, "kernel_multiview.update")
+    batch = FAMILY.batch_summary(views, stored, n_batches, bandwidth=bandwidth, rank=rank, features=features,
+                                 exchangeable=exchangeable, max_support=max_support, seed=seed)
+    merged = batch if stored is None else stored + batch
+    fit = FAMILY.spectral_from_moments(merged.moments(), k, method=method, approach=approach, seed=seed,
+                                       decompose_options=decompose_options, m=m, target=target,
+                                       max_support=merged.capacity, exchangeable=merged.exchangeable)
+    return FAMILY.streamed(fit, previous, merged, n_batches, n_observations=merged.sums.n)
 
 
 @FAMILY.refine_face(

@@ -196,24 +196,27 @@ class SpectralEstimator:
         rows, sequences or observations (:func:`specinit.models.gmm.update`,
         :func:`specinit.models.hmm.update`,
         :func:`specinit.models.multiview.update`,
-        :func:`specinit.models.factors.update`; no EM), or, for a Gaussian
+        :func:`specinit.models.factors.update`; no EM), for a Gaussian
         HMM, on all the sequences binned by the first batch's quantiles
-        (:func:`specinit.models.gaussian_hmm.update`). ``n_components="auto"``
+        (:func:`specinit.models.gaussian_hmm.update`), or, for a kernel
+        multi-view mixture, with the first batch's feature maps and a density
+        support sampled from every observation
+        (:func:`specinit.models.kernel_multiview.update`). ``n_components="auto"``
         is chosen on the first batch by the rule :meth:`fit` follows
         (:meth:`specinit.family.Family.choose_k`) and kept. Parameters
         that only :meth:`fit` reads (refinement steps) are not used. The model
         answers its questions after every batch; ``estimate_.save`` keeps the
         moments, so a loaded estimate continues (``update(X_next, estimate)``).
-        The topic faces defer the recovery, which costs about one anchor fit
-        whatever the batch's size: ``partial_fit`` merges the moments
-        (:meth:`specinit.models._topics.TopicFamily.defer`) and keeps the last
-        batch, and the topics are recovered, with that batch's closing sweeps,
-        when ``estimate_``, a fitted attribute or a method that reads them is
-        first used: the merged moments and the closing sweeps of the same
-        batches given one by one to ``update``, with the eigensolver started
-        from the last recovered fit (cold before the first). Streaming many
-        batches and then using the model costs one recovery; using it after
-        every batch, one per batch (the estimates ``update`` returns).
+        The topic and kernel multi-view faces defer the recovery, which costs
+        about one fit whatever the batch's size: ``partial_fit`` merges the
+        moments (:meth:`specinit.family.Family.defer`) and keeps the last
+        batch, and the parameters are recovered (for topics with that batch's
+        closing sweeps) when ``estimate_``, a fitted attribute or a method
+        that reads them is first used: the estimate of the same batches given
+        one by one to ``update`` (for topics the eigensolver starts from the
+        last recovered fit, cold before the first). Streaming many batches and
+        then using the model costs one recovery; using it after every batch,
+        one per batch (the estimates ``update`` returns).
 
         Parameters
         ----------
@@ -241,7 +244,7 @@ class SpectralEstimator:
         spectral_arguments = {**self._spectral_arguments(), **derived}
         if "_deferred" in kept:
             previous, latest, k = kept["_deferred"]
-            previous = module.FAMILY.defer(latest, previous, k, weighting=self._update_default("weighting"))
+            previous = module.FAMILY.defer(latest, previous, k, **self._update_arguments(spectral_arguments))
         else:
             previous, k = kept.get("estimate_"), self.n_components
             if isinstance(k, str) and k == "auto":  # chosen on the first batch, as fit chooses it, then kept
@@ -254,11 +257,11 @@ class SpectralEstimator:
         return self._keep(module.update(X, previous, k=k, **self._update_arguments(spectral_arguments)), X)
 
     def _update_arguments(self, spectral_arguments: dict) -> dict:
-        accepted = inspect.signature(self._module.update).parameters
-        return {name: value for name, value in spectral_arguments.items() if name in accepted}
-
-    def _update_default(self, name: str):
-        return inspect.signature(self._module.update).parameters[name].default
+        """The keyword arguments of the family's ``update`` but ``k``: the estimator's, else ``update``'s defaults."""
+        parameters = inspect.signature(self._module.update).parameters
+        return {name: spectral_arguments.get(name, parameter.default) for name, parameter in parameters.items()
+                if parameter.kind is parameter.KEYWORD_ONLY and name != "k"
+                and (name in spectral_arguments or parameter.default is not parameter.empty)}
 
     def __sklearn_is_fitted__(self) -> bool:
         return "estimate_" in vars(self) or "_deferred" in vars(self)
@@ -794,4 +797,5 @@ SpectralKernelMultiView = estimator_class("SpectralKernelMultiView", _view_face(
     :func:`specinit.models.kernel_multiview.spectral`; the conditional
     densities are kernel embeddings projected onto Gaussian mixtures per
     view; ``predict`` clusters the observations.""",
-    ("bandwidth", "rank", "features", "exchangeable", "m", "target", "max_support")), (ClusterMixin, DensityMixin))
+    ("bandwidth", "rank", "features", "exchangeable", "m", "target", "max_support"),
+    answers=frozenset({"partial_fit", "deferred_update"})), (ClusterMixin, DensityMixin))

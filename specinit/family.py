@@ -68,7 +68,7 @@ True
 from __future__ import annotations
 
 import warnings
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Mapping
 
 import numpy as np
@@ -91,8 +91,8 @@ from specinit.engine.whitening import IndefiniteMomentError, negative_spectrum, 
 from specinit.estimate import Site, SpectralEstimate, register_sites
 from specinit.faces import Param, face
 
-__all__ = ["COMMON_OPTIONS", "Family", "MOMENTS_STATE", "NEGATIVE_PROBE", "NOISE_FACTOR", "SCORED_ESTIMATE",
-           "UPDATED_ESTIMATE", "k_param", "noise_edge", "site_values", "stored_moments"]
+__all__ = ["COMMON_OPTIONS", "DEFERRED_ESTIMATE", "Family", "MOMENTS_STATE", "NEGATIVE_PROBE", "NOISE_FACTOR", "SCORED_ESTIMATE",
+           "Stream", "UPDATED_ESTIMATE", "k_param", "noise_edge", "site_values", "stored_moments"]
 
 #: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the negative
 #: eigenvalues' edge (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
@@ -128,6 +128,34 @@ def noise_edge(magnitudes) -> float:
     ratios = values[:half] / np.maximum(values[1: half + 1], np.finfo(float).tiny)
     drop = int(np.argmax(ratios))
     return float(values[drop + 1] if ratios[drop] > 2.0 else values[0])
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Batches an online fit has taken in without recovering the parameters (:meth:`Family.defer`).
+
+    The recovery, which costs about as much as a fit however small the batch, waits until the parameters are
+    needed: the family's ``update(data, stream)`` merges ``data`` and recovers from everything, as if the same
+    batches had been given one by one to ``update``; the scikit-learn faces' ``partial_fit`` keeps one between
+    calls.
+
+    Attributes
+    ----------
+    previous : SpectralEstimate or None
+        The last recovered fit (its labels, and for topics its eigenspace, carry over); None before the first
+        recovery.
+    merged : object
+        The family's summary (:attr:`Family.summary`) of every batch taken in, ``previous``'s stored one included.
+    n_batches : int
+        Batches in ``merged``.
+    k : int
+        Components.
+    """
+
+    previous: Any
+    merged: Any
+    n_batches: int
+    k: int
 
 
 def k_param(what: str = "Number of components.", score: str = "a score") -> Param:
@@ -181,6 +209,12 @@ SCORED_ESTIMATE = Param("SpectralEstimate or dict", "A fit of this family (from 
 #: The ``estimate`` argument of a family's online ``update``.
 UPDATED_ESTIMATE = Param("SpectralEstimate, optional", "The fit to update (from :func:`update`, or :func:`load "
                          "<specinit.estimate.SpectralEstimate.load>` of one); None for the first batch.", None)
+
+
+#: The ``estimate`` argument of an ``update`` whose family defers recoveries (:meth:`Family.defer`).
+DEFERRED_ESTIMATE = Param("SpectralEstimate or Stream, optional", UPDATED_ESTIMATE.doc + " A :class:`Stream` (batches "
+                          "taken in by :meth:`Family.defer`, the parameters not yet recovered) continues like the "
+                          "estimate it started from.", None)
 
 
 def site_values(value, first: str | None = None, /, **others) -> dict:
@@ -289,6 +323,12 @@ class Family:
         The decompositions (or other recoveries) ``method`` may name.
     optional_sites : frozenset of str
         Latent sites a start for :meth:`refine` may lack (per-document ``theta``).
+    summary : type or None
+        The exact additive summary an online update keeps (with ``+``, ``to_arrays`` and ``from_arrays``) when
+        the family defers recoveries (:meth:`defer`, :meth:`batch_summary`).
+    component_state : tuple of str
+        Prefixes of the fitted ``state`` arrays whose first axis runs over the
+        components (permuted with the sites when :meth:`streamed` keeps labels).
     data_kind : {"counts", "rows", "views", "sequences"}
         What the data are.
     k_dependent_moments : bool
@@ -320,6 +360,8 @@ class Family:
     refine_methods: ClassVar[tuple] = ("em",)
     methods: ClassVar[tuple] = METHODS
     optional_sites: ClassVar[frozenset] = frozenset()
+    summary: ClassVar[type | None] = None
+    component_state: ClassVar[tuple] = ()
     data_kind: ClassVar[str] = "rows"
     k_dependent_moments: ClassVar[bool] = False
     whitening_eigenspace: ClassVar[str] = "magnitude"
@@ -493,18 +535,97 @@ class Family:
         stored = summary.from_arrays(stored_moments(estimate, self.name, func), "estimate")
         return stored, estimate.k if k is None else k, int(estimate.diagnostics.get("n_batches", 1)) + 1
 
+    def continued(self, estimate, k, func: str) -> tuple[Any, Any, int, int]:
+        """Where an online fit stands before a batch, a :class:`Stream` included: ``(stored summary or None, last
+        recovered fit or None, k, number of this batch)``.
+
+        Parameters
+        ----------
+        estimate : SpectralEstimate, Stream or None
+            The fit to update, the batches taken in since (:meth:`defer`), or None (the first batch).
+        k : int or None
+            Components asked for; with a stream None or the stream's.
+        func : str
+            The public function, named in errors.
+
+        Returns
+        -------
+        (object or None, SpectralEstimate or None, int, int)
+
+        Raises
+        ------
+        ValueError
+            As :meth:`stream`, or a ``k`` other than the stream's.
+        """
+        if isinstance(estimate, Stream):
+            if k is not None and k != estimate.k:
+                raise bad_argument("k", None, f"None or the stream's k = {estimate.k}", k)
+            return estimate.merged, estimate.previous, estimate.k, estimate.n_batches + 1
+        stored, k, n_batches = self.stream(estimate, k, self.summary, func)
+        return stored, estimate, k, n_batches
+
+    def batch_summary(self, data, stored, n_batches: int, **options):
+        """The summary (:attr:`summary`) of one batch, read as ``stored`` was (None: the first batch fixes how).
+
+        Parameters
+        ----------
+        data : object
+            The batch.
+        stored : object or None
+            The summary of the batches before it.
+        n_batches : int
+            The batch's number (1 for the first).
+        **options
+            The arguments of the family's ``update`` (each family reads those it needs).
+
+        Returns
+        -------
+        object
+        """
+        raise NotImplementedError(f"{self.name} does not defer online updates")
+
+    def defer(self, data, estimate, k, **options) -> Stream:
+        """The first half of an online update alone: a batch's summary merged with what came before, no recovery.
+
+        Parameters
+        ----------
+        data : object
+            The batch.
+        estimate : SpectralEstimate, Stream or None
+            The fit (or the batches taken in) to add to; None for the first batch.
+        k : int or None
+            Components; required for the first batch, else None or the estimate's.
+        **options
+            The arguments of the family's ``update`` (:meth:`batch_summary` reads those it needs).
+
+        Returns
+        -------
+        Stream
+
+        Raises
+        ------
+        ValueError
+            As the family's ``update``.
+        """
+        stored, previous, k, n_batches = self.continued(estimate, k, current_entry())
+        batch = self.batch_summary(data, stored, n_batches, **options)
+        return Stream(previous, batch if stored is None else stored + batch, n_batches, k)
+
     def streamed(self, fit: SpectralEstimate, previous, merged, n_batches: int, **diagnostics) -> SpectralEstimate:
         """The estimate after a batch: ``fit`` with the component labels of ``previous`` (matched on the match
-        site; every site permuted along its component axes), ``n_batches`` and ``diagnostics`` added, the merged
+        site; every site permuted along its component axes, and the :attr:`component_state`), ``n_batches`` and ``diagnostics`` added, the merged
         summary kept in its ``state`` (:data:`MOMENTS_STATE`) for the next batch and :meth:`SpectralEstimate.save`."""
-        params = dict(fit.params)
+        params, state = dict(fit.params), dict(fit.state)
         if previous is not None and previous.k == fit.k:
             order = match_components(previous.params[fit.match_site], params[fit.match_site])
             for name, site in fit.sites.items():
                 if name in params:
                     for axis in site.axes:
                         params[name] = np.take(params[name], order, axis=axis)
-        state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
+            for name in state:
+                if name.startswith(self.component_state):
+                    state[name] = np.take(state[name], order, axis=0)
+        state.update({MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()})
         return replace(fit, params=params, diagnostics={**fit.diagnostics, "n_batches": n_batches, **diagnostics},
                        state=state)
 

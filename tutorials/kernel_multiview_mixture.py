@@ -165,3 +165,24 @@ for i in range(3):
 fig.tight_layout()
 fig.savefig("kernel_multiview_digits.png", dpi=90)
 print("wrote kernel_multiview_digits.png")
+
+# %% [markdown]
+# ## Images arriving in batches
+#
+# The estimator reads the cross moments of the feature views, which are sums
+# over observations: `km.update` merges a batch's feature sums with those the
+# estimate keeps (`state["moments/..."]`, saved by `save`) and re-estimates
+# from everything seen, with the first batch's feature maps and a density
+# support sampled uniformly from every image so far. After the last batch the
+# weights and embeddings are those of one fit with the same maps.
+# `SpectralKernelMultiView.partial_fit` does the same and waits for the first
+# read of the model before it recovers.
+
+# %%
+streamed_est = None
+for rows in np.array_split(rng.permutation(len(labels)), 5):
+    streamed_est = km.update([x[rows] for x in digit_views], streamed_est, k=3, seed=0)
+streamed_labels = km.predict(digit_views, streamed_est)[1]
+print(f"{streamed_est.diagnostics['n_batches']} batches, {streamed_est.diagnostics['n_observations']} images: "
+      f"ARI {adjusted_rand_score(labels, streamed_labels):.3f}",
+      " weights:", np.round(np.sort(streamed_est.params["weights"])[::-1], 3))

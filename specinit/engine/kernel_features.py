@@ -32,6 +32,7 @@ __all__ = [
     "RandomFourierFeatures",
     "check_bandwidth",
     "check_no_constant_columns",
+    "feature_map_from_arrays",
     "kernel_features",
     "median_bandwidth",
 ]
@@ -238,6 +239,10 @@ class RandomFourierFeatures:
         rng = as_generator(seed, func)
         self.omega = rng.standard_normal((self.dim, self.rank // 2)) / self.bandwidth[:, None]
 
+    def to_arrays(self) -> dict:
+        """Named arrays that :func:`feature_map_from_arrays` reads back (an online estimate's ``state`` keeps them)."""
+        return {"bandwidth": self.bandwidth, "omega": self.omega}
+
     def transform(self, x) -> np.ndarray:
         """Features of the rows of ``x`` (N, dim) -> (N, r).
 
@@ -289,14 +294,20 @@ class RandomFourierFeatures:
         return np.concatenate([damp * np.cos(proj), damp * np.sin(proj)], axis=-1) / np.sqrt(self.rank // 2)
 
 
-def _gauss_kernel(x, z, bandwidth):
+def _scaled_sq_distances(x, z, bandwidth) -> np.ndarray:
+    """``sum_j ((x_j - z_j) / bandwidth_j)^2`` of every pair of rows of ``x`` and ``z``."""
     a, b = x / bandwidth, z / bandwidth
     if a.shape[1] <= 3:  # direct differences: fewer temporaries for low-dimensional views
-        d2 = (a[:, None, 0] - b[None, :, 0]) ** 2
+        d2 = np.subtract(a[:, None, 0], b[None, :, 0])
+        d2 *= d2
         for j in range(1, a.shape[1]):
             d2 += (a[:, None, j] - b[None, :, j]) ** 2
-    else:
-        d2 = np.maximum(np.sum(a**2, 1)[:, None] + np.sum(b**2, 1)[None, :] - 2 * a @ b.T, 0.0)
+        return d2
+    return np.maximum(np.sum(a**2, 1)[:, None] + np.sum(b**2, 1)[None, :] - 2 * a @ b.T, 0.0)
+
+
+def _gauss_kernel(x, z, bandwidth):
+    d2 = _scaled_sq_distances(x, z, bandwidth)
     d2 *= -0.5
     return np.exp(d2, out=d2)
 
@@ -364,6 +375,10 @@ class NystromFeatures:
         self.projection = V[:, keep] / np.sqrt(s[keep])
         self.rank = int(keep.sum())
 
+    def to_arrays(self) -> dict:
+        """Named arrays that :func:`feature_map_from_arrays` reads back (an online estimate's ``state`` keeps them)."""
+        return {"bandwidth": self.bandwidth, "landmarks": self.landmarks, "projection": self.projection}
+
     def transform(self, x) -> np.ndarray:
         """Features of the rows of ``x`` (N, dim) -> (N, r).
 
@@ -418,6 +433,52 @@ class NystromFeatures:
         diff = loc[..., None, :] - self.landmarks  # (..., m, dim)
         k = factor * np.exp(-0.5 * np.sum(diff**2 / var[..., None, :], axis=-1))
         return k @ self.projection
+
+
+def feature_map_from_arrays(arrays: dict, name: str = "estimate"):
+    """The feature map saved by ``to_arrays`` (random Fourier or Nystrom features, by the arrays present).
+
+    Parameters
+    ----------
+    arrays : dict of str -> ndarray
+        ``bandwidth`` and either ``omega`` (random Fourier features) or ``landmarks`` and ``projection`` (Nystrom).
+    name : str
+        The argument named in errors.
+
+    Returns
+    -------
+    RandomFourierFeatures or NystromFeatures
+
+    Raises
+    ------
+    ValueError
+        Missing arrays, inconsistent shapes, a bandwidth <= 0 or non-finite values.
+    """
+    try:
+        bandwidth = np.asarray(arrays["bandwidth"], dtype=np.float64)
+        if "omega" in arrays:
+            feature_map = RandomFourierFeatures.__new__(RandomFourierFeatures)
+            feature_map.omega = np.asarray(arrays["omega"], dtype=np.float64)
+            feature_map.dim, half = feature_map.omega.shape
+            feature_map.rank = 2 * half
+            members, consistent = [feature_map.omega], True
+        else:
+            feature_map = NystromFeatures.__new__(NystromFeatures)
+            feature_map.landmarks = np.asarray(arrays["landmarks"], dtype=np.float64)
+            feature_map.projection = np.asarray(arrays["projection"], dtype=np.float64)
+            feature_map.dim = feature_map.landmarks.shape[1]
+            feature_map.rank = feature_map.projection.shape[1]
+            members = [feature_map.landmarks, feature_map.projection]
+            consistent = feature_map.projection.shape[0] == feature_map.landmarks.shape[0]
+        feature_map.bandwidth = bandwidth
+        whole = (consistent and bandwidth.shape == (feature_map.dim,) and np.all(bandwidth > 0)
+                 and all(np.all(np.isfinite(a)) for a in members))
+    except (KeyError, TypeError, ValueError):
+        whole = False
+    if not whole:
+        raise bad_argument(name, None, "an estimate whose stored feature maps are complete and finite",
+                           "a damaged feature map", describe=False)
+    return feature_map
 
 
 def kernel_features(x, *, features: str = "rff", rank: int = 128, bandwidth=None, seed=0,
