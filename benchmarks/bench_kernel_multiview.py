@@ -232,8 +232,8 @@ def digit_views():
 
 def online(sizes, n_batches=10):
     print(f"\nOnline: {n_batches} batches through kernel_multiview.update against one kernel_multiview.spectral")
-    print(f"\n| scenario | N | update x {n_batches}: weights err / mean L1 / s | partial_fit x {n_batches}, read once: s "
-          "| one spectral: weights err / mean L1 / s |")
+    print(f"\n| scenario | N | update x {n_batches}: weights err / mean L1 / s | partial_fit x {n_batches}, read "
+          "once: s | one spectral: weights err / mean L1 / s |")
     print("|---|---|---|---|---|")
     weights, components = SCENARIOS["1-D views, k=3"]
     km.update(sample(weights, components, 500, seed=0), k=3)  # warm: compiled code loads here, not in a timed call

@@ -213,8 +213,8 @@ class TopicFamily(Family):
         """The moment half of an online update: a batch's pair sums merged with the stored ones, anchor words.
 
         The summary of the documents seen so far (:class:`~specinit.engine.moments.PairSums`, stored in
-        ``estimate.state`` under :data:`~specinit.family.MOMENTS_STATE`, or a :class:`~specinit.family.Stream`'s) and the
-        batch's add up exactly; the topics are recovered from the merged pair moment by anchor words
+        ``estimate.state`` under :data:`~specinit.family.MOMENTS_STATE`, or a :class:`~specinit.family.Stream`'s)
+        and the batch's add up exactly; the topics are recovered from the merged pair moment by anchor words
         (:func:`~specinit.engine.anchors.fit_anchor`), the eigensolver started from the last recovered fit's
         leading Ritz block, and put in the order of its topics (matched by L1 distance).
 

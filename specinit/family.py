@@ -91,8 +91,8 @@ from specinit.engine.whitening import IndefiniteMomentError, negative_spectrum, 
 from specinit.estimate import Site, SpectralEstimate, register_sites
 from specinit.faces import Param, face
 
-__all__ = ["COMMON_OPTIONS", "DEFERRED_ESTIMATE", "Family", "MOMENTS_STATE", "NEGATIVE_PROBE", "NOISE_FACTOR", "SCORED_ESTIMATE",
-           "Stream", "UPDATED_ESTIMATE", "k_param", "noise_edge", "site_values", "stored_moments"]
+__all__ = ["COMMON_OPTIONS", "DEFERRED_ESTIMATE", "Family", "MOMENTS_STATE", "NEGATIVE_PROBE", "NOISE_FACTOR",
+           "SCORED_ESTIMATE", "Stream", "UPDATED_ESTIMATE", "k_param", "noise_edge", "site_values", "stored_moments"]
 
 #: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the negative
 #: eigenvalues' edge (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
@@ -613,8 +613,9 @@ class Family:
 
     def streamed(self, fit: SpectralEstimate, previous, merged, n_batches: int, **diagnostics) -> SpectralEstimate:
         """The estimate after a batch: ``fit`` with the component labels of ``previous`` (matched on the match
-        site; every site permuted along its component axes, and the :attr:`component_state`), ``n_batches`` and ``diagnostics`` added, the merged
-        summary kept in its ``state`` (:data:`MOMENTS_STATE`) for the next batch and :meth:`SpectralEstimate.save`."""
+        site; every site permuted along its component axes, and the :attr:`component_state`), ``n_batches`` and
+        ``diagnostics`` added, the merged summary kept in its ``state`` (:data:`MOMENTS_STATE`) for the next batch
+        and :meth:`SpectralEstimate.save`."""
         params, state = dict(fit.params), dict(fit.state)
         if previous is not None and previous.k == fit.k:
             order = match_components(previous.params[fit.match_site], params[fit.match_site])
