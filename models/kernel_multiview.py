@@ -165,6 +165,14 @@ def kernel_components(spec, value):
     return total
 
 
+def _check_feature_memory(views, rank: int, exchangeable: bool) -> None:
+    """Raise MemoryError when the (N, rank) feature views of ``views`` would pass the memory budget."""
+    n_views = len(views)
+    n_rows = views[0].shape[0] * (n_views if exchangeable else 1)
+    check_allocation(2 * 8 * float(n_rows) * rank * n_views, "rank", f"(N, rank) = ({n_rows}, {rank}) features "
+                     f"for {n_views} views")
+
+
 def _feature_maps(views, *, bandwidth, rank, features, exchangeable, seed) -> tuple[tuple, list, tuple]:
     """``(units, views divided by their units, feature maps)`` of checked views (see :class:`KernelMoments`)."""
     n_views, rng = len(views), as_generator(seed)
@@ -459,11 +467,8 @@ class KernelMultiview(Family):
     def moments(self, views, *, k, backend, bandwidth=None, rank=128, features="rff", exchangeable=False, seed=0,
                 max_support=4000, **options) -> KernelMoments:
         views = check_views(views)
-        n_views = len(views)
-        n_rows = views[0].shape[0] * (n_views if exchangeable else 1)
         rank = Interval(int, 2).check("rank", rank)
-        check_allocation(2 * 8 * float(n_rows) * rank * n_views, "rank", f"(N, rank) = ({n_rows}, {rank}) features "
-                         f"for {n_views} views")
+        _check_feature_memory(views, rank, exchangeable)
         rng = as_generator(seed)
         units, views, maps = _feature_maps(views, bandwidth=bandwidth, rank=rank, features=features,
                                           exchangeable=exchangeable, seed=rng)
@@ -593,11 +598,12 @@ class KernelMultiview(Family):
         # the maps' and every batch's support keys' own streams: the decomposition's draws do not depend on batches
         maps_rng, *_, keys_rng = as_generator(seed).spawn(n_batches + 1)
         if stored is None:
-            rank = 128 if rank is None else rank
+            rank, exchangeable = 128 if rank is None else rank, bool(exchangeable)
+            _check_feature_memory(views, rank, exchangeable)
             units, scaled, maps = _feature_maps(views, bandwidth=bandwidth, rank=rank,
                                                 features="rff" if features is None else features,
-                                                exchangeable=bool(exchangeable), seed=maps_rng)
-            return KernelSums.of_batch(scaled, maps, units, rank, bool(exchangeable),
+                                                exchangeable=exchangeable, seed=maps_rng)
+            return KernelSums.of_batch(scaled, maps, units, rank, exchangeable,
                                        4000 if max_support is None else max_support, keys_rng)
         if len(views) != len(stored.features) or [x.shape[1] for x in views] != [fm.dim for fm in stored.features]:
             raise bad_argument("views", None, f"the estimate's {len(stored.features)} views of dimensions "
@@ -617,6 +623,7 @@ class KernelMultiview(Family):
                 raise bad_argument("bandwidth", None, "None or the first batch's bandwidths "
                                    f"{[np.round(b, 6).tolist() for b in kept]} (the stored feature maps are kept)",
                                    bandwidth)
+        _check_feature_memory(views, stored.rank, stored.exchangeable)
         return KernelSums.of_batch([x / unit for x, unit in zip(views, stored.units)], stored.features, stored.units,
                                    stored.rank, stored.exchangeable, stored.capacity, keys_rng)
 
@@ -921,14 +928,13 @@ def update(views, estimate, *, k, bandwidth, rank, features, exchangeable, m, ta
     >>> bool(np.allclose(np.sort(est.params["weights"]), np.sort(once.params["weights"]))), est.diagnostics["n_batches"]
     (True, 2)
     """
-    stored, previous, k, n_batches = FAMILY.continued(estimate, k, "kernel_multiview.update")
-    batch = FAMILY.batch_summary(views, stored, n_batches, bandwidth=bandwidth, rank=rank, features=features,
-                                 exchangeable=exchangeable, max_support=max_support, seed=seed)
-    merged = batch if stored is None else stored + batch
-    fit = FAMILY.spectral_from_moments(merged.moments(), k, method=method, approach=approach, seed=seed,
+    stream = FAMILY.defer(views, estimate, k, bandwidth=bandwidth, rank=rank, features=features,
+                          exchangeable=exchangeable, max_support=max_support, seed=seed)
+    merged = stream.merged
+    fit = FAMILY.spectral_from_moments(merged.moments(), stream.k, method=method, approach=approach, seed=seed,
                                        decompose_options=decompose_options, m=m, target=target,
                                        max_support=merged.capacity, exchangeable=merged.exchangeable)
-    return FAMILY.streamed(fit, previous, merged, n_batches, n_observations=merged.sums.n)
+    return FAMILY.streamed(fit, stream.previous, merged, stream.n_batches, n_observations=merged.sums.n)
 
 
 @FAMILY.refine_face(

@@ -156,8 +156,10 @@ def test_update_errors_name_the_argument(planted, one_mib_budget):
     bad["moments/features_0/bandwidth"] = -bad["moments/features_0/bandwidth"]
     with pytest.raises(ValueError, match=r"stored feature maps are complete and finite"):
         km.update(batch, replace(first, state=bad))
+    with pytest.raises(MemoryError, match=r"'rank' argument .*\(N, rank\) = \(3000, 16\) features for 3 views"):
+        km.update([v[:3000] for v in views], first)  # a later batch's features, checked as the one fit's are
     with pytest.raises(MemoryError, match=r"'rank' argument .*sums of the views' pairs and triples"):
-        km.update([v[:500] for v in views], k=2, rank=64)
+        km.update([v[:100] for v in views], k=2, rank=64)  # features within the budget, the r^3 sums over it
 
 
 def test_partial_fit_answers_after_every_batch(planted):
