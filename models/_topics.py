@@ -206,7 +206,7 @@ class TopicFamily(Family):
         when they are dense (no sparse (V, V) product to convert)."""
         if stored is None:
             return PairSums.from_counts(source, weighting, "counts")
-        return PairSums.from_counts(source, stored.weighting, "counts", dense=isinstance(stored.pairs, np.ndarray))
+        return PairSums.from_counts(source, stored.weighting, "counts", dense=stored.dense)
 
     def anchor_update(self, counts, estimate, k, *, weighting: str, vocabulary, seed, floor: float,
                       alpha_sum: float = 1.0, noise_tol: float = 0.0) -> "AnchorUpdate":

@@ -24,6 +24,9 @@ References
 
 from __future__ import annotations
 
+import functools
+import operator
+
 import numpy as np
 import scipy.sparse as sp
 
@@ -226,6 +229,26 @@ class CountMoments(_FirstOrder, OnBackend):
 #: Fraction of the V^2 word pairs that must be non-zero for :class:`PairSums` to hold its pair sums dense.
 DENSE_PAIRS = 0.25
 
+#: Sparse pair sums of batches are kept as separate parts until they are read or their entries exceed this multiple
+#: of the largest part's: each entry is then added once per few batches, not at every batch (a stream of summaries
+#: costs about its own size, not the growing sum's size times the batches), in at most this factor of the memory.
+PENDING_PAIRS = 2.0
+
+
+def _sum_sparse(parts: list):
+    """The sum of sparse (V, V) parts: a few threaded passes when compiled (extra ``[fast]``), else SciPy's additions,
+    two at a time."""
+    if len(parts) == 1:
+        return parts[0].tocsr()
+    compiled = numba_kernel("sum_csr")
+    return (functools.reduce(operator.add, parts) if compiled is None else compiled(parts)).tocsr()
+
+
+def _bounded(parts: list) -> list:
+    """Sparse parts still pending, or their sum once their entries exceed :data:`PENDING_PAIRS` times the largest's."""
+    sizes = [part.nnz for part in parts]
+    return [_sum_sparse(parts)] if sum(sizes) > PENDING_PAIRS * max(sizes) else parts
+
 
 class PairSums(_FirstOrder):
     """The exact additive second-order summary of a corpus: first-order sums and the word-pair sums.
@@ -238,7 +261,9 @@ class PairSums(_FirstOrder):
     ``E2`` of everything seen is available at any time. The object has the
     interface of :class:`CountMoments` (``alpha0=None``) that the second-order
     recoveries (anchor words) read. Memory: the non-zeros of ``pairs``, at
-    most ``sum_d nnz_d^2`` and at most V^2. Pair sums with at least
+    most ``sum_d nnz_d^2`` and at most V^2; summaries added up keep their
+    sparse pair sums as parts, added up when read or past
+    :data:`PENDING_PAIRS` times the largest part. Pair sums with at least
     :data:`DENSE_PAIRS` of the V^2 entries non-zero (a moderate vocabulary)
     are held as a dense array within the memory budget: the eigensolver's
     products and the merges then run as dense BLAS, several times faster than
@@ -256,13 +281,37 @@ class PairSums(_FirstOrder):
     alpha0 = None
 
     def __init__(self, stats: FirstOrderStats, pairs, weighting: str, word_counts: np.ndarray):
-        V = stats.m1_sum.shape[0]
-        if sp.issparse(pairs) and pairs.nnz >= DENSE_PAIRS * V * V and 8.0 * V * V <= memory_limit():
-            pairs = pairs.toarray()
         self.stats, self.weighting = stats, weighting
-        self.pairs = pairs if isinstance(pairs, np.ndarray) else pairs.tocsr()
         self.word_counts = np.asarray(word_counts, dtype=np.float64)
-        self.n_features = V
+        self.n_features = stats.m1_sum.shape[0]
+        if isinstance(pairs, np.ndarray):
+            self._pairs = pairs
+            return
+        self._pairs = _bounded([part.tocsr() for part in (pairs if isinstance(pairs, list) else [pairs])])
+        if len(self._pairs) == 1:
+            self._merge()
+
+    def _merge(self) -> None:
+        """Add up the pending sparse parts (:data:`PENDING_PAIRS`): one CSR matrix, or a dense array past
+        :data:`DENSE_PAIRS`."""
+        pairs = _sum_sparse(self._pairs)
+        V = self.n_features
+        self._pairs = pairs.toarray() if pairs.nnz >= DENSE_PAIRS * V * V and 8.0 * V * V <= memory_limit() \
+            else [pairs]
+
+    @property
+    def pairs(self):
+        """The word-pair sums: a dense (V, V) array or a CSR matrix (the pending parts added up on first read)."""
+        if isinstance(self._pairs, np.ndarray):
+            return self._pairs
+        if len(self._pairs) > 1:
+            self._merge()
+        return self._pairs if isinstance(self._pairs, np.ndarray) else self._pairs[0]
+
+    @property
+    def dense(self) -> bool:
+        """Whether the pair sums are held as a dense array (without adding up pending parts)."""
+        return isinstance(self._pairs, np.ndarray)
 
     @classmethod
     def from_counts(cls, counts, weighting: str = "pooled", name: str = "counts", *,
@@ -311,15 +360,16 @@ class PairSums(_FirstOrder):
                 continue
             unique = np.diff(usable.indptr).astype(np.float64)
             planned = 12.0 * min(float(unique @ unique), float(chunk.shape[1]) ** 2)
-            check_allocation(planned + (0 if pairs is None else 12.0 * pairs.nnz), name,
+            check_allocation(planned + 12.0 * sum(part.nnz for part in pairs or []), name,
                              "the sparse (V, V) word-pair sums of the documents")
             weighted = usable.copy()
             weighted.data *= np.repeat(a, np.diff(usable.indptr))  # rows scaled by a_d
-            part = usable.T.tocsr() @ weighted  # one CSR product (no CSC round trips)
-            pairs = part if pairs is None else pairs + part
-        if dense and pairs is not None and sp.issparse(pairs):
-            check_allocation(8.0 * pairs.shape[0] ** 2, name, "the dense (V, V) word-pair sums")
-            pairs = pairs.toarray()
+            # one CSR product (no CSC round trips), on every core when compiled
+            product = numba_kernel("product_csr") or (lambda A, B: A @ B)
+            pairs = _bounded((pairs or []) + [product(usable.T.tocsr(), weighted)])
+        if dense and isinstance(pairs, list):
+            check_allocation(8.0 * pairs[0].shape[0] ** 2, name, "the dense (V, V) word-pair sums")
+            pairs = _sum_sparse(pairs).toarray()
         if stats is None or stats.n_documents == 0:
             raise bad_argument(name, None, "at least one document with 3 or more tokens", "none", describe=False)
         return cls(stats, pairs, weighting, word_counts)
@@ -331,8 +381,10 @@ class PairSums(_FirstOrder):
             raise bad_argument("counts", None, f"documents over the same {self.n_features} words, weighted "
                                f"{self.weighting!r}", f"{other.n_features} words weighted {other.weighting!r}",
                                describe=False)
-        pairs = self.pairs + other.pairs  # dense as soon as one side is (SciPy returns np.matrix then)
-        pairs = pairs if sp.issparse(pairs) else np.asarray(pairs)
+        if self.dense or other.dense:  # SciPy returns np.matrix for a sparse + dense sum
+            pairs = np.asarray(self.pairs + other.pairs)
+        else:  # pending until read or until they outgrow PENDING_PAIRS
+            pairs = self._pairs + other._pairs
         return PairSums(self.stats + other.stats, pairs, self.weighting, self.word_counts + other.word_counts)
 
     def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
@@ -353,7 +405,8 @@ class PairSums(_FirstOrder):
             pairs = {"pairs_data": self.pairs.data, "pairs_indices": self.pairs.indices.astype(np.int64),
                      "pairs_indptr": self.pairs.indptr.astype(np.int64)}
         return {**pairs, "m1_sum": s.m1_sum, "word_a": s.word_a, "word_b": s.word_b, "word_counts": self.word_counts,
-                "scalars": np.asarray(scalars, dtype=np.float64), "weighting": np.asarray(WEIGHTINGS.index(self.weighting))}
+                "scalars": np.asarray(scalars, dtype=np.float64),
+                "weighting": np.asarray(WEIGHTINGS.index(self.weighting))}
 
     @classmethod
     def from_arrays(cls, arrays: dict, name: str = "estimate") -> "PairSums":

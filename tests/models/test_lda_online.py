@@ -38,11 +38,11 @@ def test_merged_pair_moments_equal_the_one_shot_moments(corpus, weighting, stora
         monkeypatch.setattr(moments_module, "DENSE_PAIRS", 2.0)
     first = PairSums.from_counts(X[:700], weighting)
     rest = PairSums.from_counts(_batches(X[700:], 450), weighting)
+    assert isinstance(rest.pairs, np.ndarray) == (storage == "dense")
     if storage == "mixed":
         monkeypatch.setattr(moments_module, "DENSE_PAIRS", 0.25)
         first = PairSums.from_counts(X[:700], weighting)
     assert isinstance(first.pairs, np.ndarray) == (storage != "sparse")
-    assert isinstance(rest.pairs, np.ndarray) == (storage == "dense")
     merged = first + rest
     assert isinstance(merged.pairs, np.ndarray) == (storage != "sparse")
     Q = np.random.default_rng(0).normal(size=(X.shape[1], 6))
@@ -55,6 +55,29 @@ def test_merged_pair_moments_equal_the_one_shot_moments(corpus, weighting, stora
     np.testing.assert_array_equal(restored.m2_matmat(Q), merged.m2_matmat(Q))
     assert restored.weighting == weighting
     assert isinstance(restored.pairs, np.ndarray) == (storage != "sparse")
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_sparse_pair_sums_of_a_stream_stay_pending_within_their_bound(corpus, compiled, monkeypatch):
+    """Twelve batches' sparse summaries added one by one keep their pair sums as parts (never more entries than
+    PENDING_PAIRS times the largest part's, plus the newest part) and add them up when read: the pair moment of the
+    one-shot moments, compiled (one threaded pass) or with SciPy's additions."""
+    X = corpus.counts
+    monkeypatch.setattr(moments_module, "DENSE_PAIRS", 2.0)
+    if not compiled:
+        monkeypatch.setattr(moments_module, "numba_kernel", lambda name: None)
+    summary, pending = None, []
+    for batch in _batches(X, 250):
+        part = PairSums.from_counts(batch, "per-document")
+        summary = part if summary is None else summary + part
+        sizes = [piece.nnz for piece in summary._pairs]
+        pending.append(len(sizes))
+        assert sum(sizes) <= moments_module.PENDING_PAIRS * max(sizes) + part.pairs.nnz
+    assert max(pending) >= 2
+    Q = np.random.default_rng(1).normal(size=(X.shape[1], 5))
+    expected = CountMoments(X, weighting="per-document").m2_matmat(Q)
+    np.testing.assert_allclose(summary.m2_matmat(Q), expected, rtol=0, atol=1e-10 * np.abs(expected).max())
+    assert sp.issparse(summary.pairs) and len(summary._pairs) == 1
 
 
 @pytest.mark.parametrize("compiled", [True, False])

@@ -44,15 +44,16 @@ from contextlib import contextmanager
 
 import numba
 import numpy as np
+import scipy.sparse as sp
 
 from specinit.engine.backends import WhitenedStats
 from specinit.engine.backends.numpy import NumpyPasses, document_weights, usable_documents, weighted_cubes
 from specinit.engine.rows import factor_noise_iterations as _factor_noise_iterations
 from specinit.engine.sources import row_ranges
 
-__all__ = ["CALL_WORK", "GAUSSIAN_BLOCK", "GAUSSIAN_KINDS", "NumbaPasses", "anchor_weights_step", "closing_sweep",
-           "csr_matmat", "factor_noise_iterations", "forward_backward", "gaussian_e_step", "gaussian_em_step",
-           "interrupts_between_calls", "power_iterate"]
+__all__ = ["CALL_WORK", "GAUSSIAN_BLOCK", "GAUSSIAN_KINDS", "NumbaPasses", "SUM_ARITY", "anchor_weights_step",
+           "closing_sweep", "csr_matmat", "factor_noise_iterations", "forward_backward", "gaussian_e_step",
+           "gaussian_em_step", "interrupts_between_calls", "power_iterate", "product_csr", "sum_csr"]
 
 #: Work of one compiled call (non-zeros times the multiply-adds per non-zero): about 0.1 s on one core, so
 #: Ctrl-C is answered within a fraction of a second.
@@ -183,6 +184,163 @@ def csr_matmat(matrix, Q: np.ndarray) -> np.ndarray:
     out = np.zeros((matrix.shape[0], Q.shape[1]))
     _in_blocks(matrix.indptr, Q.shape[1], _bound(_matmat_kernel, matrix, Q, out=out))
     return out
+
+
+@numba.njit(cache=True)
+def _accumulate(indices, data, lo, hi, scale, r, seen, met, acc, u, fill):  # pragma: no cover - compiled
+    """Add ``scale`` times the entries ``lo:hi`` of a CSR row into row ``r``'s dense accumulator ``acc`` (a column's
+    first value is set: SciPy's bits); ``seen[c] == r`` marks the columns met, listed in ``met[:u]``. Returns the
+    new ``u``; without ``fill`` only the columns are counted."""
+    for jj in range(lo, hi):
+        c = indices[jj]
+        if seen[c] != r:
+            seen[c] = r
+            met[u] = c
+            u += 1
+            acc[c] = scale * data[jj]
+        elif fill:
+            acc[c] += scale * data[jj]
+    return u
+
+
+@numba.njit(cache=True)
+def _write_row(acc, met, u, at, out_indices, out_data):  # pragma: no cover - compiled
+    """Write the ``u`` columns ``met[:u]`` of a row (in the order they were met) and their values in ``acc`` from
+    ``at``."""
+    for t in range(u):
+        out_indices[at + t] = met[t]
+        out_data[at + t] = acc[met[t]]
+
+
+#: Matrices added in one pass by :func:`sum_csr` (a fixed arity: one compiled signature for any number of parts).
+SUM_ARITY = 8
+
+
+# Rows [start, stop) in n_blocks ranges, each with its own scratch (:func:`_accumulate`). Output row r adds the parts'
+# rows r in the parts' order (the bits of adding the matrices one after another with SciPy). Without ``fill`` only the
+# row lengths are written.
+@numba.njit(parallel=True, cache=True, fastmath=False)
+def _sum_csr_kernel(indptrs, indices, datas, n_cols, n_blocks, start, stop, out_indptr, out_indices, out_data,
+                    fill):  # pragma: no cover - compiled
+    for b in numba.prange(n_blocks):
+        acc, met = np.zeros(n_cols), np.empty(n_cols, dtype=np.int64)
+        seen = np.full(n_cols, -1, dtype=np.int64)
+        for r in range(start + (stop - start) * b // n_blocks, start + (stop - start) * (b + 1) // n_blocks):
+            u = 0
+            for p in range(len(indptrs)):  # 1.0 * x is x: the bits of adding the values
+                u = _accumulate(indices[p], datas[p], indptrs[p][r], indptrs[p][r + 1], 1.0, r, seen, met, acc, u, fill)
+            if fill:
+                _write_row(acc, met, u, out_indptr[r], out_indices, out_data)
+            else:
+                out_indptr[r + 1] = u
+
+
+# The product A @ B of two CSR matrices, Gustavson's row by row: output row r adds A[r, i] * B[i] over the entries
+# of A's row r in their order, and each B row's entries in theirs (SciPy's order: the same values).
+@numba.njit(parallel=True, cache=True, fastmath=False)
+def _product_csr_kernel(a_indptr, a_indices, a_data, b_indptr, b_indices, b_data, n_cols, n_blocks, start, stop,
+                        out_indptr, out_indices, out_data, fill):  # pragma: no cover - compiled
+    for b in numba.prange(n_blocks):
+        acc, met = np.zeros(n_cols), np.empty(n_cols, dtype=np.int64)
+        seen = np.full(n_cols, -1, dtype=np.int64)
+        for r in range(start + (stop - start) * b // n_blocks, start + (stop - start) * (b + 1) // n_blocks):
+            u = 0
+            for ii in range(a_indptr[r], a_indptr[r + 1]):
+                i = a_indices[ii]
+                u = _accumulate(b_indices, b_data, b_indptr[i], b_indptr[i + 1], a_data[ii], r, seen, met, acc, u, fill)
+            if fill:
+                _write_row(acc, met, u, out_indptr[r], out_indices, out_data)
+            else:
+                out_indptr[r + 1] = u
+
+
+def _two_phase(shape, work: np.ndarray, kernel, upper: int):
+    """A CSR result built by ``kernel(start, stop, out_indptr, out_indices, out_data, fill)`` over row blocks of
+    ``work`` (cumulative entries read): the rows' lengths first, then their entries (no duplicates; each row's
+    columns in the order met, unsorted as SciPy's products; a sum that cancels to zero is kept, where SciPy drops
+    it)."""
+    m, n = shape
+    index = np.int64 if max(upper, n) >= np.iinfo(np.int32).max else np.int32
+    out_indptr = np.zeros(m + 1, dtype=np.int64)
+
+    def run(out_indices, out_data, fill):  # an entry's accumulation costs a few multiply-adds: work 4
+        _in_blocks(work, 4, lambda start, stop: kernel(start, stop, out_indptr, out_indices, out_data, fill))
+
+    run(np.empty(0, dtype=index), np.empty(0), False)
+    np.cumsum(out_indptr, out=out_indptr)
+    out_indices, out_data = np.empty(out_indptr[-1], dtype=index), np.empty(out_indptr[-1])
+    run(out_indices, out_data, True)
+    return sp.csr_matrix((out_data, out_indices, out_indptr.astype(index, copy=False)), shape=(m, n))
+
+
+def sum_csr(parts):
+    """The sum of CSR matrices of one shape on Numba's threads, :data:`SUM_ARITY` of them in each pass.
+
+    SciPy adds two sparse matrices at a time on one thread, so adding ``p``
+    matrices one after another reads the growing sum ``p - 1`` times. Here
+    each output row is built once from the rows of up to :data:`SUM_ARITY`
+    parts (a dense accumulator per thread), the values added in the parts'
+    order: SciPy's values for ``parts[0] + parts[1] + ...`` (more parts are
+    added in groups, then the groups' sums). The word-pair sums of online
+    topic models (:class:`specinit.engine.moments.PairSums`) merge their
+    batches this way. In row blocks of bounded work, Ctrl-C between them.
+
+    Parameters
+    ----------
+    parts : non-empty sequence of scipy.sparse.csr_matrix, each of shape (m, n)
+        Rows in any column order (e.g. SciPy's products); duplicate entries
+        are added up.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape (m, n)
+        No duplicate entries, each row's columns in the order met (unsorted,
+        as SciPy's products); index arrays int64 where the non-zeros need it.
+    """
+    parts = list(parts)
+    while len(parts) > SUM_ARITY:
+        parts = [sum_csr(parts[i: i + SUM_ARITY]) for i in range(0, len(parts), SUM_ARITY)]
+    m, n = parts[0].shape
+    same = np.result_type(*(part.indices for part in parts), *(part.indptr for part in parts))
+    empty = sp.csr_matrix((m, n))  # pads the parts to the compiled arity: rows without entries
+    padded = [*parts, *[empty] * (SUM_ARITY - len(parts))]
+    indptrs, indices = ((tuple(getattr(part, name).astype(same, copy=False) for part in padded))
+                        for name in ("indptr", "indices"))
+    datas = tuple(np.asarray(part.data, dtype=np.float64) for part in padded)
+    work = np.sum([part.indptr.astype(np.int64) for part in parts], axis=0)  # the rows' entries over all the parts
+    n_blocks = 4 * numba.get_num_threads()
+    return _two_phase((m, n), work, lambda start, stop, *out: _sum_csr_kernel(
+        indptrs, indices, datas, n, n_blocks, start, stop, *out), int(work[-1]))
+
+
+def product_csr(A, B):
+    """The sparse product ``A @ B`` of two CSR matrices on Numba's threads.
+
+    SciPy's product runs on one thread; this one is the same row-by-row
+    algorithm (Gustavson's: each output row accumulates the rows of ``B``
+    that its entries select, in SciPy's order: the same values) on every
+    core. The word-pair sums ``C^T diag(a) C`` of a batch of
+    documents (:class:`specinit.engine.moments.PairSums`) are such a product.
+    In row blocks of bounded work, Ctrl-C between them.
+
+    Parameters
+    ----------
+    A : scipy.sparse.csr_matrix, shape (m, l)
+    B : scipy.sparse.csr_matrix, shape (l, n)
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape (m, n)
+        As SciPy's product: no duplicate entries, each row's columns in the
+        order met.
+    """
+    # entries read for each row of A: the lengths of the rows of B it selects
+    work = np.concatenate([[0], np.cumsum(np.diff(B.indptr).astype(np.int64)[A.indices])])[A.indptr]
+    n_blocks = 4 * numba.get_num_threads()
+    a_data, b_data = np.asarray(A.data, dtype=np.float64), np.asarray(B.data, dtype=np.float64)
+    return _two_phase((A.shape[0], B.shape[1]), work, lambda start, stop, *out: _product_csr_kernel(
+        A.indptr, A.indices, a_data, B.indptr, B.indices, b_data, B.shape[1], n_blocks, start, stop, *out),
+        int(work[-1]))
 
 
 class NumbaPasses(NumpyPasses):
