@@ -346,6 +346,7 @@ class PairSums(_FirstOrder):
         source = counts if isinstance(counts, CountSource) else CountSource(counts, name)
         stats, pairs, word_counts = None, None, 0.0
         add_dense = numba_kernel("add_pair_sums") if dense else None
+        product = numba_kernel("product_csr") or (lambda A, B: A @ B)  # on every core when compiled
         for chunk in source.chunks():
             word_counts = word_counts + np.asarray(chunk.sum(axis=0)).ravel()
             usable, lengths, _ = usable_documents(chunk)
@@ -364,8 +365,7 @@ class PairSums(_FirstOrder):
                              "the sparse (V, V) word-pair sums of the documents")
             weighted = usable.copy()
             weighted.data *= np.repeat(a, np.diff(usable.indptr))  # rows scaled by a_d
-            # one CSR product (no CSC round trips), on every core when compiled
-            product = numba_kernel("product_csr") or (lambda A, B: A @ B)
+            # one CSR product (no CSC round trips)
             pairs = _bounded((pairs or []) + [product(usable.T.tocsr(), weighted)])
         if dense and isinstance(pairs, list):
             check_allocation(8.0 * pairs[0].shape[0] ** 2, name, "the dense (V, V) word-pair sums")
