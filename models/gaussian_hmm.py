@@ -38,23 +38,34 @@ class GaussianHMMMoments:
     chain : ChainViews
         Moments of the sliding triples of quantile-bin indices.
     extended : ViewMoments or MultiViewPopulation
-        The three bin views and a fourth view ``(x_t, x_t^2)`` of the middle
-        observation, for the state means and variances.
+        The three bin views and a fourth view ``(x_t - center, (x_t - center)^2)``
+        of the middle observation, for the state means and variances.
     n_bins : int
         Number of bins.
     variance : float
         Overall variance of the observations (scale of the variance floor).
+    center : float
+        What the fourth view is centred on (data: the mean of the
+        observations; population moments: 0). A state's variance is a
+        difference of its first two conditional moments, whose estimation
+        error grows with ``center**2`` when they are taken about 0: a series
+        far from zero (price levels) would get its variances swamped.
     """
 
     chain: ChainViews
     extended: object
     n_bins: int
     variance: float
+    center: float = 0.0
 
     @property
     def views(self):
         """The bin views of the triples (what the multi-view fit decomposes)."""
         return self.chain.views
+
+
+#: The default variance floor of :func:`refine`, relative to the data's variance (hmmlearn's ``min_covar``).
+REFINE_REG = 1e-3
 
 
 def _default_bins(k: int) -> int:
@@ -126,18 +137,29 @@ def binned_moments(seqs: list, edges: np.ndarray, backend=None) -> GaussianHMMMo
     n_bins = edges.size + 1
     binned, middle, _ = _binned(seqs, edges)
     chain = triple_views(binned, n_bins)
+    pooled = np.concatenate(seqs)
+    center = float(pooled.mean())
+    middle = middle - center
     extended = ViewMoments([*chain.views, np.column_stack([middle, middle**2])], backend=backend)
     chain = ChainViews(ViewMoments(chain.views, backend=backend), chain.first_mean, chain.counts)
-    return GaussianHMMMoments(chain, extended, n_bins, float(np.concatenate(seqs).var()))
+    return GaussianHMMMoments(chain, extended, n_bins, float(pooled.var()), center)
+
+
+def _shifted(next_sums: np.ndarray, counts: np.ndarray, by: float) -> np.ndarray:
+    """Sums of ``y`` and ``y^2`` by bin as those of ``y - by`` and ``(y - by)^2`` (``counts`` terms per bin)."""
+    first, second = next_sums[:, 0], next_sums[:, 1]
+    return np.column_stack([first - by * counts, second - 2.0 * by * first + by**2 * counts])
 
 
 class BinnedSums:
     """The exact additive summary of real sequences binned by fixed edges: what :func:`binned_moments` reads.
 
     The counts of the bin-index triples and first bins
-    (:class:`~specinit.engine.sequences.TripleCounts`), the sums of ``x_t`` and
-    ``x_t^2`` over the triples by the bin of ``x_{t+1}`` (the cross moment of
-    the fourth view with the third), and the count, mean and sum of squared
+    (:class:`~specinit.engine.sequences.TripleCounts`), the sums of
+    ``x_t - shift`` and ``(x_t - shift)^2`` over the triples by the bin of
+    ``x_{t+1}`` (the cross moment of the fourth view with the third; ``shift``
+    is fixed by the first batch, its mean, so that the sums stay of the size
+    of the spread, not of the level), and the count, mean and sum of squared
     deviations of all observations (merged by Chan's formula). Two summaries
     with the same edges add up (``+``) to that of their union, and
     :meth:`moments` equals :func:`binned_moments` on all the sequences at
@@ -150,27 +172,37 @@ class BinnedSums:
     next_sums : ndarray, shape (n_bins, 2)
     pooled : ndarray, shape (3,)
         Count, mean and sum of squared deviations of the observations.
+    shift : float
+        What ``next_sums`` are taken about (0 in summaries saved before it was stored).
     """
 
-    def __init__(self, edges, counts: TripleCounts, next_sums, pooled):
+    def __init__(self, edges, counts: TripleCounts, next_sums, pooled, shift: float = 0.0):
         self.edges, self.counts = np.asarray(edges, dtype=np.float64), counts
         self.next_sums, self.pooled = (np.asarray(a, dtype=np.float64) for a in (next_sums, pooled))
+        self.shift = float(shift)
 
     @property
     def n_bins(self) -> int:
         return self.edges.size + 1
 
     @classmethod
-    def from_sequences(cls, seqs: list, edges: np.ndarray, name: str = "sequences") -> "BinnedSums":
-        """The summary of validated real sequences binned by ``edges``."""
+    def from_sequences(cls, seqs: list, edges: np.ndarray, name: str = "sequences",
+                       shift: float | None = None) -> "BinnedSums":
+        """The summary of validated real sequences binned by ``edges``, sums about ``shift`` (None: their mean)."""
         binned, middle, following = _binned(seqs, edges)
         n_bins = edges.size + 1
-        next_sums = np.column_stack([np.bincount(following, weights=middle, minlength=n_bins),
-                                     np.bincount(following, weights=middle**2, minlength=n_bins)])
         pooled = np.concatenate(seqs)
         mean = float(pooled.mean())
+        shift = mean if shift is None else float(shift)
+        middle = middle - shift
+        next_sums = np.column_stack([np.bincount(following, weights=middle, minlength=n_bins),
+                                     np.bincount(following, weights=middle**2, minlength=n_bins)])
         return cls(edges, TripleCounts.from_sequences(binned, n_bins, name), next_sums,
-                   [pooled.size, mean, float(np.sum((pooled - mean) ** 2))])
+                   [pooled.size, mean, float(np.sum((pooled - mean) ** 2))], shift)
+
+    def _next_counts(self) -> np.ndarray:
+        """The number of triples by the bin of ``x_{t+1}``."""
+        return self.counts.triples.sum(axis=(0, 1))
 
     def __add__(self, other: "BinnedSums") -> "BinnedSums":
         if not isinstance(other, BinnedSums):
@@ -178,20 +210,25 @@ class BinnedSums:
         (n_a, mean_a, squares_a), (n_b, mean_b, squares_b) = self.pooled, other.pooled
         n, delta = n_a + n_b, mean_b - mean_a
         pooled = [n, mean_a + delta * n_b / n, squares_a + squares_b + delta**2 * n_a * n_b / n]
-        return BinnedSums(self.edges, self.counts + other.counts, self.next_sums + other.next_sums, pooled)
+        others = other.next_sums if other.shift == self.shift else _shifted(
+            other.next_sums, other._next_counts(), self.shift - other.shift)
+        return BinnedSums(self.edges, self.counts + other.counts, self.next_sums + others, pooled, self.shift)
 
     def moments(self) -> GaussianHMMMoments:
         """:func:`binned_moments` of every sequence summed, read from the sums (no pass over sequences)."""
         chain = self.counts.chain_views()
         views = chain.views
-        observed = self.next_sums if chain.symbols is None else self.next_sums[chain.symbols]  # the views' bins
+        center = float(self.pooled[1])
+        centered = _shifted(self.next_sums, self._next_counts(), center - self.shift)
+        observed = centered if chain.symbols is None else centered[chain.symbols]  # the views' bins
         extended = SummedViews(views.n_observations, (*views.dims, 2), {**views.pairs, (2, 3): observed},
                                views.triples)
-        return GaussianHMMMoments(chain, extended, self.n_bins, float(self.pooled[2] / self.pooled[0]))
+        return GaussianHMMMoments(chain, extended, self.n_bins, float(self.pooled[2] / self.pooled[0]), center)
 
     def to_arrays(self) -> dict:
         """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
         return {"edges": self.edges, "next_sums": self.next_sums, "pooled": self.pooled,
+                "shift": np.array([self.shift]),
                 **{"chain/" + key: value for key, value in self.counts.to_arrays().items()}}
 
     @classmethod
@@ -202,14 +239,16 @@ class BinnedSums:
         try:
             edges, next_sums, pooled = (np.asarray(arrays[key], dtype=np.float64)
                                         for key in ("edges", "next_sums", "pooled"))
+            shift = np.asarray(arrays.get("shift", [0.0]), dtype=np.float64)  # sums saved before: about 0
         except (KeyError, TypeError, ValueError):
             edges = None
         if (edges is None or edges.shape != (counts.n_symbols - 1,) or next_sums.shape != (counts.n_symbols, 2)
-                or pooled.shape != (3,) or not all(np.all(np.isfinite(a)) for a in (edges, next_sums, pooled))
+                or pooled.shape != (3,) or shift.shape != (1,)
+                or not all(np.all(np.isfinite(a)) for a in (edges, next_sums, pooled, shift))
                 or np.any(np.diff(edges) < 0) or pooled[0] < 1 or pooled[2] < 0):
             raise bad_argument(name, None, "an estimate whose stored bin sums are complete and finite",
                                "damaged bin sums", describe=False)
-        return cls(edges, counts, next_sums, pooled)
+        return cls(edges, counts, next_sums, pooled, float(shift[0]))
 
 
 class GaussianHMMFamily(HMM):
@@ -275,10 +314,27 @@ class GaussianHMMFamily(HMM):
         first, second = conditional_means(moments.extended, 3, 2, fit.means[2], fit.weights).T
         variance = second - first**2
         minimum = floor * moments.variance
-        report.update(n_bins=moments.n_bins, n_scales_floored=int(np.sum(variance < minimum)))
+        report.update(n_bins=moments.n_bins, n_scales_floored=int(np.sum(variance < minimum)),
+                      scale_floor=float(np.sqrt(minimum)))
         del params["emission"]
-        params.update(loc=first, scale=np.sqrt(np.maximum(variance, minimum)))
+        params.update(loc=first + moments.center, scale=np.sqrt(np.maximum(variance, minimum)))
         return params, report, state
+
+    refine_advice = ("The data may not support k states: try a smaller k, a larger reg (the variance floor, relative "
+                     "to the data's variance), or refine again with more restarts or another seed.")
+
+    def scale_floor(self, estimate: SpectralEstimate) -> float | None:
+        return estimate.diagnostics.get("scale_floor")
+
+    def occupancy(self, stats) -> np.ndarray:
+        return np.asarray(stats[2]).sum(axis=0)
+
+    def refined_scale_floor(self, prepared, options: dict) -> float | None:
+        return float(np.sqrt(options["reg"] * prepared.variance))
+
+    def refine(self, data, estimate, *, method: str | None = None, **options):
+        options.setdefault("reg", REFINE_REG)  # the variance floor of every refinement (internal ones included)
+        return super().refine(data, estimate, method=method, **options)
 
     # EM ------------------------------------------------------------------------------------------------------
     def refine_data(self, sequences, estimate: SpectralEstimate, **options):
@@ -293,7 +349,34 @@ class GaussianHMMFamily(HMM):
                                                                 np.maximum(likelihood, np.finfo(float).tiny))
         return (init_counts, trans_counts, gamma), ll
 
-    def m_step(self, batch, stats, params, reg: float = 1e-6, **options):
+    def split_merge(self, params, batch: SequenceBatch, stats, rng, attempt=0):
+        # The least visited state leaves (a state that lost its data, or one squeezed onto a few points); the
+        # attempt // 2-th most visited other state is split in two, in location (loc -/+ scale / 2) on even attempts
+        # and in scale (scale * exp(-/+ 1/2)) on odd ones (volatility regimes share a location), its transitions
+        # copied and the moves into it shared half and half (as the categorical HMM's moves).
+        init, transition, loc, scale = (np.array(params[name], dtype=np.float64)
+                                        for name in ("init", "transition", "loc", "scale"))
+        k = init.size
+        if k < 2 or attempt >= 2 * (k - 1):
+            return None
+        visits = np.asarray(stats[2]).sum(axis=0)
+        leaving = int(np.argmin(visits))
+        others = np.delete(np.arange(k), leaving)
+        split = int(others[np.argsort(-visits[others], kind="stable")[attempt // 2]])
+        if attempt % 2 == 0:
+            loc[leaving], loc[split] = loc[split] - scale[split] / 2, loc[split] + scale[split] / 2
+            scale[leaving] = scale[split]
+        else:
+            loc[leaving] = loc[split]
+            scale[leaving], scale[split] = scale[split] * np.exp(-0.5), scale[split] * np.exp(0.5)
+        transition[leaving] = transition[split]
+        for rows in (init[None, :], transition):
+            rows[:, leaving] = 0.0
+            rows /= rows.sum(axis=1, keepdims=True)
+            rows[:, [leaving, split]] = rows[:, [split]] / 2
+        return {"init": init, "transition": transition, "loc": loc, "scale": scale}
+
+    def m_step(self, batch, stats, params, reg: float = REFINE_REG, **options):
         init, transition, gamma = stats
         weight = gamma.sum(axis=0) + 10 * np.finfo(float).eps
         loc = gamma.T @ batch.values / weight
@@ -414,12 +497,22 @@ def spectral(sequences, k, *, n_bins, method, approach, seed, floor, decompose_o
         ``params``: ``"init"`` (k,), ``"transition"`` (k, k) row-stochastic,
         ``"loc"`` (k,), ``"scale"`` (k,) (the sites of :func:`model`);
         ``diagnostics`` as for :func:`specinit.models.hmm.spectral` plus
-        ``n_bins``, ``n_scales_floored``.
+        ``n_bins``, ``n_scales_floored`` and ``scale_floor`` (the smallest
+        scale, ``sqrt(floor)`` times the data's standard deviation);
+        ``degenerate/scale_at_floor`` lists the states at it.
 
     Raises
     ------
     ValueError
         Non-finite observations, no sequence of length >= 3, bad ``k`` or ``n_bins``.
+
+    Warns
+    -----
+    RuntimeWarning
+        The estimate is degenerate (:func:`specinit.models.hmm.degeneracy`: a
+        state's scale at the floor, a transition matrix that is the identity
+        or has rows that are point masses, a state of (nearly) zero weight):
+        one warning naming the states and what to try.
 
     References
     ----------
@@ -433,21 +526,35 @@ def spectral(sequences, k, *, n_bins, method, approach, seed, floor, decompose_o
 @FAMILY.refine_face(
     sequences=Param("1-D float array, 2-D array or list/tuple of 1-D arrays", "Real observations."),
     estimate=Param("SpectralEstimate or dict", "Starting ``init``, ``transition``, ``loc``, ``scale`` (checked)."),
-    method=Param("{'em'}", "Baum-Welch (EM for the hidden chain).", "em"), tol=1e-7, restarts=6)
-def refine(sequences, estimate, *, method, max_iter, tol, floor, reg, restarts, seed):
+    method=Param("{'em'}", "Baum-Welch (EM for the hidden chain).", "em"), max_iter=1000, tol=1e-7, restarts=6,
+    reg=Param("float", "Added to every state's variance, relative to the data's variance (so the result does not "
+              "depend on the data's unit): the variance floor, like hmmlearn's ``min_covar``. The likelihood grows "
+              "without bound as a state shrinks onto a few points: with 1e-6, EM from the spectral start of 500 daily "
+              "returns squeezed a state onto one return (a scale 0.1% of the data's, where NUTS chains stay "
+              "trapped).", REFINE_REG, Interval(float, 0.0)),
+    split_merge=Param("int", "Then split-merge moves: the least visited state leaves and a heavily visited state is "
+                      "split in two, alternately in location and in scale (its transitions copied, the moves into "
+                      "it shared); EM runs from the move, which replaces the estimate when it passes its "
+                      "log-likelihood. The moves stop after ``split_merge`` failures in a row (0: none).", 3))
+def refine(sequences, estimate, *, method, max_iter, tol, floor, reg, restarts, split_merge, seed):
     """Spectral then refine: Baum-Welch EM for the Gaussian HMM started from an estimate.
 
     The E-step is the scaled forward-backward recursion over all sequences
     at once (:func:`specinit.engine.sequences.forward_backward`) with normal
     emission densities; the M-step re-estimates ``init``, ``transition``
     (expected counts) and each state's ``loc`` and ``scale`` (posterior-
-    weighted mean and standard deviation), [1]_ eqs. 40a-c and 53-54.
+    weighted mean and standard deviation, its variance plus ``reg`` times the
+    data's), [1]_ eqs. 40a-c and 53-54.
 
     Returns
     -------
     specinit.refine.RefineResult
         ``.estimate`` (model ``"gaussian_hmm"``), ``.log_likelihood`` trace,
-        ``.n_iter``, ``.converged``.
+        ``.n_iter``, ``.converged``. The estimate's ``degenerate/...``
+        diagnostics (:func:`specinit.models.hmm.degeneracy`) describe the
+        refined values: a scale at the floor means a variance at most twice
+        ``reg`` times the data's, an empty state fewer than 0.1% of the
+        expected visits.
 
     Raises
     ------
@@ -459,14 +566,16 @@ def refine(sequences, estimate, *, method, max_iter, tol, floor, reg, restarts, 
     Warns
     -----
     RuntimeWarning
-        EM did not converge in ``max_iter`` iterations.
+        EM did not converge in ``max_iter`` iterations; the refined estimate
+        is degenerate (a scale at the floor, a transition row that is a point
+        mass, an empty state), naming the states and what to try.
 
     References
     ----------
     .. [1] Rabiner (1989), eqs. 40a-c, 53-54 (continuous densities).
     """
     return FAMILY.refine(sequences, estimate, method=method, max_iter=max_iter, tol=tol, floor=floor, reg=reg,
-                         restarts=restarts, seed=seed)
+                         restarts=restarts, split_merge=split_merge, seed=seed)
 
 
 @FAMILY.face(
@@ -535,7 +644,7 @@ def update(sequences, estimate, *, k, n_bins, method, approach, seed, floor, dec
         raise bad_argument("n_bins", None, f"None or the estimate's n_bins = {stored.n_bins}", n_bins)
     else:
         edges = stored.edges
-    batch = BinnedSums.from_sequences(seqs, edges)
+    batch = BinnedSums.from_sequences(seqs, edges, shift=None if stored is None else stored.shift)
     merged = batch if stored is None else stored + batch
     fit = FAMILY.spectral_from_moments(merged.moments(), k, method=method, approach=approach, seed=seed, floor=floor,
                                        decompose_options=decompose_options)

@@ -46,12 +46,14 @@ References
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import jax.numpy as jnp
 import numpy as np
 import numpyro
 import numpyro.distributions as dist
 
-from specinit._validation import Interval, bad_argument, check_allocation, public
+from specinit._validation import Interval, bad_argument, check_allocation, current_entry, public, warn
 from specinit.distributions.hmm import (
     CategoricalHMM,
     pad_sequences,
@@ -71,6 +73,7 @@ from specinit.engine.sequences import (
     one_hot,
     triple_views,
 )
+from specinit.engine.support import project_to_simplex
 from specinit.engine.sources import is_dask_array
 from specinit.engine.views import ViewMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
@@ -90,6 +93,8 @@ __all__ = [
     "refine",
     "spectral",
     "spectral_from_moments",
+    "degeneracy",
+    "operator_transition",
     "update",
     "viterbi",
 ]
@@ -110,6 +115,147 @@ def solve_rows(emission: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, f
     solution = np.linalg.lstsq(emission.T, np.atleast_2d(targets).T, rcond=None)[0].T
     residual = np.linalg.norm(solution @ emission - targets) / max(np.linalg.norm(targets), np.finfo(float).tiny)
     return solution, float(residual)
+
+
+def operator_transition(views, emission: np.ndarray) -> np.ndarray:
+    """The transition matrix from the lag-one and lag-two pair moments, in the states' basis set by ``emission``.
+
+    With ``G = O Q`` (``Q`` an orthonormal basis of the row space of the
+    emission ``O``) and ``J`` the joint law of ``(h_{t-1}, h_t)``, the
+    projected pair moments of the sliding triples are
+    ``A = Q^T E[x_t x_{t-1}^T] Q = G^T J^T G`` and
+    ``B = Q^T E[x_{t+1} x_{t-1}^T] Q = G^T T^T J^T G``, so
+    ``B A^{-1} = G^T T^T G^{-T}`` (the observable operator of [3]_) and
+    ``T = G (B A^{-1})^T G^{-1}``. Its eigenvalues are those of ``B A^{-1}``,
+    read from second moments of the data alone; an error in how far apart the
+    estimated emission rows are only conjugates ``T`` (for k = 2 it cancels),
+    whereas the regression ``T O = E[x_{t+1} | h_t]`` scales its non-unit
+    eigenvalues by the square of that error -- past 1 for a sticky chain,
+    where the projection onto the simplex then returns the identity. Rows
+    sum to one whenever the rows of ``emission`` do (one-hot views).
+
+    Parameters
+    ----------
+    views : ViewMoments, SummedViews or MultiViewPopulation
+        The three views ``x_{t-1}, x_t, x_{t+1}`` of the sliding triples.
+    emission : ndarray, shape (k, V)
+        The middle view's conditional means (rank k).
+
+    Returns
+    -------
+    ndarray, shape (k, k)
+        Before projection onto the simplex (least squares where a k x k
+        matrix is singular, so always finite for finite moments).
+
+    References
+    ----------
+    .. [3] Hsu, Kakade, Zhang. "A spectral algorithm for learning hidden
+       Markov models", JCSS 78 (2012), Lemma 3 (observable operators).
+    """
+    Q = np.linalg.qr(emission.T)[0]
+    G = emission @ Q
+    lag_one = Q.T @ views.pairs_matmat(1, 0, Q)
+    lag_two = Q.T @ views.pairs_matmat(2, 0, Q)
+    operator_t = np.linalg.lstsq(lag_one.T, lag_two.T, rcond=None)[0]  # (B A^{-1})^T
+    return np.linalg.lstsq(G.T, (G @ operator_t).T, rcond=None)[0].T
+
+
+def _simplex_repair(rows: np.ndarray) -> float:
+    """How far rows are from the probability simplex: the Frobenius norm of their projection's change."""
+    rows = np.asarray(rows, dtype=np.float64)
+    return float(np.linalg.norm(rows - project_to_simplex(rows, np.finfo(float).tiny)[0]))
+
+
+#: A state whose weight (law of the middle state for :func:`spectral`, share of the expected visits for
+#: :func:`refine`) is below this is reported as empty (``diagnostics["degenerate/empty_states"]``).
+EMPTY_STATE_WEIGHT = 1e-3
+
+#: A transition row whose mass off its largest entry is below ``max(POINT_MASS_TOL, 2 * floor)`` is a point mass.
+POINT_MASS_TOL = 1e-3
+
+#: An emission row is degenerate when more than this share of its entries sit at the floor.
+FLOORED_SHARE = 0.5
+
+
+def degeneracy(params, *, floor: float, weights, scale_floor: float | None = None) -> dict:
+    """Degenerate parts of an HMM estimate, as flat diagnostics (``degenerate/...``; state indices as int arrays).
+
+    Parameters
+    ----------
+    params : dict
+        ``init``, ``transition`` and ``emission`` (categorical) or ``scale`` (Gaussian), inside their supports.
+    floor : float
+        The floor the estimate was projected with (probabilities at least ``floor / d``).
+    weights : array, shape (k,)
+        The law of the states (middle-state weights of the moment fit, or the shares of the expected visits).
+    scale_floor : float, optional
+        The smallest scale the estimate allows (Gaussian emissions).
+
+    Returns
+    -------
+    dict
+        ``degenerate/scale_at_floor`` (states whose variance is at most twice the floor's, Gaussian only),
+        ``degenerate/emission_at_floor`` (states with more than half of their emission row at the floor,
+        symbols at the floor in every state -- never observed -- left out; categorical only), ``degenerate/transition_point_mass`` (states whose transition row puts all but
+        ``max(1e-3, 2 floor)`` of its mass on one state), ``degenerate/transition_identity`` (every row a point
+        mass on itself: the chain never moves), ``degenerate/identity_distance`` (``max |T - I|``),
+        ``degenerate/empty_states`` (weight below 1e-3), ``degenerate/any`` (whether any of these is set).
+    """
+    transition = np.asarray(params["transition"], dtype=np.float64)
+    k = transition.shape[0]
+    weights = np.asarray(weights, dtype=np.float64)
+    tol = max(POINT_MASS_TOL, 2.0 * floor)
+    off_peak = 1.0 - transition.max(axis=1)
+    point_mass = np.flatnonzero(off_peak < tol) if k > 1 else np.zeros(0, dtype=np.int64)
+    report = {
+        "degenerate/transition_point_mass": point_mass.astype(np.int64),
+        "degenerate/transition_identity": bool(k > 1 and np.all(1.0 - np.diag(transition) < tol)),
+        "degenerate/identity_distance": float(np.abs(transition - np.eye(k)).max()),
+        "degenerate/empty_states": np.flatnonzero(~(weights >= EMPTY_STATE_WEIGHT)).astype(np.int64),
+    }
+    if "emission" in params:
+        emission = np.asarray(params["emission"], dtype=np.float64)
+        at_floor = emission <= 1.5 * floor / emission.shape[1]
+        informative = ~np.all(at_floor, axis=0)  # a symbol at the floor in every state was never observed
+        share = at_floor[:, informative].mean(axis=1) if informative.any() else np.zeros(k)
+        report["degenerate/emission_at_floor"] = np.flatnonzero(share > FLOORED_SHARE).astype(np.int64)
+    if scale_floor is not None and "scale" in params:
+        scale = np.asarray(params["scale"], dtype=np.float64)
+        report["degenerate/scale_at_floor"] = np.flatnonzero(scale**2 <= 2.0 * scale_floor**2).astype(np.int64)
+    report["degenerate/any"] = bool(report["degenerate/transition_identity"] or any(
+        np.size(value) for key, value in report.items() if isinstance(value, np.ndarray)))
+    return report
+
+
+def _warn_degenerate(report: dict, k: int, advice: str) -> None:
+    """One RuntimeWarning naming the degenerate states of a :func:`degeneracy` report (none when it is healthy).
+
+    Parameters
+    ----------
+    report : dict
+        From :func:`degeneracy` (keys ``degenerate/...``).
+    k : int
+        Number of states.
+    advice : str
+        What to try, appended to the message.
+    """
+    if not report["degenerate/any"]:
+        return
+    identity = report["degenerate/transition_identity"]
+    found = []
+    for key, what in (("degenerate/scale_at_floor", "state(s) {} have their scale at the floor"),
+                      ("degenerate/emission_at_floor", "state(s) {} have most of their emission row at the floor"),
+                      ("degenerate/transition_point_mass", "the transition row(s) of state(s) {} are (nearly) a "
+                                                           "point mass"),
+                      ("degenerate/empty_states", "state(s) {} have (nearly) zero weight")):
+        value = report.get(key)
+        if value is not None and np.size(value) and not (identity and key == "degenerate/transition_point_mass"):
+            found.append(what.format(np.asarray(value).tolist()) + f" (diagnostics['{key}'])")
+    if identity:
+        found.append(f"the transition matrix is the identity to within {report['degenerate/identity_distance']:.2g}"
+                     " (diagnostics['degenerate/transition_identity']): the chain never moves, so the data do not "
+                     "identify its transitions")
+    warn(f"{current_entry()}: degenerate estimate for k={k}: " + "; ".join(found) + f". {advice}")
 
 
 class HMM(Family):
@@ -184,11 +330,73 @@ class HMM(Family):
 
     def unwhiten(self, fit, moments: ChainViews, k, floor, **options):
         emission = fit.means[1]
-        transition, trans_residual = solve_rows(emission, fit.means[2])
+        # Two estimates of the transition: the regression T O = E[x_{t+1} | h_t], and the observable operator of the
+        # lag-one and lag-two pairs (its eigenvalues from second moments only). The one nearer the simplex is kept:
+        # on a sticky chain the regression overshoots past the identity (operator_transition).
+        regression, _ = solve_rows(emission, fit.means[2])
+        operator = operator_transition(moments.views, emission)
+        repairs = {"regression": _simplex_repair(regression),
+                   "operator": _simplex_repair(operator) if np.all(np.isfinite(operator)) else np.inf}
+        chosen = "operator" if repairs["operator"] < repairs["regression"] else "regression"
+        transition = operator if chosen == "operator" else regression
+        trans_residual = float(np.linalg.norm(transition @ emission - fit.means[2])
+                               / max(np.linalg.norm(fit.means[2]), np.finfo(float).tiny))
         init, init_residual = solve_rows(emission, moments.first_mean)
         report = {**moments.counts, "middle_state_weights": fit.weights, "transition_residual": trans_residual,
-                  "init_residual": init_residual}
+                  "init_residual": init_residual, "transition_estimator": chosen,
+                  "transition_repair_regression": repairs["regression"],
+                  "transition_repair_operator": float(repairs["operator"])}
         return {"init": init[0], "transition": transition, "emission": moments.expand(emission)}, report, {}
+
+    # Degenerate estimates --------------------------------------------------------------------------------------
+    spectral_advice = ("The data may not support k states: try a smaller k, a larger floor, or refine the estimate "
+                       "with restarts (refine(..., restarts=..., seed=...)).")
+    refine_advice = ("The data may not support k states: try a smaller k, refine again with more restarts or "
+                     "another seed, or start from another spectral estimate (another seed or approach).")
+
+    def scale_floor(self, estimate: SpectralEstimate) -> float | None:
+        """The smallest emission scale the spectral estimate allows (None: categorical emissions)."""
+        return None
+
+    def checked(self, estimate: SpectralEstimate, floor: float) -> SpectralEstimate:
+        """``estimate`` with the :func:`degeneracy` diagnostics of a moment fit, warning when one is set."""
+        report = degeneracy(estimate.params, floor=floor, weights=estimate.diagnostics["middle_state_weights"],
+                            scale_floor=self.scale_floor(estimate))
+        _warn_degenerate(report, estimate.k or len(estimate.params["init"]), self.spectral_advice)
+        return replace(estimate, diagnostics={**estimate.diagnostics, **report})
+
+    def spectral_from_moments(self, moments, k, *, floor: float = 1e-3, **options) -> SpectralEstimate:
+        return self.checked(super().spectral_from_moments(moments, k, floor=floor, **options), floor)
+
+    def spectral(self, data, k, *, floor: float = 1e-3, **options) -> SpectralEstimate:
+        estimate = super().spectral(data, k, floor=floor, **options)
+        if isinstance(k, str):  # k="auto": the fit at the chosen k was checked
+            return estimate
+        return self.checked(estimate, floor)
+
+    def occupancy(self, stats) -> np.ndarray:
+        """Expected visits of every state, from :meth:`e_step`'s statistics."""
+        return np.asarray(stats[2]).sum(axis=1)
+
+    def refined_scale_floor(self, prepared, options: dict) -> float | None:
+        """The smallest emission scale EM allows (None: categorical emissions)."""
+        return None
+
+    def refine(self, data, estimate, *, method: str | None = None, **options):
+        from specinit.refine import EM_OPTIONS
+
+        result = super().refine(data, estimate, method=method, **options)
+        prepared = self.refine_data(data, result.estimate, **{key: value for key, value in options.items()
+                                                              if key not in EM_OPTIONS})  # how to read the data
+        stats, _ = self.e_step(result.estimate.params, prepared)
+        visits = self.occupancy(stats)
+        report = degeneracy(result.estimate.params, floor=options.get("floor", EM_OPTIONS["floor"].default),
+                            weights=visits / max(float(visits.sum()), np.finfo(float).tiny),
+                            scale_floor=self.refined_scale_floor(prepared, options))
+        _warn_degenerate(report, len(result.estimate.params["init"]), self.refine_advice)
+        # The refined estimate's own check replaces its start's (the keys describe the values they sit beside).
+        result.estimate = replace(result.estimate, diagnostics={**result.estimate.diagnostics, **report})
+        return result
 
     # EM (Baum-Welch) -----------------------------------------------------------------------------------------
     def refine_data(self, sequences, estimate: SpectralEstimate, n_symbols: int | None = None):
@@ -346,8 +554,12 @@ def spectral(sequences, k, n_symbols, *, method, approach, seed, floor, decompos
         (row = from-state; the transpose of [1]_'s ``T``), ``"emission"``
         (k, V). ``diagnostics``: sequence/triple counts, the law of the middle
         state, least-squares residuals of the transition and init solves,
-        negative mass clipped per row (``negative_mass_<site>``), and the
-        multi-view diagnostics.
+        which estimate of the transition was kept (``transition_estimator``:
+        ``"regression"`` or ``"operator"``, the one nearer the simplex, with
+        ``transition_repair_<estimator>`` their distances to it; see
+        :func:`operator_transition`), negative mass clipped per row
+        (``negative_mass_<site>``), the multi-view diagnostics, and the
+        checks of :func:`degeneracy` (``degenerate/...``).
 
     Raises
     ------
@@ -356,6 +568,15 @@ def spectral(sequences, k, n_symbols, *, method, approach, seed, floor, decompos
     ValueError
         Empty input, negative, non-integer or out-of-range symbols, no
         sequence of length >= 3, or ``k`` outside ``1..n_symbols``.
+
+    Warns
+    -----
+    RuntimeWarning
+        The estimate is degenerate (:func:`degeneracy`: emission rows mostly
+        at the floor, a transition matrix that is the identity or has rows
+        that are point masses, a state of (nearly) zero weight): one warning
+        naming the states and what to try (a smaller k, a larger ``floor``,
+        :func:`refine` with restarts).
 
     Notes
     -----
@@ -416,7 +637,10 @@ def refine(sequences, estimate, *, n_symbols, method, max_iter, tol, rtol, floor
     Warns
     -----
     RuntimeWarning
-        EM did not converge in ``max_iter`` iterations.
+        EM did not converge in ``max_iter`` iterations; the refined estimate
+        is degenerate (:func:`degeneracy`, with the shares of the expected
+        visits as the states' weights; its ``degenerate/...`` diagnostics
+        replace the start's), naming the states and what to try.
 
     References
     ----------

@@ -356,8 +356,13 @@ def test_split_merge_move_revives_a_state_the_chain_never_enters():
 
 def test_default_refine_leaves_an_unreachable_state_and_reaches_the_restart_baseline():
     seqs, dead, truth = _three_blocks()
-    plain = hmm.refine(seqs, dead, restarts=0, split_merge=0)
+    # plain EM keeps the state it never enters: it only leaves at once (a point-mass row), and is reported
+    with pytest.warns(RuntimeWarning, match=r"hmm.refine: degenerate estimate for k=3: the transition row\(s\) of "
+                                            r"state\(s\) \[2\] are \(nearly\) a point mass"):
+        plain = hmm.refine(seqs, dead, restarts=0, split_merge=0)
+    assert plain.estimate.diagnostics["degenerate/transition_point_mass"].tolist() == [2]
     default = hmm.refine(seqs, dead)
+    assert not default.estimate.diagnostics["degenerate/any"]
     moves_only = hmm.refine(seqs, dead, restarts=0)
     assert moves_only.diagnostics["split_merge_accepted"] >= 1
     # the baseline: the best of 3 random starts, plain EM run to the same rule (or its cap: some creep)
