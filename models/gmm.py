@@ -29,6 +29,14 @@ For mixtures with axis-aligned (diagonal) covariances,
 groups, which are conditionally independent views ([1]_ Prop. 3.2), and
 uses :func:`specinit.engine.views.fit_multiview`.
 
+Full covariances come from EM alone: the moment step gives common,
+spherical or diagonal scales, and :func:`refine` with
+``covariance="full"`` starts from them (diagonal matrices) and estimates one
+full covariance matrix per component (the param ``covariance``, (k, d, d),
+beside ``scale``, the roots of its diagonal). :func:`lkj_sites` and
+:func:`scale_tril_sites` map such an estimate onto the sites of a NumPyro
+mixture written with ``LKJCholesky`` correlations or a ``scale_tril``.
+
 References
 ----------
 .. [1] Anandkumar, Ge, Hsu, Kakade, Telgarsky, "Tensor decompositions for
@@ -57,17 +65,30 @@ from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import component_share, split_merge_pair
 
-__all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "log_likelihood", "model",
-           "population_moments", "predict", "refine", "spectral", "spectral_axis_aligned", "spectral_from_moments",
-           "update"]
+__all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "lkj_sites",
+           "log_likelihood", "model", "population_moments", "predict", "refine", "scale_tril_sites", "spectral",
+           "spectral_axis_aligned", "spectral_from_moments", "update"]
 
+#: Covariance kinds of the moment step (and of :func:`model`).
 COVARIANCES = ("common", "spherical", "diag")
+
+#: Covariance kinds of :func:`refine`: those of the moment step, and full matrices (EM only).
+REFINE_COVARIANCES = (*COVARIANCES, "full")
+
+#: Relative floor (in units of the data's mean column variance) of the eigenvalues of a covariance that EM's E-step
+#: meets not positive definite -- a perturbed restart or a SQUAREM extrapolation, never an M-step's (regularised)
+#: matrix nor a start given to :func:`refine`, which must be positive definite.
+REPAIR_FLOOR = 1e-6
 
 
 def _resolve_covariance(common_scale, covariance):
     """``covariance`` when given, else ``"common"`` / ``"spherical"`` from ``common_scale``."""
     if covariance is None:
         return "common" if common_scale else "spherical"
+    if covariance == "full":
+        raise bad_argument("covariance", None, "one of 'common', 'spherical', 'diag' (full covariances come from "
+                           "gmm.refine(x, estimate, covariance='full'); gmm.lkj_sites and gmm.scale_tril_sites map "
+                           "them onto a NumPyro model with full covariances)", covariance)
     return Options(COVARIANCES).check("covariance", covariance)
 
 
@@ -98,8 +119,8 @@ DENSE_AXIS_MAX = 64
 
 @dataclass(frozen=True)
 class RowData:
-    """Rows as EM reads them (and their squares, read by every E- and M-step), with the covariance kind and the
-    data's mean column variance (the unit of ``reg``)."""
+    """Rows as EM reads them (and their squares, read by every E- and M-step), with the covariance kind (one of
+    :data:`REFINE_COVARIANCES`) and the data's mean column variance (the unit of ``reg``)."""
 
     x: np.ndarray
     covariance: str
@@ -112,7 +133,8 @@ class RowData:
 
 
 class GaussianMixture(Family):
-    """Gaussian mixtures with common, spherical or diagonal covariances ([1]_ Thm 3.2/3.3)."""
+    """Gaussian mixtures with common, spherical or diagonal covariances ([1]_ Thm 3.2/3.3), and full covariances
+    from EM (:meth:`refine`)."""
 
     name = "gmm"
     data_kind = "rows"
@@ -126,7 +148,9 @@ class GaussianMixture(Family):
                             "per-component variances come from the assignment steps (or :func:`refine`); with "
                             "``assign_steps=0`` every component gets the shared noise. (scikit-learn's "
                             "``covariance_type`` names ``\"spherical\"`` and ``\"diag\"`` mean the same.) ``None`` "
-                            "(default): by ``common_scale``.", None, Options(COVARIANCES)),
+                            "(default): by ``common_scale``. Full covariances are not a moment estimate: "
+                            ":func:`refine` with ``covariance=\"full\"`` estimates them from this start.", None,
+                            Options(COVARIANCES)),
         "noise": Param("{'factor', 'isotropic'}", "Noise correction of the moment step. ``\"factor\"`` (default): a "
                        "per-coordinate noise ``D`` shared by the components, from factor iterations on the "
                        "covariance; consistent for spherical mixtures with a common variance and for diagonal ones "
@@ -167,7 +191,8 @@ class GaussianMixture(Family):
     advice = "The component means must be linearly independent (k <= d); try a smaller k."
 
     def site_table(self, params=None, **options):
-        scale = np.asarray((params or {}).get("scale", 1.0))
+        params = params or {}
+        scale = np.asarray(params.get("scale", 1.0))
         scale_dims = {0: (), 1: ("components",), 2: ("components", "dim")}[min(scale.ndim, 2)]
         sites = {
             "weights": Site("simplex", (0,), ("components",), ("components",)),
@@ -175,7 +200,18 @@ class GaussianMixture(Family):
             "scale": Site("positive", (0,) if scale.ndim else (), scale_dims, scale_dims),
             "x": Site("observed", (), ("data", "dim"), ("dim",)),
         }
+        if "covariance" in params:  # full covariances (refine): symmetric positive definite, no sign constraint
+            sites["covariance"] = Site("real", (0,), ("components", "dim", "dim2"), ("components", "dim", "dim2"))
         return sites, "loc"
+
+    def n_free_parameters(self, estimate: SpectralEstimate) -> int:
+        total = super().n_free_parameters(estimate)
+        covariance = estimate.params.get("covariance")
+        if covariance is None:
+            return total
+        # full covariances: "scale" is the root of their diagonal, each matrix has d (d + 1) / 2 free entries
+        k, d = covariance.shape[:2]
+        return total - covariance.size - estimate.params["scale"].size + k * d * (d + 1) // 2
 
     def moments(self, x, *, k, backend, covariance="common", noise="factor", assign_steps=0):
         if not is_dask_array(x):
@@ -255,8 +291,14 @@ class GaussianMixture(Family):
         if loc.shape != (estimate.k, x.shape[1]):
             raise bad_argument("estimate", None, f"'loc' of shape ({estimate.k}, {x.shape[1]}) matching x",
                                f"shape {loc.shape}", describe=False)
-        scale = estimate.params["scale"]
-        kind = {0: "common", 1: "spherical"}.get(scale.ndim, "diag") if covariance is None else covariance
+        if covariance is not None:
+            kind = Options(REFINE_COVARIANCES).check("covariance", covariance)
+        elif "covariance" in estimate.params:
+            kind = "full"
+        else:
+            kind = {0: "common", 1: "spherical"}.get(estimate.params["scale"].ndim, "diag")
+        if kind == "full" and "covariance" in estimate.params:
+            _check_covariance(estimate.params["covariance"], loc.shape)
         return RowData(x, kind, max(float(np.mean(np.var(x, axis=0))), np.finfo(float).tiny))
 
     def n_observations(self, data: RowData) -> int:
@@ -267,12 +309,15 @@ class GaussianMixture(Family):
 
     def component_log_prob(self, params, data: RowData):
         # NumPy (float64 products): EM's E-step on rows is a few matrix products, cheaper than a JAX dispatch
+        if data.covariance == "full":
+            return _full_log_prob(data.x, params["loc"], params["covariance"], REPAIR_FLOOR * data.variance)
         scale = np.asarray(params["scale"], dtype=np.float64)
         return gaussian_components_host(data.x, params["loc"], scale[:, None] if scale.ndim == 1 else scale,
                                         x_squared=data.x_squared)
 
     def e_step(self, params, data: RowData):
-        compiled = numba_kernel("gaussian_e_step")  # with the [fast] extra: one pass, no (k, N) temporaries
+        # with the [fast] extra: one pass, no (k, N) temporaries (full covariances: NumPy only)
+        compiled = numba_kernel("gaussian_e_step") if data.covariance != "full" else None
         if compiled is None:
             return super().e_step(params, data)
         loc, scale = params["loc"], np.asarray(params["scale"], dtype=np.float64)
@@ -280,7 +325,8 @@ class GaussianMixture(Family):
                                                                         np.shape(loc)))
 
     def em_step(self, data: RowData, resp, params, sites, floor, reg: float = 1e-6, **options):
-        compiled = numba_kernel("gaussian_em_step")  # with the [fast] extra: M-step, projection and E-step fused
+        # with the [fast] extra: M-step, projection and E-step fused (full covariances: NumPy only)
+        compiled = numba_kernel("gaussian_em_step") if data.covariance != "full" else None
         if compiled is None:
             return super().em_step(data, resp, params, sites, floor, reg=reg, **options)
         weights, loc, scale, finite, resp, log_likelihood = compiled(data.x, resp, data.covariance, reg,
@@ -295,6 +341,14 @@ class GaussianMixture(Family):
         x = data.x
         nk = resp.sum(axis=0) + 10 * np.finfo(float).eps
         loc = (resp.T @ x) / nk[:, None]
+        if data.covariance == "full":  # scikit-learn's GaussianMixture(covariance_type="full"), reg relative
+            covariance = np.empty((nk.size, x.shape[1], x.shape[1]))
+            for i, centred in enumerate(x - row for row in loc):
+                covariance[i] = (resp[:, i, None] * centred).T @ centred / nk[i]
+            covariance = 0.5 * (covariance + covariance.transpose(0, 2, 1))  # exactly symmetric
+            covariance[:, np.arange(x.shape[1]), np.arange(x.shape[1])] += reg * data.variance
+            return {"weights": nk, "loc": loc, "scale": np.sqrt(np.diagonal(covariance, axis1=1, axis2=2)),
+                    "covariance": covariance}
         var = np.maximum((resp.T @ data.x_squared) / nk[:, None] - loc**2, 0.0)
         if data.covariance == "spherical":
             var = var.sum(axis=1) / var.shape[1]  # the mean (np.mean's own arithmetic, without its overhead)
@@ -332,8 +386,9 @@ class GaussianMixture(Family):
         moved = {name: np.array(value, dtype=np.float64) for name, value in params.items()}
         moved["loc"][leaving], moved["loc"][split] = loc[split] + offset, loc[split] - offset
         moved["weights"][[leaving, split]] = weights[split] / 2
-        if moved["scale"].ndim:
-            moved["scale"][leaving] = moved["scale"][split]
+        for name in ("scale", "covariance"):  # per-component spreads: the split's for both halves
+            if name in moved and moved[name].ndim:
+                moved[name][leaving] = moved[name][split]
         return moved
 
     def spectral(self, data, k, *, method="tpm", approach="auto", seed=0, floor=1e-3, decompose_options=None,
@@ -372,14 +427,19 @@ class GaussianMixture(Family):
 
         estimate = check_estimate(self, estimate)
         kind = self.refine_data(data, estimate, covariance).covariance
-        estimate = self.estimate(estimate.k, {**estimate.params, "scale": _scale_for(estimate.params["scale"], kind,
-                                                                                     estimate.params["loc"].shape)},
-                                 estimate.diagnostics, vocabulary=estimate.vocabulary)
+        params = dict(estimate.params)
+        params["scale"] = _scale_for(params["scale"], kind, params["loc"].shape)
+        if kind == "full":
+            params.setdefault("covariance", _covariances(params))
+        else:
+            params.pop("covariance", None)
+        estimate = self.estimate(estimate.k, params, estimate.diagnostics, vocabulary=estimate.vocabulary)
         return super().refine(data, estimate, method=method, covariance=kind, **options)
 
 
 def _scale_for(scale, covariance: str, shape: tuple) -> np.ndarray:
-    """A ``scale`` start of the shape ``covariance`` needs (root mean variances when it has more entries)."""
+    """A ``scale`` start of the shape ``covariance`` needs (root mean variances when it has more entries; per
+    coordinate for ``"diag"`` and ``"full"``)."""
     scale = np.asarray(scale, dtype=np.float64)
     var = np.broadcast_to((scale[:, None] if scale.ndim == 1 else scale) ** 2, shape)
     if covariance == "common":
@@ -387,6 +447,83 @@ def _scale_for(scale, covariance: str, shape: tuple) -> np.ndarray:
     if covariance == "spherical":
         return np.sqrt(var.mean(axis=1))
     return np.sqrt(var)
+
+
+def _covariances(params) -> np.ndarray:
+    """The (k, d, d) covariances of an estimate's params: its ``covariance``, else the diagonal matrices of its
+    ``scale`` (scalar, (k,) or (k, d))."""
+    if "covariance" in params:
+        return np.asarray(params["covariance"], dtype=np.float64)
+    scale = _scale_for(params["scale"], "diag", np.shape(params["loc"]))
+    return np.eye(scale.shape[1]) * scale[:, None, :] ** 2
+
+
+def _check_covariance(covariance, shape: tuple) -> None:
+    """Raise unless ``covariance`` holds symmetric positive definite matrices, one per row of ``loc`` (``shape``)."""
+    k, d = shape
+    covariance = np.asarray(covariance, dtype=np.float64)
+    if covariance.shape != (k, d, d):
+        raise bad_argument("estimate", None, f"'covariance' of shape ({k}, {d}, {d}) matching 'loc'",
+                           f"shape {covariance.shape}", describe=False)
+    asymmetry = np.abs(covariance - covariance.transpose(0, 2, 1)).max(axis=(1, 2))
+    smallest = np.linalg.eigvalsh(covariance)[:, 0]
+    bad = np.flatnonzero((asymmetry > 1e-8 * np.abs(covariance).max(axis=(1, 2))) | ~(smallest > 0))
+    if bad.size:
+        raise bad_argument("estimate", None, "'covariance' of symmetric positive definite matrices",
+                           f"components {bad.tolist()} that are not", describe=False)
+
+
+def _cholesky(covariance: np.ndarray, minimum: float) -> np.ndarray:
+    """Lower Cholesky factors of the (symmetrized) covariances.
+
+    A batch with a matrix that is not positive definite -- only EM's perturbed restarts and SQUAREM
+    extrapolations meet one -- is read with every eigenvalue replaced by its magnitude, floored at ``minimum``
+    and at ``1e-8`` times the matrix's largest one (so the factorization cannot fail on round-off).
+    """
+    covariance = np.asarray(covariance, dtype=np.float64)
+    covariance = 0.5 * (covariance + covariance.transpose(0, 2, 1))
+    try:
+        return np.linalg.cholesky(covariance)
+    except np.linalg.LinAlgError:
+        values, vectors = np.linalg.eigh(covariance)
+        values = np.abs(values)
+        values = np.maximum(values, np.maximum(minimum, 1e-8 * values.max(axis=1, keepdims=True)))
+        repaired = (vectors * values[:, None, :]) @ vectors.transpose(0, 2, 1)
+        return np.linalg.cholesky(0.5 * (repaired + repaired.transpose(0, 2, 1)))
+
+
+def _full_log_prob(x: np.ndarray, loc, covariance, minimum: float) -> np.ndarray:
+    """``log N(x_n; loc_i, covariance_i)`` for every row and component, (N, k) float64, through the Cholesky factors
+    ``L_i`` (:func:`_cholesky`): ``-1/2 ||L_i^-1 (x_n - loc_i)||^2 - sum log diag L_i - d/2 log 2 pi``."""
+    from scipy.linalg import solve_triangular
+
+    tril = _cholesky(covariance, minimum)
+    loc = np.asarray(loc, dtype=np.float64)
+    k, d = loc.shape
+    out = np.empty((k, x.shape[0]))  # formed as (k, N), returned transposed, as gaussian_components_host does
+    for i in range(k):
+        whitened = solve_triangular(tril[i], (x - loc[i]).T, lower=True, check_finite=False)
+        out[i] = np.einsum("jn,jn->n", whitened, whitened)
+    out *= -0.5
+    out -= (np.log(np.diagonal(tril, axis1=1, axis2=2)).sum(axis=1) + 0.5 * d * np.log(2.0 * np.pi))[:, None]
+    return out.T
+
+
+def _coordinate_scales(params) -> np.ndarray:
+    """Per-component standard deviations of every coordinate, (k, d): the roots of the covariances' diagonals."""
+    return np.sqrt(np.diagonal(_covariances(params), axis1=1, axis2=2))
+
+
+def _covariance_cholesky(params) -> np.ndarray:
+    """Lower Cholesky factors of the covariances, (k, d, d), positive diagonals."""
+    return np.linalg.cholesky(_covariances(params))
+
+
+def _correlation_cholesky(params) -> np.ndarray:
+    """Lower Cholesky factors of the correlation matrices, (k, d, d): the covariances' factors with every row
+    scaled to unit norm (row j of ``L`` has norm ``sqrt(covariance_jj)``)."""
+    tril = _covariance_cholesky(params)
+    return tril / np.linalg.norm(tril, axis=2, keepdims=True)
 
 
 #: The largest k of the lifted fit (``d < k``): it reads moments up to order 2 k of the standardized data.
@@ -638,9 +775,18 @@ def spectral(x, k, *, common_scale, covariance, method, seed, assign_steps, deco
 
 
 @FAMILY.refine_face(
-    estimate=Param("SpectralEstimate or dict", "Starting ``weights``, ``loc`` and ``scale`` (scalar, (k,) or (k, d))."),
-    covariance=Param("{'common', 'spherical', 'diag'}, optional", "Default: read off the shape of ``scale`` (scalar "
-                     "-> ``\"common\"``, (k,) -> ``\"spherical\"``, (k, d) -> ``\"diag\"``).", None),
+    estimate=Param("SpectralEstimate or dict", "Starting ``weights``, ``loc`` and ``scale`` (scalar, (k,) or (k, d)), "
+                   "and for full covariances ``covariance`` (k, d, d), symmetric positive definite."),
+    covariance=Param("{'common', 'spherical', 'diag', 'full'}, optional", "The kind the M-step estimates. "
+                     "``\"full\"``: one full covariance matrix per component, the param ``covariance`` (k, d, d) "
+                     "(scikit-learn's ``GaussianMixture(covariance_type=\"full\")``, ``reg`` times the data's mean "
+                     "variance added to its diagonal), ``scale`` (k, d) the roots of its diagonal (for code that "
+                     "reads per-coordinate scales); the E-step reads Cholesky factors in float64, and every step "
+                     "runs in NumPy (the compiled step of the other kinds, extra ``[fast]``, has no full kind). A "
+                     "start without ``covariance`` (every moment estimate) starts from the diagonal matrices of its "
+                     "``scale``. Default: ``\"full\"`` when the estimate has a ``covariance``, else read off the "
+                     "shape of ``scale`` (scalar -> ``\"common\"``, (k,) -> ``\"spherical\"``, (k, d) -> "
+                     "``\"diag\"``).", None),
     max_iter=500, tol=None, rtol=1e-6, split_merge=2)
 def refine(x, estimate, *, covariance, method, max_iter, tol, rtol, reg, floor, restarts, split_merge, restart_iter,
            seed, accelerate):
@@ -650,16 +796,21 @@ def refine(x, estimate, *, covariance, method, max_iter, tol, rtol, reg, floor, 
     -------
     specinit.refine.RefineResult
         ``.estimate`` (a :class:`SpectralEstimate` of model ``"gmm"`` with the
-        refined sites, for warm starts), ``.log_likelihood`` trace (total),
-        ``.n_iter``, ``.converged``, ``.mean_log_likelihood``.
+        refined sites, for warm starts; with ``covariance="full"`` it also
+        has ``covariance`` (k, d, d), whose sites :func:`lkj_sites` and
+        :func:`scale_tril_sites` map onto a NumPyro model with full
+        covariances), ``.log_likelihood`` trace (total), ``.n_iter``,
+        ``.converged``, ``.mean_log_likelihood``.
 
     Raises
     ------
     ValueError
         Bad ``x`` (as for :func:`spectral`), an estimate of another model,
-        parameters that do not match ``x`` or lie outside their supports,
-        non-positive ``tol`` or ``reg``, ``rtol`` outside ``(0, 1)``,
-        ``restart_iter < 1``, negative ``restarts`` or ``split_merge``.
+        parameters that do not match ``x`` or lie outside their supports
+        (a ``covariance`` that is not symmetric positive definite), an
+        unknown ``covariance``, non-positive ``tol`` or ``reg``, ``rtol``
+        outside ``(0, 1)``, ``restart_iter < 1``, negative ``restarts`` or
+        ``split_merge``.
 
     Warns
     -----
@@ -764,6 +915,101 @@ def log_likelihood(x, estimate) -> np.ndarray:
     ndarray, shape (N,)
     """
     return FAMILY.log_likelihood(x, estimate)
+
+
+def _site_mapping(func: str, sources: dict) -> dict:
+    """``{model site: source}`` from ``{(argument, site name or None): source}``, names checked, None left out."""
+    for (argument, site), _ in sources.items():
+        if site is not None and not isinstance(site, str):
+            raise bad_argument(argument, func, "a model site name (str) or None", site, kind=TypeError)
+    return {site: source for (_, site), source in sources.items() if site is not None}
+
+
+def lkj_sites(loc: str | None = "locs", scale: str | None = "scales", corr: str | None = "corr",
+              weights: str | None = "weights") -> dict:
+    """The ``sites=`` mapping of a Gaussian mixture written with per-coordinate scales and LKJ correlations.
+
+    For a NumPyro model whose component ``i`` is ``MultivariateNormal(locs[i],
+    scale_tril=scales[i, :, None] * corr[i])`` with ``corr ~ LKJCholesky(d, eta)``
+    in the plate of the components, as :mod:`specinit.warmstart` takes it (``init_params``,
+    ``init_strategy``, ``condition``, ``laplace``). A full-covariance estimate
+    (:func:`refine` with ``covariance="full"``) gives the covariance
+    ``C_i = L_i L_i^T``; an estimate without ``covariance`` gives its diagonal
+    matrices (identity correlations). A name None leaves that site out of the
+    mapping (a model without it).
+
+    Parameters
+    ----------
+    loc : str or None
+        The site of the component means, (k, d): the estimate's ``loc``.
+    scale : str or None
+        The site of the per-component standard deviations of every
+        coordinate, (k, d): ``sqrt(diag(C_i))``.
+    corr : str or None
+        The site of the Cholesky factors of the correlation matrices,
+        (k, d, d): the factor ``L_i`` of ``C_i`` with every row scaled to unit
+        norm (lower triangular, positive diagonal: the support of
+        ``LKJCholesky``), so that ``scale[i, :, None] * corr[i]`` is ``L_i``.
+    weights : str or None
+        The site of the mixing weights, (k,): the estimate's ``weights``.
+
+    Returns
+    -------
+    dict of str -> str or callable
+        For the ``sites`` argument of :mod:`specinit.warmstart`'s functions.
+
+    Raises
+    ------
+    TypeError
+        A name that is neither a str nor None.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> est = {"weights": np.array([0.4, 0.6]), "loc": np.zeros((2, 2)), "scale": np.array([[2.0, 1.0], [1.0, 3.0]]),
+    ...        "covariance": np.array([[[4.0, 1.0], [1.0, 1.0]], [[1.0, 0.0], [0.0, 9.0]]])}
+    >>> sites = lkj_sites()
+    >>> sorted(sites), sites["scales"](est)[0], sites["corr"](est)[0, 1].round(3)
+    (['corr', 'locs', 'scales', 'weights'], array([2., 1.]), array([0.5  , 0.866]))
+    """
+    return _site_mapping("gmm.lkj_sites", {("weights", weights): "weights", ("loc", loc): "loc",
+                                          ("scale", scale): _coordinate_scales, ("corr", corr): _correlation_cholesky})
+
+
+def scale_tril_sites(loc: str | None = "locs", scale_tril: str | None = "scale_tril",
+                     weights: str | None = "weights") -> dict:
+    """The ``sites=`` mapping of a Gaussian mixture written with the Cholesky factor of each covariance.
+
+    For a NumPyro model whose component ``i`` is ``MultivariateNormal(locs[i],
+    scale_tril=scale_tril[i])`` with ``scale_tril`` a site of support
+    ``constraints.lower_cholesky`` (NumPyro's ``LowerCholeskyTransform`` or
+    ``ScaledUnitLowerCholeskyTransform`` parametrizations), as
+    :mod:`specinit.warmstart` takes it. An estimate without ``covariance``
+    gives the factors of its diagonal matrices. A name None leaves that site
+    out of the mapping (a model without it).
+
+    Parameters
+    ----------
+    loc : str or None
+        The site of the component means, (k, d): the estimate's ``loc``.
+    scale_tril : str or None
+        The site of the lower Cholesky factors ``L_i`` of the covariances
+        ``C_i = L_i L_i^T``, (k, d, d), positive diagonals.
+    weights : str or None
+        The site of the mixing weights, (k,): the estimate's ``weights``.
+
+    Returns
+    -------
+    dict of str -> str or callable
+        For the ``sites`` argument of :mod:`specinit.warmstart`'s functions.
+
+    Raises
+    ------
+    TypeError
+        A name that is neither a str nor None.
+    """
+    return _site_mapping("gmm.scale_tril_sites", {("weights", weights): "weights", ("loc", loc): "loc",
+                                                 ("scale_tril", scale_tril): _covariance_cholesky})
 
 
 @FAMILY.face(
