@@ -41,9 +41,9 @@ import numpy as np
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
-from numpyro.infer import HMCGibbs, NUTS
 from numpyro.infer.mcmc import MCMCKernel
 
+from specinit.conditional import ExactGibbs
 from specinit._validation import Interval, Options, as_generator, bad_argument, current_entry, warn
 from specinit.distributions.continuous import TRANSFORMS, LogRatioDirichlet, point_mass
 from specinit.distributions.counts import HIGHEST, DenseTopicCounts, ModelData, as_document_counts, \
@@ -354,8 +354,8 @@ def kernel(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_si
     conditionals of the augmented model ``p(beta, theta, z | alpha,
     counts)`` are drawn exactly). A NUTS step then moves ``alpha`` on
     :func:`model` conditioned on ``beta`` and ``theta``
-    (``numpyro.infer.HMCGibbs``; the likelihood, constant in ``alpha`` given
-    them, is left out of its potential). Entries of ``beta`` for frequent words
+    (:class:`specinit.conditional.ExactGibbs`; the likelihood, constant in
+    ``alpha`` given them, is left out of its potential). Entries of ``beta`` for frequent words
     nearly absent from a topic, which NUTS on the whole model explores
     slowly (their log wanders in the heavy tail of ``Dirichlet(eta)``), are
     fresh conditional draws at every step.
@@ -366,7 +366,10 @@ def kernel(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_si
     Returns
     -------
     numpyro.infer.MCMCKernel
-        A ``numpyro.infer.HMCGibbs`` kernel. Run it with the model's
+        A :class:`specinit.conditional.ExactGibbs` kernel (``kernel.model``
+        is :func:`model`, so ArviZ gets the observed counts and the
+        log-likelihood; its draws record the NUTS block's divergences,
+        tree sizes and step size). Run it with the model's
         arguments: ``MCMC(lda.kernel(X, k=k), ...).run(key, X, k=k)``.
         ``init_params`` take ``alpha`` UNCONSTRAINED (its log) and ``beta``,
         ``theta`` CONSTRAINED (rows on the simplex), each with a leading
@@ -433,7 +436,7 @@ def kernel(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_si
         beta, theta = jax.lax.fori_loop(0, gibbs_sweeps, sweep, (gibbs_sites["beta"], gibbs_sites["theta"]))
         return {"beta": beta, "theta": theta}
 
-    return HMCGibbs(NUTS(_alpha_model, **nuts_kwargs), gibbs_fn=gibbs_fn, gibbs_sites=["beta", "theta"])
+    return ExactGibbs(model, gibbs_fn, ["beta", "theta"], nuts_model=_alpha_model, **nuts_kwargs)
 
 
 def _alpha_model(*args, **kwargs):

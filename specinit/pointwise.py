@@ -38,7 +38,7 @@ from numpyro import handlers
 from specinit._validation import bad_argument
 from specinit.warmstart import site_info
 
-__all__ = ["RowLogLikelihood", "row_log_likelihood", "enumerated_log_likelihood"]
+__all__ = ["RowLogLikelihood", "enumerable", "row_log_likelihood", "enumerated_log_likelihood"]
 
 
 class RowLogLikelihood(NamedTuple):
@@ -76,6 +76,30 @@ def _row_plate(info: dict, func: str) -> tuple[str, list]:
     return plate, observed
 
 
+def enumerable(model, model_args=(), model_kwargs=None):
+    """``model`` under NumPyro's ``enum`` handler, its enumeration dims allocated left of its plates.
+
+    Parameters
+    ----------
+    model : callable
+        A NumPyro model whose discrete latent sites can be enumerated.
+    model_args, model_kwargs
+        Arguments the model is called with.
+
+    Returns
+    -------
+    callable
+        ``enum(config_enumerate(model), first_available_dim)``: what funsor's
+        variable elimination (``numpyro.contrib.funsor.log_density``) reads.
+    """
+    from numpyro.contrib.funsor import config_enumerate, enum
+
+    plain = handlers.trace(handlers.seed(model, jax.random.PRNGKey(0))).get_trace(*model_args, **(model_kwargs or {}))
+    nesting = -min((f.dim for site in plain.values() if site["type"] == "sample"
+                    for f in site["cond_indep_stack"] if f.dim is not None), default=0)
+    return enum(config_enumerate(model), -nesting - 1)
+
+
 def enumerated_log_likelihood(model, params: dict, model_args=(), model_kwargs=None, *, plate: str):
     """Marginal log-likelihood of each row of ``plate`` at one value of the continuous sites.
 
@@ -96,7 +120,6 @@ def enumerated_log_likelihood(model, params: dict, model_args=(), model_kwargs=N
         ``log sum_z p(x_row, z_row | params)`` for each row.
     """
     import funsor
-    from numpyro.contrib.funsor import config_enumerate, enum
     from numpyro.contrib.funsor.enum_messenger import trace as packed_trace
     from numpyro.contrib.funsor.infer_util import (_get_shift, _shift_name, compute_markov_factors,
                                                    plate_to_enum_plate)
@@ -104,10 +127,7 @@ def enumerated_log_likelihood(model, params: dict, model_args=(), model_kwargs=N
     funsor.set_backend("jax")
     model_kwargs = model_kwargs or {}
     substituted = handlers.substitute(model, data=params)
-    plain = handlers.trace(handlers.seed(substituted, jax.random.PRNGKey(0))).get_trace(*model_args, **model_kwargs)
-    nesting = -min((f.dim for site in plain.values() if site["type"] == "sample"
-                    for f in site["cond_indep_stack"] if f.dim is not None), default=0)
-    enumerated = enum(config_enumerate(substituted), -nesting - 1)
+    enumerated = enumerable(substituted, model_args, model_kwargs)
     with plate_to_enum_plate():
         trace = packed_trace(enumerated).get_trace(*model_args, **model_kwargs)
     factors, sum_vars, prod_vars, history = [], frozenset(), frozenset(), 0

@@ -28,7 +28,7 @@ import specinit.engine.backends
 
 def _public_modules() -> list[str]:
     names = ["specinit.estimate", "specinit.family", "specinit.refine", "specinit.estimators", "specinit.warmstart",
-             "specinit.compare", "specinit.align", "specinit.posterior", "specinit.synthetic", "specinit.demo",
+             "specinit.compare", "specinit.conditional", "specinit.align", "specinit.posterior", "specinit.synthetic", "specinit.demo",
              "specinit.cli"]
     for package in (specinit.engine, specinit.engine.backends, specinit.corpus, specinit.distributions,
                     specinit.models):

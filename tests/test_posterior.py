@@ -112,6 +112,38 @@ def test_loo_uses_per_document_log_likelihood(fit):
     assert posterior.loo(fit[2]).loo_i is None
 
 
+@pytest.fixture(scope="module")
+def gibbs_fit(fit):
+    """The README's run: lda.kernel (exact Gibbs draws of beta and theta, NUTS for alpha), chains under jax.vmap."""
+    mcmc, estimate, _ = fit
+    X = np.asarray(mcmc._args[0])
+    kernel = lda.kernel(X, k=K, max_tree_depth=3)
+    init = estimate.init_params(lda.model, 2, jax.random.PRNGKey(1), spread=0.05, kernel=kernel, model_args=(X,),
+                                model_kwargs={"k": K})
+    run = MCMC(kernel, num_warmup=20, num_samples=30, num_chains=2, chain_method=jax.vmap, progress_bar=False)
+    run.run(jax.random.PRNGKey(2), X, k=K, init_params=init)
+    return run, estimate, posterior.to_inference_data(run, estimate)
+
+
+@pytest.mark.filterwarnings("ignore:Estimated shape parameter of Pareto distribution:UserWarning")
+def test_gibbs_within_nuts_run_reaches_arviz_whole(gibbs_fit, fit):
+    run, estimate, idata = gibbs_fit
+    assert {"posterior", "log_likelihood", "sample_stats", "observed_data", "spectral"} <= set(
+        posterior.group_names(idata))
+    stats = posterior.group(idata, "sample_stats")
+    assert stats["diverging"].shape == (2, 30) and stats["diverging"].dtype == bool
+    steps = [name for name in stats.data_vars if "step" in name]
+    assert steps, f"no step statistics among {list(stats.data_vars)}"
+    np.testing.assert_array_equal(posterior.group(idata, "observed_data")["counts"].values, run._args[0])
+    log_lik = posterior.group(idata, "log_likelihood")["counts"]
+    assert log_lik.dims == ("chain", "draw", "documents") and np.all(np.isfinite(log_lik.values))
+    # what a user calls next: ArviZ's own LOO, comparison with the NUTS run and summary
+    assert np.isfinite(posterior.loo(idata).elpd_loo)
+    table = az.compare({"gibbs": idata, "nuts": fit[2]})
+    assert sorted(table.index) == ["gibbs", "nuts"]
+    assert list(az.summary(idata, var_names=["alpha"]).index) == ["alpha[0]", "alpha[1]"]
+
+
 def test_topic_model_log_likelihood_integrates_theta_out(fit):
     mcmc, _, idata = fit
     samples = mcmc.get_samples(group_by_chain=True)

@@ -45,7 +45,7 @@ from jax.scipy.special import digamma, gammaln, logsumexp
 from specinit._validation import bad_argument, check_count_matrix
 
 __all__ = ["DocumentCounts", "DenseTopicCounts", "POINTWISE_BUDGET", "as_document_counts", "from_csr",
-           "lda_augmented_step", "lda_loglik", "lda_marginal_loglik_draws",
+           "lda_augmented_step", "mixture_augmented_step", "lda_loglik", "lda_marginal_loglik_draws",
            "lda_marginal_loglik", "mixture_loglik", "topic_components", "HIGHEST"]
 
 HIGHEST = jax.lax.Precision.HIGHEST
@@ -458,13 +458,14 @@ def lda_augmented_step(key, alpha, beta, theta, token_doc, token_word, eta):
     Parameters
     ----------
     key : jax.random.PRNGKey
-    alpha : array, shape (k,)
+    alpha : array, shape (k,) or (N, k)
+        Dirichlet concentration of each document's topic proportions.
     beta : array, shape (k, V)
     theta : array, shape (N, k)
     token_doc, token_word : int32 array, shape (T,)
         The document and the word of every token.
-    eta : float
-        Symmetric Dirichlet concentration of each topic.
+    eta : float or array, shape (k, V)
+        Dirichlet concentration of each topic.
 
     Returns
     -------
@@ -476,6 +477,43 @@ def lda_augmented_step(key, alpha, beta, theta, token_doc, token_word, eta):
     beta = _dirichlet_draw(key_beta, eta + n_kw.astype(beta.dtype))
     theta = _dirichlet_draw(key_theta, alpha + n_dk.astype(theta.dtype))
     return beta, theta
+
+
+def mixture_augmented_step(key, weights_concentration, eta, weights, beta, counts):
+    """One data-augmentation update of a mixture of multinomials: each row's component, then both Dirichlets.
+
+    Row ``n`` gets component ``i`` with probability proportional to
+    ``weights_i Mult(c_n | beta_i)`` (Gumbel-max on the log probabilities, so
+    nothing underflows); then ``weights ~ Dirichlet(a + m)`` with ``m_i`` the
+    rows given component ``i`` and ``beta_i ~ Dirichlet(eta_i + sum of their
+    counts)``. The update leaves ``p(weights, beta | counts)`` invariant.
+
+    Parameters
+    ----------
+    key : jax.random.PRNGKey
+    weights_concentration : array, shape (k,)
+        Dirichlet concentration ``a`` of the weights.
+    eta : float or array, shape (k, V)
+        Dirichlet concentration of each component.
+    weights : array, shape (k,)
+    beta : array, shape (k, V)
+    counts : array, shape (N, V)
+        Counts per row (one-hot rows for one categorical symbol per row).
+
+    Returns
+    -------
+    weights, beta : arrays
+        The new draws (same shapes and dtypes).
+    """
+    key_rows, key_weights, key_beta = jax.random.split(key, 3)
+    counts = jnp.asarray(counts, dtype=beta.dtype)
+    logits = jnp.log(weights) + topic_components(beta, counts)
+    component = jnp.argmax(logits + _gumbel(key_rows, logits.shape), axis=-1)
+    members = jax.nn.one_hot(component, beta.shape[0], dtype=beta.dtype)
+    n_kw = jnp.matmul(members.T, counts, precision=HIGHEST)
+    weights = _dirichlet_draw(key_weights, weights_concentration + jnp.sum(members, axis=0))
+    beta = _dirichlet_draw(key_beta, eta + n_kw)
+    return weights, beta
 
 
 @jax.jit
