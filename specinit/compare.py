@@ -39,6 +39,7 @@ from numpyro.infer.hmc import HMC
 from numpyro.optim import Adam
 
 from specinit._validation import bad_argument, check_choice, check_int, check_positive
+from specinit.conditional import check_structure, exact_kernel, find_structure
 from specinit.posterior import convergence
 from specinit.warmstart import (init_params, init_strategy, laplace, latent_sites, map_sites, site_info,
                                 unconstrained_sites)
@@ -96,8 +97,26 @@ class NutsComparison:
         The model's sites (with values from the estimate) outside the data
         plates; :meth:`summary` reports R-hat and ESS over these.
     warm_mean_steps, cold_mean_steps : float
-        Mean number of leapfrog steps per sampling iteration (tree size);
-        NaN for a Gibbs composite kernel (``lda.kernel``).
+        Mean number of leapfrog steps per sampling iteration (tree size) of
+        NUTS (of the NUTS block of an :class:`specinit.conditional.ExactGibbs`
+        kernel); NaN for another Gibbs composite.
+    preparation_time : float
+        See above.
+    warm_divergences, cold_divergences : int
+        Divergent transitions among the draws (all chains; -1 where the
+        kernel does not report them).
+    warm_max_depth, cold_max_depth : float
+        Fraction of draws whose tree reached the maximal depth (NaN where
+        not reported).
+    warm_metric : str
+        The warm run's initial inverse mass matrix: ``"identity"``
+        (NumPyro's), ``"laplace"`` (the estimate's curvature), ``"laplace,
+        identity on coupled sites: ..."`` (the curvature where it is
+        trusted) or ``"identity after warm-up check: ..."`` (the estimate's
+        metric was dropped, with the reason).
+    sampler : str
+        The kernel of both runs: ``"NUTS"``, ``"ExactGibbs(...)"`` with the
+        sites drawn exactly, or the kernel's class name.
     """
 
     warm: MCMC
@@ -112,9 +131,29 @@ class NutsComparison:
     warm_mean_steps: float
     cold_mean_steps: float
     preparation_time: float
+    warm_divergences: int = -1
+    cold_divergences: int = -1
+    warm_max_depth: float = float("nan")
+    cold_max_depth: float = float("nan")
+    warm_metric: str = "identity"
+    sampler: str = "NUTS"
 
     def summary(self) -> dict:
-        """Headline numbers: times, max R-hat and min bulk ESS (and ESS per second) over global sites, tree sizes."""
+        """Headline numbers over the global sites.
+
+        Returns
+        -------
+        dict
+            ``warm_time_s``, ``cold_time_s``, ``warm_preparation_s``
+            (seconds); ``warm_max_rhat``, ``cold_max_rhat`` (largest
+            rank-normalized split R-hat); ``warm_min_ess``, ``cold_min_ess``
+            (smallest bulk ESS) and ``warm_ess_per_s``, ``cold_ess_per_s``
+            (divided by the run's time); ``warm_mean_num_steps``,
+            ``cold_mean_num_steps`` (leapfrog steps per draw);
+            ``warm_divergences``, ``cold_divergences``;
+            ``warm_max_depth_fraction``, ``cold_max_depth_fraction``;
+            ``warm_metric`` and ``sampler`` (strings, see the attributes).
+        """
         warm_ess = min(self.warm_ess[name] for name in self.global_sites)
         cold_ess = min(self.cold_ess[name] for name in self.global_sites)
         return {
@@ -129,30 +168,98 @@ class NutsComparison:
             "cold_ess_per_s": cold_ess / self.cold_time,
             "warm_mean_num_steps": self.warm_mean_steps,
             "cold_mean_num_steps": self.cold_mean_steps,
+            "warm_divergences": self.warm_divergences,
+            "cold_divergences": self.cold_divergences,
+            "warm_max_depth_fraction": self.warm_max_depth,
+            "cold_max_depth_fraction": self.cold_max_depth,
+            "warm_metric": self.warm_metric,
+            "sampler": self.sampler,
         }
 
 
-def _kernel(model, kernel, model_args, model_kwargs, nuts_kwargs):
-    """The MCMC kernel of a run: the user's factory, the model's declared kernel, or NUTS."""
+#: Warm-up check of an estimated metric (:func:`compare_nuts`): the largest fraction of divergent transitions in
+#: the second half of the warm-up (beyond ``CHECK_MIN_DIVERGENT`` of them), and of trees at the maximal depth, before
+#: the metric is dropped.
+CHECK_DIVERGENT = 0.05
+CHECK_MIN_DIVERGENT = 2
+CHECK_DEEP = 0.5
+
+
+def _kernel_factory(model, kernel, model_args, model_kwargs, exact: bool) -> tuple:
+    """``make(**nuts_kwargs)`` building a fresh kernel of the runs, and the sampler's name.
+
+    The user's factory, the model's declared kernel, the exact conditional
+    sampler of a structure found in the model, or NUTS.
+    """
     if kernel is not None:
-        return kernel(**nuts_kwargs)
+        return kernel, "user kernel"
     declared = getattr(model, "kernel", None)
     if declared is not None:
-        return declared(*model_args, **model_kwargs, **nuts_kwargs)
-    return NUTS(model, **nuts_kwargs)
+        return (lambda **kw: declared(*model_args, **model_kwargs, **kw)), f"{model.__name__}.kernel"
+    structure = find_structure(model, model_args, model_kwargs) if exact else None
+    if structure is None:
+        return (lambda **kw: NUTS(model, **kw)), "NUTS"
+    check_structure(structure, model, model_args, model_kwargs)  # once; the kernels below skip it
+    return ((lambda **kw: exact_kernel(model, model_args, model_kwargs, structure=structure, check=False, **kw)),
+            f"ExactGibbs({', '.join(structure.gibbs_sites)})")
 
 
-def _nuts_run(kernel, init_params, key, model_args, model_kwargs, settings):
+def _statistics(mcmc, max_tree_depth: int) -> tuple[int, float, float]:
+    """Divergences, mean tree size and fraction of maximal trees of a run's draws (-1 / NaN where not recorded)."""
+    fields = mcmc.get_extra_fields()
+    divergences = int(np.sum(np.asarray(fields["diverging"]))) if "diverging" in fields else -1
+    if "num_steps" not in fields:
+        return divergences, float("nan"), float("nan")
+    steps = np.asarray(fields["num_steps"])
+    return divergences, float(np.mean(steps)), float(np.mean(steps >= 2 ** max_tree_depth - 1))
+
+
+def _fields(kernel) -> tuple:
+    return ("num_steps", "diverging") if isinstance(kernel, HMC) else ()  # ExactGibbs records both by default
+
+
+def _nuts_run(kernel, init_params, key, model_args, model_kwargs, settings, max_tree_depth: int):
     mcmc = MCMC(kernel, **settings)
     start = time.perf_counter()
-    fields = ("num_steps",) if isinstance(kernel, HMC) else ()  # a Gibbs composite's state has one per block
-    mcmc.run(key, *model_args, init_params=init_params, extra_fields=fields, **model_kwargs)
+    mcmc.run(key, *model_args, init_params=init_params, extra_fields=_fields(kernel), **model_kwargs)
     samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
-    elapsed = time.perf_counter() - start
-    fields = mcmc.get_extra_fields()
-    steps = float(np.mean(np.asarray(fields["num_steps"]))) if "num_steps" in fields else float("nan")
+    return _finished(mcmc, samples, time.perf_counter() - start, max_tree_depth)
+
+
+def _finished(mcmc, samples, elapsed, max_tree_depth):
     table = convergence(samples)
-    return mcmc, elapsed, table["r_hat"].to_dict(), table["ess_bulk"].to_dict(), steps
+    divergences, steps, deep = _statistics(mcmc, max_tree_depth)
+    return mcmc, elapsed, table["r_hat"].to_dict(), table["ess_bulk"].to_dict(), steps, divergences, deep
+
+
+def _checked_run(kernel, identity, init_params, key, model_args, model_kwargs, settings, max_tree_depth: int):
+    """The warm run of ``kernel`` (with an estimated metric), checked in warm-up: ``identity()`` if it misbehaves.
+
+    The warm-up runs with the metric; if the second half of it has more
+    than ``CHECK_DIVERGENT`` divergent transitions (and more than
+    ``CHECK_MIN_DIVERGENT``), or more than ``CHECK_DEEP`` of its trees at
+    the maximal depth, the warm-up is run again from the same starts with the identity (NumPyro's
+    adaptation). Both warm-ups count in the run's time.
+    """
+    start = time.perf_counter()
+    mcmc = MCMC(kernel, **settings)
+    mcmc.warmup(key, *model_args, init_params=init_params, extra_fields=("num_steps", "diverging"),
+                collect_warmup=True, **model_kwargs)
+    fields = mcmc.get_extra_fields(group_by_chain=True)
+    half = settings["num_warmup"] // 2
+    divergent = np.asarray(fields["diverging"])[:, half:] if "diverging" in fields else np.zeros(1, bool)
+    deep = (float(np.mean(np.asarray(fields["num_steps"])[:, half:] >= 2 ** max_tree_depth - 1))
+            if "num_steps" in fields else 0.0)
+    reason = None
+    if (np.mean(divergent) > CHECK_DIVERGENT and np.sum(divergent) > CHECK_MIN_DIVERGENT) or deep > CHECK_DEEP:
+        reason = (f"identity after warm-up check: the estimate's metric gave {np.mean(divergent):.0%} divergent "
+                  f"transitions and {deep:.0%} trees at the maximal depth in the second half of warm-up")
+        kernel = identity()
+        mcmc = MCMC(kernel, **settings)
+        mcmc.warmup(key, *model_args, init_params=init_params, **model_kwargs)
+    mcmc.run(jax.random.fold_in(key, 1), *model_args, extra_fields=_fields(kernel), **model_kwargs)
+    samples = jax.block_until_ready(mcmc.get_samples(group_by_chain=True))
+    return _finished(mcmc, samples, time.perf_counter() - start, max_tree_depth), reason
 
 
 def compare_nuts(
@@ -169,6 +276,7 @@ def compare_nuts(
     spread="laplace",
     mass: bool | None = None,
     kernel=None,
+    exact: bool = True,
     seed: int = 0,
     progress_bar: bool = False,
     chain_method: str | None = None,
@@ -197,26 +305,36 @@ def compare_nuts(
         from the estimate's own uncertainty; a float is a fixed standard
         deviation in the unconstrained space.
     mass : bool, optional
-        Give the warm run's NUTS an initial inverse mass matrix from the
-        estimate's uncertainty (the covariance of
-        :func:`specinit.warmstart.laplace` over the sites NUTS moves, the
-        same Gaussian the ``"laplace"`` spread draws from) instead of the
-        identity (``False``). It raises bulk ESS 1.6-2x on Gaussian
-        mixtures, and 2.7x on ``hmm.model`` on letters at 5x the time per
-        draw; on NumPyro's stick-breaking ``scan`` HMM it lowered it (97 to
-        29): ``benchmarks/RESULTS.md``. Default: on when NUTS moves every
-        continuous site; off for a Gibbs composite kernel (``lda.kernel``),
-        whose NUTS block moves its sites given Gibbs-drawn ones, and the
-        Laplace Gaussian is conditional on those at the estimate, where the
-        chains never are (a fold-in ``theta`` has no near-zero entries; its
-        posterior draws do).
+        The warm run's initial inverse mass matrix. ``None`` (default): the
+        covariance of :func:`specinit.warmstart.laplace` over the sites
+        NUTS moves, with the coordinates of coupled sites (simplexes,
+        Cholesky factors: :attr:`specinit.warmstart.SiteInfo.coupled`) at
+        NumPyro's identity (the identity itself when every site is
+        coupled); ``True``: the whole covariance; ``False``: the
+        identity. ``None`` is ``False`` for a Gibbs composite kernel, whose
+        NUTS block moves its sites given Gibbs-drawn ones (the Laplace
+        Gaussian is conditional on those at the estimate, where the chains
+        never are). An estimated metric is checked in warm-up (more than
+        ``CHECK_DIVERGENT`` divergent or ``CHECK_DEEP`` deep trees in its
+        second half): if it fails, the warm-up is rerun with the identity and
+        ``warm_metric`` says why. ``benchmarks/RESULTS.md`` has the
+        measurements (the whole covariance pushed NUTS to 455-1,009 leapfrog
+        steps per draw on an LKJ mixture and NumPyro's ``scan`` HMM).
     kernel : callable, optional
         ``kernel(**nuts_kwargs) -> numpyro.infer.MCMCKernel``, a fresh kernel
         for each run. Default: the model's own kernel when it declares one
         (``model.kernel(*model_args, **model_kwargs, **nuts_kwargs)``;
         ``lda.model`` declares exact conjugate Gibbs updates of ``beta`` and
         ``theta`` with NUTS for ``alpha``, see :func:`specinit.models.lda.kernel`),
-        otherwise ``NUTS(model, **nuts_kwargs)``.
+        else, with ``exact=True``, the exact conditional sampler of a
+        structure found in the model (:func:`specinit.conditional.exact_kernel`:
+        the user's LDA or mixture of multinomials), otherwise
+        ``NUTS(model, **nuts_kwargs)``.
+    exact : bool
+        Look for a conjugate structure in the model
+        (:func:`specinit.conditional.find_structure`) and sample its sites
+        exactly. A model with the structure's sites but another log density
+        is a ``ValueError`` (pass ``exact=False`` for NUTS on every site).
     seed : int
         Seeds the spread and both runs (the same sampling key).
     progress_bar : bool
@@ -235,8 +353,10 @@ def compare_nuts(
     Raises
     ------
     ValueError
-        Bad settings, or a site mapping that does not match the model
-        (from :func:`specinit.warmstart.init_params`).
+        Bad settings, a site mapping that does not match the model (from
+        :func:`specinit.warmstart.init_params`), or a model whose
+        structure's log density does not check
+        (:func:`specinit.conditional.check_structure`).
     """
     func = "compare_nuts"
     num_chains = check_int(num_chains, "num_chains", func, minimum=1)
@@ -251,39 +371,49 @@ def compare_nuts(
     model_args = tuple(model_args)
     model_kwargs = dict(model_kwargs or {})
     nuts_kwargs = dict(nuts_kwargs or {})
+    max_tree_depth = nuts_kwargs.get("max_tree_depth", 10)
+    max_tree_depth = max_tree_depth if isinstance(max_tree_depth, int) else max(max_tree_depth)
     init_key, run_key = jax.random.split(jax.random.PRNGKey(check_int(seed, "seed", func, minimum=0)))
     start = time.perf_counter()
-    cold_kernel = _kernel(model, kernel, model_args, model_kwargs, nuts_kwargs)
+    make, sampler = _kernel_factory(model, kernel, model_args, model_kwargs, bool(exact))
+    cold_kernel = make(**nuts_kwargs)
     gibbs = not isinstance(cold_kernel, HMC)  # a composite whose NUTS block moves some sites
     chain_method = chain_method or ("vectorized" if gibbs else "sequential")
     settings["chain_method"] = jax.vmap if gibbs and chain_method == "vectorized" else chain_method
-    mass = not gibbs if mass is None else bool(mass)
+    info = site_info(model, model_args, model_kwargs)
     over = unconstrained_sites(cold_kernel, latent_sites(model, model_args, model_kwargs))
     by_laplace = isinstance(spread, str) and spread == "laplace"
+    mass = False if mass is None and gibbs else mass  # a Gibbs block's Laplace is conditional on the estimate
     gaussian = None
-    if over and (mass or by_laplace):
+    if over and (mass is not False or by_laplace):
         gaussian = laplace(estimate, model, sites=sites, fallback=fallback, model_args=model_args,
                            model_kwargs=model_kwargs, over=over)
-    warm_kernel = cold_kernel
-    if mass and gaussian is not None:
-        matrix = gaussian.covariance
-        warm_kernel = _kernel(model, kernel, model_args, model_kwargs,
-                              {**nuts_kwargs, "inverse_mass_matrix": matrix, "dense_mass": matrix.ndim == 2})
+    metric, warm_metric = {}, "identity"
+    coupled = [name for name in over if info[name].coupled] if mass is None else []
+    if mass is not False and gaussian is not None and len(coupled) < len(over):
+        matrix = gaussian.decoupled(coupled).covariance
+        metric = {"inverse_mass_matrix": matrix, "dense_mass": matrix.ndim == 2}
+        warm_metric = f"laplace, identity on coupled sites: {', '.join(coupled)}" if coupled else "laplace"
     if by_laplace and gaussian is not None:
         spread = gaussian  # the same Gaussian, not computed again
+    warm_kernel = make(**nuts_kwargs, **metric) if metric else cold_kernel
     init = init_params(estimate, model, num_chains, init_key, spread=spread, sites=sites, fallback=fallback,
                        model_args=model_args, model_kwargs=model_kwargs, kernel=warm_kernel)
     preparation = time.perf_counter() - start
-    warm = _nuts_run(warm_kernel, init, run_key, model_args, model_kwargs, settings)
-    cold = _nuts_run(_kernel(model, kernel, model_args, model_kwargs, nuts_kwargs), None, run_key, model_args,
-                     model_kwargs, settings)
+    if metric:
+        warm, reason = _checked_run(warm_kernel, lambda: make(**nuts_kwargs), init, run_key, model_args,
+                                    model_kwargs, settings, max_tree_depth)
+        warm_metric = reason or warm_metric
+    else:
+        warm = _nuts_run(warm_kernel, init, run_key, model_args, model_kwargs, settings, max_tree_depth)
+    cold = _nuts_run(make(**nuts_kwargs), None, run_key, model_args, model_kwargs, settings, max_tree_depth)
     local = set(local_sites(model, model_args, model_kwargs))
     mapped = map_sites(estimate, sites, func=func)
     global_sites = tuple(name for name in mapped.params if name not in local and name in warm[2])
     if not global_sites:
         raise bad_argument("estimate", func, "an estimate with at least one global site of the model", sorted(mapped.params))
     return NutsComparison(warm[0], cold[0], warm[1], cold[1], warm[2], cold[2], warm[3], cold[3], global_sites,
-                          warm[4], cold[4], preparation)
+                          warm[4], cold[4], preparation, warm[5], cold[5], warm[6], cold[6], warm_metric, sampler)
 
 
 def _smooth(losses: np.ndarray, window: int) -> np.ndarray:

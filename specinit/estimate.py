@@ -384,12 +384,13 @@ class SpectralEstimate:
                            model_args=model_args, model_kwargs=model_kwargs, kernel=kernel)
 
     def inverse_mass_matrix(self, model, *, sites=None, fallback=(), model_args=(), model_kwargs=None, over=None,
-                            dense=None, max_variance: float = 1.0):
+                            dense=None, max_variance: float = 1.0, coupled: bool = False):
         """An initial inverse mass matrix for NUTS; see :func:`specinit.warmstart.inverse_mass_matrix`."""
         from specinit.warmstart import inverse_mass_matrix
 
         return inverse_mass_matrix(self, model, sites=sites, fallback=fallback, model_args=model_args,
-                                   model_kwargs=model_kwargs, over=over, dense=dense, max_variance=max_variance)
+                                   model_kwargs=model_kwargs, over=over, dense=dense, max_variance=max_variance,
+                                   coupled=coupled)
 
     def condition(self, model, sites=None):
         """The model with these values fixed (a point estimate); see :func:`specinit.warmstart.condition`."""

@@ -62,7 +62,7 @@ from numpyro.distributions.transforms import biject_to
 from numpyro.primitives import Messenger
 from numpyro.infer.util import initialize_model
 
-from specinit._validation import bad_argument, check_int, check_positive
+from specinit._validation import bad_argument, check_int, check_positive, warn
 from specinit.estimate import Site, SpectralEstimate
 
 __all__ = [
@@ -99,12 +99,30 @@ class SiteInfo(NamedTuple):
         Names of the enclosing plates, outermost first.
     discrete : bool
         A discrete latent site (NumPyro enumerates it; it is never initialised).
+    support : numpyro.distributions.constraints.Constraint
+        The site's support.
     """
 
     shape: tuple
     observed: bool
     plates: tuple
     discrete: bool
+    support: constraints.Constraint
+
+    @property
+    def coupled(self) -> bool:
+        """Whether NumPyro's unconstrained coordinates of the site map to its values jointly.
+
+        A simplex (stick-breaking), a Cholesky factor or an ordered vector:
+        the transform acts on whole rows or matrices, entries near the
+        support's boundary (small probabilities) sit far out in the
+        coordinates, and the curvature at one point says little about the
+        next. Reals, positives and intervals are mapped entry by entry.
+        """
+        support = self.support
+        while isinstance(support, constraints.independent):
+            support = support.base_constraint
+        return not self.discrete and biject_to(support).domain.event_dim > 0
 
 
 def site_info(model, model_args=(), model_kwargs=None) -> dict:
@@ -122,7 +140,8 @@ def site_info(model, model_args=(), model_kwargs=None) -> dict:
     Returns
     -------
     dict of str -> SiteInfo
-        Shape, whether observed, the enclosing plates and whether discrete.
+        Shape, whether observed, the enclosing plates, whether discrete and
+        the support.
     """
     model_kwargs = model_kwargs or {}
     flags = {}
@@ -132,7 +151,7 @@ def site_info(model, model_args=(), model_kwargs=None) -> dict:
         sites = {name: site for name, site in trace.items() if site["type"] == "sample"}
         flags.update({
             name: (bool(site["is_observed"]), tuple(f.name for f in reversed(site["cond_indep_stack"])),
-                   bool(site["fn"].support.is_discrete))
+                   bool(site["fn"].support.is_discrete), site["fn"].support)
             for name, site in sites.items()
         })
         return {name: site["value"] for name, site in sites.items()}
@@ -489,6 +508,7 @@ def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None
                            or not np.isfinite(spread) or spread < 0):
         raise bad_argument("spread", func, "a finite number >= 0, 'laplace' or a Laplace", spread)
     start = _start(estimate, model, sites, fallback, model_args, model_kwargs, func)
+    _warn_degenerate(estimate)
     unconstrained = unconstrained_sites(kernel, start.z)
     if isinstance(spread, Laplace) and not set(spread.sites) <= set(unconstrained):
         raise bad_argument("spread", func, f"a Laplace over sites the kernel moves unconstrained "
@@ -507,6 +527,18 @@ def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None
     chains = {name: value if name in unconstrained else biject_to(start.model_trace[name]["fn"].support)(value)
               for name, value in chains.items()}
     return chains if num_chains > 1 else {name: value[0] for name, value in chains.items()}
+
+
+def _warn_degenerate(estimate) -> None:
+    """Warn when the estimate's family reported degenerate components (``diagnostics["degenerate/any"]``)."""
+    if not estimate.diagnostics.get("degenerate/any", False):
+        return
+    parts = [f"{key.split('/', 1)[1]} {np.asarray(value).tolist()}" for key, value in sorted(estimate.diagnostics.items())
+             if key.startswith("degenerate/") and key != "degenerate/any" and np.size(value)
+             and np.asarray(value).dtype.kind in "iu"]
+    warn(f"the estimate has degenerate states ({'; '.join(parts) or 'an identity transition'}): chains started "
+         "there can stay trapped at the floor; refine it with restarts, try another k, or leave those sites to "
+         "NumPyro's default start (fallback=...)")
 
 
 # --- the estimate's uncertainty ---------------------------------------------------------------------------------
@@ -540,6 +572,35 @@ class Laplace:
     def dense(self) -> bool:
         """Whether the covariance is a full matrix."""
         return self.covariance.ndim == 2
+
+    def decoupled(self, sites) -> Laplace:
+        """The Gaussian with the coordinates of ``sites`` independent, of unit variance (NumPyro's default there).
+
+        Parameters
+        ----------
+        sites : collection of str
+            Sites whose curvature is not trusted (e.g. the
+            :attr:`SiteInfo.coupled` ones: a Laplace metric at a simplex
+            with small entries sends NUTS's first draws off its tail).
+
+        Returns
+        -------
+        Laplace
+            The same centre; the other coordinates keep their covariance
+            (their block, for the dense form).
+        """
+        sizes = [int(np.size(self.mean[name])) for name in self.sites]
+        mask = np.repeat([name in set(sites) for name in self.sites], sizes)
+        if not mask.any():
+            return self
+        covariance = self.covariance.copy()
+        if self.dense:
+            covariance[mask, :] = 0.0
+            covariance[:, mask] = 0.0
+            covariance[mask, mask] = 1.0
+        else:
+            covariance[mask] = 1.0
+        return Laplace(self.sites, self.mean, covariance)
 
     def sample(self, key, num: int) -> dict:
         """``num`` draws, a dict of arrays with a leading axis of length ``num``."""
@@ -645,7 +706,7 @@ def laplace(estimate, model, *, sites=None, fallback=(), model_args=(), model_kw
 
 
 def inverse_mass_matrix(estimate, model, *, sites=None, fallback=(), model_args=(), model_kwargs=None, over=None,
-                        dense=None, max_variance: float = 1.0) -> np.ndarray:
+                        dense=None, max_variance: float = 1.0, coupled: bool = False) -> np.ndarray:
     """An initial inverse mass matrix for NUTS from the estimate's uncertainty (:func:`laplace`).
 
     Hamiltonian Monte Carlo moves efficiently when its inverse mass matrix
@@ -657,6 +718,13 @@ def inverse_mass_matrix(estimate, model, *, sites=None, fallback=(), model_args=
     ----------
     estimate, model, sites, fallback, model_args, model_kwargs, over, dense, max_variance
         As for :func:`laplace`.
+    coupled : bool
+        Keep the curvature of coupled sites too (simplexes, Cholesky
+        factors: :attr:`SiteInfo.coupled`). By default their coordinates
+        get NumPyro's identity (:meth:`Laplace.decoupled`): at a simplex
+        with small entries the curvature at one point sent NUTS to 455-1,009
+        leapfrog steps per draw or made nearly every draw diverge
+        (``benchmarks/RESULTS.md``).
 
     Returns
     -------
@@ -670,8 +738,12 @@ def inverse_mass_matrix(estimate, model, *, sites=None, fallback=(), model_args=
     ValueError
         As for :func:`laplace`.
     """
-    return laplace(estimate, model, sites=sites, fallback=fallback, model_args=model_args, model_kwargs=model_kwargs,
-                   over=over, dense=dense, max_variance=max_variance).covariance
+    gaussian = laplace(estimate, model, sites=sites, fallback=fallback, model_args=model_args,
+                       model_kwargs=model_kwargs, over=over, dense=dense, max_variance=max_variance)
+    if not coupled:
+        info = site_info(model, model_args, model_kwargs)
+        gaussian = gaussian.decoupled([name for name in gaussian.sites if info[name].coupled])
+    return gaussian.covariance
 
 
 # --- point estimates ------------------------------------------------------------------------------------------------

@@ -38,18 +38,66 @@ def test_compare_nuts_returns_finite_numbers():
     X = planted_counts(seed=1)
     estimate = single_topic.spectral(X, 2)
     result = compare_nuts(single_topic.model, estimate, (X,), {"k": 2}, num_chains=2, num_warmup=60, num_samples=20,
-                          nuts_kwargs={"max_tree_depth": 3})
+                          nuts_kwargs={"max_tree_depth": 5})
     assert isinstance(result, NutsComparison)
     assert result.global_sites == ("weights", "beta")
     summary = result.summary()
-    assert set(summary) == {"warm_time_s", "cold_time_s", "warm_preparation_s", "warm_max_rhat", "cold_max_rhat",
-                            "warm_min_ess", "cold_min_ess", "warm_ess_per_s", "cold_ess_per_s", "warm_mean_num_steps",
-                            "cold_mean_num_steps"}
-    assert all(np.isfinite(v) for v in summary.values())
+    numbers = {"warm_time_s", "cold_time_s", "warm_preparation_s", "warm_max_rhat", "cold_max_rhat", "warm_min_ess",
+               "cold_min_ess", "warm_ess_per_s", "cold_ess_per_s", "warm_mean_num_steps", "cold_mean_num_steps",
+               "warm_divergences", "cold_divergences", "warm_max_depth_fraction", "cold_max_depth_fraction"}
+    assert set(summary) == numbers | {"warm_metric", "sampler"}
+    assert all(np.isfinite(summary[name]) for name in numbers)
+    assert summary["sampler"] == "NUTS"
+    # single_topic.model: weights and beta are simplexes, so the estimate's curvature is used for neither
+    assert summary["warm_metric"] == "identity"
+    assert 0 <= summary["warm_divergences"] <= 40 and 0 <= summary["warm_max_depth_fraction"] <= 1
     assert summary["warm_ess_per_s"] == pytest.approx(summary["warm_min_ess"] / summary["warm_time_s"])
     assert summary["warm_min_ess"] == min(result.warm_ess[name] for name in ("weights", "beta"))
-    assert 1 <= summary["warm_mean_num_steps"] <= 2**3
+    assert 1 <= summary["warm_mean_num_steps"] <= 2**5
     assert result.warm.get_samples(group_by_chain=True)["beta"].shape == (2, 20, 2, 20)
+
+
+def test_a_metric_that_fails_its_warm_up_check_is_dropped_and_said(monkeypatch):
+    from specinit import compare
+
+    X = planted_counts(seed=3)
+    estimate = single_topic.spectral(X, 2)
+    monkeypatch.setattr(compare, "CHECK_DIVERGENT", -1.0)  # every warm-up fails the check
+    monkeypatch.setattr(compare, "CHECK_MIN_DIVERGENT", -1)
+    result = compare_nuts(single_topic.model, estimate, (X,), {"k": 2}, num_chains=2, num_warmup=40, num_samples=20,
+                          mass=True, nuts_kwargs={"max_tree_depth": 3})
+    assert result.warm_metric.startswith("identity after warm-up check: the estimate's metric gave")
+    adapted = result.warm.last_state.adapt_state.inverse_mass_matrix
+    assert all(np.all(np.isfinite(np.asarray(m))) for m in adapted.values())
+    assert result.warm.get_samples(group_by_chain=True)["beta"].shape == (2, 20, 2, 20)
+
+
+def test_user_count_model_gets_the_exact_sampler():
+    from numpyro.contrib.funsor import config_enumerate
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    @config_enumerate
+    def mixture(counts, k=2):
+        weights = numpyro.sample("mix", dist.Dirichlet(jnp.ones(k)))
+        with numpyro.plate("components", k):
+            probs = numpyro.sample("word_probs", dist.Dirichlet(0.5 * jnp.ones(counts.shape[1])))
+        with numpyro.plate("rows", counts.shape[0]):
+            z = numpyro.sample("z", dist.Categorical(weights))
+            numpyro.sample("obs", dist.Multinomial(counts.sum(-1), probs=probs[z]), obs=counts)
+
+    X = planted_counts(seed=4)
+    estimate = single_topic.spectral(X, 2)
+    sites = {"mix": "weights", "word_probs": "beta"}
+    result = compare_nuts(mixture, estimate, (X,), sites=sites, num_chains=2, num_warmup=20, num_samples=20)
+    summary = result.summary()
+    assert summary["sampler"] == "ExactGibbs(mix, word_probs)"
+    assert summary["warm_divergences"] == summary["cold_divergences"] == 0
+    assert result.warm.get_samples(group_by_chain=True)["word_probs"].shape == (2, 20, 2, 20)
+    plain = compare_nuts(mixture, estimate, (X,), sites=sites, num_chains=2, num_warmup=20, num_samples=20,
+                         exact=False, nuts_kwargs={"max_tree_depth": 3})
+    assert plain.summary()["sampler"] == "NUTS"
 
 
 @pytest.mark.parametrize("guide", ["normal", "delta"])

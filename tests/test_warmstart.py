@@ -117,3 +117,41 @@ def test_condition_predictive(small_lda):
     with pytest.raises(ValueError, match="'sites'"):
         point.condition(lda.model, sites=["theta"])
 
+
+
+def test_coupled_sites_are_those_mapped_jointly():
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+
+    from specinit.warmstart import site_info
+
+    def model():
+        numpyro.sample("w", dist.Dirichlet(jnp.ones(3)))
+        numpyro.sample("corr", dist.LKJCholesky(3, 2.0))
+        numpyro.sample("scale", dist.HalfNormal(1.0).expand([3]).to_event(1))
+        numpyro.sample("loc", dist.Normal(0.0, 1.0))
+        numpyro.sample("p", dist.Beta(2.0, 2.0))
+
+    info = site_info(model)
+    assert {name for name, site in info.items() if site.coupled} == {"w", "corr"}
+
+
+@pytest.mark.parametrize("dense", [True, False])
+def test_decoupled_laplace_keeps_the_trusted_block(dense):
+    from specinit.warmstart import Laplace
+
+    mean = {"a": jax.numpy.zeros(2), "b": jax.numpy.zeros(3)}
+    rng = np.random.default_rng(0)
+    root = rng.normal(size=(5, 5))
+    covariance = root @ root.T + np.eye(5) if dense else rng.uniform(0.1, 2.0, 5)
+    gaussian = Laplace(("a", "b"), mean, covariance)
+    out = gaussian.decoupled(["b"]).covariance
+    if dense:
+        np.testing.assert_array_equal(out[:2, :2], covariance[:2, :2])
+        np.testing.assert_array_equal(out[2:, 2:], np.eye(3))
+        assert not out[:2, 2:].any() and not out[2:, :2].any()
+    else:
+        np.testing.assert_array_equal(out, np.r_[covariance[:2], np.ones(3)])
+    assert gaussian.decoupled([]) is gaussian
+    np.testing.assert_array_equal(gaussian.covariance, covariance)  # the original is left as it was
