@@ -20,8 +20,18 @@ over the model's global sites (no relabelling), and min bulk ESS per second of (
 ``lda`` runs ``lda.model``'s own kernel (exact Gibbs updates of ``beta`` and ``theta``, NUTS for ``alpha``, whose
 mass matrix is then the conditional one) from the raw spectral estimate.
 
-Run: ``python benchmarks/bench_warmstart.py [--cases mixture,hmm_user,gmm,hmm,lda] [--warmup 300] [--draws 300]
-[--letters 40,60]``.
+The user-written models (``--cases user_lda,user_mixture,user_lkj,user_ghmm``: an LDA with sites ``topics``,
+``doc_topics`` on 150 stdlib docstring paragraphs, V = 300, K = 4; a mixture of multinomials with sites ``mix``,
+``word_probs`` and an enumerated assignment on 500 paragraphs, K = 5; a full-covariance Gaussian mixture with
+LKJ correlations on iris, mapped by ``gmm.lkj_sites()``; a Gaussian HMM with ``scan`` on 500 daily returns of
+matplotlib's GOOG sample, K = 3) run through :func:`specinit.compare.compare_nuts` with the recommended call
+(its defaults) instead: NumPyro's default (NUTS from ``init_to_uniform``) and NUTS from the estimate
+(``exact=False``), and for the count models the exact conditional sampler from NumPyro's default start and
+from the estimate (the recommended call). Reported: max R-hat and min bulk ESS over the global sites, ESS per
+second of run time, divergences, mean tree size and the warm run's metric.
+
+Run: ``python benchmarks/bench_warmstart.py [--cases mixture,hmm_user,gmm,hmm,lda,user_lda,user_mixture,user_lkj,
+user_ghmm] [--warmup 300] [--draws 300] [--letters 40,60]``.
 """
 
 from __future__ import annotations
@@ -32,14 +42,20 @@ import time
 import warnings
 
 import jax
+import jax.numpy as jnp
 import numpy as np
+import numpyro
+import numpyro.distributions as dist
+from numpyro.contrib.control_flow import scan
+from numpyro.contrib.funsor import config_enumerate
 from numpyro.infer import MCMC, NUTS
 
 from _common import machine, table
-from specinit.compare import local_sites
-from specinit.corpus import load_letter_sequences
+from specinit.compare import compare_nuts, local_sites
+from specinit.conditional import find_structure
+from specinit.corpus import load_letter_sequences, load_python_docs
 from specinit.examples import HMM_SITES, MIXTURE_SITES, enumerated_hmm, enumerated_mixture
-from specinit.models import gmm, hmm, lda
+from specinit.models import gaussian_hmm, gmm, hmm, lda, single_topic
 from specinit.posterior import convergence
 from specinit.synthetic import sample_lda
 from specinit.warmstart import init_params, inverse_mass_matrix, latent_sites, unconstrained_sites
@@ -88,6 +104,111 @@ def case(name: str, n_sequences: int, length: int):
                 None, elapsed)
 
 
+def user_lda(counts, k=4):
+    """An LDA as users write it (Dirichlet topics and proportions, a multinomial of their product)."""
+    n, v = counts.shape
+    topics = numpyro.sample("topics", dist.Dirichlet(0.1 * jnp.ones((k, v))).to_event(1))
+    with numpyro.plate("docs", n):
+        doc_topics = numpyro.sample("doc_topics", dist.Dirichlet(0.5 * jnp.ones(k)))
+        numpyro.sample("obs", dist.Multinomial(counts.sum(-1), probs=doc_topics @ topics), obs=counts)
+
+
+@config_enumerate
+def user_mixture(counts, k=5):
+    """A mixture of multinomials as users write it (enumerated assignment per document)."""
+    n, v = counts.shape
+    mix = numpyro.sample("mix", dist.Dirichlet(jnp.ones(k)))
+    with numpyro.plate("components", k):
+        word_probs = numpyro.sample("word_probs", dist.Dirichlet(0.1 * jnp.ones(v)))
+    with numpyro.plate("docs", n):
+        z = numpyro.sample("z", dist.Categorical(mix))
+        numpyro.sample("obs", dist.Multinomial(counts.sum(-1), probs=word_probs[z]), obs=counts)
+
+
+@config_enumerate
+def user_lkj_mixture(x, k=3):
+    """A full-covariance Gaussian mixture as users write it (per-coordinate scales, LKJ correlations)."""
+    d = x.shape[1]
+    weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
+    with numpyro.plate("components", k):
+        locs = numpyro.sample("locs", dist.Normal(0.0, 5.0).expand([d]).to_event(1))
+        scales = numpyro.sample("scales", dist.HalfNormal(2.0).expand([d]).to_event(1))
+        corr = numpyro.sample("corr", dist.LKJCholesky(d, 2.0))
+    with numpyro.plate("data", len(x)):
+        z = numpyro.sample("z", dist.Categorical(weights))
+        numpyro.sample("obs", dist.MultivariateNormal(locs[z], scale_tril=(scales[..., None] * corr)[z]), obs=x)
+
+
+def user_gaussian_hmm(y, k=3):
+    """A Gaussian HMM as users write it (``scan`` over time, enumerated state; the chain starts from state 0)."""
+    trans = numpyro.sample("trans", dist.Dirichlet(jnp.ones((k, k)) + 4.0 * jnp.eye(k)).to_event(1))
+    mu = numpyro.sample("mu", dist.Normal(0.0, 5.0).expand([k]).to_event(1))
+    sigma = numpyro.sample("sigma", dist.HalfNormal(5.0).expand([k]).to_event(1))
+
+    def step(state, y_t):
+        state = numpyro.sample("state", dist.Categorical(trans[state]), infer={"enumerate": "parallel"})
+        numpyro.sample("y", dist.Normal(mu[state], sigma[state]), obs=y_t)
+        return state, None
+
+    scan(step, 0, y)
+
+
+def goog_returns(n: int = 500) -> np.ndarray:
+    """Daily log returns (percent) of matplotlib's sample GOOG prices, from 2004."""
+    from matplotlib import cbook
+
+    close = cbook.get_sample_data("goog.npz")["price_data"]["adj_close"]
+    return (100 * np.diff(np.log(close))[:n]).astype(np.float32)
+
+
+def user_case(name: str):
+    """``(label, model, model_args, estimate, sites, start seconds)`` of a user-written model on real data."""
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # real data are not exact k-component models
+        if name == "user_lkj":
+            x = standardized("load_iris")
+            estimate = gmm.refine(x, gmm.spectral(x, 3, seed=0), covariance="full").estimate
+            return ("user full-covariance mixture (weights, locs, scales, LKJ corr), iris", user_lkj_mixture, (x,),
+                    estimate, gmm.lkj_sites(), time.perf_counter() - start)
+        if name == "user_ghmm":
+            y = goog_returns()
+            estimate = gaussian_hmm.refine([y], gaussian_hmm.spectral([y], 3, seed=0)).estimate
+            return ("user Gaussian HMM (trans, mu, sigma; scan), 500 GOOG daily returns, K = 3", user_gaussian_hmm,
+                    (y,), estimate, {"trans": "transition", "mu": "loc", "sigma": "scale"},
+                    time.perf_counter() - start)
+        corpus = load_python_docs(max_words=300)
+        counts = corpus.counts[np.asarray(corpus.counts.sum(1)).ravel() >= 10]
+        if name == "user_lda":
+            x = counts[:150]
+            estimate = lda.refine(x, lda.spectral(x, 4, seed=0, doc_topics=True)).estimate
+            return ("user LDA (topics, doc_topics), 150 docstring paragraphs, V = 300, K = 4", user_lda,
+                    (x.toarray().astype(np.float32),), estimate, {"topics": "beta", "doc_topics": "theta"},
+                    time.perf_counter() - start)
+        x = counts[:500]
+        estimate = single_topic.refine(x, single_topic.spectral(x, 5, seed=0)).estimate
+        return ("user mixture of multinomials (mix, word_probs, enumerated z), 500 paragraphs, V = 300, K = 5",
+                user_mixture, (x.toarray().astype(np.float32),), estimate, {"mix": "weights", "word_probs": "beta"},
+                time.perf_counter() - start)
+
+
+def user_rows(model, model_args, estimate, sites, warmup, draws, seed):
+    """The arms of a user-model case (module notes): two calls of compare_nuts, the second where a structure is
+    sampled exactly."""
+    rows = []
+    for exact in (False, True) if find_structure(model, model_args) is not None else (False,):
+        result = compare_nuts(model, estimate, model_args, sites=sites, num_warmup=warmup, num_samples=draws,
+                              seed=seed, exact=exact)
+        summary = result.summary()
+        for start, side in (("default start", "cold"), ("estimate", "warm")):
+            ess = summary[f"{side}_min_ess"]
+            rows.append([f"{summary['sampler']}, {start}", f"{summary[f'{side}_time_s']:.1f}",
+                         f"{summary[f'{side}_max_rhat']:.3f}", f"{ess:.0f}", f"{summary[f'{side}_ess_per_s']:.2f}",
+                         str(summary[f"{side}_divergences"]), f"{summary[f'{side}_mean_num_steps']:.0f}",
+                         summary["warm_metric"] if side == "warm" else "identity"])
+    return rows
+
+
 def run(config, model, args, kwargs, estimate, sites, warmup, draws, seed):
     def make(**nuts):  # the model's own kernel where it declares one (lda.model), NUTS otherwise
         declared = getattr(model, "kernel", None)
@@ -129,6 +250,14 @@ def main():
     args = parser.parse_args()
     print(f"# {machine()}; load average {os.getloadavg()[0]:.1f}; {time.strftime('%Y-%m-%d')}")
     for name in args.cases.split(","):
+        if name.startswith("user_"):
+            label, model, model_args, estimate, sites, t_fit = user_case(name)
+            rows = user_rows(model, model_args, estimate, sites, args.warmup, args.draws, args.seed)
+            print(f"\n{label}: spectral + refine {t_fit:.1f} s; 4 chains x ({args.warmup} + {args.draws})\n")
+            print(table(["sampler, start", "time (s)", "max R-hat (global)", "min bulk ESS", "ESS / s", "divergences",
+                         "tree size", "metric"], rows))
+            print(flush=True)
+            continue
         label, model, model_args, model_kwargs, estimate, sites, t_fit = case(name, *map(int, args.letters.split(",")))
         rows = [run(config, model, model_args, model_kwargs, estimate, sites, args.warmup, args.draws, args.seed)
                 for config in args.configs.split(",")]

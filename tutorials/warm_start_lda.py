@@ -39,7 +39,7 @@ with warnings.catch_warnings():
                         num_warmup=30 if SMALL else 400, num_samples=30 if SMALL else 400, seed=0,
                         nuts_kwargs={"max_tree_depth": 5} if SMALL else None)
 for key, value in nuts.summary().items():
-    print(f"{key:22s} {value:.3f}")
+    print(f"{key:24s} {value}" if isinstance(value, str) else f"{key:24s} {value:.3f}")
 
 # %% [markdown]
 # ## SVI: AutoNormal initialised at the estimate vs `init_to_uniform`
