@@ -54,7 +54,7 @@ from _common import machine, table
 from specinit.compare import compare_nuts, local_sites
 from specinit.conditional import find_structure
 from specinit.corpus import load_letter_sequences, load_python_docs
-from specinit.examples import HMM_SITES, MIXTURE_SITES, enumerated_hmm, enumerated_mixture
+from specinit.examples import HMM_SITES, MIXTURE_SITES, enumerated_hmm, enumerated_mixture, lkj_mixture
 from specinit.models import gaussian_hmm, gmm, hmm, lda, single_topic
 from specinit.posterior import convergence
 from specinit.synthetic import sample_lda
@@ -125,20 +125,6 @@ def user_mixture(counts, k=5):
         numpyro.sample("obs", dist.Multinomial(counts.sum(-1), probs=word_probs[z]), obs=counts)
 
 
-@config_enumerate
-def user_lkj_mixture(x, k=3):
-    """A full-covariance Gaussian mixture as users write it (per-coordinate scales, LKJ correlations)."""
-    d = x.shape[1]
-    weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
-    with numpyro.plate("components", k):
-        locs = numpyro.sample("locs", dist.Normal(0.0, 5.0).expand([d]).to_event(1))
-        scales = numpyro.sample("scales", dist.HalfNormal(2.0).expand([d]).to_event(1))
-        corr = numpyro.sample("corr", dist.LKJCholesky(d, 2.0))
-    with numpyro.plate("data", len(x)):
-        z = numpyro.sample("z", dist.Categorical(weights))
-        numpyro.sample("obs", dist.MultivariateNormal(locs[z], scale_tril=(scales[..., None] * corr)[z]), obs=x)
-
-
 def user_gaussian_hmm(y, k=3):
     """A Gaussian HMM as users write it (``scan`` over time, enumerated state; the chain starts from state 0)."""
     trans = numpyro.sample("trans", dist.Dirichlet(jnp.ones((k, k)) + 4.0 * jnp.eye(k)).to_event(1))
@@ -169,7 +155,7 @@ def user_case(name: str):
         if name == "user_lkj":
             x = standardized("load_iris")
             estimate = gmm.refine(x, gmm.spectral(x, 3, seed=0), covariance="full").estimate
-            return ("user full-covariance mixture (weights, locs, scales, LKJ corr), iris", user_lkj_mixture, (x,),
+            return ("user full-covariance mixture (weights, locs, scales, LKJ corr), iris", lkj_mixture, (x,),
                     estimate, gmm.lkj_sites(), time.perf_counter() - start)
         if name == "user_ghmm":
             y = goog_returns()

@@ -173,8 +173,6 @@ EMPTY_STATE_WEIGHT = 1e-3
 #: A transition row whose mass off its largest entry is below ``max(POINT_MASS_TOL, 2 * floor)`` is a point mass.
 POINT_MASS_TOL = 1e-3
 
-#: An emission row is degenerate when more than this share of its entries sit at the floor.
-FLOORED_SHARE = 0.5
 
 
 def degeneracy(params, *, floor: float, weights, scale_floor: float | None = None) -> dict:
@@ -195,8 +193,9 @@ def degeneracy(params, *, floor: float, weights, scale_floor: float | None = Non
     -------
     dict
         ``degenerate/scale_at_floor`` (states whose variance is at most twice the floor's, Gaussian only),
-        ``degenerate/emission_at_floor`` (states with more than half of their emission row at the floor,
-        symbols at the floor in every state -- never observed -- left out; categorical only), ``degenerate/transition_point_mass`` (states whose transition row puts all but
+        ``degenerate/emission_at_floor`` (states whose emission row is at the floor for every symbol but one,
+        symbols at the floor in every state -- never observed -- left out; categorical only: a state that emits
+        a few symbols is not degenerate), ``degenerate/transition_point_mass`` (states whose transition row puts all but
         ``max(1e-3, 2 floor)`` of its mass on one state), ``degenerate/transition_identity`` (every row a point
         mass on itself: the chain never moves), ``degenerate/identity_distance`` (``max |T - I|``),
         ``degenerate/empty_states`` (weight below 1e-3), ``degenerate/any`` (whether any of these is set).
@@ -217,8 +216,8 @@ def degeneracy(params, *, floor: float, weights, scale_floor: float | None = Non
         emission = np.asarray(params["emission"], dtype=np.float64)
         at_floor = emission <= 1.5 * floor / emission.shape[1]
         informative = ~np.all(at_floor, axis=0)  # a symbol at the floor in every state was never observed
-        share = at_floor[:, informative].mean(axis=1) if informative.any() else np.zeros(k)
-        report["degenerate/emission_at_floor"] = np.flatnonzero(share > FLOORED_SHARE).astype(np.int64)
+        above = np.sum(~at_floor[:, informative], axis=1) if informative.sum() > 1 else np.full(k, 2)
+        report["degenerate/emission_at_floor"] = np.flatnonzero(above <= 1).astype(np.int64)
     if scale_floor is not None and "scale" in params:
         scale = np.asarray(params["scale"], dtype=np.float64)
         report["degenerate/scale_at_floor"] = np.flatnonzero(scale**2 <= 2.0 * scale_floor**2).astype(np.int64)
@@ -244,7 +243,7 @@ def _warn_degenerate(report: dict, k: int, advice: str) -> None:
     identity = report["degenerate/transition_identity"]
     found = []
     for key, what in (("degenerate/scale_at_floor", "state(s) {} have their scale at the floor"),
-                      ("degenerate/emission_at_floor", "state(s) {} have most of their emission row at the floor"),
+                      ("degenerate/emission_at_floor", "state(s) {} have all but one symbol of their emission row at the floor"),
                       ("degenerate/transition_point_mass", "the transition row(s) of state(s) {} are (nearly) a "
                                                            "point mass"),
                       ("degenerate/empty_states", "state(s) {} have (nearly) zero weight")):

@@ -11,6 +11,11 @@ tutorials of warm starts through a site mapping
   dimensions with one shared scale: sites ``weights``, ``scale``, ``locs``;
   from a :mod:`specinit.models.gmm` estimate,
   ``{"weights": "weights", "locs": "loc", "scale": lambda p: np.sqrt(np.mean(p["scale"] ** 2))}``;
+* :func:`lkj_mixture` -- a full-covariance Gaussian mixture as users write
+  it (per-coordinate scales and ``LKJCholesky`` correlations per component,
+  an enumerated assignment): sites ``weights``, ``locs``, ``scales``,
+  ``corr``; from a full-covariance :mod:`specinit.models.gmm` estimate
+  (``gmm.refine(..., covariance="full")``), ``gmm.lkj_sites()``;
 * :func:`enumerated_hmm` -- NumPyro's enumerated HMM example (``scan`` over
   time, a mask past each sequence's end), with categorical symbols: sites
   ``probs_x`` (transition rows) and ``probs_y`` (emission rows); from a
@@ -28,7 +33,7 @@ from numpyro import handlers
 from numpyro.contrib.control_flow import scan
 from numpyro.contrib.funsor import config_enumerate
 
-__all__ = ["MIXTURE_SITES", "HMM_SITES", "enumerated_hmm", "enumerated_mixture"]
+__all__ = ["MIXTURE_SITES", "HMM_SITES", "enumerated_hmm", "enumerated_mixture", "lkj_mixture"]
 
 #: The mapping of :func:`enumerated_mixture`'s sites onto a ``gmm`` estimate.
 MIXTURE_SITES = {"weights": "weights", "locs": "loc", "scale": lambda p: np.sqrt(np.mean(p["scale"] ** 2))}
@@ -55,6 +60,31 @@ def enumerated_mixture(data, k: int = 3):
     with numpyro.plate("data", len(data)):
         assignment = numpyro.sample("assignment", dist.Categorical(weights))
         numpyro.sample("obs", dist.Normal(locs[assignment], scale).to_event(1), obs=data)
+
+
+@config_enumerate
+def lkj_mixture(data, k: int = 3):
+    """Full-covariance Gaussian mixture: per-coordinate scales and LKJ correlations per component, enumerated.
+
+    Component ``i`` is ``MultivariateNormal(locs[i], scale_tril=scales[i, :, None] * corr[i])``.
+
+    Parameters
+    ----------
+    data : array, shape (N, d)
+        Observed rows.
+    k : int
+        Number of components.
+    """
+    d = data.shape[1]
+    weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
+    with numpyro.plate("components", k):
+        locs = numpyro.sample("locs", dist.Normal(0.0, 5.0).expand([d]).to_event(1))
+        scales = numpyro.sample("scales", dist.HalfNormal(2.0).expand([d]).to_event(1))
+        corr = numpyro.sample("corr", dist.LKJCholesky(d, 2.0))
+    scale_tril = scales[..., None] * corr
+    with numpyro.plate("data", len(data)):
+        assignment = numpyro.sample("assignment", dist.Categorical(weights))
+        numpyro.sample("obs", dist.MultivariateNormal(locs[assignment], scale_tril=scale_tril[assignment]), obs=data)
 
 
 def enumerated_hmm(sequences, lengths, hidden_dim: int, n_symbols: int):

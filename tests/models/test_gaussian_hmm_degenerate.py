@@ -110,7 +110,7 @@ def _empty_state_case():
 
 @pytest.mark.parametrize("case, module, key, message", [
     (_gaussian_floor_case, gaussian_hmm, "degenerate/scale_at_floor", "have their scale at the floor"),
-    (_emission_floor_case, hmm, "degenerate/emission_at_floor", "have most of their emission row at the floor"),
+    (_emission_floor_case, hmm, "degenerate/emission_at_floor", "have all but one symbol of their emission row at the floor"),
     (_empty_state_case, hmm, "degenerate/empty_states", "have (nearly) zero weight"),
 ])
 def test_spectral_reports_the_degenerate_state(case, module, key, message):

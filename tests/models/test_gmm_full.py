@@ -8,12 +8,10 @@ import warnings
 import jax
 import jax.numpy as jnp
 import numpy as np
-import numpyro
-import numpyro.distributions as dist
 import pytest
 from numpyro.distributions import constraints
 from numpyro.distributions.transforms import biject_to
-from numpyro.contrib.funsor import config_enumerate
+from specinit import examples
 from specinit.estimate import SpectralEstimate
 from specinit.models import gmm
 from specinit.warmstart import init_params
@@ -186,21 +184,6 @@ def test_bad_covariance_values_and_names_are_refused():
         gmm.lkj_sites(corr=3)
 
 
-@config_enumerate
-def lkj_mixture(x, k=3):
-    """The full-covariance mixture users write: per-coordinate scales and LKJ correlations per component."""
-    d = x.shape[1]
-    weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
-    with numpyro.plate("components", k):
-        locs = numpyro.sample("locs", dist.Normal(0.0, 5.0).expand([d]).to_event(1))
-        scales = numpyro.sample("scales", dist.HalfNormal(2.0).expand([d]).to_event(1))
-        corr = numpyro.sample("corr", dist.LKJCholesky(d, 2.0))
-    scale_tril = scales[..., None] * corr
-    with numpyro.plate("data", len(x)):
-        z = numpyro.sample("z", dist.Categorical(weights))
-        numpyro.sample("obs", dist.MultivariateNormal(locs[z], scale_tril=scale_tril[z]), obs=x)
-
-
 def test_init_params_on_the_lkj_model_with_iris():
     """init_params checks that the potential energy and its gradient are finite at the start (it raises if not);
     the unconstrained start maps back to the estimate's correlation factors."""
@@ -208,7 +191,7 @@ def test_init_params_on_the_lkj_model_with_iris():
     estimate = full_fit(x).estimate
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)  # NumPyro's notes on enumeration
-        start = init_params(estimate, lkj_mixture, 1, jax.random.PRNGKey(0), sites=gmm.lkj_sites(),
+        start = init_params(estimate, examples.lkj_mixture, 1, jax.random.PRNGKey(0), sites=gmm.lkj_sites(),
                             model_args=(jnp.asarray(x),))
     assert set(start) == {"weights", "locs", "scales", "corr"}
     corr = np.asarray(biject_to(constraints.corr_cholesky)(start["corr"]))
