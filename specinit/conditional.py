@@ -226,11 +226,6 @@ def _base(fn):
     return fn
 
 
-def _full(fn, value) -> np.ndarray:
-    """A parameter array of ``fn``'s base broadcast to the site's full shape."""
-    return np.broadcast_to(np.asarray(value, dtype=np.float64), tuple(fn.batch_shape) + tuple(fn.event_shape))
-
-
 def _trace(model, model_args, model_kwargs, values=None, key=None) -> dict:
     substituted = handlers.substitute(model, data=values) if values else model
     key = jax.random.PRNGKey(0) if key is None else key
@@ -309,6 +304,11 @@ def find_structure(model, model_args=(), model_kwargs=None) -> Structure | None:
     observed = [name for name, (is_observed, kind, _, _) in sites.items() if is_observed and kind is not dist.Unit]
     if len(observed) != 1:
         return None
+    kind = sites[observed[0]][1]
+    if not issubclass(kind, (dist.MultinomialProbs, dist.MultinomialLogits, dist.CategoricalProbs,
+                             dist.CategoricalLogits)):
+        return None
+    multinomial = issubclass(kind, (dist.MultinomialProbs, dist.MultinomialLogits))
     dirichlets = [name for name, (is_observed, kind, _, _) in sites.items()
                   if not is_observed and issubclass(kind, dist.Dirichlet)]
     discrete = [name for name, (is_observed, _, categories, _) in sites.items() if not is_observed and categories]
@@ -323,17 +323,12 @@ def find_structure(model, model_args=(), model_kwargs=None) -> Structure | None:
         found = {name: _base(trace[name]["fn"]).probs for name in discrete}
         base = _base(trace[observed[0]]["fn"])
         found[observed[0]] = jnp.broadcast_to(base.probs, tuple(trace[observed[0]]["fn"].batch_shape)
-                                              + base.probs.shape[-1:]) if hasattr(base, "probs") else None
+                                              + base.probs.shape[-1:])
         return found, trace[observed[0]]["value"]
 
-    kind = sites[observed[0]][1]
-    if not issubclass(kind, (dist.MultinomialProbs, dist.MultinomialLogits, dist.CategoricalProbs,
-                             dist.CategoricalLogits)):
-        return None
-    multinomial = issubclass(kind, (dist.MultinomialProbs, dist.MultinomialLogits))
     found, value = jax.device_get(probe({k: jnp.asarray(v) for k, v in values.items()}))
-    flat = np.asarray(found[observed[0]], dtype=np.float64).reshape(-1, sites[observed[0]][3][-1]
-                                                                     if multinomial else found[observed[0]].shape[-1])
+    flat = np.asarray(found[observed[0]], dtype=np.float64)
+    flat = flat.reshape(-1, flat.shape[-1])
     if not discrete:
         for proportions, topics in permutations(dirichlets, 2):
             theta, beta = values[proportions], values[topics]
