@@ -41,7 +41,7 @@ from numpyro.optim import Adam
 from specinit._validation import bad_argument, check_choice, check_int, check_positive
 from specinit.conditional import check_structure, exact_kernel, find_structure
 from specinit.posterior import convergence
-from specinit.warmstart import (init_params, init_strategy, laplace, latent_sites, map_sites, site_info,
+from specinit.warmstart import (init_params, init_strategy, laplace, map_sites, site_info,
                                 unconstrained_sites)
 
 __all__ = ["NutsComparison", "SviComparison", "compare_nuts", "compare_svi", "local_sites"]
@@ -381,7 +381,8 @@ def compare_nuts(
     chain_method = chain_method or ("vectorized" if gibbs else "sequential")
     settings["chain_method"] = jax.vmap if gibbs and chain_method == "vectorized" else chain_method
     info = site_info(model, model_args, model_kwargs)
-    over = unconstrained_sites(cold_kernel, latent_sites(model, model_args, model_kwargs))
+    over = unconstrained_sites(cold_kernel, [name for name, site in info.items()
+                                             if not site.observed and not site.discrete])
     by_laplace = isinstance(spread, str) and spread == "laplace"
     mass = False if mass is None and gibbs else mass  # a Gibbs block's Laplace is conditional on the estimate
     gaussian = None
