@@ -174,7 +174,6 @@ EMPTY_STATE_WEIGHT = 1e-3
 POINT_MASS_TOL = 1e-3
 
 
-
 def degeneracy(params, *, floor: float, weights, scale_floor: float | None = None) -> dict:
     """Degenerate parts of an HMM estimate, as flat diagnostics (``degenerate/...``; state indices as int arrays).
 
@@ -195,8 +194,8 @@ def degeneracy(params, *, floor: float, weights, scale_floor: float | None = Non
         ``degenerate/scale_at_floor`` (states whose variance is at most twice the floor's, Gaussian only),
         ``degenerate/emission_at_floor`` (states whose emission row is at the floor for every symbol but one,
         symbols at the floor in every state -- never observed -- left out; categorical only: a state that emits
-        a few symbols is not degenerate), ``degenerate/transition_point_mass`` (states whose transition row puts all but
-        ``max(1e-3, 2 floor)`` of its mass on one state), ``degenerate/transition_identity`` (every row a point
+        a few symbols is not degenerate), ``degenerate/transition_point_mass`` (states whose transition row puts
+        all but ``max(1e-3, 2 floor)`` of its mass on one state), ``degenerate/transition_identity`` (every row a point
         mass on itself: the chain never moves), ``degenerate/identity_distance`` (``max |T - I|``),
         ``degenerate/empty_states`` (weight below 1e-3), ``degenerate/any`` (whether any of these is set).
     """
@@ -243,7 +242,8 @@ def _warn_degenerate(report: dict, k: int, advice: str) -> None:
     identity = report["degenerate/transition_identity"]
     found = []
     for key, what in (("degenerate/scale_at_floor", "state(s) {} have their scale at the floor"),
-                      ("degenerate/emission_at_floor", "state(s) {} have all but one symbol of their emission row at the floor"),
+                      ("degenerate/emission_at_floor",
+                       "state(s) {} have all but one symbol of their emission row at the floor"),
                       ("degenerate/transition_point_mass", "the transition row(s) of state(s) {} are (nearly) a "
                                                            "point mass"),
                       ("degenerate/empty_states", "state(s) {} have (nearly) zero weight")):

@@ -406,15 +406,15 @@ def check_structure(structure: Structure, model, model_args=(), model_kwargs=Non
 
         for draw in range(2):
             key = jax.random.PRNGKey(seed + draw)
-            pairs = np.array([jax.device_get(densities(key, {
-                name: jnp.asarray(rng.dirichlet(np.ones(shape[-1]), size=shape[:-1])) for name, shape in shapes.items()}))
-                for _ in range(CHECK_POINTS)], dtype=np.float64)
+            points = [{name: jnp.asarray(rng.dirichlet(np.ones(shape[-1]), size=shape[:-1]))
+                       for name, shape in shapes.items()} for _ in range(CHECK_POINTS)]
+            pairs = np.array([jax.device_get(densities(key, point)) for point in points], dtype=np.float64)
             gaps = pairs[:, 0] - pairs[:, 1]
             if not np.all(np.isfinite(gaps)) or np.ptp(gaps) > CHECK_RTOL * max(1.0, np.abs(pairs).max()):
                 raise bad_argument(
-                    "model", "check_structure", f"a model whose log density on {list(names)} and {structure.observed!r} is "
-                    f"the {structure.kind} structure's (Dirichlet priors, the observed site's probabilities "
-                    f"from them), with no other term on them",
+                    "model", "check_structure", f"a model whose log density on {list(names)} and "
+                    f"{structure.observed!r} is the {structure.kind} structure's (Dirichlet priors, the observed "
+                    "site's probabilities from them), with no other term on them",
                     f"log densities that differ by {np.ptp(gaps):.3g} between random points (pass exact=False "
                     "to sample every site with NUTS)", describe=False)
 
@@ -491,8 +491,8 @@ def exact_kernel(model, model_args=(), model_kwargs=None, *, structure: Structur
     model_kwargs = dict(model_kwargs or {})
     structure = structure or find_structure(model, model_args, model_kwargs)
     if structure is None:
-        raise bad_argument("model", "exact_kernel", "a model with a Dirichlet admixture (LDA) or a mixture of multinomials "
-                           "(specinit.conditional); sample others with NUTS", model, kind=ValueError)
+        raise bad_argument("model", "exact_kernel", "a model with a Dirichlet admixture (LDA) or a mixture of "
+                           "multinomials (specinit.conditional); sample others with NUTS", model)
     if check:
         check_structure(structure, model, model_args, model_kwargs)
     latent = latent_sites(model, model_args, model_kwargs)

@@ -533,9 +533,9 @@ def _warn_degenerate(estimate) -> None:
     """Warn when the estimate's family reported degenerate components (``diagnostics["degenerate/any"]``)."""
     if not estimate.diagnostics.get("degenerate/any", False):
         return
-    parts = [f"{key.split('/', 1)[1]} {np.asarray(value).tolist()}" for key, value in sorted(estimate.diagnostics.items())
-             if key.startswith("degenerate/") and key != "degenerate/any" and np.size(value)
-             and np.asarray(value).dtype.kind in "iu"]
+    parts = [f"{key.split('/', 1)[1]} {np.asarray(value).tolist()}"
+             for key, value in sorted(estimate.diagnostics.items())
+             if key.startswith("degenerate/") and np.size(value) and np.asarray(value).dtype.kind in "iu"]
     warn(f"the estimate has degenerate states ({'; '.join(parts) or 'an identity transition'}): chains started "
          "there can stay trapped at the floor; refine it with restarts, try another k, or leave those sites to "
          "NumPyro's default start (fallback=...)")

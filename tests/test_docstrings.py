@@ -28,8 +28,8 @@ import specinit.engine.backends
 
 def _public_modules() -> list[str]:
     names = ["specinit.estimate", "specinit.family", "specinit.refine", "specinit.estimators", "specinit.warmstart",
-             "specinit.compare", "specinit.conditional", "specinit.align", "specinit.posterior", "specinit.synthetic", "specinit.demo",
-             "specinit.cli"]
+             "specinit.compare", "specinit.conditional", "specinit.align", "specinit.posterior", "specinit.synthetic",
+             "specinit.demo", "specinit.cli"]
     for package in (specinit.engine, specinit.engine.backends, specinit.corpus, specinit.distributions,
                     specinit.models):
         names += [f"{package.__name__}.{m.name}" for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_")]

@@ -93,7 +93,7 @@ def _gaussian_floor_case():
 
 
 def _emission_floor_case():
-    """Exact moments of a categorical HMM whose third state emits symbol 0 only (its other 9 entries below floor / V)."""
+    """Exact moments of a categorical HMM whose third state emits symbol 0 only (its other 9 entries below floor/V)."""
     emission = np.array([[0.02, 0.3, 0.3, 0.2, 0.1, 0.02, 0.02, 0.02, 0.01, 0.01],
                          [0.01, 0.01, 0.02, 0.02, 0.02, 0.1, 0.2, 0.3, 0.3, 0.02],
                          np.r_[1.0 - 9e-6, np.full(9, 1e-6)]])
@@ -110,7 +110,8 @@ def _empty_state_case():
 
 @pytest.mark.parametrize("case, module, key, message", [
     (_gaussian_floor_case, gaussian_hmm, "degenerate/scale_at_floor", "have their scale at the floor"),
-    (_emission_floor_case, hmm, "degenerate/emission_at_floor", "have all but one symbol of their emission row at the floor"),
+    (_emission_floor_case, hmm, "degenerate/emission_at_floor",
+     "have all but one symbol of their emission row at the floor"),
     (_empty_state_case, hmm, "degenerate/empty_states", "have (nearly) zero weight"),
 ])
 def test_spectral_reports_the_degenerate_state(case, module, key, message):
