@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import functools
+import importlib
 import numbers
 import os
 import sys
@@ -36,6 +37,7 @@ __all__ = [
     "check_magnitude",
     "checked_sparse",
     "integer_symbols",
+    "optional_import",
     "check_positive",
     "check_allocation",
     "checked_by_caller",
@@ -138,6 +140,36 @@ def warn(message: str, category: type[Warning] = RuntimeWarning) -> None:
     while frame is not None and _inside_package(frame.f_code.co_filename):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def optional_import(module: str, extra: str, func: str | None = None) -> Any:
+    """Import ``module``, a package of an optional extra; ImportError naming the extra when it is not installed.
+
+    Parameters
+    ----------
+    module : str
+        The module to import (``"dask.array"``, ``"numba"``, ``"lda"``).
+    extra : str
+        The extra of specinit that installs it (``"dask"``, ``"fast"``, ``"data"``).
+    func : str, optional
+        What needs it (the message starts with it); default the current public entry.
+
+    Returns
+    -------
+    module
+
+    Raises
+    ------
+    ImportError
+        ``module`` (or a package it needs) is not installed; the message says
+        ``pip install "specinit[<extra>]"`` and ``name`` is the missing module.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        package = module.split(".")[0]
+        raise ImportError(f'{func or current_entry()} needs the optional package {package!r}; install it with '
+                          f'pip install "specinit[{extra}]".', name=exc.name or package) from exc
 
 
 def _describe(value: Any) -> str:

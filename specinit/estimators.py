@@ -16,7 +16,7 @@ a ``Pipeline`` after ``CountVectorizer`` and in ``GridSearchCV`` over
 like ``GaussianMixture``. The estimate still warm-starts NumPyro
 (``model.estimate_.init_params(...)``).
 
-Requires scikit-learn (``pip install "specinit[data]"``).
+scikit-learn (1.6 or later) comes with the base install.
 """
 
 from __future__ import annotations

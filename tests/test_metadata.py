@@ -20,3 +20,7 @@ def test_license_expression_file_and_classifiers():
     assert set(urls) == {"Documentation", "Source", "Issues"}
     assert meta["Author"] == "The specinit developers"
 
+
+def test_scikit_learn_faces_need_no_extra():
+    requires = importlib.metadata.requires("specinit")
+    assert any(req.startswith("scikit-learn") and "extra ==" not in req for req in requires)

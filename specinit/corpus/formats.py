@@ -24,7 +24,7 @@ from specinit._files import (
     file_error,
     read_text,
 )
-from specinit._validation import _MAX_COUNT, bad_argument
+from specinit._validation import _MAX_COUNT, bad_argument, optional_import
 from specinit.corpus.containers import Corpus, check_corpus, duplicate_words
 
 __all__ = ["read_vocabulary", "write_vocabulary", "load_ldac", "load_reuters", "load_uci_bow", "save_ldac", "save_uci_bow"]
@@ -444,10 +444,7 @@ def load_reuters() -> Corpus:
     >>> load_reuters().counts.shape  # doctest: +SKIP
     (395, 4258)
     """
-    try:
-        import lda
-    except ImportError as exc:
-        raise ImportError('load_reuters needs the optional package "lda"; install it with pip install "specinit[data]".') from exc
+    lda = optional_import("lda", "data", "load_reuters")
     folder = Path(lda.__file__).parent / "tests"
     corpus = load_ldac(folder / "reuters.ldac", vocab_path=folder / "reuters.tokens")
     with open(folder / "reuters.titles", encoding="utf-8") as handle:

@@ -41,7 +41,7 @@ from specinit._files import (
     npz_members,
     open_regular,
 )
-from specinit._validation import _MAX_COUNT, bad_argument, check_count_matrix, check_int
+from specinit._validation import _MAX_COUNT, bad_argument, check_count_matrix, check_int, optional_import
 
 __all__ = ["read_ldac_blocks", "read_npz_shards", "read_uci_blocks", "save_npz_shards"]
 
@@ -135,8 +135,11 @@ def read_npz_shards(folder, pattern: str = "*.npz", *, max_bytes: int | None = N
     ValueError
         No shard, shards with different numbers of columns, or a shard
         (named) that is not a regular file, is damaged or exceeds the budget.
+    ImportError
+        Dask is not installed (``pip install "specinit[dask]"``).
     """
     func = "read_npz_shards"
+    optional_import("dask.array", "dask", func)
     folder = check_path(folder, "folder", func)
     max_bytes = check_max_bytes(max_bytes, func)
     paths = sorted(folder.glob(pattern))
@@ -279,8 +282,11 @@ def read_uci_blocks(docword_path, rows_per_block: int = 100_000, *, max_bytes: i
         number of entries that differs from the header's NNZ, a block beyond
         the budget, a file that is not regular, a gzip file,
         ``rows_per_block < 1``.
+    ImportError
+        Dask is not installed (``pip install "specinit[dask]"``).
     """
     func = "read_uci_blocks"
+    optional_import("dask.array", "dask", func)
     path = check_path(docword_path, "docword_path", func)
     rows_per_block = check_int(rows_per_block, "rows_per_block", func, minimum=1)
     max_bytes = check_max_bytes(max_bytes, func)
@@ -391,8 +397,11 @@ def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000, *, ma
         ``vocab_size`` / ``rows_per_block``, a block beyond the budget, or a
         malformed line (named with its number: bad ``M``, a negative,
         fractional or too large count, a term id outside the vocabulary).
+    ImportError
+        Dask is not installed (``pip install "specinit[dask]"``).
     """
     func = "read_ldac_blocks"
+    optional_import("dask.array", "dask", func)
     path = check_path(path, "path", func)
     vocab_size = check_int(vocab_size, "vocab_size", func, minimum=1)
     rows_per_block = check_int(rows_per_block, "rows_per_block", func, minimum=1)

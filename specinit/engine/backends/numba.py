@@ -42,14 +42,16 @@ import signal
 import threading
 from contextlib import contextmanager
 
-import numba
 import numpy as np
 import scipy.sparse as sp
 
+from specinit._validation import optional_import
 from specinit.engine.backends import WhitenedStats
 from specinit.engine.backends.numpy import NumpyPasses, document_weights, usable_documents, weighted_cubes
 from specinit.engine.rows import factor_noise_iterations as _factor_noise_iterations
 from specinit.engine.sources import row_ranges
+
+numba = optional_import("numba", "fast", "the Numba backend (backend=\"numba\")")
 
 __all__ = ["CALL_WORK", "GAUSSIAN_BLOCK", "GAUSSIAN_KINDS", "NumbaPasses", "SUM_ARITY", "anchor_weights_step",
            "closing_sweep", "csr_matmat", "factor_noise_iterations", "forward_backward", "gaussian_e_step",
