@@ -98,7 +98,7 @@ print(f"LOO: elpd {mixture_loo.elpd_loo:.1f}, p_loo {mixture_loo.p_loo:.1f}, "
 print(inspect.getsource(enumerated_hmm))
 
 
-paragraphs = [s[: 30 if SMALL else 60] for s in load_letter_sequences()][: 8 if SMALL else 60]
+paragraphs = [s[: 40 if SMALL else 60] for s in load_letter_sequences()][: 12 if SMALL else 60]
 states = 3
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", RuntimeWarning)  # real text is not a 3-state HMM: the spectral step says so
