@@ -103,7 +103,7 @@ def test_fit_every_family_from_its_file_format_with_json(tmp_path, capsys, name)
         np.testing.assert_allclose(loaded.params[site], np.asarray(value))
 
 
-def test_version_and_module_entry_point():
+def test_version_and_module_entry_point(tmp_path):
     import subprocess
     import sys
 
@@ -112,7 +112,9 @@ def test_version_and_module_entry_point():
     with pytest.raises(SystemExit) as info:
         main(["--version"])
     assert info.value.code == 0
-    done = subprocess.run([sys.executable, "-m", "specinit", "--version"], capture_output=True, text=True, check=True)
+    # cwd: the installed package, not the source folder of an unpacked sdist
+    done = subprocess.run([sys.executable, "-m", "specinit", "--version"], capture_output=True, text=True, check=True,
+                          cwd=tmp_path)
     assert done.stdout.strip() == f"specinit {specinit.__version__}"
 
 

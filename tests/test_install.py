@@ -34,9 +34,9 @@ _CHILD = textwrap.dedent("""
 """)
 
 
-def test_public_modules_import_without_the_extras_and_name_the_extra_where_needed():
+def test_public_modules_import_without_the_extras_and_name_the_extra_where_needed(tmp_path):
     done = subprocess.run([sys.executable, "-c", _CHILD, ",".join(OPTIONAL)], capture_output=True, text=True,
-                          timeout=600)
+                          timeout=600, cwd=tmp_path)  # the installed package, not a source folder in the working dir
     assert done.returncode == 0, done.stderr[-4000:]
     failures = json.loads(done.stdout.strip().splitlines()[-1])
     # Only the Numba backend's module needs its extra at import; the estimators need no extra (scikit-learn is a
@@ -47,10 +47,10 @@ def test_public_modules_import_without_the_extras_and_name_the_extra_where_neede
         assert failures[name].startswith("ImportError") and f'pip install "specinit[{extra}]"' in failures[name]
 
 
-def test_the_backend_argument_names_the_extra_of_a_missing_backend():
+def test_the_backend_argument_names_the_extra_of_a_missing_backend(tmp_path):
     child = ("import sys; sys.modules['numba'] = None\n"
              "import numpy as np; from specinit.models import lda\n"
              "try:\n    lda.spectral(np.ones((20, 6)), 2, backend='numba')\n"
              "except ValueError as exc:\n    print(exc)")
-    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=600)
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert 'pip install "specinit[fast]"' in done.stdout, done.stdout + done.stderr[-2000:]

@@ -237,11 +237,12 @@ print(sorted(posterior.group_names(data)))
 """
 
 
-def test_to_inference_data_when_arviz_is_imported_before_numpyro():
+def test_to_inference_data_when_arviz_is_imported_before_numpyro(tmp_path):
     # ArviZ 1.x registers numpyro as a lazy module; `from numpyro.infer import ...` right after `import arviz` used to
     # leave numpyro.infer without its submodule attributes, and ArviZ's converter raised AttributeError.
+    # cwd: the installed package, not the source folder of an unpacked sdist.
     result = subprocess.run([sys.executable, "-c", IMPORT_ARVIZ_FIRST], capture_output=True, text=True, timeout=300,
-                            env=dict(os.environ, PYTHONWARNINGS="error::RuntimeWarning"))
+                            env=dict(os.environ, PYTHONWARNINGS="error::RuntimeWarning"), cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "'log_likelihood'" in result.stdout and "'spectral'" in result.stdout
 

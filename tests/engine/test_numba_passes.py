@@ -353,11 +353,11 @@ _INTERRUPTED = textwrap.dedent("""
 """)
 
 
-def test_ctrl_c_during_a_compiled_sweep_is_a_clean_keyboard_interrupt():
+def test_ctrl_c_during_a_compiled_sweep_is_a_clean_keyboard_interrupt(tmp_path):
     """SIGINT one second into the closing sweeps of a large corpus: the process ends by KeyboardInterrupt (no
     SystemError from inside Numba) within a few seconds, and the kernels still give the same results."""
     child = subprocess.Popen([sys.executable, "-c", _INTERRUPTED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True)
+                             text=True, cwd=tmp_path)  # the installed package, not an unpacked sdist's source folder
     try:
         assert child.stdout.readline().strip() == "ready", child.stderr.read()
         time.sleep(1.0)
