@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import secrets
 import stat
 import zipfile
 import zlib
@@ -41,6 +42,7 @@ __all__ = [
     "check_target",
     "file_error",
     "file_kind",
+    "new_file_beside",
     "npy_header",
     "npz_members",
     "open_regular",
@@ -146,6 +148,49 @@ def check_target(path, name, func) -> Path:
         raise bad_argument(name, func, "a regular file or a new name (a FIFO, device or directory is never "
                            "written or replaced)", f"the {file_kind(mode)} {str(path)!r}", describe=False)
     return path
+
+
+def new_file_beside(target: Path) -> tuple[int, Path]:
+    """A new, empty file in ``target``'s folder, to write and then move over ``target`` with ``os.replace``.
+
+    Its mode is what ``open(target, "w")`` would give: an existing
+    ``target``'s permission bits, else ``0o666`` less the process's umask
+    (the kernel applies the umask and the folder's default ACL at creation;
+    :func:`tempfile.mkstemp` would make it ``0o600``).
+
+    Parameters
+    ----------
+    target : pathlib.Path
+        The file that will be replaced (its folder must exist).
+
+    Returns
+    -------
+    (int, pathlib.Path)
+        A descriptor open for writing, and the new file's path.
+
+    Raises
+    ------
+    OSError
+        The folder is missing or not writable.
+    """
+    directory = target.parent if str(target.parent) else Path(".")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    while True:
+        path = directory / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        try:
+            fd = os.open(path, flags, 0o666)
+        except FileExistsError:  # pragma: no cover - a 48-bit name taken already
+            continue
+        break
+    try:
+        os.fchmod(fd, stat.S_IMODE(os.stat(target).st_mode))
+    except FileNotFoundError:
+        pass
+    except BaseException:
+        os.close(fd)
+        os.unlink(path)
+        raise
+    return fd, path
 
 
 def read_held(path, name, func, max_bytes: int, *, gunzip: bool = False) -> bytes:

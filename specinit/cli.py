@@ -386,7 +386,9 @@ def build_parser(family_flags: bool = True) -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="spectral fit, warm vs default NUTS and SVI on a corpus drawn from LDA, ArviZ plots")
     demo.add_argument("--out", default="specinit-demo", help="folder for plots and the saved estimate")
     length = demo.add_mutually_exclusive_group()
-    length.add_argument("--quick", action="store_true", help="tiny sizes (seconds), as run by the tests")
+    length.add_argument("--quick", action="store_true",
+                        help="tiny sizes, as run by the tests; still about 2-3 minutes on 2 cores, nearly all "
+                             "of it JAX compiling the samplers")
     length.add_argument("--full", action="store_true", help="larger corpora and longer chains (several minutes)")
     demo.add_argument("--seed", type=int, default=0)
     demo.set_defaults(handler=_demo)

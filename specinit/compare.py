@@ -27,7 +27,9 @@ chains are mapped with ``jax.vmap``, one compiled program for all.
 
 from __future__ import annotations
 
+import contextlib
 import time
+import warnings
 from dataclasses import dataclass, field
 
 import jax
@@ -214,6 +216,16 @@ def _statistics(mcmc, max_tree_depth: int) -> tuple[int, float, float]:
     return divergences, float(np.mean(steps)), float(np.mean(steps >= 2 ** max_tree_depth - 1))
 
 
+@contextlib.contextmanager
+def _vectorized_runs(vectorized: bool):
+    """Where chains run under ``jax.vmap``: NumPyro's draw collection donates buffers that JAX cannot reuse there,
+    and JAX says so on every compilation (memory reuse only; the values are unaffected)."""
+    with warnings.catch_warnings():
+        if vectorized:
+            warnings.filterwarnings("ignore", "Some donated buffers were not usable", UserWarning)
+        yield
+
+
 def _fields(kernel) -> tuple:
     return ("num_steps", "diverging") if isinstance(kernel, HMC) else ()  # ExactGibbs records both by default
 
@@ -338,6 +350,8 @@ def compare_nuts(
     seed : int
         Seeds the spread and both runs (the same sampling key).
     progress_bar : bool
+        NumPyro's progress bar; none where a Gibbs composite's chains run
+        vectorized (NumPyro has none for chains under ``jax.vmap``).
     chain_method : {"sequential", "parallel", "vectorized"}, optional
         As for ``numpyro.infer.MCMC``; ``"vectorized"`` runs a Gibbs
         composite's chains under ``jax.vmap``. Default: ``"vectorized"``
@@ -380,6 +394,9 @@ def compare_nuts(
     gibbs = not isinstance(cold_kernel, HMC)  # a composite whose NUTS block moves some sites
     chain_method = chain_method or ("vectorized" if gibbs else "sequential")
     settings["chain_method"] = jax.vmap if gibbs and chain_method == "vectorized" else chain_method
+    vectorized = callable(settings["chain_method"]) and num_chains > 1
+    if vectorized:
+        settings["progress_bar"] = False  # NumPyro has no bar for chains under jax.vmap (and warns when asked)
     info = site_info(model, model_args, model_kwargs)
     over = unconstrained_sites(cold_kernel, [name for name, site in info.items()
                                              if not site.observed and not site.discrete])
@@ -401,13 +418,14 @@ def compare_nuts(
     init = init_params(estimate, model, num_chains, init_key, spread=spread, sites=sites, fallback=fallback,
                        model_args=model_args, model_kwargs=model_kwargs, kernel=warm_kernel)
     preparation = time.perf_counter() - start
-    if metric:
-        warm, reason = _checked_run(warm_kernel, lambda: make(**nuts_kwargs), init, run_key, model_args,
-                                    model_kwargs, settings, max_tree_depth)
-        warm_metric = reason or warm_metric
-    else:
-        warm = _nuts_run(warm_kernel, init, run_key, model_args, model_kwargs, settings, max_tree_depth)
-    cold = _nuts_run(make(**nuts_kwargs), None, run_key, model_args, model_kwargs, settings, max_tree_depth)
+    with _vectorized_runs(vectorized):
+        if metric:
+            warm, reason = _checked_run(warm_kernel, lambda: make(**nuts_kwargs), init, run_key, model_args,
+                                        model_kwargs, settings, max_tree_depth)
+            warm_metric = reason or warm_metric
+        else:
+            warm = _nuts_run(warm_kernel, init, run_key, model_args, model_kwargs, settings, max_tree_depth)
+        cold = _nuts_run(make(**nuts_kwargs), None, run_key, model_args, model_kwargs, settings, max_tree_depth)
     local = set(local_sites(model, model_args, model_kwargs))
     mapped = map_sites(estimate, sites, func=func)
     global_sites = tuple(name for name in mapped.params if name not in local and name in warm[2])

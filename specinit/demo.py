@@ -48,9 +48,11 @@ def run_demo(out_dir: Path, *, size: str = "default", seed: int = 0, log: Callab
     out_dir : path
         Folder for the PNG plots and the saved estimate (created).
     size : {"default", "full", "quick"}
-        ``"default"`` runs in about a minute on two cores, ``"full"`` takes
-        larger corpora and longer chains (several minutes), ``"quick"`` tiny
-        sizes (seconds), as executed by the test suite (:data:`DEMO_SIZES`).
+        The sizes of :data:`DEMO_SIZES`, the only difference between the
+        runs: ``"full"`` takes larger corpora and longer chains than
+        ``"default"``, ``"quick"`` tiny ones, as executed by the test suite.
+        Compiling the samplers dominates the small runs: ``"quick"`` takes
+        about two minutes on two cores, most of it JAX compiling.
     seed : int
     log : callable
         Receives progress lines (the CLI prints them).
@@ -58,13 +60,14 @@ def run_demo(out_dir: Path, *, size: str = "default", seed: int = 0, log: Callab
     Returns
     -------
     dict
-        Numbers shown by the demo (fit time, topic errors, R-hat, SVI steps).
+        Numbers shown by the demo (fit time, topic errors, R-hat, SVI steps),
+        ``"plots"`` (the PNG files) and ``"files"`` (every file written: the
+        saved estimate and the plots).
     """
     from specinit import posterior
     from specinit.compare import compare_nuts, compare_svi
 
-    quick = check_choice(size, "size", "run_demo", DEMO_SIZES) == "quick"
-    sizes = DEMO_SIZES[size]
+    sizes = DEMO_SIZES[check_choice(size, "size", "run_demo", DEMO_SIZES)]
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     results: dict = {}
@@ -79,7 +82,7 @@ def run_demo(out_dir: Path, *, size: str = "default", seed: int = 0, log: Callab
     d = estimate.diagnostics
     log(f"      spectral fit in {results['fit_seconds']:.2f} s; mean L1 topic error {results['fit_topic_l1']:.3f}; "
         f"sum(alpha_hat) {d['alpha_sum']:.2f} (alpha0 {d['alpha0']:.2f}); M2 condition number {d['m2_condition_number']:.1f}")
-    estimate.save(out_dir / "estimate.npz")
+    saved = estimate.save(out_dir / "estimate.npz")
 
     n_docs, vocab, k = sizes["mcmc"]
     small = sample_lda(n_docs, vocab, k, alpha=0.3, doc_length=100, seed=seed + 1)
@@ -97,7 +100,7 @@ def run_demo(out_dir: Path, *, size: str = "default", seed: int = 0, log: Callab
         warnings.simplefilter("ignore", FutureWarning)
         nuts = compare_nuts(lda.model, small_est, model_args=(X,), model_kwargs={"k": k}, num_chains=4,
                             num_warmup=sizes["warmup"], num_samples=sizes["draws"], seed=seed,
-                            nuts_kwargs={"max_tree_depth": sizes.get("max_tree_depth", 10)}, progress_bar=not quick)
+                            nuts_kwargs={"max_tree_depth": sizes.get("max_tree_depth", 10)}, progress_bar=True)
     summary = nuts.summary()
     results.update({f"nuts_{key}": value for key, value in summary.items()})
     log(f"      warm: {summary['warm_time_s']:.1f} s, max R-hat(beta, alpha) {summary['warm_max_rhat']:.3f}, "
@@ -128,5 +131,6 @@ def run_demo(out_dir: Path, *, size: str = "default", seed: int = 0, log: Callab
         posterior.plot_elbo_traces({"spectral init": svi.warm_losses, "default init": svi.cold_losses}, out_dir / "elbo.png"),
     ]
     results["plots"] = [str(p) for p in paths]
-    log("      wrote " + ", ".join(str(p) for p in paths))
+    results["files"] = [str(saved), *results["plots"]]
+    log("      wrote " + ", ".join(results["files"]))
     return results

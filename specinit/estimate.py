@@ -17,7 +17,6 @@ import importlib
 import json
 import math
 import os
-import tempfile
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -26,7 +25,8 @@ from typing import Callable, Mapping
 
 import numpy as np
 
-from specinit._files import FileError, check_max_bytes, check_path, check_target, npz_members, open_regular
+from specinit._files import (FileError, check_max_bytes, check_path, check_target, new_file_beside, npz_members,
+                             open_regular)
 from specinit._validation import bad_argument
 
 __all__ = ["FORMAT_VERSION", "ModelFacts", "Site", "SpectralEstimate", "check_site_values", "register_sites"]
@@ -466,8 +466,7 @@ class SpectralEstimate:
             "arrays": {name: {"shape": list(value.shape), "dtype": value.dtype.str} for name, value in arrays.items()},
         }
         text = json.dumps(meta, allow_nan=False)
-        directory = target.parent if str(target.parent) else Path(".")
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+        fd, tmp = new_file_beside(target)
         try:
             with os.fdopen(fd, "wb") as handle:
                 np.savez_compressed(handle, meta=np.array(text), **arrays)

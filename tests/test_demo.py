@@ -1,14 +1,22 @@
-"""`specinit demo --quick` (the main job at tiny size) runs end to end and shows the warm-start effect."""
+"""`specinit demo` (the main job) runs end to end, shows the warm-start effect, warns nothing and lists its files."""
 
+import os
+import stat
+import warnings
 from pathlib import Path
 
 from specinit.cli import main
-from specinit.demo import run_demo
+from specinit.demo import DEMO_SIZES, run_demo
 
 
-def test_demo_quick(tmp_path, capsys):
+def test_demo_default_run_at_quick_sizes(tmp_path, monkeypatch):
+    # The default run's code at the sizes of --quick (the sizes are all that differs between the runs).
+    monkeypatch.setitem(DEMO_SIZES, "default", DEMO_SIZES["quick"])
     lines = []
-    results = run_demo(tmp_path, size="quick", seed=0, log=lines.append)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # every warning, also those pyproject's filterwarnings ignores
+        results = run_demo(tmp_path, seed=0, log=lines.append)
+    assert [f"{w.category.__name__}: {w.message} ({w.filename})" for w in caught] == []
     # 1,000 documents of ~80 tokens, k=4: the spectral topics are within 0.2 in mean L1 of the truth
     # (measured 0.055; 0.2 leaves room for platform differences, and a wrong moment breaks it).
     assert results["fit_topic_l1"] < 0.2
@@ -19,7 +27,15 @@ def test_demo_quick(tmp_path, capsys):
     assert results["svi_warm_initial_loss"] < results["svi_cold_final_loss"]
     for path in results["plots"]:
         assert Path(path).stat().st_size > 1000
-    assert (tmp_path / "estimate.npz").exists()
+    # Every file written is in the "wrote" line, with the mode the umask gives (the tests run under the user's).
+    written = sorted(p for p in tmp_path.iterdir())
+    assert [p.name for p in written] == sorted(["estimate.npz", "forest_alpha.png", "topics_spectral.png", "elbo.png"])
+    assert sorted(map(Path, results["files"])) == written
+    wrote = next(line for line in lines if line.lstrip().startswith("wrote "))
+    assert all(str(p) in wrote for p in written)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert {stat.S_IMODE(p.stat().st_mode) for p in written} == {0o666 & ~umask}
     assert any("[4/4]" in line for line in lines)
 
 

@@ -174,3 +174,21 @@ def test_save_below_a_regular_file_names_the_target(tmp_path):
     est = SpectralEstimate.load(_saved(tmp_path))
     with pytest.raises(OSError):
         est.save(blocker / "estimate.npz")
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077])
+def test_save_gives_a_new_file_the_umask_mode_and_keeps_an_existing_files_mode(tmp_path, umask):
+    import os
+    import stat
+
+    est = SpectralEstimate.load(_saved(tmp_path))
+    previous = os.umask(umask)
+    try:
+        est.save(tmp_path / "new.npz")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "new.npz").stat().st_mode) == 0o666 & ~umask
+    (tmp_path / "new.npz").chmod(0o640)
+    est.save(tmp_path / "new.npz")  # rewritten, as open(path, "w") would: its mode stays
+    assert stat.S_IMODE((tmp_path / "new.npz").stat().st_mode) == 0o640
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.npz", "new.npz"]
