@@ -82,7 +82,7 @@ from specinit.engine.sources import check_rows
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
-from specinit.refine import MAP_OPTIONS, map_estimate
+from specinit.refine import MAP_OPTIONS, RefineResult, map_estimate
 
 __all__ = [
     "FACTS",
@@ -110,7 +110,7 @@ _SHAPE_RANGE = (1e-2, 1e6)       # Gamma shape: skewness between 2e-3 and 20
 
 @public
 def model(x=None, *, k: int, dim: int | None = None, n: int | None = None, cumulant: str = "skew",
-          prior_scale: float = 10.0):
+          prior_scale: float = 10.0) -> None:
     """NumPyro independent-factor model ``x = loc + h @ loadings + noise``.
 
     Parameters
@@ -709,7 +709,7 @@ def update(x, estimate, *, k, cumulant, noise, method, seed, decompose_options, 
     "estimate": Param("SpectralEstimate or dict", "Starting ``loc``, ``loadings``, ``shape`` or ``power``, ``noise`` "
                       "(and optionally ``factors``)."),
 }, validate=False)
-def refine(x, estimate, *, method, num_steps, lr, seed):
+def refine(x, estimate, *, method, num_steps, lr, seed) -> RefineResult:
     """Spectral then refine: the posterior mode of :func:`model` (``AutoDelta``, Adam) from an estimate.
 
     The factors are continuous latents with no closed-form posterior (Gamma

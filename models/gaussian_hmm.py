@@ -23,6 +23,7 @@ from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, k_param, site_values
 from specinit.models.hmm import HMM
+from specinit.refine import RefineResult
 
 __all__ = ["FACTS", "FAMILY", "BinnedSums", "GaussianHMM", "GaussianHMMMoments", "GaussianHMMFamily", "binned_moments",
            "log_likelihood", "model", "population_moments", "quantile_edges", "refine", "spectral",
@@ -393,7 +394,7 @@ FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 @public
 def model(sequences=None, *, k: int, lengths=None, concentration: float = 1.0,
-                   loc_scale: float = 10.0, scale_scale: float = 5.0):
+                   loc_scale: float = 10.0, scale_scale: float = 5.0) -> None:
     """NumPyro HMM with scalar Gaussian emissions, hidden states summed out.
 
     Parameters
@@ -536,7 +537,7 @@ def spectral(sequences, k, *, n_bins, method, approach, seed, floor, decompose_o
                       "split in two, alternately in location and in scale (its transitions copied, the moves into "
                       "it shared); EM runs from the move, which replaces the estimate when it passes its "
                       "log-likelihood. The moves stop after ``split_merge`` failures in a row (0: none).", 3))
-def refine(sequences, estimate, *, method, max_iter, tol, floor, reg, restarts, split_merge, seed):
+def refine(sequences, estimate, *, method, max_iter, tol, floor, reg, restarts, split_merge, seed) -> RefineResult:
     """Spectral then refine: Baum-Welch EM for the Gaussian HMM started from an estimate.
 
     The E-step is the scaled forward-backward recursion over all sequences

@@ -63,7 +63,7 @@ from specinit.engine.views import conditional_variances, fit_multiview, with_squ
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
-from specinit.refine import component_share, split_merge_pair
+from specinit.refine import RefineResult, component_share, split_merge_pair
 
 __all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "lkj_sites",
            "log_likelihood", "model", "population_moments", "predict", "refine", "scale_tril_sites", "spectral",
@@ -641,7 +641,7 @@ FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 @public
 def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, common_scale: bool = True,
-          covariance: str | None = None):
+          covariance: str | None = None) -> None:
     """NumPyro spherical Gaussian mixture with the component summed out.
 
     Parameters
@@ -789,7 +789,7 @@ def spectral(x, k, *, common_scale, covariance, method, seed, assign_steps, deco
                      "``\"diag\"``).", None),
     max_iter=500, tol=None, rtol=1e-6, split_merge=2)
 def refine(x, estimate, *, covariance, method, max_iter, tol, rtol, reg, floor, restarts, split_merge, restart_iter,
-           seed, accelerate):
+           seed, accelerate) -> RefineResult:
     """Spectral then refine: EM for the Gaussian mixture started from an estimate.
 
     Returns

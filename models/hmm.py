@@ -79,6 +79,7 @@ from specinit.engine.views import ViewMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
+from specinit.refine import RefineResult
 
 __all__ = [
     "FACTS",
@@ -459,7 +460,7 @@ FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
 @public
-def model(sequences=None, *, k: int, n_symbols: int | None = None, lengths=None, concentration: float = 1.0):
+def model(sequences=None, *, k: int, n_symbols: int | None = None, lengths=None, concentration: float = 1.0) -> None:
     """NumPyro HMM with categorical emissions, hidden states summed out.
 
     Parameters
@@ -603,7 +604,7 @@ def spectral(sequences, k, n_symbols, *, method, approach, seed, floor, decompos
                       "row (0: none). They revive a state the spectral start left unreachable and separate states "
                       "that share one kind of symbol.", 3))
 def refine(sequences, estimate, *, n_symbols, method, max_iter, tol, rtol, floor, restarts, split_merge, restart_iter,
-           seed, accelerate):
+           seed, accelerate) -> RefineResult:
     """Spectral then refine: Baum-Welch EM for the categorical HMM started from an estimate.
 
     The E-step is the scaled forward-backward recursion over all sequences

@@ -74,6 +74,7 @@ from specinit.engine.views import ViewMoments, ViewSums, multiview_population
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, DEFERRED_ESTIMATE, Family, k_param, site_values
+from specinit.refine import RefineResult
 
 __all__ = [
     "FAMILY",
@@ -98,7 +99,7 @@ _EM_POINTS = 1000  # support points (a random subset; the support is in random o
 
 
 @public
-def check_views(views):
+def check_views(views) -> list[np.ndarray]:
     """Validate real-valued views: at least 3, same number of rows, finite, no constant column.
 
     Parameters
@@ -667,7 +668,7 @@ FAMILY = KernelMultiview()
 
 
 @public
-def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, prior_scale: float = 10.0):
+def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, prior_scale: float = 10.0) -> None:
     """NumPyro multi-view mixture with a mixture of ``m`` Gaussians per component and view.
 
     Parameters
@@ -941,7 +942,7 @@ def update(views, estimate, *, k, bandwidth, rank, features, exchangeable, m, ta
     estimate=Param("SpectralEstimate or dict", "``weights`` and, per view, ``mix_<v>``, ``loc_<v>``, ``scale_<v>`` "
                    "(from :func:`spectral` on data)."),
     restarts=6)
-def refine(views, estimate, *, method, max_iter, tol, reg, floor, restarts, seed):
+def refine(views, estimate, *, method, max_iter, tol, reg, floor, restarts, seed) -> RefineResult:
     """Spectral then refine: EM for the mixture of per-view Gaussian mixtures (:func:`model`) from an estimate.
 
     The E-step gives each observation's class posterior from the model's own

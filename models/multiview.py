@@ -53,6 +53,7 @@ from specinit.engine.views import (
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
+from specinit.refine import RefineResult
 
 __all__ = [
     "FAMILY",
@@ -410,7 +411,7 @@ FAMILY = MultiView()
 
 
 @public
-def model(views=None, *, k: int, kinds, n: int | None = None, dims=None):
+def model(views=None, *, k: int, kinds, n: int | None = None, dims=None) -> None:
     """NumPyro multi-view mixture with the class summed out.
 
     Parameters
@@ -553,7 +554,7 @@ def spectral(views, k, kinds, *, dims, target, method, seed, floor, decompose_op
     estimate=Param("SpectralEstimate or dict", "``weights`` and every view's sites (``beta_<v>`` or ``loc_<v>``, "
                    "``scale_<v>``)."),
     restarts=6)
-def refine(views, estimate, kinds, *, dims, method, max_iter, tol, reg, floor, restarts, seed):
+def refine(views, estimate, kinds, *, dims, method, max_iter, tol, reg, floor, restarts, seed) -> RefineResult:
     """Spectral then refine: EM for the multi-view mixture started from an estimate.
 
     E-step: ``log w_h + sum_v log p(x_v | h)`` normalized by log-sum-exp;

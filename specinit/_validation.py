@@ -20,7 +20,7 @@ import os
 import sys
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, ParamSpec, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -74,7 +74,11 @@ def _entry_name(func: Callable) -> str:
     return name
 
 
-def public(func: Callable) -> Callable:
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def public(func: Callable[_P, _R]) -> Callable[_P, _R]:
     """Mark ``func`` as a public entry: errors raised under it name it, nested entries keep the outer name.
 
     The name is taken from the function (``hmm.spectral`` for
@@ -95,7 +99,7 @@ def public(func: Callable) -> Callable:
     name = _entry_name(func)
 
     @functools.wraps(func)
-    def wrapper(*args, **kwargs):
+    def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         nested = _ENTRY.get() is not None
         entry = None if nested else _ENTRY.set(name)
         token = _NESTED.set(nested)

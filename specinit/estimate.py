@@ -21,7 +21,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -316,8 +316,8 @@ class SpectralEstimate:
     """
 
     model: str
-    params: dict
-    diagnostics: dict = field(default_factory=dict)
+    params: dict[str, np.ndarray]
+    diagnostics: dict[str, Any] = field(default_factory=dict)
     vocabulary: tuple | None = None
     facts: ModelFacts | None = field(default=None, repr=False)
     k: int | None = field(default=None, kw_only=True)
@@ -369,14 +369,14 @@ class SpectralEstimate:
         check_site_values(self.params, self.sites, self.k, argument, func)
 
     # NumPyro hand-off ---------------------------------------------------------------------------
-    def init_strategy(self, sites=None, *, fallback=()):
+    def init_strategy(self, sites=None, *, fallback=()) -> Callable[..., Any]:
         """An init strategy with these (constrained) values; see :func:`specinit.warmstart.init_strategy`."""
         from specinit.warmstart import init_strategy
 
         return init_strategy(self, sites, fallback=fallback)
 
     def init_params(self, model, num_chains: int, key, *, spread=0.0, sites=None, fallback=(), model_args=(),
-                    model_kwargs=None, kernel=None):
+                    model_kwargs=None, kernel=None) -> dict[str, Any]:
         """Per-chain UNCONSTRAINED initial values; see :func:`specinit.warmstart.init_params`."""
         from specinit.warmstart import init_params
 
@@ -384,7 +384,7 @@ class SpectralEstimate:
                            model_args=model_args, model_kwargs=model_kwargs, kernel=kernel)
 
     def inverse_mass_matrix(self, model, *, sites=None, fallback=(), model_args=(), model_kwargs=None, over=None,
-                            dense=None, max_variance: float = 1.0, coupled: bool = False):
+                            dense=None, max_variance: float = 1.0, coupled: bool = False) -> np.ndarray:
         """An initial inverse mass matrix for NUTS; see :func:`specinit.warmstart.inverse_mass_matrix`."""
         from specinit.warmstart import inverse_mass_matrix
 
@@ -392,14 +392,17 @@ class SpectralEstimate:
                                    model_kwargs=model_kwargs, over=over, dense=dense, max_variance=max_variance,
                                    coupled=coupled)
 
-    def condition(self, model, sites=None):
+    def condition(self, model, sites=None) -> Callable[..., Any]:
         """The model with these values fixed (a point estimate); see :func:`specinit.warmstart.condition`."""
         from specinit.warmstart import condition
 
         return condition(self, model, sites=sites)
 
-    def to_inference_data(self):
-        """The estimate as an ArviZ object with a single draw; see :mod:`specinit.posterior`."""
+    def to_inference_data(self) -> Any:
+        """The estimate as an ArviZ object with a single draw (``InferenceData`` under ArviZ 0.x, ``DataTree`` 1.x).
+
+        See :mod:`specinit.posterior`.
+        """
         from specinit.posterior import estimate_to_inference_data
 
         return estimate_to_inference_data(self)

@@ -87,7 +87,7 @@ def lkj_mixture(data, k: int = 3):
         numpyro.sample("obs", dist.MultivariateNormal(locs[assignment], scale_tril=scale_tril[assignment]), obs=data)
 
 
-def enumerated_hmm(sequences, lengths, hidden_dim: int, n_symbols: int):
+def enumerated_hmm(sequences, lengths, hidden_dim: int, n_symbols: int) -> None:
     """HMM of NumPyro's enumeration example (``scan`` over time, masked padding), categorical symbols.
 
     The first state follows row 0 of ``probs_x`` (the example's convention).

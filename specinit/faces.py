@@ -21,7 +21,7 @@ import inspect
 import re
 import textwrap
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 from specinit._validation import public
 
@@ -94,7 +94,11 @@ def _with_parameters(doc: str, section: str) -> str:
     return f"{head}\n\n{section}\n\n{tail}".rstrip() + "\n"
 
 
-def face(table: Mapping[str, Param], *, validate: bool = True) -> Callable[[Callable], Callable]:
+#: The return type of a template, kept by its public function (a type checker sees the template's annotation).
+R = TypeVar("R")
+
+
+def face(table: Mapping[str, Param], *, validate: bool = True) -> Callable[[Callable[..., R]], Callable[..., R]]:
     """Decorator: the public function of a template, with signature and ``Parameters`` section from ``table``.
 
     The template's ``def`` line names the arguments and their kinds (positional before the ``*``, keyword-only
@@ -122,7 +126,7 @@ def face(table: Mapping[str, Param], *, validate: bool = True) -> Callable[[Call
         A template argument that ``table`` does not declare (at import).
     """
 
-    def build(template: Callable) -> Callable:
+    def build(template: Callable[..., R]) -> Callable[..., R]:
         declared = inspect.signature(template)
         parameters = []
         for name, parameter in declared.parameters.items():
@@ -136,7 +140,7 @@ def face(table: Mapping[str, Param], *, validate: bool = True) -> Callable[[Call
                    and table[name].constraint is not None]
 
         @functools.wraps(template)
-        def entry(*args, **kwargs):
+        def entry(*args: Any, **kwargs: Any) -> R:
             bound = signature.bind(*args, **kwargs)
             bound.apply_defaults()
             for name in checked:

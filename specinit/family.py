@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
@@ -89,7 +89,7 @@ from specinit.engine.support import project
 from specinit.engine.views import fit_multiview, pair_spectrum
 from specinit.engine.whitening import IndefiniteMomentError, negative_spectrum, signed_spectrum
 from specinit.estimate import Site, SpectralEstimate, register_sites
-from specinit.faces import Param, face
+from specinit.faces import Param, R, face
 
 __all__ = ["COMMON_OPTIONS", "DEFERRED_ESTIMATE", "Family", "MOMENTS_STATE", "NEGATIVE_PROBE", "NOISE_FACTOR",
            "SCORED_ESTIMATE", "Stream", "UPDATED_ESTIMATE", "k_param", "noise_edge", "site_values", "stored_moments"]
@@ -370,7 +370,7 @@ class Family:
         register_sites(self.name, self.site_table)
 
     # ---- declarations ---------------------------------------------------------------------------------------
-    def face(self, *, validate: bool = False, **overrides: Param):
+    def face(self, *, validate: bool = False, **overrides: Param) -> Callable[[Callable[..., R]], Callable[..., R]]:
         """Decorator building a public function of this family from a template (:func:`specinit.faces.face`).
 
         Parameters
@@ -387,7 +387,7 @@ class Family:
         """
         return face({**self.declared(), **overrides}, validate=validate)
 
-    def refine_face(self, **overrides):
+    def refine_face(self, **overrides: Any) -> Callable[[Callable[..., R]], Callable[..., R]]:
         """Decorator building this family's public ``refine`` from a template: the EM options
         (:data:`specinit.refine.EM_OPTIONS`) over the family's declarations, then ``overrides``.
 
@@ -408,7 +408,7 @@ class Family:
             table[name] = value if isinstance(value, Param) else replace(table[name], default=value)
         return face(table, validate=False)
 
-    def scoring_face(self, data: str, **overrides: Param):
+    def scoring_face(self, data: str, **overrides: Param) -> Callable[[Callable[..., R]], Callable[..., R]]:
         """Decorator building a face that scores data under a fit (``predict``, ``log_likelihood``): ``data`` as
         for ``spectral``, ``estimate`` a fit of this family (:data:`SCORED_ESTIMATE`), then ``overrides``.
 

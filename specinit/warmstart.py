@@ -47,7 +47,7 @@ import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -337,7 +337,7 @@ def _as_jax(params: Mapping) -> dict:
     return {name: jnp.asarray(value, dtype=dtype) for name, value in params.items()}
 
 
-def init_strategy(estimate, sites=None, *, fallback=()):
+def init_strategy(estimate, sites=None, *, fallback=()) -> Callable[..., Any]:
     """An init strategy with the estimate's constrained values.
 
     Parameters
@@ -445,7 +445,7 @@ def _check_finite(potential_fn, chains: dict, num_chains: int, func: str) -> Non
 
 
 def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None, fallback=(), model_args=(),
-                model_kwargs=None, kernel=None) -> dict:
+                model_kwargs=None, kernel=None) -> dict[str, Any]:
     """Per-chain unconstrained initial values for ``MCMC.run(..., init_params=...)``.
 
     Parameters
@@ -748,7 +748,7 @@ def inverse_mass_matrix(estimate, model, *, sites=None, fallback=(), model_args=
 
 # --- point estimates ------------------------------------------------------------------------------------------------
 
-def condition(estimate, model, sites=None):
+def condition(estimate, model, sites=None) -> Callable[..., Any]:
     """The model with the estimate's values fixed (``numpyro.handlers.condition``; a point estimate).
 
     Parameters

@@ -24,6 +24,7 @@ References
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -42,6 +43,9 @@ from specinit._files import (
     open_regular,
 )
 from specinit._validation import _MAX_COUNT, bad_argument, check_count_matrix, check_int, optional_import
+
+if TYPE_CHECKING:
+    import dask.array
 
 __all__ = ["read_ldac_blocks", "read_npz_shards", "read_uci_blocks", "save_npz_shards"]
 
@@ -109,7 +113,7 @@ def _from_blocks(tasks, shapes, n_cols: int):
     return parts[0] if len(parts) == 1 else da.concatenate(parts, axis=0)
 
 
-def read_npz_shards(folder, pattern: str = "*.npz", *, max_bytes: int | None = None):
+def read_npz_shards(folder, pattern: str = "*.npz", *, max_bytes: int | None = None) -> dask.array.Array:
     """A folder of scipy.sparse ``.npz`` shards as one Dask array of row blocks (one block per shard).
 
     Parameters
@@ -251,7 +255,7 @@ def _read_uci_block(path: str, start_doc: int, stop_doc: int, offset: int, n_wor
     return matrix
 
 
-def read_uci_blocks(docword_path, rows_per_block: int = 100_000, *, max_bytes: int | None = None):
+def read_uci_blocks(docword_path, rows_per_block: int = 100_000, *, max_bytes: int | None = None) -> dask.array.Array:
     """A UCI bag-of-words ``docword`` file as a Dask array of row blocks, read block by block.
 
     Parameters
@@ -367,7 +371,7 @@ def _read_ldac_block(path: str, offset: int, n_rows: int, n_cols: int) -> sp.csr
     return matrix
 
 
-def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000, *, max_bytes: int | None = None):
+def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000, *, max_bytes: int | None = None) -> dask.array.Array:
     """An LDA-C file as a Dask array of row blocks, read block by block.
 
     Parameters

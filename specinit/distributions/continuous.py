@@ -28,7 +28,7 @@ _POWER_RANGE = (0.1, 100.0)      # exponential-power shape: excess kurtosis from
 
 # --- the exponential-power family ---------------------------------------------------------------------------------
 
-def excess_kurtosis_of_power(power):
+def excess_kurtosis_of_power(power) -> np.ndarray:
     """Excess kurtosis of the exponential-power (generalized normal) distribution with shape ``power``.
 
     Parameters
@@ -46,7 +46,7 @@ def excess_kurtosis_of_power(power):
     return np.exp(gammaln(5 / b) + gammaln(1 / b) - 2 * gammaln(3 / b)) - 3.0
 
 
-def power_of_excess_kurtosis(kurtosis):
+def power_of_excess_kurtosis(kurtosis) -> np.ndarray:
     """Inverse of :func:`excess_kurtosis_of_power`, clipped to the shapes ``[0.1, 100]``.
 
     Parameters

@@ -188,7 +188,7 @@ class GaussianHMM(_HMM):
 # Input handling
 # ------------------------------------------------------------------------------------------------
 @public
-def pad_sequences(sequences, *, categorical: bool = True):
+def pad_sequences(sequences, *, categorical: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Stack ragged sequences into a padded array plus their lengths.
 
     Parameters

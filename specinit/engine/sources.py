@@ -18,12 +18,15 @@ are validated block by block where the blocks are computed.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
 
 from specinit._validation import bad_argument, check_count_matrix, check_magnitude, checked_sparse
+
+if TYPE_CHECKING:
+    import dask.array
 
 __all__ = ["CountSource", "ViewSource", "as_float_block", "check_row_blocks", "check_rows", "from_jax",
            "is_dask_array", "is_jax_array", "row_ranges", "row_view", "transpose_view"]
@@ -182,7 +185,7 @@ def from_jax(counts, name: str, func: str | None = None) -> np.ndarray:
     return array
 
 
-def check_row_blocks(array, name: str, func: str | None = None):
+def check_row_blocks(array, name: str, func: str | None = None) -> dask.array.Array:
     """Check that a Dask array is an (N, d) array of row blocks with known sizes.
 
     Parameters
