@@ -191,7 +191,8 @@ def refined(family, start: SpectralEstimate, params: dict, method: str, trace, n
     return replace(start, params=params, diagnostics=diagnostics, sites=family.site_table(params)[0])
 
 
-def mixture_e_step(family, params: Mapping, data, per_observation: bool = False) -> tuple[np.ndarray, np.ndarray | float]:
+def mixture_e_step(family, params: Mapping, data,
+                   per_observation: bool = False) -> tuple[np.ndarray, np.ndarray | float]:
     """Responsibilities and log-likelihood from the family's per-component likelihood (float64).
 
     Parameters

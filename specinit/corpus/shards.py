@@ -371,7 +371,8 @@ def _read_ldac_block(path: str, offset: int, n_rows: int, n_cols: int) -> sp.csr
     return matrix
 
 
-def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000, *, max_bytes: int | None = None) -> dask.array.Array:
+def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000, *,
+                     max_bytes: int | None = None) -> dask.array.Array:
     """An LDA-C file as a Dask array of row blocks, read block by block.
 
     Parameters

@@ -253,7 +253,8 @@ def weighted_kde(points, support, weights, bandwidth, norm=None) -> np.ndarray:
     return out
 
 
-def positive_part_mass(support, weights, bandwidth, *, n_grid: int = 1024, n_samples: int = 10000, seed=0) -> np.ndarray:
+def positive_part_mass(support, weights, bandwidth, *, n_grid: int = 1024, n_samples: int = 10000,
+                       seed=0) -> np.ndarray:
     """``Z_i = integral of max(sum_n c_{i,n} N(y; x_n, diag(h_i^2)), 0) dy`` per component.
 
     One-dimensional views: trapezoidal rule on ``n_grid`` points spanning the
