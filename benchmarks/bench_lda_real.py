@@ -108,10 +108,13 @@ def gensim_lda(train, k, seed, vocabulary):
     return beta, np.asarray(model.alpha, dtype=np.float64), seconds, "passes=1, iterations=50"
 
 
-def tomotopy_lda(train, k, seed, vocabulary, iterations):
+def tomotopy_lda(train, k, seed, vocabulary, iterations, word_priors=None):
+    """tomotopy's LDA; ``word_priors`` (word -> per-topic prior) seeds it through ``set_word_prior``."""
     import tomotopy as tp
 
     model = tp.LDAModel(k=k, seed=seed)
+    for word, prior in (word_priors or {}).items():
+        model.set_word_prior(word, prior)
     for words in as_token_lists(train, vocabulary):
         if words:
             model.add_doc(words)

@@ -10,6 +10,7 @@ recovery (:mod:`specinit.engine.anchors`); the minibatch SVI driver is
 
 from __future__ import annotations
 
+import difflib
 import os
 import warnings
 from dataclasses import dataclass
@@ -41,9 +42,10 @@ from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, DEFERRED_ESTIMATE, MOMENTS_STATE, Family, k_param
 
-__all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "POPULATION_TOPICS", "UPDATE_ARGUMENTS",
-           "AnchorUpdate", "TopicData", "TopicFamily", "check_alpha0_grid", "close_topics",
-           "default_alpha0_grid", "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace", "word_pairs"]
+__all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "POPULATION_TOPICS", "SEED_ANCHORS", "SEED_PRIOR",
+           "SEED_WORDS", "UPDATE_ARGUMENTS", "AnchorUpdate", "SeedWords", "TopicData", "TopicFamily",
+           "check_alpha0_grid", "check_eta", "close_topics", "default_alpha0_grid", "document_topics", "fit_lda_grid",
+           "lda_moment_fit", "raw_subspace", "topic_concentration", "warn_seeds", "word_pairs"]
 
 
 #: The topics given to the topic families' ``population_moments``, declared once.
@@ -65,10 +67,33 @@ MODEL_ARGUMENTS = {
                         "otherwise).", None),
     "doc_lengths": Param("array, shape (N,), optional", "Needed only when ``counts`` is None (the lengths are "
                          "otherwise the counts' row sums).", None),
-    "eta": Param("float", "Symmetric Dirichlet concentration of each topic.", 0.1, Interval(float, 0.0, open="low")),
+    "eta": Param("float or array of shape (k, V)", "Dirichlet concentration of the topics: one number for every "
+                 "word of every topic (symmetric), or a (k, V) array, e.g. :func:`specinit.models.lda.seed_prior` "
+                 "(extra mass on each seeded topic's seed words).", 0.1, lambda name, value: check_eta(name, value)),
     "subsample_size": Param("int, optional", "Documents per step for SVI (``numpyro.plate`` subsampling) with dense "
                             "counts; sparse counts are subsampled by feeding minibatches.", None),
 }
+
+def check_eta(name: str, value):
+    """``eta`` as a float, or a finite positive float64 array (of shape (k, V), checked by the model)."""
+    if np.ndim(value) == 0:
+        return Interval(float, 0.0, open="low").check(name, value)
+    array = np.asarray(value)
+    if not np.issubdtype(array.dtype, np.number) or array.ndim != 2 or not np.all(np.isfinite(array)) \
+            or not np.all(array > 0):
+        raise bad_argument(name, None, "a positive number or a (k, V) array of finite positive numbers", value)
+    return array.astype(np.float64)
+
+
+def topic_concentration(eta, k: int, n_words: int):
+    """The topics' Dirichlet concentration, (V,) for a number and (k, V) for an array (checked against k and V)."""
+    if np.ndim(eta) == 0:
+        return jnp.full(n_words, eta)
+    if np.shape(eta) != (k, n_words):
+        raise bad_argument("eta", None, f"a number or an array of shape (k, V) = ({k}, {n_words})",
+                           f"shape {np.shape(eta)}", describe=False)
+    return jnp.asarray(eta)
+
 
 #: Folds of the held-out score that picks k (:meth:`TopicFamily.k_score`).
 K_FOLDS = 3
@@ -110,6 +135,205 @@ def _stored_eigenspace(estimate, n_features: int) -> np.ndarray:
                        found, describe=False)
 
 
+#: Extra Dirichlet concentration of a seed word in its own topic (:meth:`SeedWords.prior`) beside ``eta``.
+SEED_PRIOR = 1.0
+
+#: How a seed group makes its topic's anchor (:func:`specinit.engine.anchors.fit_anchor`).
+SEED_ANCHORS = ("pooled", "farthest")
+
+#: A seeded topic that explains less than this share of its seed words' occurrences is weakly supported.
+SEED_SUPPORT = 0.5
+
+#: Two seed groups whose anchor rows have a cosine above this name one topic.
+SEED_COLLAPSE = 0.95
+
+
+def warn_seeds(seeds: "SeedWords", report: dict) -> None:
+    """Warn, naming the groups, of seeded topics the data hardly support or two groups that make one topic."""
+    support = report.get("seed/support")
+    if support is not None:
+        weak = [f"{seeds.names[i]!r} ({support[i]:.0%})" for i in np.flatnonzero(support < SEED_SUPPORT)]
+        if weak:
+            warn(f"{current_entry()}: seeded topics weakly supported by the data: {', '.join(weak)} of their seed "
+                 "words' occurrences are explained by their topic. Give words that mostly occur with that theme, "
+                 "more of them, or fewer groups.")
+    similarity = report.get("seed/similarity")
+    if similarity is not None:
+        close = [seeds.names[i] for i in np.flatnonzero(similarity > SEED_COLLAPSE)]
+        if close:
+            warn(f"{current_entry()}: seed groups {', '.join(map(repr, close))} co-occur with the same words "
+                 f"(anchor cosine > {SEED_COLLAPSE}): they name one topic. Merge them or give more distinct words.")
+
+
+@dataclass(frozen=True)
+class SeedWords:
+    """Seeded topics: groups of words, topic ``i`` being group ``i``'s (:func:`specinit.models.lda.spectral`).
+
+    Built from what the user passes (:meth:`check`): a mapping of topic
+    name to words, or a sequence of word groups; a word is a vocabulary
+    entry (str, with ``vocabulary=``) or a column index.
+
+    Attributes
+    ----------
+    names : tuple of str
+        The seeded topics' names (the mapping's keys, else the groups' words joined by ``/``).
+    groups : tuple of tuple
+        Each group's words (str or int), in the order given, without repeats.
+    given : tuple of tuple, optional
+        The groups as the user gave them, when ``groups`` holds their columns (:meth:`resolved`).
+    """
+
+    names: tuple
+    groups: tuple
+    given: tuple | None = None
+
+    @classmethod
+    def check(cls, name: str, value) -> "SeedWords | None":
+        """The :class:`~specinit.faces.Param` constraint: ``value`` as a :class:`SeedWords` (None stays None).
+
+        Raises
+        ------
+        TypeError
+            Not a mapping or a sequence of groups, or a word that is neither a str nor an int.
+        ValueError
+            No group, an empty group, or a word in two groups.
+        """
+        if value is None or isinstance(value, cls):
+            return value
+        if isinstance(value, dict):
+            names, groups = [str(key) for key in value], list(value.values())
+        elif isinstance(value, (list, tuple)):
+            names, groups = None, list(value)
+        else:
+            raise bad_argument(name, None, "a mapping of topic name to seed words, or a sequence of word groups",
+                               value, kind=TypeError)
+        if not groups:
+            raise bad_argument(name, None, "at least one group of seed words", value)
+        checked, owner = [], {}
+        for i, group in enumerate(groups):
+            label = repr(names[i]) if names else str(i)
+            words = [group] if isinstance(group, (str, int, np.integer)) else group
+            if not isinstance(words, (list, tuple, np.ndarray)) or len(words) == 0:
+                kind = ValueError if isinstance(words, (list, tuple, np.ndarray)) else TypeError
+                raise bad_argument(name, None, f"non-empty word groups (group {label} is empty or not a sequence)",
+                                   group, kind=kind)
+            unique = []
+            for word in words:
+                if isinstance(word, (bool, np.bool_)) or not isinstance(word, (str, int, np.integer)):
+                    raise bad_argument(name, None, f"words given as str or column index (group {label})", word,
+                                       kind=TypeError)
+                word = word if isinstance(word, str) else int(word)
+                if word in owner and owner[word] != label:
+                    raise bad_argument(name, None, f"disjoint groups: {word!r} is in group {owner[word]} and in group "
+                                       f"{label}", value, describe=False)
+                if word not in owner:
+                    owner[word] = label
+                    unique.append(word)
+            checked.append(tuple(unique))
+        names = names or ["/".join(map(str, group[:3])) for group in checked]
+        return cls(tuple(names), tuple(checked))
+
+    def resolved(self, vocabulary) -> "SeedWords":
+        """The same groups with every word as its column in ``vocabulary`` (checked as in :meth:`columns`)."""
+        columns = self.columns(vocabulary, len(vocabulary), None)
+        return SeedWords(self.names, tuple(tuple(int(c) for c in group) for group in columns),
+                         self.given or self.groups)
+
+    def columns(self, vocabulary, n_words: int, k: int | None, name: str = "seed_words") -> tuple:
+        """Each group's column indices, checked against the vocabulary, ``V = n_words`` and ``k`` (None: unchecked).
+
+        Raises
+        ------
+        ValueError
+            More groups than topics, a word not in the vocabulary (or words without one), a column out of range.
+        """
+        if k is not None and len(self.groups) > k:
+            raise bad_argument(name, None, f"at most k = {k} groups (one per seeded topic)",
+                               f"{len(self.groups)} groups", describe=False)
+        index = None if vocabulary is None else {str(word): i for i, word in enumerate(vocabulary)}
+        columns = []
+        for label, group in zip(self.names, self.groups):
+            found = []
+            for word in group:
+                if isinstance(word, str):
+                    if index is None:
+                        raise bad_argument(name, None, "column indices, or words together with vocabulary=",
+                                           f"the word {word!r} (group {label!r}) and no vocabulary", describe=False)
+                    if word not in index:
+                        close = difflib.get_close_matches(word, index, n=3)
+                        hint = f" (close: {', '.join(close)})" if close else ""
+                        raise bad_argument(name, None, "words of the vocabulary",
+                                           f"{word!r} in group {label!r}, not in it{hint}", describe=False)
+                    word = index[word]
+                if not 0 <= word < n_words:
+                    raise bad_argument(name, None, f"column indices in [0, {n_words})",
+                                       f"{word} in group {label!r}", describe=False)
+                found.append(word)
+            columns.append(np.asarray(found, dtype=np.int64))
+        if len({int(c) for group in columns for c in group}) < sum(len(group) for group in columns):
+            raise bad_argument(name, None, "disjoint groups", "a column named twice (by word and by index)",
+                               describe=False)
+        return tuple(columns)
+
+    def prior(self, columns: tuple, k: int, n_words: int, eta: float, strength: float = SEED_PRIOR) -> np.ndarray:
+        """The (k, V) Dirichlet concentration of the topics: ``eta``, plus ``strength`` on each seed word in its topic.
+
+        Parameters
+        ----------
+        columns : tuple of int arrays
+            :meth:`columns`.
+        k, n_words : int
+            Topics and V.
+        eta : float
+            The symmetric concentration of every entry.
+        strength : float, default :data:`SEED_PRIOR`
+            The extra concentration of a seed word in its own topic.
+
+        Returns
+        -------
+        ndarray, shape (k, V)
+        """
+        concentration = np.full((k, n_words), float(eta))
+        for i, group in enumerate(columns):
+            concentration[i, group] += strength
+        return concentration
+
+    def state(self, columns: tuple) -> dict:
+        """The seeds as an estimate keeps them (``state``): every seed column and its group, so updates go on."""
+        return {"seed_columns": np.concatenate(columns),
+                "seed_group": np.repeat(np.arange(len(columns)), [len(group) for group in columns])}
+
+    @classmethod
+    def stored(cls, estimate) -> "SeedWords | None":
+        """The seeds an estimate was fitted with (:meth:`state` and the ``seed/names`` diagnostics), or None."""
+        columns, group = estimate.state.get("seed_columns"), estimate.state.get("seed_group")
+        if columns is None:
+            return None
+        columns, group = np.asarray(columns, dtype=np.int64), np.asarray(group, dtype=np.int64)
+        names = tuple(str(name) for name in estimate.diagnostics.get("seed/names", ()))
+        if group.shape != columns.shape or len(names) != (group.max() + 1 if group.size else 0):
+            raise bad_argument("estimate", None, "an estimate whose stored seeds (state 'seed_columns', "
+                               "'seed_group' and diagnostics 'seed/names') agree", estimate.state, describe=False)
+        words = cls.check("seed_words", {name: columns[group == i].tolist() for i, name in enumerate(names)})
+        given = estimate.diagnostics.get("seed/words")
+        return words if given is None else cls(words.names, words.groups, tuple(tuple(str(w).split()) for w in given))
+
+    def diagnostics(self) -> dict:
+        """The ``seed/names`` and ``seed/words`` diagnostics (words joined by spaces, one entry per group)."""
+        return {"seed/names": np.asarray(self.names, dtype=str),
+                "seed/words": np.asarray([" ".join(map(str, group)) for group in self.given or self.groups], dtype=str)}
+
+
+#: The ``seed_words`` option of the topic families' anchor-word fits, declared once.
+SEED_WORDS = Param("dict of str -> sequence, or sequence of sequences, optional", "Seeded topics "
+                    "(``method=\"anchor\"``): a few words per topic, by vocabulary word (with "
+                    "``vocabulary=``) or column index, as ``{\"name\": [words], ...}`` or ``[[words], ...]``; "
+                    "topic ``i`` is group ``i``'s, its anchor made from the group (``seed_anchor``), the "
+                    "other ``k - len(seed_words)`` topics found from the data. ``diagnostics`` report how "
+                    "strongly the data support each group (``seed/*``); a weak or duplicated group warns.",
+                    None, SeedWords.check)
+
+
 @dataclass(frozen=True)
 class AnchorUpdate:
     """What :meth:`TopicFamily.anchor_update` returns: the batch, the merged summary and the recovered topics.
@@ -129,6 +353,8 @@ class AnchorUpdate:
     state : dict
         The merged summary and the eigensolver's leading Ritz block (``eigenspace``), to keep in the estimate.
     vocabulary : tuple of str or None
+    seed_words : SeedWords or None
+        The seeds of the fit, and their columns (``seed_columns``).
     """
 
     source: CountSource
@@ -139,6 +365,8 @@ class AnchorUpdate:
     report: dict
     state: dict
     vocabulary: tuple | None
+    seed_words: SeedWords | None = None
+    seed_columns: tuple = ()
 
 
 class TopicFamily(Family):
@@ -209,7 +437,8 @@ class TopicFamily(Family):
         return PairSums.from_counts(source, stored.weighting, "counts", dense=stored.dense)
 
     def anchor_update(self, counts, estimate, k, *, weighting: str, vocabulary, seed, floor: float,
-                      alpha_sum: float = 1.0, noise_tol: float = 0.0) -> "AnchorUpdate":
+                      alpha_sum: float = 1.0, noise_tol: float = 0.0,
+                      seed_words: SeedWords | None = None) -> "AnchorUpdate":
         """The moment half of an online update: a batch's pair sums merged with the stored ones, anchor words.
 
         The summary of the documents seen so far (:class:`~specinit.engine.moments.PairSums`, stored in
@@ -237,6 +466,9 @@ class TopicFamily(Family):
         noise_tol : float, default 0
             The warm-started eigensolver's stop at the sampling noise
             (:func:`~specinit.engine.anchors.fit_anchor`).
+        seed_words : SeedWords, optional
+            Seeded topics (first batch; later batches keep the estimate's, :meth:`SeedWords.stored`): topic ``i``
+            stays group ``i``'s from batch to batch.
 
         Returns
         -------
@@ -255,21 +487,36 @@ class TopicFamily(Family):
             if vocabulary is not None and previous.vocabulary is not None and tuple(vocabulary) != previous.vocabulary:
                 raise bad_argument("vocabulary", None, "the estimate's vocabulary", vocabulary)
             vocabulary = vocabulary if vocabulary is not None else previous.vocabulary
+        kept = None if previous is None else SeedWords.stored(previous)
+        if kept is not None and seed_words is not None and seed_words.names != kept.names:
+            raise bad_argument("seed_words", None, f"None (the estimate keeps its seeds, {list(kept.names)})",
+                               seed_words.names)
+        seed_words = kept or seed_words
+        if seed_words is not None and vocabulary is not None:
+            seed_words = seed_words.resolved(vocabulary)
         source = CountSource(counts)  # validated once, read by the pair sums and by what follows
         batch = self._batch_sums(source, stored, weighting)
         merged = batch if stored is None else stored + batch
+        columns = () if seed_words is None else seed_words.columns(None, batch.n_features, k)
         start = (np.zeros((batch.n_features, 0)) if previous is None
                  else _stored_eigenspace(previous, batch.n_features))
         with one_blas_thread():
             beta, alpha, eigenspace, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor,
-                                                         alpha_sum=alpha_sum, start=start, noise_tol=noise_tol)
+                                                         alpha_sum=alpha_sum, start=start, noise_tol=noise_tol,
+                                                         seed_groups=columns)
         if previous is not None:
             # topics keep their labels from batch to batch: the new ones are put in the order of the closest old ones
-            order = match_components(previous.params["beta"], beta)
+            # (a seeded topic is its group's already)
+            g = len(columns)
+            order = np.concatenate([np.arange(g), g + match_components(previous.params["beta"][g:], beta[g:])])
             beta, alpha = beta[order], alpha[order]
         state = {MOMENTS_STATE + key: value for key, value in merged.to_arrays().items()}
         state.update(eigenspace=eigenspace)
-        return AnchorUpdate(source, batch, merged, beta, alpha, {**report, "n_batches": n_batches}, state, vocabulary)
+        if seed_words is not None:
+            state.update(seed_words.state(columns))
+            report.update(seed_words.diagnostics())
+        return AnchorUpdate(source, batch, merged, beta, alpha, {**report, "n_batches": n_batches}, state, vocabulary,
+                            seed_words, columns)
 
     def k_score(self, counts, k: int, rng, **spectral_kw) -> float:
         """Held-out log-likelihood of the k-topic fit, averaged over :data:`K_FOLDS` folds of the documents.
@@ -807,7 +1054,8 @@ CLOSING_ETA = 0.1
 WARM_START = np.float16
 
 
-def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, floor: float, eta: float = CLOSING_ETA,
+def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, floor: float,
+                 eta: float | np.ndarray = CLOSING_ETA,
                  fold_in_steps: int = 3, prior_counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
     """A few EM sweeps over the corpus from given topics: the closing step of ``lda.spectral``.
 
@@ -817,7 +1065,8 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
     then the expected topic-word counts
     ``n_kw = beta_kw sum_d theta_dk c_dw / (theta_d . beta_w)`` give the new
     topics ``beta_k ~ n_k + eta`` (the mean of the topic's Dirichlet
-    posterior with concentration ``eta``). The topic weights follow the
+    posterior with concentration ``eta``, a number or a (k, V) array such
+    as :meth:`SeedWords.prior`; ``closing_eta`` reports its smallest entry). The topic weights follow the
     expected tokens per topic, ``alpha`` keeps its sum. With Numba installed
     (extra ``[fast]``) a compiled kernel runs each chunk's documents on every
     core without per-token temporaries; otherwise the documents are
@@ -879,5 +1128,5 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
         counts += eta
         counts /= counts.sum(axis=1, keepdims=True)
         beta, _ = project_to_simplex(counts, floor)
-    return beta, alpha, {"closing_sweeps": int(sweeps), "closing_eta": float(eta),
+    return beta, alpha, {"closing_sweeps": int(sweeps), "closing_eta": float(np.min(eta)),
                          "closing_log_likelihood": np.asarray(loglik)}

@@ -44,7 +44,7 @@ import scipy.sparse as sp
 from numpyro.infer.mcmc import MCMCKernel
 
 from specinit.conditional import ExactGibbs
-from specinit._validation import Interval, Options, as_generator, bad_argument, current_entry, warn
+from specinit._validation import Interval, Options, as_generator, bad_argument, current_entry, public, warn
 from specinit.distributions.continuous import TRANSFORMS, LogRatioDirichlet, point_mass
 from specinit.distributions.counts import HIGHEST, DenseTopicCounts, ModelData, as_document_counts, \
     lda_augmented_step, lda_loglik, lda_marginal_loglik_draws
@@ -54,27 +54,34 @@ from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
 from specinit.family import COMMON_OPTIONS, site_values
-from specinit.engine.anchors import WARM_NOISE_TOL, fit_anchor
+from specinit.engine.anchors import WARM_NOISE_TOL, fit_anchor, seed_report
 from specinit.models._svi import LOCAL_STEP, SVI_OPTIONS, local_gamma, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS as TOPIC_MODEL_ARGUMENTS
 from specinit.models._topics import (
     ALPHA0,
     ALPHA0_MAX,
+    CLOSING_ETA,
     POPULATION_TOPICS,
+    SEED_ANCHORS,
+    SEED_PRIOR,
+    SEED_WORDS,
     UPDATE_ARGUMENTS,
+    SeedWords,
     TopicFamily,
     check_alpha0_grid,
     close_topics,
     default_alpha0_grid,
     document_topics,
     fit_lda_grid,
+    topic_concentration,
+    warn_seeds,
     word_pairs,
 )
 from specinit.refine import PLATEAU_TOL, RefineResult, check_estimate, in_float64, plateau, refined
 
 __all__ = ["FACTS", "FAMILY", "LDA", "document_topics", "guide", "kernel", "log_likelihood", "model",
-           "pointwise_log_likelihood", "population_moments", "refine", "spectral", "spectral_from_moments", "svi",
-           "update"]
+           "pointwise_log_likelihood", "population_moments", "refine", "seed_prior", "spectral",
+           "spectral_from_moments", "svi", "update"]
 
 #: Documents sampled (by global row index) for the pair criterion of the alpha0 choice.
 PAIR_SAMPLE = 20_000
@@ -120,6 +127,13 @@ class LDA(TopicFamily):
                            "returned).", 1.0, Interval(float, 0.0, ALPHA0_MAX, open="low")),
         "em_sweeps": Param("int", "EM sweeps over the corpus after the moment estimate (one pass each; ``0``: the "
                            "moment estimate alone). They keep ``sum(alpha)``.", EM_SWEEPS, Interval(int, 0)),
+        "seed_words": SEED_WORDS,
+        "seed_anchor": Param("{'pooled', 'farthest'}", "How a seed group makes its topic's anchor: the pooled "
+                             "co-occurrence row of its words, or its word farthest from the other anchors "
+                             "(:func:`specinit.engine.anchors.fit_anchor`).", "pooled", Options(SEED_ANCHORS)),
+        "seed_prior": Param("float", "Extra Dirichlet concentration of each seed word in its own topic during the "
+                            "closing sweeps (the ``eta`` of :meth:`SeedWords.prior`; 0: none).", SEED_PRIOR,
+                            Interval(float, 0.0)),
     }
     arguments = {
         **TopicFamily.arguments,
@@ -155,14 +169,22 @@ class LDA(TopicFamily):
                                  decompose_options=decompose_options, **options)
 
     def _recover(self, moments, k, *, method, approach, rng, floor, decompose_options, alpha0=None, alpha_sum=1.0,
-                 alpha0_grid=None, **options):
+                 alpha0_grid=None, seed_words=None, seed_anchor="pooled", seed_prior=SEED_PRIOR, **options):
         if method == "anchor":
             if alpha0 is not None or decompose_options is not None or alpha0_grid is not None:
                 raise bad_argument("method", None, "'tpm', 'svtd', 'eca' or 'als' when alpha0, alpha0_grid or "
                                    "decompose_options is given (method='anchor' uses none of them)", method)
+            columns = () if seed_words is None else seed_words.columns(None, moments.n_features, k)
             beta, alpha, _, report = fit_anchor(moments, k, func=current_entry(), seed=rng, floor=floor,
-                                                alpha_sum=alpha_sum)
-            return {"alpha": alpha, "beta": beta}, report, {}
+                                                alpha_sum=alpha_sum, seed_groups=columns, seed_anchor=seed_anchor)
+            if seed_words is None:
+                return {"alpha": alpha, "beta": beta}, report, {}
+            report.update(seed_words.diagnostics())
+            warn_seeds(seed_words, {"seed/similarity": report["seed/similarity"]})
+            return {"alpha": alpha, "beta": beta}, report, seed_words.state(columns)
+        if seed_words is not None:
+            raise bad_argument("seed_words", None, "None with a tensor method (seeded topics are anchored: "
+                               "method='anchor')", seed_words)
         if alpha0 is None:
             source = getattr(moments, "source", None)
             if source is None:
@@ -194,11 +216,19 @@ class LDA(TopicFamily):
         return {"alpha": alpha, "beta": beta}, report, {}
 
     def complete(self, params, counts, moments, *, rng, floor=1e-3, doc_topics="auto", em_sweeps=EM_SWEEPS,
-                 **options):
+                 seed_words=None, seed_anchor="pooled", seed_prior=SEED_PRIOR, **options):
         report = {}
+        k, n_words = params["beta"].shape
+        columns = () if seed_words is None else seed_words.columns(None, n_words, k)
         if em_sweeps:
-            beta, alpha, report = close_topics(moments.source, params["beta"], params["alpha"], em_sweeps, floor=floor)
+            eta = CLOSING_ETA if seed_words is None else seed_words.prior(columns, k, n_words, CLOSING_ETA, seed_prior)
+            beta, alpha, report = close_topics(moments.source, params["beta"], params["alpha"], em_sweeps, floor=floor,
+                                               eta=eta)
             params = {**params, "beta": beta, "alpha": alpha}
+        if seed_words is not None:
+            report.update(seed_report(params["beta"], params["alpha"] / params["alpha"].sum(), None, None,
+                                      np.asarray(moments.m1), columns, seed_anchor))
+            warn_seeds(seed_words, report)
         n_docs = moments.n_documents + moments.n_dropped
         doc_topics = n_docs <= 5000 if doc_topics == "auto" else bool(doc_topics)
         if doc_topics:
@@ -301,7 +331,7 @@ def model(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_siz
     data = ModelData(counts, "lda.model", vocab_size, doc_lengths, subsample_size)
     alpha = numpyro.sample("alpha", dist.Gamma(jnp.full(k, alpha_prior[0]), alpha_prior[1]).to_event(1))
     with numpyro.plate("topics", k):
-        beta = numpyro.sample("beta", LogRatioDirichlet(jnp.full(data.vocab_size, eta)))
+        beta = numpyro.sample("beta", LogRatioDirichlet(topic_concentration(eta, k, data.vocab_size)))
     with numpyro.handlers.scale(scale=data.scale), \
             numpyro.plate("documents", data.n_docs, subsample_size=subsample_size) as idx:
         theta = numpyro.sample("theta", LogRatioDirichlet(alpha))
@@ -597,6 +627,44 @@ def population_moments(beta, alpha) -> FactoredMoments:
     return FAMILY.population_moments(site_values(beta, "beta", alpha=alpha))
 
 
+@public
+def seed_prior(estimate: SpectralEstimate, *, eta: float = 0.1, strength: float = SEED_PRIOR) -> np.ndarray:
+    """The (k, V) topic concentration that keeps a seeded fit's topics around their seed words in NumPyro.
+
+    ``eta`` for every word of every topic, plus ``strength`` for each seed
+    word in its own topic: a ``Dirichlet`` prior on each row of ``beta``
+    that puts extra mass on the seed words. Pass it as ``eta`` to
+    :func:`model`, :func:`kernel`, :func:`svi` or :func:`guide`: with the
+    estimate's warm start (topic ``i`` is seed group ``i``'s), the
+    posterior stays organized around the seeds where the data allow it.
+
+    Parameters
+    ----------
+    estimate : SpectralEstimate
+        A fit with ``seed_words`` (:func:`spectral` or :func:`update`).
+    eta : float, default 0.1
+        The symmetric concentration of every entry.
+    strength : float, default :data:`~specinit.models._topics.SEED_PRIOR`
+        The extra concentration of a seed word in its own topic.
+
+    Returns
+    -------
+    ndarray, shape (k, V)
+
+    Raises
+    ------
+    ValueError
+        An estimate fitted without seed words, or a non-positive ``eta`` or negative ``strength``.
+    """
+    eta = Interval(float, 0.0, open="low").check("eta", eta)
+    strength = Interval(float, 0.0).check("strength", strength)
+    seeds = SeedWords.stored(estimate) if isinstance(estimate, SpectralEstimate) else None
+    if seeds is None:
+        raise bad_argument("estimate", None, "a SpectralEstimate fitted with seed_words", estimate)
+    k, n_words = estimate.params["beta"].shape
+    return seeds.prior(seeds.columns(None, n_words, k), k, n_words, eta, strength)
+
+
 @FAMILY.face(method=COMMON_OPTIONS["method"], alpha0=Param("float", "``sum(alpha)`` used in the moment correction."))
 def spectral_from_moments(moments, k, alpha0, *, method, seed, vocabulary, floor,
                           decompose_options) -> SpectralEstimate:
@@ -627,7 +695,7 @@ def spectral_from_moments(moments, k, alpha0, *, method, seed, vocabulary, floor
 
 @FAMILY.face()
 def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topics, floor, decompose_options, backend,
-             alpha0_grid, alpha_sum, em_sweeps) -> SpectralEstimate:
+             alpha0_grid, alpha_sum, em_sweeps, seed_words, seed_anchor, seed_prior) -> SpectralEstimate:
     """Method-of-moments estimate of LDA: anchor words on the cleaned pair moment (default) or a tensor path.
 
     The default (``method="anchor"``) uses the pair moment ``E2`` alone,
@@ -717,9 +785,16 @@ def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topi
         method = "anchor" if alpha0 is None else "tpm"
     if weighting is None:
         weighting = "per-document" if method == "anchor" else "pooled"
+    seed_words = SeedWords.check("seed_words", seed_words)
+    if seed_words is not None:
+        if isinstance(k, str):
+            raise bad_argument("k", None, "an integer with seed_words (each seed group is one of the k topics)", k)
+        if vocabulary is not None:
+            seed_words = seed_words.resolved(vocabulary)
     return FAMILY.spectral(counts, k, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
                            decompose_options=decompose_options, backend=backend, weighting=weighting, alpha0=alpha0,
-                           alpha_sum=alpha_sum, alpha0_grid=alpha0_grid, doc_topics=doc_topics, em_sweeps=em_sweeps)
+                           alpha_sum=alpha_sum, alpha0_grid=alpha0_grid, doc_topics=doc_topics, em_sweeps=em_sweeps,
+                           seed_words=seed_words, seed_anchor=seed_anchor, seed_prior=seed_prior)
 
 
 @face({**MODEL_ARGUMENTS, **LOCAL_STEP,
@@ -796,7 +871,8 @@ def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progres
     weighting=replace(LDA.options["weighting"], type="{'per-document', 'pooled'}", default="per-document",
                       doc="Estimator of the pair moment (default: that of :func:`spectral`'s anchor words); fixed "
                       "by the first batch."))
-def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting, vocabulary) -> SpectralEstimate:
+def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting, vocabulary, seed_words,
+           seed_prior) -> SpectralEstimate:
     """Add a batch of documents to an LDA fit: exact merged moments, warm-started anchor words, sweeps on the batch.
 
     The pair moment ``E2`` is a sum over documents, so the summary of the
@@ -852,15 +928,21 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
     ((3, 30), 2, 400)
     """
     step = FAMILY.anchor_update(counts, estimate, k, weighting=weighting, vocabulary=vocabulary, seed=seed,
-                                floor=floor, alpha_sum=alpha_sum, noise_tol=WARM_NOISE_TOL)
+                                floor=floor, alpha_sum=alpha_sum, noise_tol=WARM_NOISE_TOL,
+                                seed_words=SeedWords.check("seed_words", seed_words))
     beta, alpha, report = step.beta, step.alpha, dict(step.report)
+    seeds, columns = step.seed_words, step.seed_columns
     if em_sweeps:
         # the earlier documents join the sweeps through their word counts under these topics (none at first)
         joint = alpha[:, None] * beta
         earlier = step.merged.word_counts - step.batch.word_counts
-        beta, alpha, closing = close_topics(step.source, beta, alpha, em_sweeps, floor=floor,
+        eta = CLOSING_ETA if seeds is None else seeds.prior(columns, *beta.shape, CLOSING_ETA, seed_prior)
+        beta, alpha, closing = close_topics(step.source, beta, alpha, em_sweeps, floor=floor, eta=eta,
                                             prior_counts=earlier[None, :] * joint / joint.sum(axis=0, keepdims=True))
         report.update(closing)
+    if seeds is not None:
+        report.update(seed_report(beta, alpha / alpha.sum(), None, None, step.merged.m1, columns, "pooled"))
+        warn_seeds(seeds, report)
     return FAMILY.estimate(step.beta.shape[0], {"alpha": alpha, "beta": beta},
                            {**report, "method": "anchor", "em_sweeps": em_sweeps}, vocabulary=step.vocabulary,
                            state=step.state)

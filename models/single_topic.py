@@ -38,7 +38,8 @@ from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
 from specinit.models._svi import SVI_OPTIONS, run_svi, svi_batch
-from specinit.models._topics import MODEL_ARGUMENTS, POPULATION_TOPICS, UPDATE_ARGUMENTS, TopicFamily
+from specinit.models._topics import MODEL_ARGUMENTS, POPULATION_TOPICS, SEED_WORDS, UPDATE_ARGUMENTS, SeedWords, \
+    TopicFamily, topic_concentration, warn_seeds
 from specinit.refine import check_estimate, component_share, mixture_e_step, split_merge_pair
 
 __all__ = ["FACTS", "FAMILY", "SingleTopic", "guide", "log_likelihood", "model", "population_moments", "predict", "refine",
@@ -182,7 +183,7 @@ def model(counts, *, k, vocab_size, doc_lengths, eta, subsample_size):
     data = ModelData(counts, "single_topic.model", vocab_size, doc_lengths, subsample_size)
     weights = numpyro.sample("weights", dist.Dirichlet(jnp.ones(k)))
     with numpyro.plate("topics", k):
-        beta = numpyro.sample("beta", dist.Dirichlet(jnp.full(data.vocab_size, eta)))
+        beta = numpyro.sample("beta", dist.Dirichlet(topic_concentration(eta, k, data.vocab_size)))
     with numpyro.handlers.scale(scale=data.scale), \
             numpyro.plate("documents", data.n_docs, subsample_size=subsample_size) as idx:
         n = data.lengths[idx]
@@ -328,10 +329,10 @@ def refine(counts, estimate, *, method, max_iter, tol, floor, restarts, seed, ps
                          split_merge=split_merge, accelerate=accelerate)
 
 
-@FAMILY.face(validate=True, **UPDATE_ARGUMENTS,
+@FAMILY.face(validate=True, **UPDATE_ARGUMENTS, seed_words=SEED_WORDS,
              weighting=replace(FAMILY.options["weighting"], doc="Estimator of the pair moment; fixed by the first "
                                "batch."))
-def update(counts, estimate, *, k, seed, floor, weighting, vocabulary) -> SpectralEstimate:
+def update(counts, estimate, *, k, seed, floor, weighting, vocabulary, seed_words) -> SpectralEstimate:
     """Add a batch of documents to a single-topic fit: exact merged pair moment, warm-started anchor words.
 
     The pair moment ``M2 = sum_i w_i b_i b_i^T`` is a sum over documents, so
@@ -383,7 +384,9 @@ def update(counts, estimate, *, k, seed, floor, weighting, vocabulary) -> Spectr
     ((3, 30), 2, 600)
     """
     step = FAMILY.anchor_update(counts, estimate, k, weighting=weighting, vocabulary=vocabulary, seed=seed,
-                                floor=floor)
+                                floor=floor, seed_words=SeedWords.check("seed_words", seed_words))
+    if step.seed_words is not None:
+        warn_seeds(step.seed_words, step.report)
     return FAMILY.estimate(step.beta.shape[0], {"weights": step.alpha, "beta": step.beta},
                            {**step.report, "method": "anchor"}, vocabulary=step.vocabulary, state=step.state)
 

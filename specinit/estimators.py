@@ -504,9 +504,16 @@ SpectralLDA = estimator_class("SpectralLDA", Face(
                         "and ``lda.spectral(X, k)`` give the same topics.", None),
         "refine_steps": Param("int", "Variational-EM steps after the spectral estimate "
                               "(:func:`specinit.models.lda.refine`); 0: none.", 0),
+        "seed_words": Param("dict of str -> sequence, or sequence of sequences, optional", "Seeded topics "
+                            "(:func:`specinit.models.lda.spectral`'s ``seed_words``): a few words per topic, by "
+                            "column index or, with ``vocabulary``, by word; topic i is group i's.", None),
+        "vocabulary": Param("sequence of str, optional", "The columns' words (e.g. "
+                            "``CountVectorizer().get_feature_names_out()``): seed words by name, and the fit's "
+                            "``estimate_.vocabulary``.", None),
         "random_state": _RANDOM_STATE,
     },
-    spectral={"n_components": "k", "alpha0": "alpha0", "method": "method"},
+    spectral={"n_components": "k", "alpha0": "alpha0", "method": "method", "seed_words": "seed_words",
+              "vocabulary": "vocabulary"},
     fixed={"doc_topics": False},
     data="counts",
     refine=_lda_refine,

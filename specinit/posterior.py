@@ -301,7 +301,12 @@ def estimate_to_inference_data(estimate):
 
 
 def _coords(estimate) -> dict:
-    return {"word": list(estimate.vocabulary)} if estimate.vocabulary is not None else {}
+    """The vocabulary as ``word`` coordinates; a seeded fit's topic names (then ``topic i``) as ``topics``."""
+    coords = {"word": list(estimate.vocabulary)} if estimate.vocabulary is not None else {}
+    names = estimate.diagnostics.get("seed/names")
+    if names is not None and estimate.k is not None:
+        coords["topics"] = [str(name) for name in names] + [f"topic {i}" for i in range(len(names), estimate.k)]
+    return coords
 
 
 def _attrs(estimate) -> dict:

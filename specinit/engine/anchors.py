@@ -17,7 +17,7 @@ from specinit.engine.support import project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 
 __all__ = ["OVERSAMPLE", "WARM_NOISE_TOL", "anchor_weights_step", "fit_anchor", "positive_eigenspace", "positive_ritz",
-           "simplex_projection", "supported_k"]
+           "seed_report", "simplex_projection", "supported_k"]
 
 #: Columns of the eigensolver's block beyond the k wanted (and of the eigenspace kept for a warm start).
 OVERSAMPLE = 10
@@ -200,7 +200,7 @@ def positive_eigenspace(raw, k: int, *, seed, oversample: int = OVERSAMPLE, max_
 
 def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: float = 1.0,
                n_candidates: int | None = None, n_iter: int = 60, start: np.ndarray | None = None,
-               noise_tol: float = 0.0):
+               noise_tol: float = 0.0, seed_groups: tuple = (), seed_anchor: str = "pooled"):
     """Anchor-word recovery (RecoverL2) from the top-k positive eigenspace of the pair moment ``E2``.
 
     ([1]_ Alg. 2 FastAnchorWords, Alg. 3 RecoverL2 on the low-rank pair
@@ -251,6 +251,20 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
         topics of ten updates and of one fit at ``noise_tol`` 0.01-0.1,
         0.008 at 0, the held-out likelihood equal), so it suits fits that
         EM moves afterwards.
+    seed_groups : tuple of int arrays, optional
+        Seeded topics: group ``i`` holds the columns of the words the user
+        gave for topic ``i`` (distinct, in range, disjoint; checked by the
+        caller). Topic ``i`` of the result is group ``i``'s: its anchor row
+        is fixed by the group (``seed_anchor``), the remaining ``k - len``
+        anchors are found by the greedy search, orthogonally to the seeded
+        ones, among the frequent words outside every group.
+    seed_anchor : {"pooled", "farthest"}, default "pooled"
+        How a group makes its anchor: ``"pooled"``, the row-normalized sum
+        of its words' pair-moment rows (the co-occurrence row of the group
+        read as one word: a convex combination of the topics' rows, the
+        group's topic when its words are mostly that topic's); ``"farthest"``,
+        the word of the group the greedy search would pick (farthest from
+        the span of the anchors already chosen).
 
     Returns
     -------
@@ -285,22 +299,14 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     n_candidates = 8 * k if n_candidates is None else n_candidates
     order = np.argsort(-np.where(valid, raw.m1, -np.inf), kind="stable")
     candidates = np.sort(order[: min(max(n_candidates, k), int(valid.sum()))])
-    if candidates.size < k:
+    if seed_groups:  # a seed word anchors its own group's topic, not another one
+        candidates = np.setdiff1d(candidates, np.concatenate(seed_groups))
+    if candidates.size < k - len(seed_groups):
         raise ValueError(f"{func}: only {candidates.size} words have a positive co-occurrence row; k={k} anchors "
                          "cannot be found. Try a smaller k or more documents.")
-    R = X[candidates]
-    first = int(np.argmax(np.einsum("ij,ij->i", R, R)))
-    anchors = [first]
-    Z = R - R[first]
-    for _ in range(k - 1):
-        norms = np.einsum("ij,ij->i", Z, Z)
-        nxt = int(np.argmax(norms))
-        anchors.append(nxt)
-        b = Z[nxt] / np.sqrt(norms[nxt])
-        Z = Z - np.outer(Z @ b, b)
-    S = candidates[anchors]
-    H = X @ X[S].T  # Qbar_w . Qbar_s
-    G = H[S]
+    rows, S = _anchor_rows(X, rowsum, valid, candidates, k, seed_groups, seed_anchor, func)
+    H = X @ rows.T  # Qbar_w . Qbar_s
+    G = rows @ rows.T
     G = 0.5 * (G + G.T)
     L = 2.0 * max(np.linalg.eigvalsh(G)[-1], 1e-300)
     C = np.full((d, k), 1.0 / k)
@@ -336,6 +342,107 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
         "k_supported": supported_k(ritz),
         "alpha_sum": float(alpha_sum),
     }
+    if seed_groups:
+        report.update(seed_report(beta, weights, C, rows, raw.m1, seed_groups, seed_anchor))
     if hasattr(raw, "n_documents"):
         report.update(n_documents=raw.n_documents, n_dropped=raw.n_dropped)
     return beta, alpha_sum * weights, leading, report
+
+
+def _anchor_rows(X: np.ndarray, rowsum: np.ndarray, valid: np.ndarray, candidates: np.ndarray, k: int,
+                 seed_groups: tuple, seed_anchor: str, func: str) -> tuple[np.ndarray, np.ndarray]:
+    """The k anchor rows of the embedding: the seeded groups' first, then the greedy farthest-point search.
+
+    Returns the rows (k, width) and the anchor words (k,), ``-1`` for a pooled group's row.
+    """
+    rows, words, basis = [], [], []
+    R = X[candidates]
+    Z = R  # the candidates' rows minus the first anchor's, orthogonal to the anchors' differences (modified G-S)
+
+    def orthogonal(rows_in):
+        out = rows_in - rows[0] if rows else rows_in.copy()
+        for b in basis:
+            out -= np.outer(out @ b, b)
+        return out
+
+    def add(row, word, residual=None):
+        nonlocal Z
+        if rows:
+            b = orthogonal(row[None, :])[0] if residual is None else residual
+            norm = np.linalg.norm(b)
+            if norm > 0:
+                b = b / norm
+                basis.append(b)
+                Z = Z - np.outer(Z @ b, b)
+        else:
+            Z = R - row
+        rows.append(row)
+        words.append(word)
+
+    for i, group in enumerate(seed_groups):
+        usable = group[valid[group]]
+        if usable.size == 0:
+            raise ValueError(f"{func}: none of the words of seed group {i} co-occurs with another word in the "
+                             "documents; the group cannot anchor a topic. Give words that occur in the corpus.")
+        if seed_anchor == "pooled":
+            # the group read as one word: its normalized co-occurrence row is its words' rows weighted by their sums
+            add((rowsum[usable] / rowsum[usable].sum()) @ X[usable], -1)
+        else:
+            residual = orthogonal(X[usable])  # the group's word the greedy search would pick
+            best = int(np.argmax(np.einsum("ij,ij->i", residual, residual)))
+            add(X[usable[best]], int(usable[best]), residual[best] if rows else None)
+    for _ in range(k - len(rows)):
+        norms = np.einsum("ij,ij->i", Z, Z)
+        nxt = int(np.argmax(norms))
+        add(R[nxt], int(candidates[nxt]), Z[nxt] if rows else None)
+    return np.asarray(rows), np.asarray(words, dtype=np.int64)
+
+
+def seed_report(beta: np.ndarray, weights: np.ndarray, C: np.ndarray | None, rows: np.ndarray | None, m1: np.ndarray,
+                seed_groups: tuple, seed_anchor: str) -> dict:
+    """How strongly the data support each seeded topic (the ``seed/*`` diagnostics).
+
+    ``seed/topic_weight``: the topic's probability; ``seed/seed_mass``: the
+    share of the topic's mass on its seed words; ``seed/support``: the share
+    of the seed words' occurrences that the topic explains (``sum_w C_wi
+    p(w) / sum_w p(w)``, ``C_wi = p(topic i | w)``; without ``C``, read off
+    ``beta`` and ``weights`` by Bayes' rule); ``seed/similarity``: for each
+    group the largest cosine between its anchor row and another group's
+    (1: two groups name one topic).
+
+    Parameters
+    ----------
+    beta : ndarray, shape (k, V)
+        Topics, seeded ones first.
+    weights : ndarray, shape (k,)
+        Topic probabilities.
+    C : ndarray, shape (V, k), optional
+        ``p(topic | word)`` of the anchor recovery.
+    rows : ndarray, shape (k, width), optional
+        The anchor rows of the embedding (for ``seed/similarity``).
+    m1 : ndarray, shape (V,)
+        Word frequencies.
+    seed_groups : tuple of int arrays
+        Each group's columns.
+    seed_anchor : str
+        How the groups made their anchors (reported).
+
+    Returns
+    -------
+    dict
+        The ``seed/*`` diagnostics.
+    """
+    g = len(seed_groups)
+    if C is None:
+        joint = beta.T * weights  # p(word, topic)
+        C = joint / np.maximum(joint.sum(axis=1, keepdims=True), 1e-300)
+    support = np.array([C[group, i] @ m1[group] / max(m1[group].sum(), 1e-300) for i, group in enumerate(seed_groups)])
+    report = {"seed/groups": g, "seed/anchor": seed_anchor, "seed/topic_weight": weights[:g].copy(),
+              "seed/seed_mass": np.array([beta[i, group].sum() for i, group in enumerate(seed_groups)]),
+              "seed/support": support}
+    if rows is not None:
+        unit = rows[:g] / np.maximum(np.linalg.norm(rows[:g], axis=1, keepdims=True), 1e-300)
+        cosine = unit @ unit.T
+        np.fill_diagonal(cosine, -np.inf)
+        report["seed/similarity"] = cosine.max(axis=1) if g > 1 else np.zeros(g)
+    return report
