@@ -338,8 +338,10 @@ def _print_summary(name: str, estimate, data, elapsed: float, top: int) -> None:
         beta = estimate.params["beta"]
         weights = estimate.params["alpha" if name == "lda" else "weights"]
         coherence = umass_coherence(beta, data, n=top)
+        seeded = [f" ({name})" for name in estimate.diagnostics.get("seed/names", ())]
         for i, words in enumerate(top_words(beta, estimate.vocabulary, n=top)):
-            print(f"topic {i:2d}  weight {weights[i]:.3f}  coherence {coherence[i]:7.2f}  {' '.join(words)}")
+            label = seeded[i] if i < len(seeded) else ""
+            print(f"topic {i:2d}{label}  weight {weights[i]:.3f}  coherence {coherence[i]:7.2f}  {' '.join(words)}")
 
 
 def _describe_data(data) -> str:

@@ -22,6 +22,15 @@ def test_fit_reuters_prints_topics_and_saves_estimate(tmp_path, capsys):
     assert loaded.vocabulary is not None and len(loaded.vocabulary) == 4258
 
 
+def test_fit_with_seed_words_names_the_seeded_topics(capsys):
+    """--seed-words takes the Python literal of lda.spectral's seed_words; the seeded topics print their names."""
+    assert main(["fit", "lda", "reuters", "--k", "8", "--top", "4",
+                 "--seed-words", "{'music': ['elvis', 'music'], 'royal': ['queen', 'royal']}"]) == 0
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("topic ")]
+    assert lines[0].startswith("topic  0 (music)") and "elvis" in lines[0]
+    assert lines[1].startswith("topic  1 (royal)") and "(" not in lines[2]
+
+
 def test_fit_single_topic_from_ldac_file(tmp_path, capsys):
     corpus = sample_lda(300, 50, 3, alpha=0.1, seed=3)
     path = tmp_path / "corpus.ldac"
