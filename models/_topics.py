@@ -139,7 +139,7 @@ def _stored_eigenspace(estimate, n_features: int) -> np.ndarray:
 SEED_PRIOR = 1.0
 
 #: How a seed group makes its topic's anchor (:func:`specinit.engine.anchors.fit_anchor`).
-SEED_ANCHORS = ("pooled", "farthest")
+SEED_ANCHORS = ("extreme", "pooled", "harmonic")
 
 #: A seeded topic that explains less than this share of its seed words' occurrences is weakly supported.
 SEED_SUPPORT = 0.5
@@ -504,7 +504,7 @@ class TopicFamily(Family):
             beta, alpha, eigenspace, report = fit_anchor(merged, k, func=func, seed=rng, floor=floor,
                                                          alpha_sum=alpha_sum, start=start, noise_tol=noise_tol,
                                                          seed_groups=columns)
-        if previous is not None:
+        if previous is not None and len(columns) < k:
             # topics keep their labels from batch to batch: the new ones are put in the order of the closest old ones
             # (a seeded topic is its group's already)
             g = len(columns)

@@ -128,9 +128,10 @@ class LDA(TopicFamily):
         "em_sweeps": Param("int", "EM sweeps over the corpus after the moment estimate (one pass each; ``0``: the "
                            "moment estimate alone). They keep ``sum(alpha)``.", EM_SWEEPS, Interval(int, 0)),
         "seed_words": SEED_WORDS,
-        "seed_anchor": Param("{'pooled', 'farthest'}", "How a seed group makes its topic's anchor: the pooled "
-                             "co-occurrence row of its words, or its word farthest from the other anchors "
-                             "(:func:`specinit.engine.anchors.fit_anchor`).", "pooled", Options(SEED_ANCHORS)),
+        "seed_anchor": Param("{'extreme', 'pooled', 'harmonic'}", "How a seed group makes its topic's anchor: "
+                             "the word nearest the group's pooled co-occurrence row that is farthest from the other "
+                             "anchors, the pooled row itself, or the harmonic mean of the group's rows "
+                             "(:func:`specinit.engine.anchors.fit_anchor`).", "extreme", Options(SEED_ANCHORS)),
         "seed_prior": Param("float", "Extra Dirichlet concentration of each seed word in its own topic during the "
                             "closing sweeps (the ``eta`` of :meth:`SeedWords.prior`; 0: none).", SEED_PRIOR,
                             Interval(float, 0.0)),
@@ -169,7 +170,7 @@ class LDA(TopicFamily):
                                  decompose_options=decompose_options, **options)
 
     def _recover(self, moments, k, *, method, approach, rng, floor, decompose_options, alpha0=None, alpha_sum=1.0,
-                 alpha0_grid=None, seed_words=None, seed_anchor="pooled", seed_prior=SEED_PRIOR, **options):
+                 alpha0_grid=None, seed_words=None, seed_anchor="extreme", seed_prior=SEED_PRIOR, **options):
         if method == "anchor":
             if alpha0 is not None or decompose_options is not None or alpha0_grid is not None:
                 raise bad_argument("method", None, "'tpm', 'svtd', 'eca' or 'als' when alpha0, alpha0_grid or "
@@ -216,7 +217,7 @@ class LDA(TopicFamily):
         return {"alpha": alpha, "beta": beta}, report, {}
 
     def complete(self, params, counts, moments, *, rng, floor=1e-3, doc_topics="auto", em_sweeps=EM_SWEEPS,
-                 seed_words=None, seed_anchor="pooled", seed_prior=SEED_PRIOR, **options):
+                 seed_words=None, seed_anchor="extreme", seed_prior=SEED_PRIOR, **options):
         report = {}
         k, n_words = params["beta"].shape
         columns = () if seed_words is None else seed_words.columns(None, n_words, k)
@@ -941,7 +942,7 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
                                             prior_counts=earlier[None, :] * joint / joint.sum(axis=0, keepdims=True))
         report.update(closing)
     if seeds is not None:
-        report.update(seed_report(beta, alpha / alpha.sum(), None, None, step.merged.m1, columns, "pooled"))
+        report.update(seed_report(beta, alpha / alpha.sum(), None, None, step.merged.m1, columns, "extreme"))
         warn_seeds(seeds, report)
     return FAMILY.estimate(step.beta.shape[0], {"alpha": alpha, "beta": beta},
                            {**report, "method": "anchor", "em_sweeps": em_sweeps}, vocabulary=step.vocabulary,

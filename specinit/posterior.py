@@ -629,7 +629,7 @@ def plot_forest_with_spectral(idata, estimate, var_names, path, *, hdi_prob: flo
     return path
 
 
-def plot_topic_heatmap(beta, path, vocabulary=None, top_n: int = 10) -> Path:
+def plot_topic_heatmap(beta, path, vocabulary=None, top_n: int = 10, topic_names=None) -> Path:
     """Heat map of topic-word probabilities over each topic's top words.
 
     Parameters
@@ -642,6 +642,9 @@ def plot_topic_heatmap(beta, path, vocabulary=None, top_n: int = 10) -> Path:
         Word labels (default: word indices).
     top_n : int
         Words per topic; the columns are the union of the topics' top words.
+    topic_names : sequence of str, optional
+        Labels of the first topics (e.g. a seeded fit's ``diagnostics["seed/names"]``); the others are
+        ``topic i``.
 
     Returns
     -------
@@ -661,7 +664,11 @@ def plot_topic_heatmap(beta, path, vocabulary=None, top_n: int = 10) -> Path:
     ax = fig.add_subplot()
     image = ax.imshow(beta[:, columns], aspect="auto", cmap="viridis")
     ax.set_xticks(range(len(columns)), [words[c] for c in columns], rotation=90)
-    ax.set_yticks(range(beta.shape[0]), [f"topic {i}" for i in range(beta.shape[0])])
+    names = [str(name) for name in (() if topic_names is None else topic_names)]
+    if len(names) > beta.shape[0]:
+        raise bad_argument("topic_names", func, f"at most {beta.shape[0]} names (the rows of beta)",
+                           f"{len(names)} names", describe=False)
+    ax.set_yticks(range(beta.shape[0]), names + [f"topic {i}" for i in range(len(names), beta.shape[0])])
     fig.colorbar(image, ax=ax, label="P(word | topic)")
     return _save(fig, path)
 

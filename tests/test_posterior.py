@@ -295,6 +295,8 @@ def test_shape_mismatch_names_both_shapes(fit):
         posterior.compare_table(idata, estimate, var_names=["gamma"])
     with pytest.raises(ValueError, match="'vocabulary'"):
         posterior.plot_topic_heatmap(estimate.params["beta"], "unused.png", vocabulary=["a"])
+    with pytest.raises(ValueError, match="'topic_names' argument of plot_topic_heatmap must be at most 2 names"):
+        posterior.plot_topic_heatmap(estimate.params["beta"], "unused.png", topic_names=["a", "b", "c"])
 
 
 # Every model's estimate round-trips through to_inference_data with alignment: the component axes, the

@@ -16,11 +16,14 @@ from specinit.engine.backends import numba_kernel, resident_scope
 from specinit.engine.support import project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 
-__all__ = ["OVERSAMPLE", "WARM_NOISE_TOL", "anchor_weights_step", "fit_anchor", "positive_eigenspace", "positive_ritz",
+__all__ = ["OVERSAMPLE", "SEED_NEIGHBOURS", "WARM_NOISE_TOL", "anchor_weights_step", "fit_anchor", "positive_eigenspace", "positive_ritz",
            "seed_report", "simplex_projection", "supported_k"]
 
 #: Columns of the eigensolver's block beyond the k wanted (and of the eigenspace kept for a warm start).
 OVERSAMPLE = 10
+
+#: Words per seed word among which a seed group's ``"extreme"`` anchor is chosen (:func:`fit_anchor`).
+SEED_NEIGHBOURS = 3
 
 #: The ``noise_tol`` of an online update whose anchor fit EM then moves (:func:`specinit.models.lda.update`): a
 #: warm-started eigensolver also stops when its residual is this fraction of the pair moment's sampling noise.
@@ -200,7 +203,7 @@ def positive_eigenspace(raw, k: int, *, seed, oversample: int = OVERSAMPLE, max_
 
 def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: float = 1.0,
                n_candidates: int | None = None, n_iter: int = 60, start: np.ndarray | None = None,
-               noise_tol: float = 0.0, seed_groups: tuple = (), seed_anchor: str = "pooled"):
+               noise_tol: float = 0.0, seed_groups: tuple = (), seed_anchor: str = "extreme"):
     """Anchor-word recovery (RecoverL2) from the top-k positive eigenspace of the pair moment ``E2``.
 
     ([1]_ Alg. 2 FastAnchorWords, Alg. 3 RecoverL2 on the low-rank pair
@@ -258,13 +261,21 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
         is fixed by the group (``seed_anchor``), the remaining ``k - len``
         anchors are found by the greedy search, orthogonally to the seeded
         ones, among the frequent words outside every group.
-    seed_anchor : {"pooled", "farthest"}, default "pooled"
-        How a group makes its anchor: ``"pooled"``, the row-normalized sum
+    seed_anchor : {"extreme", "pooled", "harmonic"}, default "extreme"
+        How a group makes its anchor. ``"pooled"``: the row-normalized sum
         of its words' pair-moment rows (the co-occurrence row of the group
         read as one word: a convex combination of the topics' rows, the
-        group's topic when its words are mostly that topic's); ``"farthest"``,
-        the word of the group the greedy search would pick (farthest from
-        the span of the anchors already chosen).
+        group's topic when its words are mostly that topic's).
+        ``"harmonic"``: the element-wise harmonic mean of its words'
+        normalized rows (what the words share; "tandem anchors", [3]_).
+        ``"extreme"``: among the ``SEED_NEIGHBOURS`` times as many words
+        whose rows point most nearly along the pooled row (the seed words
+        included), the one farthest in its direction from the anchors
+        already chosen: a word of the corpus at a vertex of the hull, as
+        unseeded anchors are. On the real corpora of
+        ``benchmarks/bench_seeded.py`` it keeps held-out perplexity within
+        5% of the unseeded fit where the other two lose 8-13%, and matches
+        the documents of the seeds' categories better than unseeded topics.
 
     Returns
     -------
@@ -285,6 +296,8 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     .. [2] Lee, Cho, Bindel, Mimno. "Practical correlated topic modeling and
        analysis via the rectified anchor word algorithm", EMNLP 2019 (the
        low-rank anchor step).
+    .. [3] Lund, Cook, Seppi, Boyd-Graber. "Tandem anchoring: a multiword
+       anchor approach for interactive topic modeling", ACL 2017.
     """
     d = raw.n_features
     rng = as_generator(seed, func)
@@ -304,7 +317,7 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
     if candidates.size < k - len(seed_groups):
         raise ValueError(f"{func}: only {candidates.size} words have a positive co-occurrence row; k={k} anchors "
                          "cannot be found. Try a smaller k or more documents.")
-    rows, S = _anchor_rows(X, rowsum, valid, candidates, k, seed_groups, seed_anchor, func)
+    rows, S = _anchor_rows(X, rowsum, valid, candidates, k, seed_groups, seed_anchor, func, U)
     H = X @ rows.T  # Qbar_w . Qbar_s
     G = rows @ rows.T
     G = 0.5 * (G + G.T)
@@ -350,7 +363,7 @@ def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: 
 
 
 def _anchor_rows(X: np.ndarray, rowsum: np.ndarray, valid: np.ndarray, candidates: np.ndarray, k: int,
-                 seed_groups: tuple, seed_anchor: str, func: str) -> tuple[np.ndarray, np.ndarray]:
+                 seed_groups: tuple, seed_anchor: str, func: str, U: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The k anchor rows of the embedding: the seeded groups' first, then the greedy farthest-point search.
 
     Returns the rows (k, width) and the anchor words (k,), ``-1`` for a pooled group's row.
@@ -384,13 +397,24 @@ def _anchor_rows(X: np.ndarray, rowsum: np.ndarray, valid: np.ndarray, candidate
         if usable.size == 0:
             raise ValueError(f"{func}: none of the words of seed group {i} co-occurs with another word in the "
                              "documents; the group cannot anchor a topic. Give words that occur in the corpus.")
+        # the group read as one word: its normalized co-occurrence row is its words' rows weighted by their sums
+        pooled = (rowsum[usable] / rowsum[usable].sum()) @ X[usable]
         if seed_anchor == "pooled":
-            # the group read as one word: its normalized co-occurrence row is its words' rows weighted by their sums
-            add((rowsum[usable] / rowsum[usable].sum()) @ X[usable], -1)
-        else:
-            residual = orthogonal(X[usable])  # the group's word the greedy search would pick
-            best = int(np.argmax(np.einsum("ij,ij->i", residual, residual)))
-            add(X[usable[best]], int(usable[best]), residual[best] if rows else None)
+            add(pooled, -1)
+        elif seed_anchor == "harmonic":  # the words' rows (V wide) combined by their element-wise harmonic mean
+            Q = X[usable] @ U.T
+            Q = np.maximum(Q, 1e-12 * np.abs(Q).max())
+            combined = usable.size / np.sum(1.0 / Q, axis=0)
+            add((combined / combined.sum()) @ U, -1)
+        else:  # "extreme": among the group's nearest words, the one farthest in the pooled row's direction
+            pool = np.union1d(candidates, usable)
+            unit = X[pool] / np.maximum(np.linalg.norm(X[pool], axis=1, keepdims=True), 1e-300)
+            pool = pool[np.argsort(-(unit @ pooled), kind="stable")[: SEED_NEIGHBOURS * usable.size]]
+            centre = rows[0] if rows else R.mean(axis=0)
+            direction = orthogonal(pooled[None, :])[0] if rows else pooled - centre
+            residual = orthogonal(X[pool]) if rows else X[pool] - centre
+            best = int(np.argmax(residual @ direction))
+            add(X[pool[best]], int(pool[best]), residual[best] if rows else None)
     for _ in range(k - len(rows)):
         norms = np.einsum("ij,ij->i", Z, Z)
         nxt = int(np.argmax(norms))

@@ -1,5 +1,6 @@
 """Seeded topics: seed words as anchors (exact on population moments), labels kept, errors and warnings."""
 
+import re
 import warnings
 
 import numpy as np
@@ -35,7 +36,7 @@ def topic_words(i, pure=3):
     return list(range(i * pure, (i + 1) * pure))
 
 
-@pytest.mark.parametrize("seed_anchor", ["pooled", "farthest"])
+@pytest.mark.parametrize("seed_anchor", ["extreme", "pooled", "harmonic"])
 def test_seeded_anchors_are_exact_on_population_moments_and_keep_the_groups_order(seed_anchor):
     """Seed groups of pure words, given in another order than the topics: topic i of the fit is group i's topic,
     exactly (to the projected gradient's accuracy), and the unseeded topics are found by the search."""
@@ -52,10 +53,10 @@ def test_seeded_anchors_are_exact_on_population_moments_and_keep_the_groups_orde
     np.testing.assert_allclose(report["seed/support"], 1.0, atol=1e-8)  # pure words: all their mass is the topic's
     np.testing.assert_allclose(report["seed/seed_mass"], [beta[i, topic_words(i)[:2]].sum() for i in order], atol=1e-8)
     assert np.all(report["seed/similarity"] < 0.95)
-    if seed_anchor == "farthest":
+    if seed_anchor == "extreme":  # a word of the group's topic
         assert all(report["anchors"][j] in topic_words(i) for j, i in enumerate(order))
     else:
-        assert list(report["anchors"][:2]) == [-1, -1]  # pooled rows, not words
+        assert list(report["anchors"][:2]) == [-1, -1]  # rows combined from the group's, not words
 
 
 def test_without_seeds_the_anchor_search_is_unchanged():
@@ -154,8 +155,8 @@ def test_weak_and_duplicated_seed_groups_warn_naming_them():
         lda.spectral(X, 4, seed=0, seed_words={"one": [0, 1], "same": [2]}, doc_topics=False)
     messages = [str(w.message) for w in caught]
     assert any("seed groups 'one', 'same' co-occur with the same words" in m for m in messages), messages
-    # one topic's words split between two topics: each explains about half of its seed words
-    assert any("weakly supported by the data: 'one'" in m for m in messages), messages
+    # one topic's words split between two topics: at least one of them explains little of its seed words
+    assert any(re.search(r"weakly supported by the data: '(one|same)'", m) for m in messages), messages
 
 
 def test_online_updates_keep_the_seeds_and_their_labels_across_save_and_load(tmp_path):
@@ -168,6 +169,9 @@ def test_online_updates_keep_the_seeds_and_their_labels_across_save_and_load(tmp
     assert np.abs(est.params["beta"][:2] - beta[[2, 0]]).sum(axis=1).max() < 0.15
     with pytest.raises(ValueError, match="the estimate keeps its seeds"):
         lda.update(X[:10], est, seed_words={"other": [5]})
+    every = lda.update(X[:1000], k=4, seed=0, seed_words=[topic_words(i)[:2] for i in (3, 2, 1, 0)])
+    every = lda.update(X[1000:], every, seed=0)  # every topic seeded: nothing left to match
+    assert [int(np.argmin(np.abs(beta - row).sum(axis=1))) for row in every.params["beta"]] == [3, 2, 1, 0]
 
 
 def test_seed_prior_is_the_models_topic_concentration():
