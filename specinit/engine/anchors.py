@@ -16,8 +16,8 @@ from specinit.engine.backends import numba_kernel, resident_scope
 from specinit.engine.support import project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 
-__all__ = ["OVERSAMPLE", "SEED_NEIGHBOURS", "WARM_NOISE_TOL", "anchor_weights_step", "fit_anchor", "positive_eigenspace", "positive_ritz",
-           "seed_report", "simplex_projection", "supported_k"]
+__all__ = ["OVERSAMPLE", "SEED_NEIGHBOURS", "WARM_NOISE_TOL", "anchor_weights_step", "fit_anchor",
+           "positive_eigenspace", "positive_ritz", "seed_report", "simplex_projection", "supported_k"]
 
 #: Columns of the eigensolver's block beyond the k wanted (and of the eigenspace kept for a warm start).
 OVERSAMPLE = 10
