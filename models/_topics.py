@@ -22,6 +22,7 @@ import numpy as np
 from specinit._validation import (
     as_generator,
     bad_argument,
+    bad_stored,
     check_count_matrix,
     check_int,
     current_entry,
@@ -309,11 +310,18 @@ class SeedWords:
         columns, group = estimate.state.get("seed_columns"), estimate.state.get("seed_group")
         if columns is None:
             return None
-        columns, group = np.asarray(columns, dtype=np.int64), np.asarray(group, dtype=np.int64)
-        names = tuple(str(name) for name in estimate.diagnostics.get("seed/names", ()))
-        if group.shape != columns.shape or len(names) != (group.max() + 1 if group.size else 0):
-            raise bad_argument("estimate", None, "an estimate whose stored seeds (state 'seed_columns', "
-                               "'seed_group' and diagnostics 'seed/names') agree", estimate.state, describe=False)
+        columns, group = np.asarray(columns), np.asarray(group)
+        names = tuple(str(name) for name in np.atleast_1d(estimate.diagnostics.get("seed/names", ())))
+        n_words = estimate.params["beta"].shape[-1]
+        if columns.dtype.kind not in "iu" or columns.ndim != 1 or np.any(columns < 0) or np.any(columns >= n_words):
+            raise bad_stored("estimate", "seeds", "seed_columns", f"a 1-d integer array of columns in 0..{n_words - 1}",
+                             f"shape {columns.shape} of {columns.dtype}")
+        if group.dtype.kind not in "iu" or group.shape != columns.shape or np.any(group < 0) or len(names) != (
+                group.max() + 1 if group.size else 0):
+            raise bad_stored("estimate", "seeds", "seed_group", f"one group in 0..{len(names) - 1} per seed column "
+                             f"({columns.size}), one group per name of diagnostics 'seed/names' ({len(names)})",
+                             f"shape {group.shape} of {group.dtype}")
+        columns, group = columns.astype(np.int64), group.astype(np.int64)
         words = cls.check("seed_words", {name: columns[group == i].tolist() for i, name in enumerate(names)})
         given = estimate.diagnostics.get("seed/words")
         return words if given is None else cls(words.names, words.groups, tuple(tuple(str(w).split()) for w in given))
@@ -419,6 +427,13 @@ class TopicFamily(Family):
     def batch_summary(self, counts, stored, n_batches: int, *, weighting: str, **options) -> PairSums:
         """A batch's pair sums, weighted as the stored ones (the first batch fixes ``weighting``)."""
         return self._batch_sums(CountSource(counts), stored, weighting)
+
+    def check_state(self, estimate) -> None:
+        """The stored pair sums, the eigensolver's start block (``eigenspace``) and the seeds, when kept."""
+        super().check_state(estimate)
+        if "eigenspace" in estimate.state:
+            _stored_eigenspace(estimate, estimate.params["beta"].shape[-1])
+        SeedWords.stored(estimate)
 
     def continued(self, estimate, k, func: str) -> tuple:
         """:meth:`~specinit.family.Family.continued`, and ``k`` must be the estimate's (its eigenspace is the warm

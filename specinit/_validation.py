@@ -28,8 +28,10 @@ import scipy.sparse as sp
 __all__ = [
     "Interval",
     "Options",
+    "StoredArrayError",
     "as_generator",
     "bad_argument",
+    "bad_stored",
     "check_arguments",
     "check_choice",
     "check_count_matrix",
@@ -189,6 +191,31 @@ def bad_argument(name: str, func: str | None, constraint: str, found: Any, *, ki
     """Build the uniform validation error (the caller raises it); ``func=None`` names the current public entry."""
     got = _describe(found) if describe else str(found)
     return kind(f"The '{name}' argument of {func or current_entry()} must be {constraint}; got {got} instead.")
+
+
+class StoredArrayError(ValueError):
+    """A damaged array of a summary an estimate keeps (its ``state``), naming the array.
+
+    Attributes
+    ----------
+    key : str
+        The array's name in the summary (``"m1_sum"``); a saved estimate holds it as the member
+        ``state/<prefix><key>``.
+    problem : str
+        What is wrong, without the argument (``"must be ...; got ... instead"``).
+    """
+
+    def __init__(self, message: str, key: str, problem: str):
+        super().__init__(message)
+        self.key, self.problem = key, problem
+
+
+def bad_stored(name: str, what: str, key: str, constraint: str, found: Any) -> StoredArrayError:
+    """Build the error of a damaged stored array ``key`` of ``what`` (``"pair sums"``) kept by the argument ``name``
+    (the caller raises it)."""
+    problem = f"must be {constraint}; got {found} instead"
+    return StoredArrayError(f"The '{name}' argument of {current_entry()} must be an estimate whose stored {what} are "
+                            f"whole: {key!r} {problem}.", key, problem)
 
 
 def check_int(value: Any, name: str, func: str | None = None, *, minimum: int | None = None, maximum: int | None = None) -> int:

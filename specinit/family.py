@@ -76,6 +76,7 @@ import numpy as np
 from specinit._validation import (
     Interval,
     Options,
+    StoredArrayError,
     as_generator,
     bad_argument,
     check_arguments,
@@ -367,7 +368,7 @@ class Family:
     whitening_eigenspace: ClassVar[str] = "magnitude"
 
     def __init__(self):
-        register_sites(self.name, self.site_table)
+        register_sites(self.name, self.site_table, optional=self.optional_sites, check_state=self.check_state)
 
     # ---- declarations ---------------------------------------------------------------------------------------
     def face(self, *, validate: bool = False, **overrides: Param) -> Callable[[Callable[..., R]], Callable[..., R]]:
@@ -434,6 +435,27 @@ class Family:
     def site_table(self, params: Mapping | None = None, **options) -> tuple[dict, str | None]:
         """``(sites, match_site)`` for estimates with these parameters (default: the declared table)."""
         return dict(self.sites), self.match_site
+
+    def check_state(self, estimate: SpectralEstimate) -> None:
+        """Check the fitted arrays an estimate of this family keeps (its ``state``) before anything uses them.
+
+        The default rebuilds the stored moment summary (:data:`MOMENTS_STATE`) with :attr:`summary`'s
+        ``from_arrays``, which checks every array; :meth:`SpectralEstimate.load` calls it on every file.
+
+        Parameters
+        ----------
+        estimate : SpectralEstimate
+
+        Raises
+        ------
+        ValueError
+            A damaged array (:class:`specinit._validation.StoredArrayError` when the error names it).
+        """
+        if self.summary is not None and any(key.startswith(MOMENTS_STATE) for key in estimate.state):
+            try:
+                self.summary.from_arrays(stored_moments(estimate, self.name, "update"), "estimate")
+            except StoredArrayError as exc:
+                raise StoredArrayError(str(exc), MOMENTS_STATE + exc.key, exc.problem) from None
 
     def moments(self, data, *, k: int, backend, **options):
         """The data's moments (one validated pass; the backend chosen once)."""

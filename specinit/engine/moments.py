@@ -32,6 +32,7 @@ import scipy.sparse as sp
 
 from specinit._validation import (
     bad_argument,
+    bad_stored,
     check_allocation,
     check_choice,
     check_positive,
@@ -410,20 +411,81 @@ class PairSums(_FirstOrder):
 
     @classmethod
     def from_arrays(cls, arrays: dict, name: str = "estimate") -> "PairSums":
-        """The summary saved by :meth:`to_arrays` (structure checked like any sparse input)."""
-        V = np.asarray(arrays["m1_sum"]).shape[0]
+        """The summary saved by :meth:`to_arrays`, every array checked before it is used.
+
+        Parameters
+        ----------
+        arrays : dict of str -> ndarray
+            What :meth:`to_arrays` wrote.
+        name : str
+            The argument named in errors.
+
+        Returns
+        -------
+        PairSums
+
+        Raises
+        ------
+        specinit._validation.StoredArrayError
+            A ValueError naming the array: missing, of the wrong kind or shape, not finite, negative, a weighting
+            code out of range, pair sums that are not symmetric or not a valid CSR structure.
+        """
+        def member(key, ndim, integer=False):
+            if key not in arrays:
+                raise bad_stored(name, "pair sums", key, "present", "none")
+            value = np.asarray(arrays[key])
+            kinds = "iu" if integer else "iuf"
+            if value.dtype.kind not in kinds or value.ndim != ndim:
+                raise bad_stored(name, "pair sums", key, f"a {ndim}-d {'integer' if integer else 'numeric'} array",
+                                 f"shape {value.shape} of {value.dtype}")
+            if not integer:
+                value = value.astype(np.float64)
+                if not np.all(np.isfinite(value)) or np.any(value < 0):
+                    raise bad_stored(name, "pair sums", key, "finite and non-negative",
+                                     "non-finite entries" if not np.all(np.isfinite(value)) else
+                                     f"minimum {value.min():g}")
+            return value
+
+        m1_sum = member("m1_sum", 1)
+        V = m1_sum.shape[0]
+        vectors = {key: member(key, 1) for key in ("word_a", "word_b", "word_counts")}
+        for key, value in vectors.items():
+            if value.shape != (V,):
+                raise bad_stored(name, "pair sums", key, f"of shape (V,) = ({V},) like 'm1_sum'",
+                                 f"shape {value.shape}")
+        scalars = member("scalars", 1)
+        if scalars.shape != (5,) or np.any(scalars[[0, 2, 3, 4]] <= 0) or np.any(scalars[:2] != np.round(scalars[:2])):
+            raise bad_stored(name, "pair sums", "scalars", "5 numbers: the documents used (>= 1) and dropped (whole "
+                             "numbers), then three positive norms", np.array2string(scalars, threshold=8))
+        weighting = member("weighting", 0, integer=True)
+        if not 0 <= int(weighting) < len(WEIGHTINGS):
+            raise bad_stored(name, "pair sums", "weighting", f"a code in 0..{len(WEIGHTINGS) - 1} ({WEIGHTINGS})",
+                             int(weighting))
         if "pairs" in arrays:
-            pairs = np.asarray(arrays["pairs"], dtype=np.float64)
-            if pairs.shape != (V, V) or not np.all(np.isfinite(pairs)):
-                raise bad_argument(name, None, f"finite (V, V) = ({V}, {V}) pair sums",
-                                   f"pair sums of shape {pairs.shape}", describe=False)
+            pairs = member("pairs", 2)
+            if pairs.shape != (V, V):
+                raise bad_stored(name, "pair sums", "pairs", f"of shape (V, V) = ({V}, {V})", f"shape {pairs.shape}")
+            asymmetry = float(np.max(np.abs(pairs - pairs.T), initial=0.0))
         else:
+            data, indices, indptr = member("pairs_data", 1), member("pairs_indices", 1, True), \
+                member("pairs_indptr", 1, True)
+            if indptr.shape != (V + 1,) or indptr[0] != 0 or np.any(np.diff(indptr) < 0) or indptr[-1] != data.size:
+                raise bad_stored(name, "pair sums", "pairs_indptr", f"V + 1 = {V + 1} non-decreasing offsets from 0 to "
+                                 f"the {data.size} stored pair sums", f"{indptr.size} offsets")
+            if indices.shape != data.shape or np.any(indices < 0) or np.any(indices >= V):
+                raise bad_stored(name, "pair sums", "pairs_indices", f"{data.size} column indices in 0..{V - 1}",
+                                 f"{indices.size} indices" + (f" from {indices.min()} to {indices.max()}"
+                                                              if indices.size else ""))
             pairs = sp.csr_matrix((V, V))
-            pairs.data, pairs.indices, pairs.indptr = (np.asarray(arrays[key]) for key in
-                                                       ("pairs_data", "pairs_indices", "pairs_indptr"))
+            pairs.data, pairs.indices, pairs.indptr = data, indices, indptr
             pairs = checked_sparse(pairs, name)
-        n_documents, n_dropped, m1_norm, norm2, norm3 = np.asarray(arrays["scalars"], dtype=np.float64)
-        stats = FirstOrderStats(int(n_documents), int(n_dropped), np.asarray(arrays["m1_sum"], np.float64), m1_norm,
-                                np.asarray(arrays["word_a"], np.float64), norm2,
-                                np.asarray(arrays["word_b"], np.float64), norm3)
-        return cls(stats, pairs, WEIGHTINGS[int(arrays["weighting"])], np.asarray(arrays["word_counts"], np.float64))
+            difference = abs(pairs - pairs.T)
+            asymmetry = float(difference.max()) if difference.nnz else 0.0
+        largest = float(np.max(np.abs(pairs.data if sp.issparse(pairs) else pairs), initial=0.0))
+        if not asymmetry <= 1e-9 * largest:
+            raise bad_stored(name, "pair sums", "pairs" if "pairs" in arrays else "pairs_data", "symmetric (the sums "
+                             "of c_d c_d^T)", f"entries (i, j) and (j, i) that differ by up to {asymmetry:.3g}")
+        n_documents, n_dropped, m1_norm, norm2, norm3 = scalars
+        stats = FirstOrderStats(int(n_documents), int(n_dropped), m1_sum, m1_norm, vectors["word_a"], norm2,
+                                vectors["word_b"], norm3)
+        return cls(stats, pairs, WEIGHTINGS[int(weighting)], vectors["word_counts"])

@@ -101,7 +101,8 @@ def test_stored_dense_pair_sums_are_checked(corpus):
     arrays = PairSums.from_counts(corpus.counts[:500]).to_arrays()
     assert arrays["pairs"].shape == (60, 60)
     for bad in (arrays["pairs"][:, :59], np.where(np.eye(60, dtype=bool), np.nan, arrays["pairs"])):
-        with pytest.raises(ValueError, match=r"'estimate' argument .*finite \(V, V\) = \(60, 60\) pair sums"):
+        with pytest.raises(ValueError, match=r"'estimate' argument .*stored pair sums .*'pairs' must be (of shape "
+                           r"\(V, V\) = \(60, 60\)|finite)"):
             PairSums.from_arrays({**arrays, "pairs": bad})
 
 
