@@ -19,8 +19,11 @@ from __future__ import annotations
 import contextlib
 import gzip
 import os
+import re
 import secrets
+import signal
 import stat
+import threading
 import zipfile
 import zlib
 from pathlib import Path
@@ -48,6 +51,8 @@ __all__ = [
     "open_regular",
     "read_held",
     "read_text",
+    "remove_stale_beside",
+    "signals_clean_up",
 ]
 
 #: Bytes a reader holds per stored count while it builds a matrix (parsed ids, COO and CSR copies).
@@ -156,7 +161,11 @@ def new_file_beside(target: Path) -> tuple[int, Path]:
     Its mode is what ``open(target, "w")`` would give: an existing
     ``target``'s permission bits, else ``0o666`` less the process's umask
     (the kernel applies the umask and the folder's default ACL at creation;
-    :func:`tempfile.mkstemp` would make it ``0o600``).
+    :func:`tempfile.mkstemp` would make it ``0o600``). Its name,
+    ``.<target name>.<pid>.<random>.tmp``, records the writer's process id,
+    so that :func:`remove_stale_beside` can tell a temporary left by a
+    process that is gone (killed by SIGKILL, a power cut) from one being
+    written.
 
     Parameters
     ----------
@@ -176,7 +185,7 @@ def new_file_beside(target: Path) -> tuple[int, Path]:
     directory = target.parent if str(target.parent) else Path(".")
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     while True:
-        path = directory / f".{target.name}.{secrets.token_hex(6)}.tmp"
+        path = directory / f".{target.name}.{os.getpid()}.{secrets.token_hex(6)}.tmp"
         try:
             fd = os.open(path, flags, 0o666)
         except FileExistsError:  # pragma: no cover - a 48-bit name taken already
@@ -191,6 +200,92 @@ def new_file_beside(target: Path) -> tuple[int, Path]:
         os.unlink(path)
         raise
     return fd, path
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` exists (this one included); True when that cannot be told."""
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError, OverflowError):
+        return True
+    return True
+
+
+def remove_stale_beside(target: Path) -> list[Path]:
+    """Remove the temporaries that :func:`new_file_beside` made for ``target`` in processes that are gone.
+
+    A writer removes its temporary when it fails or is interrupted (:func:`signals_clean_up`); a process killed
+    outright (SIGKILL, a power cut) cannot, and the next writer of the same target cleans up after it. Only
+    regular files named as :func:`new_file_beside` names them, whose process id belongs to no running process,
+    are removed; nothing else in the folder is touched, and a folder that cannot be listed is left alone.
+
+    Parameters
+    ----------
+    target : pathlib.Path
+        The file about to be written.
+
+    Returns
+    -------
+    list of pathlib.Path
+        The temporaries removed.
+    """
+    directory = target.parent if str(target.parent) else Path(".")
+    pattern = re.compile(rf"\.{re.escape(target.name)}\.([0-9]{{1,10}})\.[0-9a-f]{{12}}\.tmp")
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        try:
+            if match and entry.is_file(follow_symlinks=False) and not _running(int(match.group(1))):
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+        except OSError:
+            continue
+    return removed
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived while a file was being written: raised so that the writer's clean-up runs."""
+
+
+@contextlib.contextmanager
+def signals_clean_up():
+    """Run the body with SIGTERM turned into an exception, so that a writer's clean-up runs as it does on SIGINT.
+
+    Only where SIGTERM would end the process (its handler is the default one) and only in the main thread (the
+    only one that may set handlers): the handler raises an exception in the body (its ``except``/``finally``
+    clauses remove the temporary file), then the previous handler is restored and the signal delivered again,
+    so the process ends as it would have. Elsewhere the body runs as it is; a temporary left by a process that
+    was killed is removed by the next writer (:func:`remove_stale_beside`).
+    """
+    sigterm = getattr(signal, "SIGTERM", None)
+    if sigterm is None or threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(sigterm) is not signal.SIG_DFL:
+        yield
+        return
+    received = []
+
+    def terminate(signum, frame):
+        received.append(signum)
+        if len(received) == 1:
+            raise _Terminated(signum)
+
+    try:
+        signal.signal(sigterm, terminate)
+        yield
+    except _Terminated:
+        pass
+    finally:
+        signal.signal(sigterm, signal.SIG_DFL)
+        if received:
+            signal.raise_signal(sigterm)
 
 
 def read_held(path, name, func, max_bytes: int, *, gunzip: bool = False) -> bytes:

@@ -8,7 +8,8 @@ each site (:class:`Site`: support, component axes, ArviZ dims), flat typed
 diagnostics, and any fitted arrays a family reads back (``state``).
 
 Saved estimates are ``.npz`` archives written atomically and read without
-pickle; files written by specinit 0.2 still load.
+pickle, verified against their family's declaration (:meth:`SpectralEstimate.load`);
+files written by specinit 0.2 still load.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import importlib
 import json
 import math
 import os
+import re
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -26,8 +28,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from specinit._files import (FileError, check_max_bytes, check_path, check_target, new_file_beside, npz_members,
-                             open_regular)
-from specinit._validation import bad_argument
+                             open_regular, remove_stale_beside, signals_clean_up)
+from specinit._validation import StoredArrayError, bad_argument
 
 __all__ = ["FORMAT_VERSION", "ModelFacts", "Site", "SpectralEstimate", "check_site_values", "register_sites"]
 
@@ -151,9 +153,11 @@ class ModelFacts:
 
 #: Model name -> callable ``params -> (sites, match_site)``; filled by :class:`specinit.family.Family` subclasses.
 _SITE_TABLES: dict[str, Callable] = {}
+#: Model name -> ``(optional sites, state check or None)`` (what :meth:`SpectralEstimate.load` verifies a file by).
+_FAMILY_CHECKS: dict[str, tuple] = {}
 
 
-def register_sites(model: str, table: Callable) -> None:
+def register_sites(model: str, table: Callable, *, optional=(), check_state: Callable | None = None) -> None:
     """Register how to read the sites of ``model``'s estimates off their parameters.
 
     Parameters
@@ -162,8 +166,13 @@ def register_sites(model: str, table: Callable) -> None:
         The model name carried by its estimates.
     table : callable
         ``params -> (dict of Site, match_site)``.
+    optional : iterable of str
+        Latent sites an estimate may lack (every other latent site of the table is required in a saved file).
+    check_state : callable, optional
+        ``estimate -> None``, raising ValueError when the fitted arrays the estimate keeps are damaged.
     """
     _SITE_TABLES[model] = table
+    _FAMILY_CHECKS[model] = (frozenset(optional), check_state)
 
 
 def _site_table(model: str):
@@ -416,8 +425,13 @@ class SpectralEstimate:
         replaced whole or left untouched, never truncated. A symbolic link
         is followed (the file it points to is replaced, the link kept); a
         target that is not a regular file (a FIFO, a device, a directory) is
-        refused and left as it is. The metadata records every array's shape
-        and dtype, which :meth:`load` checks before inflating them.
+        refused and left as it is. The temporary file never outlives the
+        save: it is removed when the save fails or is interrupted by SIGINT
+        or SIGTERM (SIGTERM then ends the process as it would have), and one
+        left by a process killed outright is removed by the next save to the
+        same ``path``. The new file's mode follows the umask as NumPy's do (an
+        existing file keeps its mode). The metadata records every array's
+        shape and dtype, which :meth:`load` checks before inflating them.
         Diagnostics are checked again (they may have changed since the
         estimate was built): numpy scalars and lists become plain values,
         non-finite floats are stored as JSON-safe markers that load back as
@@ -458,6 +472,11 @@ class SpectralEstimate:
                 arrays[f"diag/{key}"] = value
             else:
                 scalars[key] = _json_scalar(value)
+        for name in arrays:
+            if not _plain_member(name):
+                raise bad_argument("self", func, "an estimate whose site, state and array diagnostic names are plain "
+                                   "(identifiers for sites; letters, digits and '_.+-' between '/' otherwise)",
+                                   f"the name {name.split('/', 1)[1]!r}", describe=False)
         meta = {
             "format": FORMAT_VERSION,
             "model": self.model,
@@ -469,21 +488,24 @@ class SpectralEstimate:
             "arrays": {name: {"shape": list(value.shape), "dtype": value.dtype.str} for name, value in arrays.items()},
         }
         text = json.dumps(meta, allow_nan=False)
-        fd, tmp = new_file_beside(target)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                np.savez_compressed(handle, meta=np.array(text), **arrays)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, target)
-        except BaseException as exc:
+        remove_stale_beside(target)
+        with signals_clean_up():
+            fd, tmp = new_file_beside(target)
             try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            if isinstance(exc, OSError):
-                raise OSError(exc.errno, f"could not save the estimate to {str(path)!r}: {exc.strerror or exc}") from exc
-            raise
+                with os.fdopen(fd, "wb") as handle:
+                    np.savez_compressed(handle, meta=np.array(text), **arrays)
+                    handle.flush()
+                    os.fsync(handle.fileno())
+                os.replace(tmp, target)
+            except BaseException as exc:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                if isinstance(exc, OSError):
+                    raise OSError(exc.errno, f"could not save the estimate to {str(path)!r}: "
+                                  f"{exc.strerror or exc}") from exc
+                raise
         return path
 
     @classmethod
@@ -494,6 +516,20 @@ class SpectralEstimate:
         before). Every array's size is read from its member header and
         checked against the metadata's record and against ``max_bytes``
         before any array is inflated.
+
+        The file is verified, not trusted: the family it names must be a
+        specinit family, and its sites (names, supports, component axes,
+        dims) are the family's own declaration, which the file's metadata
+        must agree with; every parameter has the declared number of axes,
+        ``k`` entries along its component axes, axes of one name of one
+        length, and values inside its support; the vocabulary has one word
+        per column of the observation axis; the match site is a site with
+        components; member names are plain (``param/<site>``,
+        ``state/...``, ``diag/...``); the stored online state is numeric,
+        finite and passes the family's check of it (the moment summary
+        rebuilt with every array checked, the eigensolver's start block, the
+        seeds) before anything uses it. Files of format 1 (specinit 0.2,
+        which recorded no format) and 2 are read.
 
         Parameters
         ----------
@@ -515,9 +551,11 @@ class SpectralEstimate:
             The file is not a regular file, not a specinit estimate, is
             truncated or corrupt, has metadata nested deeper than
             :data:`MAX_META_DEPTH`, holds an array whose size disagrees with
-            its header or the metadata or exceeds ``max_bytes``, or was
-            written by a newer specinit; the message names the file (and the
-            member).
+            its header or the metadata or exceeds ``max_bytes``, fails one
+            of the checks above, or was written by a newer specinit (or
+            records no valid format); the message names the file and the
+            member (``param/beta``, ``state/moments/m1_sum``, or the
+            metadata field).
         TypeError
             If ``path`` is not a path.
         """
@@ -529,10 +567,10 @@ class SpectralEstimate:
             meta, arrays = _read_archive(handle, where, max_bytes, func)
         if not isinstance(meta, dict) or "model" not in meta or "diagnostics" not in meta:
             raise ValueError(f"{where} is not a specinit estimate (its metadata has no 'model' and 'diagnostics')")
-        try:
-            version = int(meta.get("format", 1))
-        except (TypeError, ValueError):
-            raise ValueError(f"{where} is not a valid specinit estimate (format {meta.get('format')!r})") from None
+        version = meta.get("format", 1)
+        if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+            raise ValueError(f"{where}, metadata 'format': {version!r} is not a file format version (this release "
+                             f"reads formats 1 to {FORMAT_VERSION})")
         if version > FORMAT_VERSION:
             raise ValueError(f"{where} was written by a newer specinit (file format {version}; this version reads "
                              f"formats up to {FORMAT_VERSION}): upgrade specinit to load it")
@@ -540,23 +578,159 @@ class SpectralEstimate:
         def group(prefix):
             return {name.split("/", 1)[1]: value for name, value in arrays.items() if name.startswith(prefix)}
 
-        params = group("param/")
+        params, state = group("param/"), group("state/")
+        model = meta["model"]
+        table = _site_table(model) if isinstance(model, str) else None
+        if table is None:
+            raise ValueError(f"{where}, metadata 'model': {model!r} is not a specinit family (registered: "
+                             f"{', '.join(sorted(_SITE_TABLES))})")
         try:
             diagnostics = dict(meta["diagnostics"])
             if version == 1:
                 diagnostics.update(group("diag/"))
+                diagnostics = _flatten_legacy(diagnostics)
                 facts = meta.get("facts")
-                return cls(model=meta["model"], params=params, diagnostics=_flatten_legacy(diagnostics),
-                           vocabulary=meta.get("vocabulary"), facts=None if facts is None else ModelFacts.from_json(facts))
-            diagnostics = {key: _scalar_from_json(value) for key, value in diagnostics.items()}
-            diagnostics.update(group("diag/"))
-            sites = {name: Site(**site) for name, site in meta["sites"].items()}
-            return cls(model=meta["model"], params=params, diagnostics=diagnostics, vocabulary=meta.get("vocabulary"),
-                       k=meta["k"], sites=sites, match_site=meta["match_site"], state=group("state/"))
+                recorded, match = None, facts.get("match_site") if isinstance(facts, dict) else None
+            else:
+                diagnostics = {key: _scalar_from_json(value) for key, value in diagnostics.items()}
+                diagnostics.update(group("diag/"))
+                recorded, match = meta["sites"], meta["match_site"]
+            sites, match, k = _verified_sites(model, table, params, meta.get("k"), recorded, match, where)
+            _check_vocabulary(meta.get("vocabulary"), params, sites, where)
+            _check_state_arrays(state, where)
+            estimate = cls(model=model, params=params, diagnostics=diagnostics, vocabulary=meta.get("vocabulary"),
+                           k=k, sites=sites, match_site=match, state=state)
+        except FileError:
+            raise
         except (TypeError, KeyError, AttributeError) as exc:
             raise ValueError(f"{where} is not a valid specinit estimate ({type(exc).__name__}: {exc})") from None
         except ValueError as exc:
             raise ValueError(f"{where} holds an invalid estimate: {exc}") from None
+        _check_family_state(estimate, where)
+        return estimate
+
+
+def _site_text(site: Site) -> str:
+    return f"support {site.support!r}, component axes {site.axes}, dims {site.dims}, event dims {site.event_dims}"
+
+
+def _verified_sites(model: str, table: Callable, params: dict, k, recorded, match, where: str) -> tuple:
+    """``(sites, match_site, k)`` of a saved estimate from its family's declaration, each parameter checked against it.
+
+    ``recorded`` (the file's own site table, None for 0.2 files) and ``match`` (its match site, None for the
+    family's) must agree with the declaration; every latent site the family requires must be present, with the
+    number of axes its dims declare, axes of one name of one length, ``k`` entries along component axes, values in
+    its support.
+    """
+    try:
+        sites, default = table(params)
+    except (KeyError, TypeError, ValueError, IndexError) as exc:
+        raise FileError(f"{where}: its parameters {sorted(params)} are not those of the family {model!r} "
+                        f"({type(exc).__name__}: {exc})") from None
+    if recorded is not None:
+        if not isinstance(recorded, dict):
+            raise FileError(f"{where}, metadata 'sites': not a table of sites ({type(recorded).__name__})")
+        for name, entry in recorded.items():
+            if name not in sites:
+                raise FileError(f"{where}, metadata 'sites/{name}': not a site of the family {model!r} (its sites: "
+                                f"{', '.join(sites)})")
+            try:
+                theirs = Site(**entry)
+            except (TypeError, ValueError) as exc:
+                raise FileError(f"{where}, metadata 'sites/{name}': not a site declaration ({exc})") from None
+            if theirs != sites[name]:
+                raise FileError(f"{where}, metadata 'sites/{name}': declares {_site_text(theirs)} where the family "
+                                f"{model!r} declares {_site_text(sites[name])}")
+    latent = [name for name, site in sites.items() if site.support != "observed"]
+    optional = _FAMILY_CHECKS.get(model, ((), None))[0]
+    for name in params:
+        if name not in latent:
+            raise FileError(f"{where}, member 'param/{name}': not a latent site of the family {model!r} (its latent "
+                            f"sites: {', '.join(latent)})")
+    for name in latent:
+        if name not in params and name not in optional:
+            raise FileError(f"{where}, member 'param/{name}': missing (the family {model!r} requires it)")
+    with_components = [name for name in latent if sites[name].axes and name in params]
+    match = default if match is None else match
+    if match not in with_components:
+        raise FileError(f"{where}, metadata 'match_site': {match!r} is not one of the family {model!r}'s sites "
+                        f"with components ({', '.join(with_components)})")
+    if k is None:
+        k = params[match].shape[sites[match].axes[0]] if params[match].ndim > sites[match].axes[0] else 0
+    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or k < 1:
+        raise FileError(f"{where}, metadata 'k': {k!r} is not a number of components (an int >= 1)")
+    lengths = {}
+    for name, value in params.items():
+        dims = sites[name].dims
+        if dims and value.ndim != len(dims):
+            raise FileError(f"{where}, member 'param/{name}': {value.ndim} axes (shape {value.shape}) where the family "
+                            f"{model!r} declares {len(dims)} {dims}")
+        for dim, size in zip(dims, value.shape):
+            first = lengths.setdefault(dim, (size, name))
+            if first[0] != size:
+                raise FileError(f"{where}, member 'param/{name}': its axis {dim!r} has length {size} where "
+                                f"'param/{first[1]}' has {first[0]}")
+        try:
+            check_site_values({name: value}, sites, int(k), "path", "SpectralEstimate.load")
+        except ValueError as exc:
+            raise FileError(f"{where}, member 'param/{name}': {exc}") from None
+    return sites, match, int(k)
+
+
+def _check_vocabulary(vocabulary, params: dict, sites: dict, where: str) -> None:
+    """A saved vocabulary is a list of str with one word per column of the observation axis (``"word"``, else the
+    last dim of an observed site), when a parameter carries that axis."""
+    if vocabulary is None:
+        return
+    if not isinstance(vocabulary, list) or not all(isinstance(word, str) for word in vocabulary):
+        raise FileError(f"{where}, metadata 'vocabulary': not a list of words")
+    axes = ["word"] + [site.dims[-1] for site in sites.values() if site.support == "observed" and site.dims]
+    for dim in axes:
+        carriers = [(name, value.shape[sites[name].dims.index(dim)]) for name, value in params.items()
+                    if dim in sites[name].dims]
+        if carriers:
+            name, size = carriers[0]
+            if len(vocabulary) != size:
+                raise FileError(f"{where}, metadata 'vocabulary': {len(vocabulary)} words for V = {size} (the axis "
+                                f"{dim!r} of 'param/{name}')")
+            return
+
+
+def _check_state_arrays(state: dict, where: str) -> None:
+    """Every stored state array is numeric and finite."""
+    for name, value in state.items():
+        if value.dtype.kind not in "biuf":
+            raise FileError(f"{where}, member 'state/{name}': not a numeric array (dtype {value.dtype})")
+        if value.dtype.kind == "f" and not np.all(np.isfinite(value)):
+            raise FileError(f"{where}, member 'state/{name}': non-finite entries")
+
+
+def _check_family_state(estimate: "SpectralEstimate", where: str) -> None:
+    """The family's own check of the fitted arrays an estimate keeps, as an error naming the file and member."""
+    check = _FAMILY_CHECKS.get(estimate.model, ((), None))[1]
+    if check is None or not estimate.state:
+        return
+    try:
+        check(estimate)
+    except StoredArrayError as exc:
+        raise FileError(f"{where}, member 'state/{exc.key}': {exc.problem}") from None
+    except ValueError as exc:
+        raise FileError(f"{where}, members 'state/*': the stored online state is damaged: {exc}") from None
+
+
+#: Groups of a saved estimate's array members (``<group>/<name>``).
+MEMBER_GROUPS = ("param", "state", "diag")
+
+_PLAIN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*")
+
+
+def _plain_member(name: str) -> bool:
+    """Whether ``name`` is an array member :meth:`SpectralEstimate.save` writes: ``param/<identifier>``, or
+    ``state/...`` and ``diag/...`` with plain parts (letters, digits, ``_.+-``, never starting with a dot)."""
+    group, _, rest = name.partition("/")
+    if group == "param":
+        return rest.isidentifier()
+    return group in MEMBER_GROUPS and all(_PLAIN.fullmatch(part) for part in rest.split("/"))
 
 
 def _depth(value) -> int:
@@ -613,6 +787,10 @@ def _read_archive(handle, where: str, max_bytes: int, func: str) -> tuple[object
     members = npz_members(handle, where, max_bytes, func)
     if "meta" not in members:
         raise ValueError(f"{where} is not a specinit estimate (an archive without its 'meta' entry)")
+    for name in members:
+        if name != "meta" and not _plain_member(name):
+            raise FileError(f"{where}, member {name!r}: not a member of a specinit estimate ('param/<site>', "
+                            "'state/<name>' or 'diag/<key>', plain names separated by '/')")
     try:
         with np.load(handle, allow_pickle=False) as data:
             meta = _parse_meta(str(data["meta"]), where)
