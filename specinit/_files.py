@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from specinit._validation import MEMORY_LIMIT_VARIABLE, bad_argument, check_int, format_bytes, memory_limit
+from specinit._validation import (MEMORY_LIMIT_VARIABLE, bad_argument, check_int, format_bytes, memory_limit,
+                                  memory_limit_reason, process_headroom)
 
 __all__ = [
     "ENTRY_BYTES",
@@ -94,13 +95,24 @@ def file_error(path, line_number, problem) -> FileError:
     return FileError(f"{path}, line {line_number}: {problem}" if line_number is not None else f"{path}: {problem}")
 
 
-def check_budget(path, needed: float, max_bytes: int, what: str, func: str) -> None:
-    """Refuse ``path`` when reading it needs more than ``max_bytes`` (``what`` says where the size comes from)."""
+def check_budget(path, needed: float, max_bytes: int, what: str, func: str, detail: str = "") -> None:
+    """Refuse ``path`` when reading it needs more than ``max_bytes`` or than the process's address-space limits leave.
+
+    ``what`` says where the size comes from; ``detail`` (e.g. the largest member of an archive) follows the sizes.
+    """
+    detail = f"; {detail}" if detail else ""
+    headroom = process_headroom()
+    if headroom is not None and headroom[0] < min(needed, max_bytes):
+        raise FileError(f"{path}: reading it needs about {format_bytes(needed)} ({what}), more than the "
+                         f"{format_bytes(headroom[0])} that {headroom[1]} leaves this process{detail}; raise that "
+                         f"limit to read it with {func}.")
     if needed > max_bytes:
+        reason = memory_limit_reason(max_bytes)
+        remedy = ("raise that limit to read it" if reason else
+                  f"pass a larger max_bytes to {func}, or raise the default with specinit.set_memory_limit or the "
+                  f"{MEMORY_LIMIT_VARIABLE} environment variable, if the machine has the memory")
         raise FileError(f"{path}: reading it needs about {format_bytes(needed)} ({what}), more than the memory budget "
-                         f"max_bytes={max_bytes} ({format_bytes(max_bytes)}); pass a larger max_bytes to {func}, or raise "
-                         f"the default with specinit.set_memory_limit or the {MEMORY_LIMIT_VARIABLE} environment "
-                         "variable, if the machine has the memory.")
+                         f"max_bytes={max_bytes} ({format_bytes(max_bytes)}){reason}{detail}; {remedy}.")
 
 
 def file_kind(mode: int) -> str:
@@ -425,7 +437,9 @@ def npz_members(handle, path, max_bytes: int, func: str) -> dict:
     Each member's header (the ``.npy`` magic, shape and dtype) is inflated,
     never its data. A member whose size in the zip directory disagrees with
     its header's shape, an object dtype, or arrays that together exceed
-    ``max_bytes`` are refused before anything is inflated.
+    ``max_bytes`` or what the process's address-space limit leaves
+    (:func:`specinit.memory_limit`) are refused before anything is inflated;
+    the refusal names the largest member.
 
     Parameters
     ----------
@@ -465,7 +479,7 @@ def npz_members(handle, path, max_bytes: int, func: str) -> dict:
                          f"{exc}).") from None
     finally:
         handle.seek(0)
-    members, total = {}, 0
+    members, total, largest = {}, 0, None
     for name, file_size, shape, dtype, header in headers:
         if dtype.hasobject:
             raise FileError(f"{path}, member {name!r}: an object array (dtype {dtype}); only numeric and string "
@@ -476,5 +490,7 @@ def npz_members(handle, path, max_bytes: int, func: str) -> dict:
                              f"bytes) but the member holds {file_size - header} bytes.")
         members[name] = (shape, dtype)
         total += n_bytes
-    check_budget(path, total, max_bytes, "the arrays its members declare", func)
+        if largest is None or n_bytes > largest[0]:
+            largest = (n_bytes, f"the largest, member {name!r}, declares shape {shape} of {dtype}")
+    check_budget(path, total, max_bytes, "the arrays its members declare", func, largest[1] if largest else "")
     return members

@@ -490,11 +490,74 @@ def _check_count_values(values: np.ndarray, name: str, func: str | None) -> int:
 
 
 # Memory budget ------------------------------------------------------------------------------------------------------
+def _cgroup_memory() -> int | None:
+    """The memory limit of the process's cgroup (v2 ``memory.max``, v1 ``memory.limit_in_bytes``), if any."""
+    for name in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(name, encoding="ascii") as handle:
+                text = handle.read().strip()
+        except (OSError, ValueError):
+            continue
+        if text.isdigit() and int(text) < 2**60:  # "max" or a huge number: no limit
+            return int(text)
+    return None
+
+
 def _physical_memory() -> int:
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):  # pragma: no cover - platforms without sysconf
-        return 16 * 2**30
+        physical = 16 * 2**30
+    cgroup = _cgroup_memory()
+    return physical if cgroup is None else min(physical, cgroup)
+
+
+def _status_bytes(field: str) -> int:
+    """A ``kB`` field of ``/proc/self/status`` (``VmSize``, ``VmData``) in bytes; 0 where it cannot be read."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):  # pragma: no cover - no /proc (macOS, Windows)
+        pass
+    return 0
+
+
+#: The process limits that bound what one allocation can get: (resource name, status field, words).
+_PROCESS_LIMITS = (("RLIMIT_AS", "VmSize", "the address-space limit (RLIMIT_AS, ulimit -v)"),
+                   ("RLIMIT_DATA", "VmData", "the data-segment limit (RLIMIT_DATA, ulimit -d)"))
+
+
+def process_headroom() -> tuple[int, str] | None:
+    """What the process's soft limits on its address space leave it, in bytes, and which limit binds.
+
+    For each of ``RLIMIT_AS`` and ``RLIMIT_DATA`` that is set (not
+    ``RLIM_INFINITY``), the soft limit less what the process already maps
+    (``VmSize``, ``VmData`` of ``/proc/self/status``); the smaller of the two.
+
+    Returns
+    -------
+    tuple of (int, str) or None
+        ``(bytes, words)``, e.g. ``(805306368, "the address-space limit
+        (RLIMIT_AS, ulimit -v)")``; None when no such limit is set.
+    """
+    try:
+        import resource
+    except ImportError:  # pragma: no cover - Windows
+        return None
+    tightest = None
+    for limit, field, words in _PROCESS_LIMITS:
+        try:
+            soft = resource.getrlimit(getattr(resource, limit))[0]
+        except (AttributeError, ValueError, OSError):  # pragma: no cover - a platform without this limit
+            continue
+        if soft == resource.RLIM_INFINITY or soft < 0:
+            continue
+        headroom = max(soft - _status_bytes(field), 0)
+        if tightest is None or headroom < tightest[0]:
+            tightest = (headroom, words)
+    return tightest
 
 
 #: The budget set by :func:`set_memory_limit` (None: the environment's, or half of RAM).
@@ -504,16 +567,8 @@ _MEMORY_LIMIT = {"bytes": None}
 MEMORY_LIMIT_VARIABLE = "SPECINIT_MEMORY_LIMIT"
 
 
-def memory_limit() -> int:
-    """The most memory (bytes) one allocation planned by a fit or a reader may take.
-
-    Default: the environment variable ``SPECINIT_MEMORY_LIMIT`` (bytes)
-    when set, else half of the physical memory.
-
-    Returns
-    -------
-    int
-    """
+def _memory_setting() -> int:
+    """The budget as set: :func:`set_memory_limit`, else the environment variable, else half of the memory."""
     if _MEMORY_LIMIT["bytes"] is not None:
         return _MEMORY_LIMIT["bytes"]
     text = os.environ.get(MEMORY_LIMIT_VARIABLE)
@@ -527,6 +582,44 @@ def memory_limit() -> int:
         raise ValueError(f"The environment variable {MEMORY_LIMIT_VARIABLE} must be a number of bytes >= 1048576; "
                          f"got {text!r} instead.")
     return value
+
+
+def memory_limit() -> int:
+    """The most memory (bytes) one allocation planned by a fit or a reader may take.
+
+    The smaller of the setting and what the process's address-space limits
+    leave it. The setting is the budget given to :func:`set_memory_limit`,
+    else the environment variable ``SPECINIT_MEMORY_LIMIT`` (bytes) when
+    set, else half of the available memory: the physical memory, or the
+    cgroup's memory limit when that is lower. The soft limits
+    ``RLIMIT_AS`` (``ulimit -v``) and ``RLIMIT_DATA`` (``ulimit -d``), when
+    set, cap it at the limit less what the process already maps
+    (``VmSize``, ``VmData``), so that a plan the operating system would
+    refuse is refused with a message first.
+
+    Returns
+    -------
+    int
+    """
+    setting = _memory_setting()
+    headroom = process_headroom()
+    return setting if headroom is None else min(setting, headroom[0])
+
+
+def memory_limit_reason(limit: int | None = None) -> str:
+    """Words for a message: why the budget is ``limit`` (default :func:`memory_limit`) when a process limit binds.
+
+    Returns
+    -------
+    str
+        ``""`` when the setting decides, else ``" (what the address-space
+        limit (RLIMIT_AS, ulimit -v) leaves this process)"``.
+    """
+    headroom = process_headroom()
+    limit = memory_limit() if limit is None else limit
+    if headroom is None or headroom[0] > limit + 2**24 or headroom[0] >= _memory_setting():  # 16 MiB: mappings move
+        return ""
+    return f" (what {headroom[1]} leaves this process)"
 
 
 def set_memory_limit(n_bytes: int | None) -> int:
@@ -582,11 +675,15 @@ def check_allocation(n_bytes: float, name: str, what: str, func: str | None = No
     MemoryError
         The plan exceeds the budget.
     """
-    if n_bytes > memory_limit():
+    limit = memory_limit()
+    if n_bytes > limit:
+        reason = memory_limit_reason(limit)
+        remedy = ("raise that limit" if reason else
+                  f"raise the budget with specinit.set_memory_limit(n_bytes) or the {MEMORY_LIMIT_VARIABLE} "
+                  "environment variable (bytes)")
         raise MemoryError(f"The '{name}' argument of {func or current_entry()} asks for about {format_bytes(n_bytes)} "
-                          f"({what}), over the memory budget of {format_bytes(memory_limit())}; pass smaller sizes, or raise "
-                          f"the budget with specinit.set_memory_limit(n_bytes) or the {MEMORY_LIMIT_VARIABLE} "
-                          "environment variable (bytes).")
+                          f"({what}), over the memory budget of {format_bytes(limit)}{reason}; pass smaller sizes, or "
+                          f"{remedy}.")
 
 
 # Constraint tables ---------------------------------------------------------------------------------------------------
