@@ -39,11 +39,25 @@ sums them out.
 
 Values are cast to JAX's default float dtype (float32 unless the user
 enabled x64) only here, at the boundary.
+
+**Threads.** NumPyro keeps its stack of effect handlers in one global list
+(``numpyro.primitives._PYRO_STACK``), shared by every thread: two threads
+tracing models at once see each other's sites. The functions here that trace
+the model (:func:`site_info`, :func:`latent_sites`, :func:`init_params`,
+:func:`laplace`, :func:`inverse_mass_matrix`, and the
+:class:`~specinit.SpectralEstimate` methods that call them) hold
+:data:`TRACE_LOCK` while they do, so they may be called from several threads
+at once: the calls run one after another and each returns what it returns
+alone. Running the user's model elsewhere (``MCMC``, ``Predictive``, the model
+:func:`condition` returns) in several threads at once is NumPyro's concern,
+not made safe here.
 """
 
 from __future__ import annotations
 
+import functools
 import numbers
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
@@ -125,6 +139,22 @@ class SiteInfo(NamedTuple):
         return not self.discrete and biject_to(support).domain.event_dim > 0
 
 
+#: Held while a function of this module traces the user's model under NumPyro's handlers (module notes: Threads).
+TRACE_LOCK = threading.RLock()
+
+
+def _one_trace_at_a_time(func):
+    """``func`` run while holding :data:`TRACE_LOCK` (NumPyro's handler stack is shared by every thread)."""
+
+    @functools.wraps(func)
+    def serialized(*args, **kwargs):
+        with TRACE_LOCK:
+            return func(*args, **kwargs)
+
+    return serialized
+
+
+@_one_trace_at_a_time
 def site_info(model, model_args=(), model_kwargs=None) -> dict:
     """Every sample site of ``model``, traced abstractly (``jax.eval_shape``: nothing is computed).
 
@@ -142,6 +172,12 @@ def site_info(model, model_args=(), model_kwargs=None) -> dict:
     dict of str -> SiteInfo
         Shape, whether observed, the enclosing plates, whether discrete and
         the support.
+
+    Notes
+    -----
+    Safe to call from several threads at once: the model is traced while
+    holding :data:`TRACE_LOCK`, so concurrent calls run one after another
+    (NumPyro's handler stack is global; module notes, Threads).
     """
     model_kwargs = model_kwargs or {}
     flags = {}
@@ -176,6 +212,12 @@ def latent_sites(model, model_args=(), model_kwargs=None) -> dict:
     -------
     dict of str -> tuple
         Site name -> shape, for every non-observed, non-discrete sample site.
+
+    Notes
+    -----
+    Safe to call from several threads at once: the model is traced while
+    holding :data:`TRACE_LOCK`, so concurrent calls run one after another
+    (NumPyro's handler stack is global; module notes, Threads).
     """
     return {name: info.shape for name, info in site_info(model, model_args, model_kwargs).items()
             if not info.observed and not info.discrete}
@@ -444,6 +486,7 @@ def _check_finite(potential_fn, chains: dict, num_chains: int, func: str) -> Non
         )
 
 
+@_one_trace_at_a_time
 def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None, fallback=(), model_args=(),
                 model_kwargs=None, kernel=None) -> dict[str, Any]:
     """Per-chain unconstrained initial values for ``MCMC.run(..., init_params=...)``.
@@ -500,6 +543,12 @@ def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None
         A site mapping that does not match the model (module notes), a bad
         ``spread``, or a potential energy or gradient that is not finite at
         a chain's start.
+
+    Notes
+    -----
+    Safe to call from several threads at once: the model is traced while
+    holding :data:`TRACE_LOCK`, so concurrent calls run one after another
+    (NumPyro's handler stack is global; module notes, Threads).
     """
     func = "init_params"
     num_chains = check_int(num_chains, "num_chains", func, minimum=1)
@@ -645,6 +694,7 @@ def _laplace(start: _Start, over: tuple, *, dense=None, max_variance: float = 1.
     return Laplace(over, {name: start.z[name] for name in over}, covariance)
 
 
+@_one_trace_at_a_time
 def laplace(estimate, model, *, sites=None, fallback=(), model_args=(), model_kwargs=None, over=None, dense=None,
             max_variance: float = 1.0) -> Laplace:
     """The estimate's uncertainty: a Gaussian from the curvature of the posterior at the estimate.
@@ -694,6 +744,12 @@ def laplace(estimate, model, *, sites=None, fallback=(), model_args=(), model_kw
     ValueError
         A site mapping that does not match the model, unknown ``over``
         sites, or non-finite second derivatives at the estimate.
+
+    Notes
+    -----
+    Safe to call from several threads at once: the model is traced while
+    holding :data:`TRACE_LOCK`, so concurrent calls run one after another
+    (NumPyro's handler stack is global; module notes, Threads).
     """
     func = "laplace"
     max_variance = check_positive(max_variance, "max_variance", func)
@@ -705,6 +761,7 @@ def laplace(estimate, model, *, sites=None, fallback=(), model_args=(), model_kw
     return _laplace(start, over, dense=dense, max_variance=max_variance)
 
 
+@_one_trace_at_a_time
 def inverse_mass_matrix(estimate, model, *, sites=None, fallback=(), model_args=(), model_kwargs=None, over=None,
                         dense=None, max_variance: float = 1.0, coupled: bool = False) -> np.ndarray:
     """An initial inverse mass matrix for NUTS from the estimate's uncertainty (:func:`laplace`).
@@ -737,6 +794,12 @@ def inverse_mass_matrix(estimate, model, *, sites=None, fallback=(), model_args=
     ------
     ValueError
         As for :func:`laplace`.
+
+    Notes
+    -----
+    Safe to call from several threads at once: the model is traced while
+    holding :data:`TRACE_LOCK`, so concurrent calls run one after another
+    (NumPyro's handler stack is global; module notes, Threads).
     """
     gaussian = laplace(estimate, model, sites=sites, fallback=fallback, model_args=model_args,
                        model_kwargs=model_kwargs, over=over, dense=dense, max_variance=max_variance)
