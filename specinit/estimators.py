@@ -16,29 +16,44 @@ a ``Pipeline`` after ``CountVectorizer`` and in ``GridSearchCV`` over
 like ``GaussianMixture``. The estimate still warm-starts NumPyro
 (``model.estimate_.init_params(...)``).
 
+As in scikit-learn, constructors store and ``fit`` and ``partial_fit``
+validate: every parameter against its constraints (``_parameter_constraints``,
+scikit-learn's ``InvalidParameterError`` naming the parameter and the
+estimator), and a value the family refuses is reported under the parameter's
+name and the estimator's method (``SpectralGaussianMixture.fit``), not the
+family's argument. :func:`expected_failed_checks` lists, with the reasons,
+the checks of ``check_estimator`` that cannot apply to a face (those that feed
+real rows to a face that takes counts, sequences or views).
+
 scikit-learn (1.6 or later) comes with the base install.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
+import re
 import warnings
 from dataclasses import dataclass, field
+from numbers import Integral, Real
 from typing import Any, Callable, Mapping
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, DensityMixin, TransformerMixin
+from sklearn.utils import TransformerTags
+from sklearn.utils._param_validation import Interval, InvalidParameterError, StrOptions
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, check_non_negative, validate_data
 
+from specinit import _validation
 from specinit._validation import bad_argument, check_count_matrix, warn
 from specinit.faces import Param, parameters_section
 from specinit.family import MOMENTS_STATE
 
 __all__ = ["Face", "SpectralEstimator", "SpectralFactors", "SpectralGaussianHMM", "SpectralGaussianMixture",
            "SpectralHMM", "SpectralKernelMultiView", "SpectralLDA", "SpectralMultiView", "SpectralTopicMixture",
-           "estimator_class"]
+           "estimator_class", "expected_failed_checks"]
 
 
 @dataclass(frozen=True)
@@ -84,6 +99,13 @@ class Face:
         ``spectral`` arguments the face sets itself.
     from_data : callable, optional
         ``(estimator, X) -> dict``: ``spectral`` arguments read off the training data (a parameter left None).
+    constraints : dict of str -> list
+        scikit-learn constraints (``sklearn.utils._param_validation``: ``Interval``, ``StrOptions``, ``None``,
+        ``"array-like"``, ...) of the parameters that neither :data:`_COMMON_CONSTRAINTS` nor their declaration's
+        constraint covers; ``fit`` and ``partial_fit`` check every parameter against them.
+    refine_arguments : dict of str -> str
+        The parameter each argument of the refinement comes from (``reg`` of ``gmm.refine`` is ``reg_covar``): an
+        error the refinement raises about its argument names the parameter.
     """
 
     family: str
@@ -100,10 +122,80 @@ class Face:
     answers: frozenset = frozenset()
     fixed: Mapping[str, Any] = field(default_factory=dict)
     from_data: Callable | None = None
+    constraints: Mapping[str, list] = field(default_factory=dict)
+    refine_arguments: Mapping[str, str] = field(default_factory=dict)
 
 
 def _answers(question: str) -> Callable:
     return lambda estimator: question in estimator.face.answers
+
+
+#: The constraints of the parameters every face (or most) has.
+_COMMON_CONSTRAINTS = {
+    "n_components": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"})],
+    "random_state": [Interval(Integral, 0, None, closed="left"), None],
+    "max_iter": [Interval(Integral, 0, None, closed="left")],
+}
+
+
+def _converted(constraint) -> list | None:
+    """scikit-learn's form of a family's declared constraint (:class:`specinit._validation.Interval` or
+    :class:`~specinit._validation.Options`), or None for another kind."""
+    if isinstance(constraint, _validation.Options):
+        return [StrOptions(set(constraint.values))]
+    if not isinstance(constraint, _validation.Interval):
+        return None
+    excluded = {"low": ("low",), "high": ("high",), "both": ("low", "high")}.get(constraint.open, ())
+    low, high = constraint.low, constraint.high
+    if constraint.kind is float:  # finite: infinite ends are open
+        low, high = (-np.inf if low is None else low), (np.inf if high is None else high)
+    closed_low = low is not None and np.isfinite(low) and "low" not in excluded
+    closed_high = high is not None and np.isfinite(high) and "high" not in excluded
+    closed = {(True, True): "both", (True, False): "left", (False, True): "right"}.get((closed_low, closed_high),
+                                                                                      "neither")
+    interval = Interval(Integral if constraint.kind is int else Real, low, high, closed=closed)
+    return [interval, None] if constraint.none else [interval]
+
+
+def _parameter_constraints(name: str, face: Face) -> dict:
+    """Every parameter's scikit-learn constraints: the face's, the common ones, else the declaration's."""
+    constraints = {}
+    for parameter, declaration in face.parameters.items():
+        found = face.constraints.get(parameter) or _COMMON_CONSTRAINTS.get(parameter) or _converted(
+            declaration.constraint)
+        if found is None:
+            raise TypeError(f"estimator_class({name!r}): the parameter {parameter!r} has no constraint; declare it "
+                            f"in the face's constraints.")
+        constraints[parameter] = found
+    return constraints
+
+
+#: An error of the family about one of its arguments (:func:`specinit._validation.bad_argument`).
+_ARGUMENT_ERROR = re.compile(r"The '(?P<name>[^']+)' argument of (?P<entry>\S+) (?P<rest>.*)", re.DOTALL)
+
+
+def _speaks(method: str) -> Callable:
+    """``method`` re-raising the family's errors about its arguments under the estimator's names.
+
+    An error naming a ``spectral`` (or refinement) argument that a parameter sets becomes scikit-learn's
+    ``InvalidParameterError`` naming that parameter and ``Estimator.method``; one naming the data argument names
+    ``X`` and ``Estimator.method``. The message's substance is kept.
+    """
+
+    def decorate(func: Callable) -> Callable:
+        @functools.wraps(func)
+        def wrapper(self, *args, **kwargs):
+            try:
+                return func(self, *args, **kwargs)
+            except (ValueError, TypeError) as error:
+                translated = self._translated(error, method)
+                if translated is None:
+                    raise
+                raise translated from error
+
+        return wrapper
+
+    return decorate
 
 
 class SpectralEstimator:
@@ -131,8 +223,30 @@ class SpectralEstimator:
         if self.face.data == "counts":
             tags.input_tags.sparse = True
             tags.input_tags.positive_only = True
+        if self.face.data == "sequences" and "n_symbols" in self.face.parameters:  # categorical symbols
+            tags.input_tags.positive_only = True
+        if self.face.transform is not None and tags.transformer_tags is None:
+            tags.transformer_tags = TransformerTags()
         tags.requires_fit = True
         return tags
+
+    def _translated(self, error: Exception, method: str) -> Exception | None:
+        """``error`` (a family's argument error) naming the estimator's parameter, or None when it names none."""
+        match = _ARGUMENT_ERROR.match(str(error))
+        caller = f"{type(self).__name__}.{method}"
+        if (type(error) not in (ValueError, TypeError) or match is None
+                or match["entry"].startswith(f"{type(self).__name__}.")):
+            return None
+        names = {"seed": "random_state", **{argument: parameter for parameter, argument in self.face.spectral.items()},
+                 **{argument: parameter for argument, parameter in self.face.refine_arguments.items()}}
+        name, bracket, subscript = match["name"].partition("[")  # kinds[0]: an entry of kinds
+        if name in names:
+            return InvalidParameterError(f"The '{names[name]}{bracket}{subscript}' parameter of {caller} "
+                                         f"{match['rest']}")
+        data_argument = next(iter(inspect.signature(self._module.spectral).parameters))
+        if match["name"] in (data_argument, "X"):
+            return type(error)(f"The 'X' argument of {caller} {match['rest']}")
+        return None
 
     @property
     def _n_features_out(self):
@@ -153,6 +267,7 @@ class SpectralEstimator:
                      if name in self.face.spectral and name != "n_components"}
         return {**arguments, **self.face.fixed, "seed": self._seed}
 
+    @_speaks("fit")
     def fit(self, X, y=None):
         """Fit the family to ``X``: its ``spectral`` (then its refinement, as the parameters ask).
 
@@ -166,7 +281,13 @@ class SpectralEstimator:
         Returns
         -------
         self
+
+        Raises
+        ------
+        sklearn.utils._param_validation.InvalidParameterError
+            A parameter outside its constraints, or one the family refuses (the error names the parameter).
         """
+        self._validate_params()
         X = self._data(X, reset=True)
         derived = {} if self.face.from_data is None else self.face.from_data(self, X)
         estimate = self._module.spectral(X, self.n_components, **{**self._spectral_arguments(), **derived})
@@ -182,6 +303,7 @@ class SpectralEstimator:
         return self
 
     @available_if(_answers("partial_fit"))
+    @_speaks("partial_fit")
     def partial_fit(self, X, y=None):
         """Add a batch to the fit (online: the family's ``update``).
 
@@ -233,7 +355,10 @@ class SpectralEstimator:
         ValueError
             A model fitted by :meth:`fit` (it keeps no moments to merge with), or a batch with another number of
             words.
+        sklearn.utils._param_validation.InvalidParameterError
+            A parameter outside its constraints, or one the family refuses (the error names the parameter).
         """
+        self._validate_params()
         module, kept, fitted = self._module, vars(self), self.__sklearn_is_fitted__()
         if "estimate_" in kept and not any(key.startswith(MOMENTS_STATE) for key in self.estimate_.state):
             raise ValueError(f"{type(self).__name__}.partial_fit continues a model built by partial_fit; this one "
@@ -266,6 +391,7 @@ class SpectralEstimator:
     def __sklearn_is_fitted__(self) -> bool:
         return "estimate_" in vars(self) or "_deferred" in vars(self)
 
+    @_speaks("partial_fit")
     def __getattr__(self, name: str):
         # a deferred update (partial_fit of the topic faces) is recovered when its parameters are first read
         deferred = vars(self).get("_deferred")
@@ -277,6 +403,7 @@ class SpectralEstimator:
         return getattr(self, name)
 
     @available_if(lambda estimator: estimator.face.transform is not None)
+    @_speaks("transform")
     def transform(self, X):
         """The fitted model's representation of every row (topic proportions, posterior memberships).
 
@@ -293,6 +420,7 @@ class SpectralEstimator:
         return self.face.transform(self, self._module, self._data(X, reset=False))
 
     @available_if(lambda estimator: estimator.face.predict_proba is not None)
+    @_speaks("predict_proba")
     def predict_proba(self, X):
         """Posterior component probabilities of every row (of every step, for sequences).
 
@@ -308,6 +436,7 @@ class SpectralEstimator:
         return self.face.predict_proba(self, self._module, self._data(X, reset=False))
 
     @available_if(lambda estimator: estimator.face.predict_proba is not None)
+    @_speaks("predict")
     def predict(self, X):
         """Most probable component of every row (the most probable state path of every sequence).
 
@@ -325,6 +454,7 @@ class SpectralEstimator:
         return self.face.predict(self, self._module, self._data(X, reset=False))
 
     @available_if(_answers("score_samples"))
+    @_speaks("score_samples")
     def score_samples(self, X):
         """Log-likelihood of every row (of every sequence).
 
@@ -339,6 +469,7 @@ class SpectralEstimator:
         check_is_fitted(self)
         return self._module.log_likelihood(self._data(X, reset=False), self.estimate_)
 
+    @_speaks("score")
     def score(self, X, y=None) -> float:
         """The face's score of ``X`` (higher is better; what ``GridSearchCV`` maximizes).
 
@@ -373,6 +504,7 @@ class SpectralEstimator:
         return value
 
     @available_if(_answers("perplexity"))
+    @_speaks("perplexity")
     def perplexity(self, X) -> float:
         """``exp(-log-likelihood / number of tokens)`` of the documents (lower is better).
 
@@ -390,6 +522,7 @@ class SpectralEstimator:
         return float(np.exp(-np.sum(self._module.log_likelihood(X, self.estimate_)) / max(float(X.sum()), 1.0)))
 
     @available_if(_answers("bic"))
+    @_speaks("bic")
     def bic(self, X) -> float:
         """Bayesian information criterion on ``X`` (lower is better).
 
@@ -405,6 +538,7 @@ class SpectralEstimator:
         return float(-2 * self.score(X) * n + self._module.FAMILY.n_free_parameters(self.estimate_) * np.log(n))
 
     @available_if(_answers("bic"))
+    @_speaks("aic")
     def aic(self, X) -> float:
         """Akaike information criterion on ``X`` (lower is better).
 
@@ -459,8 +593,9 @@ def estimator_class(name: str, face: Face, mixins: tuple = ()) -> type:
     doc = (f"{inspect.cleandoc(face.summary)}\n\n{parameters_section(face.parameters, list(face.parameters))}\n\n"
            f"Attributes\n----------\nestimate_ : SpectralEstimate\n    The fitted estimate (NumPyro warm starts).\n"
            f"{attributes}\nn_features_in_ : int\n")
-    return type(name, (SpectralEstimator, *mixins, BaseEstimator), {"face": face, "__init__": __init__, "__doc__": doc,
-                                                     "__module__": __name__, "__qualname__": name})
+    return type(name, (SpectralEstimator, *mixins, BaseEstimator),
+                {"face": face, "__init__": __init__, "__doc__": doc, "__module__": __name__, "__qualname__": name,
+                 "_parameter_constraints": _parameter_constraints(name, face)})
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -515,6 +650,11 @@ SpectralLDA = estimator_class("SpectralLDA", Face(
     spectral={"n_components": "k", "alpha0": "alpha0", "method": "method", "seed_words": "seed_words",
               "vocabulary": "vocabulary"},
     fixed={"doc_topics": False},
+    constraints={"alpha0": [Interval(Real, 0, np.inf, closed="neither"), None],
+                 "method": [StrOptions({"anchor", "tpm", "svtd", "eca", "als"}), None],
+                 "refine_steps": [Interval(Integral, 0, None, closed="left")],
+                 "seed_words": [dict, "array-like", None], "vocabulary": ["array-like", None]},
+    refine_arguments={"num_steps": "refine_steps"},
     data="counts",
     refine=_lda_refine,
     attributes={
@@ -556,6 +696,7 @@ SpectralTopicMixture = estimator_class("SpectralTopicMixture", Face(
     },
     spectral={"n_components": "k", "method": "method"},
     data="counts",
+    constraints={"method": [StrOptions({"tpm", "svtd", "eca", "als"})]},
     refine=lambda estimator, module, X, estimate: (module.refine(X, estimate, max_iter=estimator.max_iter).estimate
                                                    if estimator.max_iter else estimate),
     attributes={
@@ -601,6 +742,10 @@ SpectralGaussianMixture = estimator_class("SpectralGaussianMixture", Face(
     },
     spectral={"n_components": "k", "covariance_type": "covariance"},
     data="rows",
+    constraints={"covariance_type": [StrOptions({"spherical", "diag", "common"})],
+                 "tol": [Interval(Real, 0, np.inf, closed="left"), None],
+                 "reg_covar": [Interval(Real, 0, np.inf, closed="left")]},
+    refine_arguments={"reg": "reg_covar", "tol": "tol", "max_iter": "max_iter"},
     refine=_gmm_refine,
     attributes={
         "weights_": ("ndarray, shape (n_components,)", lambda estimator, estimate, X: estimate.params["weights"]),
@@ -692,7 +837,7 @@ def _total_log_likelihood(estimator, module, X) -> float:
 
 
 def _chain_face(family: str, summary: str, parameters: dict, spectral: dict, attributes: dict,
-                from_data=None, answers: frozenset = frozenset()) -> Face:
+                from_data=None, answers: frozenset = frozenset(), constraints: dict | None = None) -> Face:
     """A hidden Markov model's face: sequences in, Baum-Welch after the moments, hmmlearn's attribute names."""
     return Face(
         family=family, summary=summary,
@@ -711,7 +856,8 @@ def _chain_face(family: str, summary: str, parameters: dict, spectral: dict, att
             **attributes,
         },
         predict_proba=_state_marginals, predict=_state_paths, score=_total_log_likelihood,
-        answers=frozenset({"score_samples"}) | answers, from_data=from_data)
+        answers=frozenset({"score_samples"}) | answers, from_data=from_data, constraints=constraints or {},
+        refine_arguments={"max_iter": "max_iter"})
 
 
 def _symbols_seen(estimator, X) -> dict:
@@ -740,6 +886,7 @@ SpectralHMM = estimator_class("SpectralHMM", _chain_face(
     {"emissionprob_": ("ndarray, shape (n_components, n_symbols)\n    Emission probabilities (rows sum to one).",
                        lambda estimator, estimate, X: estimate.params["emission"])},
     from_data=_symbols_seen, answers=frozenset({"partial_fit"}),
+    constraints={"n_symbols": [Interval(Integral, 1, None, closed="left"), None]},
 ))
 
 
@@ -763,6 +910,12 @@ SpectralGaussianHMM = estimator_class("SpectralGaussianHMM", _chain_face(
 ))
 
 
+#: The view options whose declaration carries no constraint scikit-learn's form can hold.
+_VIEW_CONSTRAINTS = {"kinds": ["array-like", None], "dims": ["array-like", None],
+                     "bandwidth": [Interval(Real, 0, np.inf, closed="neither"), "array-like", None],
+                     "exchangeable": ["boolean"]}
+
+
 def _view_face(family: str, summary: str, options: tuple, answers: frozenset = frozenset()) -> Face:
     """A multi-view mixture's face: a list of views in, EM after the moments, classes out."""
     return Face(
@@ -774,7 +927,8 @@ def _view_face(family: str, summary: str, options: tuple, answers: frozenset = f
             "random_state": _RANDOM_STATE,
         },
         spectral={"n_components": "k", **{name: name for name in options}}, data="views",
-        refine=_refined,
+        refine=_refined, refine_arguments={"max_iter": "max_iter"},
+        constraints={name: constraint for name, constraint in _VIEW_CONSTRAINTS.items() if name in options},
         attributes={
             "weights_": ("ndarray, shape (n_components,)", lambda estimator, estimate, X: estimate.params["weights"]),
             "labels_": ("ndarray, shape (n_samples,)\n    Most probable class of every training observation.",
@@ -806,3 +960,86 @@ SpectralKernelMultiView = estimator_class("SpectralKernelMultiView", _view_face(
     view; ``predict`` clusters the observations.""",
     ("bandwidth", "rank", "features", "exchangeable", "m", "target", "max_support"),
     answers=frozenset({"partial_fit", "deferred_update"})), (ClusterMixin, DensityMixin))
+
+
+#: The checks of ``check_estimator`` that fit the face on scikit-learn's real (n_samples, n_features) rows.
+_FIT_ON_REAL_ROWS = (
+    "check_dict_unchanged", "check_dont_overwrite_parameters", "check_dtype_object", "check_estimators_dtypes",
+    "check_estimators_fit_returns_self", "check_estimators_nan_inf", "check_estimators_overwrite_params",
+    "check_estimators_pickle", "check_f_contiguous_array_estimator", "check_fit2d_1feature", "check_fit2d_1sample",
+    "check_fit2d_predict1d", "check_fit_check_is_fitted", "check_fit_idempotent",
+    "check_methods_sample_order_invariance", "check_methods_subset_invariance", "check_n_features_in",
+    "check_n_features_in_after_fitting", "check_pipeline_consistency", "check_readonly_memmap_input")
+
+#: The sparse, clustering, transformer and partial_fit checks, which also fit on real rows.
+_FIT_ON_REAL_ROWS_TOO = (
+    "check_clustering", "check_estimator_sparse_array", "check_estimator_sparse_matrix", "check_estimator_sparse_tag",
+    "check_estimators_partial_fit_n_features", "check_transformer_data_not_an_array", "check_transformer_general",
+    "check_transformer_n_iter", "check_transformer_preserve_dtypes")
+
+#: The checks that judge the refusal of an array (1-D, empty, complex) by scikit-learn's wording.
+_REFUSAL_WORDING = ("check_complex_data", "check_estimators_empty_data_messages", "check_fit1d")
+
+#: The checks that fit a Gaussian HMM on scikit-learn's rows read as sequences (2 columns: too short for triples),
+#: or ask for ``n_features_in_`` (sequences have no features).
+_SHORT_SEQUENCES = ("check_estimators_overwrite_params", "check_estimators_fit_returns_self",
+                    "check_readonly_memmap_input", "check_fit2d_1feature", "check_fit_idempotent",
+                    "check_fit_check_is_fitted", "check_n_features_in", "check_fit2d_predict1d",
+                    "check_n_features_in_after_fitting", "check_dtype_object")
+
+#: The checks of ``check_estimator`` that cannot apply to a face, by what it takes (:func:`_input_kind`), and why;
+#: every other check passes.
+_NOT_APPLICABLE = {
+    "counts": ("scikit-learn feeds real-valued or negative X; the topic faces take word counts (non-negative "
+               "integers, as CountVectorizer gives them) and refuse anything else with a message naming the problem",
+               _FIT_ON_REAL_ROWS + _FIT_ON_REAL_ROWS_TOO),
+    "symbols": ("scikit-learn feeds real rows; SpectralHMM reads an array as sequences of integer symbols (a 1-D "
+                "array is one sequence, a 2-D array equal-length sequences), has no features, and refuses real, "
+                "empty, complex or negative input in its own words",
+                _FIT_ON_REAL_ROWS + ("check_complex_data", "check_estimators_empty_data_messages",
+                                     "check_positive_only_tag_during_fit")),
+    "sequences": ("scikit-learn feeds rows of features; SpectralGaussianHMM reads an array as sequences (a 1-D array "
+                  "is one sequence, a 2-D array equal-length sequences of length 3 or more), has no features, and "
+                  "refuses empty, complex or object input in its own words",
+                  _SHORT_SEQUENCES + _REFUSAL_WORDING),
+    "views": ("scikit-learn feeds one (n_samples, n_features) array; the multi-view faces take a list of views (at "
+              "least three arrays with the same rows) and refuse one array with a message saying so",
+              _FIT_ON_REAL_ROWS + _FIT_ON_REAL_ROWS_TOO + _REFUSAL_WORDING + ("check_positive_only_tag_during_fit",)),
+}
+
+
+def _input_kind(face: Face) -> str:
+    """What the face takes, as :data:`_NOT_APPLICABLE` reads it: its data, symbols for a categorical chain."""
+    return "symbols" if face.data == "sequences" and "n_symbols" in face.parameters else face.data
+
+
+#: Why ``check_fit_score_takes_y`` fails on a face that answers ``partial_fit``.
+_PARTIAL_FIT_AFTER_FIT = ("the check calls partial_fit on a model fitted by fit, which keeps no moments to merge "
+                          "with; partial_fit refuses and says so")
+
+
+def expected_failed_checks(estimator) -> dict:
+    """The checks of scikit-learn's ``check_estimator`` that cannot apply to ``estimator``, each with the reason.
+
+    For ``check_estimator(estimator, expected_failed_checks=expected_failed_checks(estimator))`` (or
+    ``parametrize_with_checks``): every other check passes. The checks that feed one real (n_samples, n_features)
+    array cannot apply to the faces that take word counts, sequences or a list of views; a face that answers
+    ``partial_fit`` continues only a model built by ``partial_fit``.
+
+    Parameters
+    ----------
+    estimator : SpectralEstimator
+        An estimator of this module.
+
+    Returns
+    -------
+    dict of str -> str
+        Check name -> why it cannot pass.
+    """
+    face = estimator.face
+    reason, checks = _NOT_APPLICABLE.get(_input_kind(face), ("", ()))
+    failed = {check: reason for check in checks
+              if check != "check_transformer_n_iter" or "max_iter" in face.parameters}  # it reads max_iter alone
+    if "partial_fit" in face.answers:
+        failed.setdefault("check_fit_score_takes_y", _PARTIAL_FIT_AFTER_FIT)
+    return failed
