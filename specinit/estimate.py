@@ -353,6 +353,11 @@ class SpectralEstimate:
                 self.sites, match = {}, None
             self.match_site = self.match_site or match
         self.sites = dict(self.sites)
+        axis = None if self.vocabulary is None else _vocabulary_axis(self.params, self.sites)
+        if axis is not None and len(self.vocabulary) != axis[2]:
+            name, dim, size = axis
+            raise bad_argument("vocabulary", None, f"{size} words (the axis {dim!r} of {name!r})",
+                               f"{len(self.vocabulary)} words", describe=False)
         self.facts = ModelFacts.from_sites(self.sites, self.match_site)
         if self.k is None:
             site = self.sites.get(self.match_site)
@@ -677,23 +682,28 @@ def _verified_sites(model: str, table: Callable, params: dict, k, recorded, matc
     return sites, match, int(k)
 
 
+def _vocabulary_axis(params: dict, sites: dict) -> tuple[str, str, int] | None:
+    """The observation axis a vocabulary names (``"word"``, else the last dim of an observed site): the first
+    parameter that carries it, the axis and its size; None when no parameter carries one."""
+    axes = ["word"] + [site.dims[-1] for site in sites.values() if site.support == "observed" and site.dims]
+    for dim in axes:
+        for name, value in params.items():
+            if name in sites and dim in sites[name].dims:
+                return name, dim, value.shape[sites[name].dims.index(dim)]
+    return None
+
+
 def _check_vocabulary(vocabulary, params: dict, sites: dict, where: str) -> None:
-    """A saved vocabulary is a list of str with one word per column of the observation axis (``"word"``, else the
-    last dim of an observed site), when a parameter carries that axis."""
+    """A saved vocabulary is a list of str with one word per column of the observation axis."""
     if vocabulary is None:
         return
     if not isinstance(vocabulary, list) or not all(isinstance(word, str) for word in vocabulary):
         raise FileError(f"{where}, metadata 'vocabulary': not a list of words")
-    axes = ["word"] + [site.dims[-1] for site in sites.values() if site.support == "observed" and site.dims]
-    for dim in axes:
-        carriers = [(name, value.shape[sites[name].dims.index(dim)]) for name, value in params.items()
-                    if dim in sites[name].dims]
-        if carriers:
-            name, size = carriers[0]
-            if len(vocabulary) != size:
-                raise FileError(f"{where}, metadata 'vocabulary': {len(vocabulary)} words for V = {size} (the axis "
-                                f"{dim!r} of 'param/{name}')")
-            return
+    axis = _vocabulary_axis(params, sites)
+    if axis is not None and len(vocabulary) != axis[2]:
+        name, dim, size = axis
+        raise FileError(f"{where}, metadata 'vocabulary': {len(vocabulary)} words for V = {size} (the axis "
+                        f"{dim!r} of 'param/{name}')")
 
 
 def _check_state_arrays(state: dict, where: str) -> None:

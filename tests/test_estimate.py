@@ -192,3 +192,10 @@ def test_save_gives_a_new_file_the_umask_mode_and_keeps_an_existing_files_mode(t
     est.save(tmp_path / "new.npz")  # rewritten, as open(path, "w") would: its mode stays
     assert stat.S_IMODE((tmp_path / "new.npz").stat().st_mode) == 0o640
     assert sorted(p.name for p in tmp_path.iterdir()) == ["good.npz", "new.npz"]
+
+
+def test_a_vocabulary_of_another_length_than_the_word_axis_is_refused_at_the_fit():
+    X = np.random.default_rng(0).poisson(1.0, (50, 20))
+    with pytest.raises(ValueError, match=r"'vocabulary' argument of lda.spectral must be 20 words \(the axis 'word' "
+                                         r"of 'beta'\); got 1 words"):
+        lda.spectral(X, 2, vocabulary=["a"])
