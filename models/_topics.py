@@ -32,7 +32,7 @@ from specinit._validation import (
 )
 from specinit.distributions.counts import DocumentCounts, from_csr, topic_components
 from specinit.align import match_components
-from specinit.engine.anchors import OVERSAMPLE, fit_anchor, supported_k
+from specinit.engine.anchors import OVERSAMPLE, fit_anchor, seed_report, supported_k
 from specinit.engine.backends import numba_kernel, one_blas_thread
 from specinit.engine.backends.numpy import in_order
 from specinit.engine.decompose import check_options, decompose
@@ -325,6 +325,16 @@ class SeedWords:
         words = cls.check("seed_words", {name: columns[group == i].tolist() for i, name in enumerate(names)})
         given = estimate.diagnostics.get("seed/words")
         return words if given is None else cls(words.names, words.groups, tuple(tuple(str(w).split()) for w in given))
+
+    def closing_eta(self, columns: tuple, shape: tuple, strength: float) -> np.ndarray:
+        """The closing sweeps' (k, V) concentration: :data:`CLOSING_ETA` plus ``strength`` on each seed word."""
+        return self.prior(columns, *shape, CLOSING_ETA, strength)
+
+    def closed(self, beta: np.ndarray, alpha: np.ndarray, m1: np.ndarray, columns: tuple, seed_anchor: str) -> dict:
+        """The ``seed/*`` support of the closed topics (:func:`~specinit.engine.anchors.seed_report`), warned on."""
+        report = seed_report(beta, alpha / alpha.sum(), None, None, np.asarray(m1), columns, seed_anchor)
+        warn_seeds(self, report)
+        return report
 
     def diagnostics(self) -> dict:
         """The ``seed/names`` and ``seed/words`` diagnostics (words joined by spaces, one entry per group)."""

@@ -54,7 +54,7 @@ from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Param, face
 from specinit.family import COMMON_OPTIONS, site_values
-from specinit.engine.anchors import WARM_NOISE_TOL, fit_anchor, seed_report
+from specinit.engine.anchors import WARM_NOISE_TOL, fit_anchor
 from specinit.models._svi import LOCAL_STEP, SVI_OPTIONS, local_gamma, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS as TOPIC_MODEL_ARGUMENTS
 from specinit.models._topics import (
@@ -222,14 +222,12 @@ class LDA(TopicFamily):
         k, n_words = params["beta"].shape
         columns = () if seed_words is None else seed_words.columns(None, n_words, k)
         if em_sweeps:
-            eta = CLOSING_ETA if seed_words is None else seed_words.prior(columns, k, n_words, CLOSING_ETA, seed_prior)
+            eta = CLOSING_ETA if seed_words is None else seed_words.closing_eta(columns, (k, n_words), seed_prior)
             beta, alpha, report = close_topics(moments.source, params["beta"], params["alpha"], em_sweeps, floor=floor,
                                                eta=eta)
             params = {**params, "beta": beta, "alpha": alpha}
         if seed_words is not None:
-            report.update(seed_report(params["beta"], params["alpha"] / params["alpha"].sum(), None, None,
-                                      np.asarray(moments.m1), columns, seed_anchor))
-            warn_seeds(seed_words, report)
+            report.update(seed_words.closed(params["beta"], params["alpha"], moments.m1, columns, seed_anchor))
         n_docs = moments.n_documents + moments.n_dropped
         doc_topics = n_docs <= 5000 if doc_topics == "auto" else bool(doc_topics)
         if doc_topics:
@@ -937,13 +935,12 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
         # the earlier documents join the sweeps through their word counts under these topics (none at first)
         joint = alpha[:, None] * beta
         earlier = step.merged.word_counts - step.batch.word_counts
-        eta = CLOSING_ETA if seeds is None else seeds.prior(columns, *beta.shape, CLOSING_ETA, seed_prior)
+        eta = CLOSING_ETA if seeds is None else seeds.closing_eta(columns, beta.shape, seed_prior)
         beta, alpha, closing = close_topics(step.source, beta, alpha, em_sweeps, floor=floor, eta=eta,
                                             prior_counts=earlier[None, :] * joint / joint.sum(axis=0, keepdims=True))
         report.update(closing)
     if seeds is not None:
-        report.update(seed_report(beta, alpha / alpha.sum(), None, None, step.merged.m1, columns, "extreme"))
-        warn_seeds(seeds, report)
+        report.update(seeds.closed(beta, alpha, step.merged.m1, columns, report["seed/anchor"]))
     return FAMILY.estimate(step.beta.shape[0], {"alpha": alpha, "beta": beta},
                            {**report, "method": "anchor", "em_sweeps": em_sweeps}, vocabulary=step.vocabulary,
                            state=step.state)
