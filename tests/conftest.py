@@ -24,16 +24,21 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(__file__).parent.par
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(4 << 30))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
-# Test modules that cross the NumPyro/ArviZ/scikit-learn boundary or run the demo, the README or a tutorial: .ci/run
-# runs them (`pytest -m boundary`) under every supported Python beside the full suite.
-BOUNDARY_MODULES = {"test_posterior.py", "test_compare.py", "test_demo.py", "test_tutorials.py", "test_readme.py",
-                    "test_estimators.py", "test_warmstart.py", "test_topic_svi.py"}
+# Test modules that cross the NumPyro/ArviZ/scikit-learn boundary or run the README's code (marker `boundary`), and
+# those that run the demo or a tutorial as a user does (marker `script`): .ci/run runs them under the other
+# supported Pythons beside the full suite.
+BOUNDARY_MODULES = {"test_posterior.py", "test_compare.py", "test_readme.py", "test_estimators.py", "test_warmstart.py",
+                    "test_topic_svi.py"}
+SCRIPT_MODULES = {"test_demo.py", "test_tutorials.py"}
 
 
 def pytest_collection_modifyitems(items):
     for item in items:
-        if Path(str(item.fspath)).name in BOUNDARY_MODULES:
+        name = Path(str(item.fspath)).name
+        if name in BOUNDARY_MODULES:
             item.add_marker(pytest.mark.boundary)
+        if name in SCRIPT_MODULES:
+            item.add_marker(pytest.mark.script)
 
 
 def best_permutation(truth, estimated, metric: str = "l1") -> np.ndarray:
