@@ -87,8 +87,8 @@ def fits(train):
         start = time.perf_counter()
         spectral = pm.spectral(train, K, seed=0)
         t_spectral = time.perf_counter() - start
-    note = f"{len(caught)} RuntimeWarning(s); {spectral.diagnostics['floored_rates']} of {spectral.params['rates'].size} " \
-        "rates floored"
+    floored, size = spectral.diagnostics["floored_rates"], spectral.params["rates"].size
+    note = f"{len(caught)} RuntimeWarning(s); {floored} of {size} rates floored"
     out["poisson_mixture.spectral"] = (t_spectral, lambda x: (pm.log_likelihood(x, spectral),
                                                               pm.predict(x, spectral)[1]), note)
     for restarts in (0, 9):
