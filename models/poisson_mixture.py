@@ -225,7 +225,8 @@ def model(counts=None, *, k: int, n: int | None = None, dim: int | None = None, 
     """
     if counts is None:
         if n is None or dim is None:
-            raise bad_argument("n", "poisson_mixture.model", "given (with dim) when counts is None, to generate data", n)
+            raise bad_argument("n", "poisson_mixture.model", "given (with dim) when counts is None, to generate data",
+                               n)
         n_rows, d = int(n), int(dim)
     else:
         counts = jnp.asarray(counts.toarray() if sp.issparse(counts) else counts)
