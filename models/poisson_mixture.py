@@ -45,20 +45,20 @@ import numpyro.distributions as dist
 import scipy.sparse as sp
 from scipy.special import gammaln
 
-from specinit._validation import bad_argument, check_count_matrix, current_entry, public, warn
+from specinit._validation import Interval, bad_argument, check_count_matrix, current_entry, public, warn
 from specinit.engine.backends import OnBackend
 from specinit.engine.backends.numpy import pair_products
 from specinit.engine.population import FactoredMoments
-from specinit.engine.rows import ROW_PASSES
+from specinit.engine.rows import ROW_PASSES, RowSums
 from specinit.engine.sources import ViewSource
 from specinit.engine.support import fix_signs_by_mass
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Param
-from specinit.family import Family, site_values
+from specinit.family import UPDATED_ESTIMATE, Family, site_values
 from specinit.refine import RefineResult
 
 __all__ = ["FAMILY", "PoissonMixture", "PoissonMoments", "log_likelihood", "model", "population_moments", "predict",
-           "refine", "spectral", "spectral_from_moments"]
+           "refine", "spectral", "spectral_from_moments", "update"]
 
 
 class PoissonMoments(OnBackend):
@@ -66,8 +66,10 @@ class PoissonMoments(OnBackend):
 
     Parameters
     ----------
-    counts : array-like or scipy.sparse matrix, shape (N, d)
-        Non-negative integer counts (validated; held as CSR).
+    counts : array-like, scipy.sparse matrix, or RowSums
+        (N, d) non-negative integer counts (validated; held as CSR), or the summary of such rows
+        (:class:`~specinit.engine.rows.RowSums`, kept by :func:`update`: the same moments from its sums, no pass
+        over rows; its (d, d, d) sums are contracted with ``W`` before they are read).
     backend : {"numpy", "jax"}, Passes or None
         Where the passes run (:func:`specinit.engine.backends.resolve_backend`; the row passes ``gram`` and
         ``triples``).
@@ -89,6 +91,12 @@ class PoissonMoments(OnBackend):
 
     @public
     def __init__(self, counts, backend=None):
+        if isinstance(counts, RowSums):  # x = mean + unit * z with the central moments of z
+            self._run_on("numpy", "memory", ROW_PASSES)
+            self.n, self._sums, self._placed = counts.n, counts, None
+            self.m1, self._unit, (central,) = counts.standardized(order=2)
+            self._raw2 = np.outer(self.m1, self.m1) + self._unit**2 * central
+            return
         matrix = check_count_matrix(counts, "counts")
         self._run_on(backend, "memory", ROW_PASSES)
         self.n = matrix.shape[0]
@@ -100,21 +108,37 @@ class PoissonMoments(OnBackend):
         """d, the number of columns."""
         return self.m1.size
 
+    def _raw_matmat(self, Q: np.ndarray) -> np.ndarray:
+        """``E[x (x^T Q)]`` (one pass, or the summary's (d, d) moment)."""
+        if self._placed is None:
+            return self._raw2 @ Q
+        return np.asarray(self.passes.gram(self._placed, 0, 0, Q)) / self.n
+
+    def _raw_cubes(self, W: np.ndarray) -> np.ndarray:
+        """``E[y^(x)3]`` of ``y = W^T x`` (one pass, or from the summary: ``y = a + unit * u`` with ``a = W^T E[x]``
+        and ``u = W^T z`` centred, whose second and third moments the summary contracts with ``W``)."""
+        if self._placed is None:
+            u2, u3 = self._sums.projected_central(W)
+            a = W.T @ self.m1
+            spread = np.einsum("a,bc->abc", a, u2)
+            return (np.einsum("a,b,c->abc", a, a, a) + self._unit**2 * (spread + spread.transpose(1, 0, 2)
+                                                                         + spread.transpose(1, 2, 0))
+                    + self._unit**3 * u3)
+        return np.asarray(self.passes.triples(self._placed, 0, 0, 0, W, W, W)) / self.n
+
     def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
         """``M2 @ Q = E[x (x^T Q)] - E[x] * Q`` for a (d, r) matrix (one pass)."""
         Q = np.asarray(Q, dtype=np.float64)
-        return np.asarray(self.passes.gram(self._placed, 0, 0, Q)) / self.n - self.m1[:, None] * Q
+        return self._raw_matmat(Q) - self.m1[:, None] * Q
 
     def whitened_m3(self, W: np.ndarray) -> np.ndarray:
         """``M3(W, W, W)`` for a (d, k) matrix (two passes: the whitened cubes and ``C = E[x y^T]``)."""
         W = np.asarray(W, dtype=np.float64)
         k = W.shape[1]
-        cubes = np.asarray(self.passes.triples(self._placed, 0, 0, 0, W, W, W)) / self.n
-        cross = np.asarray(self.passes.gram(self._placed, 0, 0, W)) / self.n
         # G[a, b, c] = sum_j W_ja W_jb C_jc and H[a, b, c] = sum_j E[x_j] W_ja W_jb W_jc in one product
-        both = pair_products(W, np.hstack([cross, self.m1[:, None] * W]))
+        both = pair_products(W, np.hstack([self._raw_matmat(W), self.m1[:, None] * W]))
         G, H = both[:, :, :k], both[:, :, k:]
-        return cubes - (G + G.transpose(0, 2, 1) + G.transpose(2, 0, 1)) + 2.0 * H
+        return self._raw_cubes(W) - (G + G.transpose(0, 2, 1) + G.transpose(2, 0, 1)) + 2.0 * H
 
 
 @dataclass(frozen=True)
@@ -136,6 +160,7 @@ class PoissonMixture(Family):
         "counts": Site("observed", (), ("rows", "feature"), ("feature",)),
     }
     match_site = "rates"
+    summary = RowSums
     # the factorial moments are unbiased: their sampling noise has both signs, and on sparse counts its negative
     # eigenvalues can exceed the smaller components' (skipped with a warning, as for the topic models)
     whitening_eigenspace = "positive"
@@ -346,6 +371,59 @@ def refine(counts, estimate, *, method, max_iter, tol, rtol, window, floor, rest
     """
     return FAMILY.refine(counts, estimate, method=method, max_iter=max_iter, tol=tol, rtol=rtol, window=window,
                          floor=floor, restarts=restarts, restart_iter=restart_iter, seed=seed, accelerate=accelerate)
+
+
+@FAMILY.face(
+    counts=Param("array-like or scipy.sparse matrix, shape (n, d)", "The new rows of counts."),
+    estimate=UPDATED_ESTIMATE,
+    k=Param("int, optional", "Number of components, at most d: required for the first batch; with ``estimate`` None "
+            "means ``estimate.k`` (the stored sums fit any k).", None, Interval(int, 1, none=True)))
+def update(counts, estimate, *, k, method, seed, floor, decompose_options) -> SpectralEstimate:
+    """Add a batch of rows to a Poisson-mixture fit: exact merged sums, then the moment estimate.
+
+    The factorial moments are functions of the number of rows and the sums of their first three powers
+    (:class:`~specinit.engine.rows.RowSums`), which add up over batches exactly: after any number of batches the
+    estimate is that of :func:`spectral` on all the rows at once (the same moments to rounding, the same
+    decomposition and seed), whatever the batch sizes. Components keep their labels from batch to batch (the new
+    rates are matched to the previous ones). Memory: a few (d, d, d) float arrays (the third-power sums; the fit
+    reads them contracted with the whitening). There is no EM step (EM needs all the rows): :func:`refine` on
+    rows at hand takes the estimate further. The estimate keeps the sums in its ``state`` (``moments/...``),
+    which :meth:`~specinit.estimate.SpectralEstimate.save` writes, so updates go on in a later process.
+
+    Returns
+    -------
+    SpectralEstimate
+        ``"poisson_mixture"`` as from :func:`spectral`, plus ``n_batches`` and ``n_observations`` in the
+        diagnostics.
+
+    Raises
+    ------
+    ValueError
+        ``k`` missing on the first batch or above d, an estimate without stored sums (from :func:`spectral`: fit
+        the first batch with :func:`update`), a batch with another number of columns, bad counts.
+    MemoryError
+        The (d, d, d) sums over the memory budget (:func:`specinit.memory_limit`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> rates = np.array([[1.0, 6.0, 2.0, 0.5], [5.0, 1.0, 0.5, 3.0]])
+    >>> x = rng.poisson(rates[rng.choice(2, 2_000)])
+    >>> est = update(x[:1_000], k=2)
+    >>> est = update(x[1_000:], est)
+    >>> once = spectral(x, 2)
+    >>> from specinit.align import match_components
+    >>> same = once.params["rates"][match_components(est.params["rates"], once.params["rates"])]
+    >>> bool(abs(est.params["rates"] - same).max() < 1e-8), est.diagnostics["n_batches"]
+    (True, 2)
+    """
+    stored, k, n_batches = FAMILY.stream(estimate, k, RowSums, "poisson_mixture.update")
+    batch = RowSums.from_rows(check_count_matrix(counts, "counts").toarray(), "counts", frame=stored)
+    merged = batch if stored is None else stored + batch
+    fit = FAMILY.spectral_from_moments(PoissonMoments(merged), k, method=method, seed=seed, floor=floor,
+                                       decompose_options=decompose_options)
+    return FAMILY.streamed(fit, estimate, merged, n_batches, n_observations=merged.n)
 
 
 @FAMILY.scoring_face("counts")

@@ -177,3 +177,35 @@ def test_rates_at_zero_are_floored_inside_the_support_with_a_warning():
     assert np.all(rates > 0) and np.all(rates[:, -1] <= 1e-3 * rates.max() * (1 + 1e-12))
     assert estimate.diagnostics["floored_rates"] >= 1
     assert any("'rates' were not positive and were floored" in str(w.message) for w in caught)
+
+
+def test_moments_of_the_row_sums_equal_those_of_the_rows():
+    from specinit.engine.rows import RowSums
+
+    x, _ = _sample(700, 10)
+    halves = RowSums.from_rows(x[:300].astype(np.float64))
+    summed = pm.PoissonMoments(halves + RowSums.from_rows(x[300:].astype(np.float64), frame=halves))
+    rows = pm.PoissonMoments(x)
+    rng = np.random.default_rng(2)
+    Q, W = rng.normal(size=(6, 4)), rng.normal(size=(6, 3))
+    np.testing.assert_allclose(summed.m2_matmat(Q), rows.m2_matmat(Q), rtol=1e-10, atol=1e-9)
+    np.testing.assert_allclose(summed.whitened_m3(W), rows.whitened_m3(W), rtol=1e-10, atol=1e-8)
+
+
+def test_update_in_batches_equals_one_fit_and_continues_after_save(tmp_path):
+    from specinit.align import match_components
+    from specinit.estimate import SpectralEstimate
+
+    x, _ = _sample(3_000, 11)
+    once = pm.spectral(x, 3, seed=0)
+    first = pm.update(sp.csr_matrix(x[:1_000]), k=3, seed=0)
+    second = pm.update(x[1_000:1_700], SpectralEstimate.load(first.save(tmp_path / "first.npz")), seed=0)
+    last = pm.update(x[1_700:], second, seed=0)
+    assert (last.diagnostics["n_batches"], last.diagnostics["n_observations"]) == (3, 3_000)
+    # the components keep the first batch's labels
+    np.testing.assert_array_equal(match_components(first.params["rates"], last.params["rates"]), np.arange(3))
+    order = match_components(last.params["rates"], once.params["rates"])
+    for site in ("weights", "rates"):
+        np.testing.assert_allclose(once.params[site][order], last.params[site], rtol=1e-8, atol=1e-8)
+    with pytest.raises(ValueError, match=r"'counts' argument of poisson_mixture\.update must be non-negative counts"):
+        pm.update(-x[:10], last)
