@@ -22,7 +22,7 @@ empirical moments (means over rows) are unbiased. The whitened third moment
 is read from whitened rows ``y = W^T x`` in passes over the rows: ``M3(W, W,
 W) = E[y^(x)3] - sym_3(sum_j W_j (x) W_j (x) C_j) + 2 sum_j E[x_j] W_j^(x)3``
 with ``C = E[x y^T]`` (d, k); no (d, d) or (d, d, d) array is formed. After
-whitening the tensor eigenvalues are ``lambda_i = w_i^(-1/2)`` ([1]_ Thm
+whitening the tensor eigenvalues are ``lambda_i = w_i^(-1/2)`` ([1]_ Sec.
 4.3), so ``w_i = 1 / lambda_i^2`` and ``rates_i = lambda_i (W^T)^+ v_i``;
 the rates must be linearly independent (``k <= d``).
 
@@ -127,12 +127,13 @@ class PoissonMoments(OnBackend):
         return np.asarray(self.passes.triples(self._placed, 0, 0, 0, W, W, W)) / self.n
 
     def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
-        """``M2 @ Q = E[x (x^T Q)] - E[x] * Q`` for a (d, r) matrix (one pass)."""
+        """``M2 @ Q = E[x (x^T Q)] - E[x] * Q`` for a (d, r) matrix (one pass over the rows, none from a summary)."""
         Q = np.asarray(Q, dtype=np.float64)
         return self._raw_matmat(Q) - self.m1[:, None] * Q
 
     def whitened_m3(self, W: np.ndarray) -> np.ndarray:
-        """``M3(W, W, W)`` for a (d, k) matrix (two passes: the whitened cubes and ``C = E[x y^T]``)."""
+        """``M3(W, W, W)`` for a (d, k) matrix (two passes over the rows, for the whitened cubes and ``C = E[x
+        y^T]``; none from a summary)."""
         W = np.asarray(W, dtype=np.float64)
         k = W.shape[1]
         # G[a, b, c] = sum_j W_ja W_jb C_jc and H[a, b, c] = sum_j E[x_j] W_ja W_jb W_jc in one product
