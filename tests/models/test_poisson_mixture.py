@@ -57,6 +57,21 @@ def test_moments_equal_their_definition_on_every_backend():
             np.testing.assert_allclose(moments.whitened_m3(W), expected, rtol=1e-12, atol=1e-9)
 
 
+def test_moments_read_in_row_blocks_equal_those_read_at_once(monkeypatch):
+    import specinit.engine.sources as sources
+
+    x, _ = _sample(500, 12)
+    rng = np.random.default_rng(3)
+    Q, W = rng.normal(size=(6, 4)), rng.normal(size=(6, 3))
+    whole = pm.PoissonMoments(sp.csr_matrix(x))
+    expected = whole.m2_matmat(Q), whole.whitened_m3(W)
+    # 800 bytes per block of the views a pass reads (two or three views of 6 columns): 5 to 8 rows per block
+    monkeypatch.setattr(sources, "_BLOCK_BYTES", 800)
+    blocked = pm.PoissonMoments(sp.csr_matrix(x))
+    np.testing.assert_allclose(blocked.m2_matmat(Q), expected[0], rtol=1e-12, atol=1e-10)
+    np.testing.assert_allclose(blocked.whitened_m3(W), expected[1], rtol=1e-12, atol=1e-9)
+
+
 def test_population_moments_equal_the_mixture_of_factorial_moments():
     # M2 and M3 of the population: sum_i w_i l_i l_i^T and sum_i w_i l_i^(x)3, the limits of the data moments
     m2, m3 = pm.population_moments(RATES, WEIGHTS).dense()
