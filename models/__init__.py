@@ -12,7 +12,8 @@ import importlib
 __all__ = ["FAMILIES", "family"]
 
 #: Family name -> module name (imported on first use by :func:`family`).
-FAMILIES = ("lda", "single_topic", "hmm", "gaussian_hmm", "multiview", "gmm", "factors", "kernel_multiview")
+FAMILIES = ("lda", "single_topic", "hmm", "gaussian_hmm", "multiview", "gmm", "factors", "kernel_multiview",
+            "poisson_mixture")
 
 
 def family(name: str):

@@ -34,6 +34,7 @@ _KERNEL = {"weights": _WEIGHTS, **{f"{site}_{v}": value for v in range(3) for si
     ("scale", np.full((K, 2, 2), 0.6)))}}
 _MULTIVIEW = {"weights": _WEIGHTS, "beta_0": _BETA, "loc_1": _LOC, "scale_1": np.full((K, 5), 0.5),
               "beta_2": _BETA[::-1]}
+_RATES = _rng.gamma(2.0, 2.0, size=(K, 6))
 
 #: name -> (true params, population moments, spectral_from_moments kwargs, model kwargs)
 CASES = {
@@ -62,6 +63,8 @@ CASES = {
     # are recovered to round-off; the densities need data, so only "weights" is a parameter of a population estimate.
     "kernel_multiview": ({"weights": _WEIGHTS}, lambda m: m.population_moments(_KERNEL, rank=32), {},
                          {"k": K, "m": 2, "views": [np.zeros((4, 2)) + np.arange(4)[:, None]] * 3}),
+    "poisson_mixture": ({"weights": _WEIGHTS, "rates": _RATES}, lambda m: m.population_moments(_RATES, _WEIGHTS),
+                        {"floor": 1e-12}, {"k": K, "counts": np.zeros((4, 6), dtype=np.int64)}),
 }
 
 
@@ -87,6 +90,8 @@ def _data(name):
         states = _markov(_WEIGHTS, _TRANSITION, 3000, rng)
         return [np.array([-3.0, 0.0, 3.0])[states] + np.array([0.5, 1.0, 0.7])[states] * rng.normal(size=3000)], {}
     h = rng.choice(K, 1500, p=_WEIGHTS)
+    if name == "poisson_mixture":
+        return rng.poisson(_RATES[h]), {}
     if name == "gmm":
         return _LOC[h] + 0.7 * rng.normal(size=(1500, 5)), {}
     if name == "multiview":
@@ -196,7 +201,8 @@ def test_spectral_refine_save_load_and_score(name, tmp_path):
 
 
 #: Families whose passes run on a backend, and the data passed to both backends.
-BACKEND_FAMILIES = ["lda", "single_topic", "hmm", "gaussian_hmm", "gmm", "multiview", "kernel_multiview"]
+BACKEND_FAMILIES = ["lda", "single_topic", "hmm", "gaussian_hmm", "gmm", "multiview", "kernel_multiview",
+                    "poisson_mixture"]
 
 
 @pytest.mark.parametrize("name", BACKEND_FAMILIES)
@@ -211,7 +217,7 @@ def test_jax_backend_equals_numpy(name):
         np.testing.assert_allclose(b.params[site], a.params[site], rtol=1e-9, atol=1e-11, err_msg=f"{name}: {site}")
 
 
-@pytest.mark.parametrize("name", ["hmm", "gaussian_hmm", "gmm", "multiview", "kernel_multiview"])
+@pytest.mark.parametrize("name", ["hmm", "gaussian_hmm", "gmm", "multiview", "kernel_multiview", "poisson_mixture"])
 def test_a_backend_without_the_passes_is_refused(name):
     module = _module(name)
     data, options = _data(name)
