@@ -67,12 +67,14 @@ True
 
 from __future__ import annotations
 
+import sys
 import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
+from specinit import _registry
 from specinit._validation import (
     Interval,
     Options,
@@ -89,11 +91,12 @@ from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.support import project
 from specinit.engine.views import fit_multiview, pair_spectrum
 from specinit.engine.whitening import IndefiniteMomentError, negative_spectrum, signed_spectrum
-from specinit.estimate import Site, SpectralEstimate, register_sites
-from specinit.faces import Param, R, face
+from specinit.estimate import Site, SpectralEstimate
+from specinit.faces import Face, Param, R, face
 
 __all__ = ["COMMON_OPTIONS", "DEFERRED_ESTIMATE", "Family", "MOMENTS_STATE", "NEGATIVE_PROBE", "NOISE_FACTOR",
-           "SCORED_ESTIMATE", "Stream", "UPDATED_ESTIMATE", "k_param", "noise_edge", "site_values", "stored_moments"]
+           "SCORED_ESTIMATE", "Stream", "UPDATED_ESTIMATE", "family", "k_param", "noise_edge", "registered",
+           "site_values", "stored_moments"]
 
 #: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the negative
 #: eigenvalues' edge (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
@@ -330,8 +333,8 @@ class Family:
     component_state : tuple of str
         Prefixes of the fitted ``state`` arrays whose first axis runs over the
         components (permuted with the sites when :meth:`streamed` keeps labels).
-    data_kind : {"counts", "rows", "views", "sequences"}
-        What the data are.
+    data_kind : {"counts", "rows", "views", "sequences", "symbols"}
+        What the data are (``"symbols"``: sequences of integer symbols; the command line reads a file by it).
     k_dependent_moments : bool
         Whether :meth:`moments` depends on ``k`` (a noise estimate).
     whitening_eigenspace : {"magnitude", "positive"}
@@ -367,8 +370,17 @@ class Family:
     k_dependent_moments: ClassVar[bool] = False
     whitening_eigenspace: ClassVar[str] = "magnitude"
 
-    def __init__(self):
-        register_sites(self.name, self.site_table, optional=self.optional_sites, check_state=self.check_state)
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if cls.__dict__.get("name"):  # a concrete family; a base without a name of its own is abstract
+            _registry.register(cls)
+
+    @property
+    def faces(self) -> Any:
+        """The public functions of this family: its module when the module's ``FAMILY`` is of this class (the
+        built-in families: ``lda.spectral`` ...), else this family itself (its methods)."""
+        module = sys.modules.get(type(self).__module__)
+        return module if type(getattr(module, "FAMILY", None)) is type(self) else self
 
     # ---- declarations ---------------------------------------------------------------------------------------
     def face(self, *, validate: bool = False, **overrides: Param) -> Callable[[Callable[..., R]], Callable[..., R]]:
@@ -431,6 +443,11 @@ class Family:
         """Every declared argument of this family's public functions: :data:`COMMON_OPTIONS`, :attr:`arguments`,
         :attr:`options` (later tables re-declare earlier names)."""
         return {**COMMON_OPTIONS, **self.arguments, **self.options}
+
+    def estimator_face(self) -> Face | None:
+        """This family's scikit-learn face (:class:`~specinit.faces.Face`), from which
+        :func:`specinit.estimators.estimator_class` builds its estimator; None (default): no estimator."""
+        return None
 
     def site_table(self, params: Mapping | None = None, **options) -> tuple[dict, str | None]:
         """``(sites, match_site)`` for estimates with these parameters (default: the declared table)."""
@@ -1050,3 +1067,37 @@ class Family:
             One float64 value per observation, discrete latents summed out.
         """
         return self._score(data, estimate, **options)[1]
+
+
+def registered() -> dict:
+    """Every registered family by name: the built-in ones of :mod:`specinit.models` (imported here), then those
+    defined elsewhere (a user's family is registered by defining its class).
+
+    Returns
+    -------
+    dict of str -> Family
+    """
+    return {name: _registry.lookup(name) for name in _registry.names()}
+
+
+def family(name: str) -> Family:
+    """The registered family ``name`` (a built-in one's module is imported on first use).
+
+    Parameters
+    ----------
+    name : str
+        A family's :attr:`Family.name`.
+
+    Returns
+    -------
+    Family
+
+    Raises
+    ------
+    ValueError
+        An unknown name (the error lists the registered ones).
+    """
+    found = _registry.lookup(name) if isinstance(name, str) else None
+    if found is None:
+        raise bad_argument("name", "family", f"a registered family ({', '.join(_registry.names())})", name)
+    return found
