@@ -15,6 +15,28 @@ The skeleton of :meth:`Family.spectral`::
     data --moments()--> moments --check_k--> recover() --project--> complete() --> SpectralEstimate
                                      recover() = engine fit (exchangeable | multiview) + unwhiten()
 
+The contract. A family with a ``name`` is registered when its class is
+defined (:func:`registered`, :func:`family`); a class without a ``name`` of
+its own is an abstract base (``TopicFamily``). It must implement
+:data:`REQUIRED_HOOKS` -- ``moments``, ``population_moments``, and
+``unwhiten`` (or ``recover``) -- or its definition raises a TypeError
+naming what is missing. Moments are the objects of
+:mod:`specinit.engine.protocols`. Every other hook has a default: declared
+options (:attr:`Family.options`, checked once at the entry), the limit on
+``k`` (:meth:`Family.max_components`), scoring and EM
+(:meth:`Family.component_log_prob`, :meth:`Family.m_step`, ...), the
+scikit-learn face (:meth:`Family.estimator_face`).
+
+Which hook to override: the narrowest one that holds the difference.
+Override :meth:`Family.unwhiten` when the engine's fit is right and only
+its translation into parameters is the family's; :meth:`Family.fit_input`
+or :meth:`Family.kind_of` to feed the engine another view of the moments;
+:meth:`Family.complete` for data-dependent additions after recovery.
+Override :meth:`Family.recover` only when the recovery is not an engine fit
+followed by an unwhitening (anchor words, a grid of fits); never
+:meth:`Family.spectral`, whose validation, choice of ``k`` and estimate
+every family shares.
+
 Examples
 --------
 A complete family -- a mixture of ``k`` dice, each observation three
@@ -36,14 +58,10 @@ independent views of the die) -- is written as a new model would be:
 ...         return ViewMoments([one_hot(np.asarray(throws)[:, j], 6) for j in range(3)], backend=backend)
 ...     def population_moments(self, params):
 ...         return multiview_population([params["faces"]] * 3, params["weights"])
-...     def max_components(self, moments):
-...         return 6, "at most the number of faces (6)"
 ...     def unwhiten(self, fit, moments, k, floor, **options):
 ...         return {"weights": fit.weights, "faces": fit.means[0]}, {}, {}
 ...     def component_log_prob(self, params, throws):
 ...         return jnp.log(jnp.asarray(params["faces"])).T[throws].sum(axis=1)
-...     def refine_data(self, throws, estimate):
-...         return np.asarray(throws)
 >>> family = ThreeThrows()
 >>> truth = {"weights": np.array([0.7, 0.3]),
 ...          "faces": np.array([[0.5, 0.1, 0.1, 0.1, 0.1, 0.1], [0.05, 0.05, 0.1, 0.1, 0.2, 0.5]])}
@@ -87,20 +105,24 @@ from specinit._validation import (
 )
 from specinit.align import match_components
 from specinit.engine.decompose import METHODS
-from specinit.engine.exchangeable import fit_exchangeable
+from specinit.engine.exchangeable import ExchangeableFit, fit_exchangeable
+from specinit.engine.protocols import Moments, MultiViewMoments
 from specinit.engine.support import project
-from specinit.engine.views import fit_multiview, pair_spectrum
+from specinit.engine.views import MultiViewFit, fit_multiview, pair_spectrum
 from specinit.engine.whitening import IndefiniteMomentError, negative_spectrum, signed_spectrum
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Face, Param, R, face
 
 __all__ = ["COMMON_OPTIONS", "DEFERRED_ESTIMATE", "Family", "MOMENTS_STATE", "NEGATIVE_PROBE", "NOISE_FACTOR",
-           "SCORED_ESTIMATE", "Stream", "UPDATED_ESTIMATE", "family", "k_param", "noise_edge", "registered",
-           "site_values", "stored_moments"]
+           "REQUIRED_HOOKS", "SCORED_ESTIMATE", "Stream", "UPDATED_ESTIMATE", "family", "k_param", "noise_edge",
+           "registered", "site_values", "stored_moments"]
 
 #: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the negative
 #: eigenvalues' edge (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
 NOISE_FACTOR = 2.0
+
+#: The hooks a family must implement (each entry: one of these), checked when its class is defined.
+REQUIRED_HOOKS = (("moments",), ("population_moments",), ("unwhiten", "recover"))
 
 #: Negative eigenvalues probed for the noise edge of the families that whiten with the positive eigenspace.
 NEGATIVE_PROBE = 8
@@ -346,11 +368,13 @@ class Family:
 
     Notes
     -----
-    A subclass implements :meth:`moments`, :meth:`population_moments`,
-    :meth:`max_components` and :meth:`unwhiten` (or :meth:`recover` as a
-    whole); for refinement and scoring, :meth:`component_log_prob` (mixtures)
-    or :meth:`e_step` (chains), :meth:`m_step` and :meth:`refine_data`;
-    :meth:`em_step` when one compiled EM step beats the two calls.
+    A subclass implements :data:`REQUIRED_HOOKS` (:meth:`moments`,
+    :meth:`population_moments`, :meth:`unwhiten` or :meth:`recover` as a
+    whole; see the module notes for which to override); for refinement and
+    scoring, :meth:`component_log_prob` (mixtures) or :meth:`e_step`
+    (chains), :meth:`m_step` and :meth:`refine_data`; :meth:`em_step` when
+    one compiled EM step beats the two calls; :meth:`model_inputs` for the
+    MAP refinement.
     """
 
     name: ClassVar[str] = ""
@@ -372,8 +396,14 @@ class Family:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        if cls.__dict__.get("name"):  # a concrete family; a base without a name of its own is abstract
-            _registry.register(cls)
+        if not cls.__dict__.get("name"):  # a base without a name of its own is abstract
+            return
+        missing = [" or ".join(hooks) for hooks in REQUIRED_HOOKS
+                   if all(getattr(cls, hook) is getattr(Family, hook) for hook in hooks)]
+        if missing:
+            raise TypeError(f"The family {cls.__qualname__} ({cls.name!r}) must implement {', '.join(missing)} "
+                            f"(the required hooks of specinit.family.Family).")
+        _registry.register(cls)
 
     @property
     def faces(self) -> Any:
@@ -474,17 +504,21 @@ class Family:
             except StoredArrayError as exc:
                 raise StoredArrayError(str(exc), MOMENTS_STATE + exc.key, exc.problem) from None
 
-    def moments(self, data, *, k: int, backend, **options):
-        """The data's moments (one validated pass; the backend chosen once)."""
+    def moments(self, data, *, k: int, backend, **options) -> Moments:
+        """Required: the data's moments (:mod:`specinit.engine.protocols`; one validated pass, on ``backend``)."""
         raise NotImplementedError(f"{type(self).__name__} does not build moments from data")
 
-    def population_moments(self, params: Mapping, **options):
-        """Exact moments of the model with parameters ``params`` (a dict of site values)."""
-        raise NotImplementedError
+    def population_moments(self, params: Mapping, **options) -> Moments:
+        """Required: exact moments (:mod:`specinit.engine.protocols`) of the model with parameters ``params``
+        (a dict of site values)."""
+        raise NotImplementedError(f"{type(self).__name__} has no population moments")
 
-    def max_components(self, moments) -> tuple[int, str]:
-        """The largest ``k`` the moments support, and the constraint on ``k`` it gives (as the error states it)."""
-        raise NotImplementedError
+    def max_components(self, moments: Moments) -> tuple[int, str]:
+        """The largest ``k`` the moments support, and the constraint on ``k`` it gives (as the error states it);
+        default: the number of features (exchangeable moments) or the smallest view dimension (multi-view)."""
+        if isinstance(moments, MultiViewMoments):
+            return min(moments.dims), f"at most the smallest view dimension ({min(moments.dims)})"
+        return moments.n_features, f"at most the number of features ({moments.n_features})"
 
     def target(self, **options) -> int:
         """The target view of a multi-view fit."""
@@ -498,19 +532,21 @@ class Family:
         """Order of the whitened tensor of an exchangeable fit (default: :attr:`order`)."""
         return self.order
 
-    def fit_input(self, moments, k: int, **options):
+    def fit_input(self, moments: Moments, k: int, **options) -> Moments:
         """What the engine fit decomposes: the family's moments, or a view of them (default: themselves)."""
         return moments
 
-    def unwhiten(self, fit, moments, k: int, floor: float, **options) -> tuple[dict, dict, dict]:
-        """``(params, report, state)`` from an engine fit: values of every latent site, flat diagnostics, and the
-        fitted arrays that are not sites but that the estimate keeps (saved with it; usually none).
+    def unwhiten(self, fit: ExchangeableFit | MultiViewFit, moments: Moments, k: int, floor: float,
+                 **options) -> tuple[dict, dict, dict]:
+        """Required unless :meth:`recover` is overridden: ``(params, report, state)`` from an engine fit: values
+        of every latent site, flat diagnostics, and the fitted arrays that are not sites but that the estimate
+        keeps (saved with it; usually none).
 
         ``options`` hold the family's options and ``rng``, the fit's generator.
         """
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not unwhiten an engine fit")
 
-    def complete(self, params: dict, data, moments, *, rng, **options) -> tuple[dict, dict]:
+    def complete(self, params: dict, data, moments: Moments, *, rng, **options) -> tuple[dict, dict]:
         """Data-dependent additions after recovery (document topics, factor scores, closing steps; ``floor`` is
         :meth:`spectral`'s); default: none."""
         return params, {}
@@ -937,13 +973,19 @@ class Family:
         return min(limit, max(report["k_auto/signal"], 1))
 
     # ---- likelihood, refinement, prediction -----------------------------------------------------------------
-    def component_log_prob(self, params: Mapping, data):
+    def component_log_prob(self, params: Mapping, data) -> Any:
         """``log p(x_n | h = i)`` for every observation and component, shape (N, k) (JAX or NumPy; mixtures)."""
         raise NotImplementedError(f"{self.name} is not a mixture with a per-component likelihood")
 
-    def refine_data(self, data, estimate: SpectralEstimate, **options):
-        """The data in the form :meth:`e_step` and :meth:`m_step` read (validated against the estimate)."""
-        raise NotImplementedError(f"{self.name} has no EM refinement")
+    def refine_data(self, data, estimate: SpectralEstimate, **options) -> Any:
+        """The data in the form :meth:`component_log_prob`, :meth:`e_step` and :meth:`m_step` read (validated
+        against the estimate); default: as given."""
+        return data
+
+    def model_inputs(self, data, estimate: SpectralEstimate, **options) -> tuple[Callable, tuple, dict]:
+        """``(model, args, kwargs)``: the NumPyro program and its arguments for ``data``, as the ``map``
+        refinement (:func:`specinit.refine.map_estimate`) runs it."""
+        raise NotImplementedError(f"{self.name} has no MAP refinement")
 
     def e_step(self, params: Mapping, data) -> tuple[Any, float]:
         """``(expected statistics, total log-likelihood)``; default: mixture responsibilities."""

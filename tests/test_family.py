@@ -410,3 +410,32 @@ def test_k_is_validated_once_along_a_call_and_the_engine_still_checks_its_own_en
         decompose(np.zeros((3, 3, 3)), 4)
     with pytest.raises(TypeError, match="'k'"):
         decompose(np.zeros((3, 3, 3)), "2")
+
+
+def test_a_family_lacking_a_required_hook_fails_when_defined_and_abstract_bases_are_exempt():
+    from specinit.family import REQUIRED_HOOKS
+
+    assert REQUIRED_HOOKS == (("moments",), ("population_moments",), ("unwhiten", "recover"))
+
+    class Base(Family):  # no name of its own: an abstract base, neither checked nor registered
+        def moments(self, data, *, k, backend):
+            return data
+
+    with pytest.raises(TypeError, match=r"The family Incomplete \('incomplete_test'\) must implement "
+                                        r"population_moments, unwhiten or recover"):
+        type("Incomplete", (Base,), {"name": "incomplete_test"})
+    with pytest.raises(ValueError, match="'incomplete_test'"):
+        family("incomplete_test")
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_what_the_engine_fits_follows_the_moment_protocols(name):
+    from specinit.engine.protocols import ExchangeableMoments, MultiViewMoments
+
+    module = _module(name)
+    _, population, options, _ = CASES[name]
+    fit_moments = module.FAMILY.fit_input(population(module), K, **{key: value for key, value in options.items()
+                                                                     if key in module.FAMILY.options})
+    protocol = MultiViewMoments if module.FAMILY.kind_of() == "multiview" else ExchangeableMoments
+    assert isinstance(fit_moments, protocol)
+
