@@ -36,7 +36,8 @@ from specinit.distributions.counts import ModelData, mixture_loglik, topic_compo
 from specinit.distributions.mixtures import MixtureLikelihood
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import RANDOM_STATE, Face, Param, face, n_components_param, predicted, responsibilities
+from specinit.faces import RANDOM_STATE, Face, Param, face, n_components_param, predicted
+from specinit.faces import responsibilities as posterior_topics
 from specinit.models._svi import SVI_OPTIONS, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS, POPULATION_TOPICS, SEED_WORDS, UPDATE_ARGUMENTS, SeedWords, \
     TopicFamily, topic_concentration, warn_seeds
@@ -161,8 +162,8 @@ class SingleTopic(TopicFamily):
                 "labels_": ("ndarray, shape (n_samples,)\n    Most probable topic of every training document.",
                             predicted),
             },
-            transform=responsibilities,
-            predict_proba=responsibilities,
+            transform=posterior_topics,
+            predict_proba=posterior_topics,
             score=lambda estimator, faces, X: self.token_log_likelihood(X, estimator.estimate_),
             answers=frozenset({"perplexity", "partial_fit", "deferred_update"}),
         )
