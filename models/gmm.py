@@ -407,7 +407,7 @@ class GaussianMixture(Family):
         if k > LIFTED_MAX_K:
             raise bad_argument("k", None, f"at most {LIFTED_MAX_K} when x has fewer columns than k (d = {x.shape[1]}: "
                                "the one-dimensional method of moments uses moments up to order 2 k)", k)
-        options = check_arguments(self.options, options)
+        options = self.check_options(options)
         floor = COMMON_OPTIONS["floor"].check("floor", floor)
         params, diagnostics = lifted_fit(x, k)
         covariance = options.get("covariance", "common")

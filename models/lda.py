@@ -152,6 +152,14 @@ class LDA(TopicFamily):
     advice = "For LDA, alpha0 may be misspecified: try another alpha0 (smaller for sparse topic mixtures)."
     refine_methods = ("svi",)
 
+    def resolve(self, method, options):
+        """``method=None``: anchor words, or the tensor power method when ``alpha0`` is given; ``weighting=None``:
+        per-document estimators for anchor words, pooled for the tensor path."""
+        method = ("anchor" if options.get("alpha0") is None else "tpm") if method is None else method
+        if options.get("weighting") is None:
+            options = {**options, "weighting": "per-document" if method == "anchor" else "pooled"}
+        return method, dict(options)
+
     def moments(self, counts, *, k, backend, weighting="pooled", alpha0=None, **options) -> CountMoments:
         return CountMoments(counts, alpha0=alpha0, weighting=weighting, backend=backend)
 
@@ -825,10 +833,6 @@ def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topi
        and analysis via the rectified anchor word algorithm", EMNLP 2019
        (anchor words from a low-rank pair moment).
     """
-    if method is None:
-        method = "anchor" if alpha0 is None else "tpm"
-    if weighting is None:
-        weighting = "per-document" if method == "anchor" else "pooled"
     seed_words = SeedWords.check("seed_words", seed_words)
     if seed_words is not None:
         if isinstance(k, str):

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping, TypeVar
 
 import numpy as np
 
-from specinit._validation import Interval, public
+from specinit._validation import Interval, current_entry, public
 
 __all__ = ["RANDOM_STATE", "REQUIRED", "Face", "Param", "chain_face", "face", "max_iter_param", "mean_log_likelihood",
            "n_components_param", "parameters_section", "predicted", "refined", "responsibilities", "view_face"]
@@ -144,7 +144,10 @@ def face(table: Mapping[str, Param], *, validate: bool = True) -> Callable[[Call
 
         @functools.wraps(template)
         def entry(*args: Any, **kwargs: Any) -> R:
-            bound = signature.bind(*args, **kwargs)
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as exc:  # an unknown or missing argument, named as Python names it, under the entry
+                raise TypeError(f"{current_entry()} {exc}") from None
             bound.apply_defaults()
             for name in checked:
                 bound.arguments[name] = table[name].check(name, bound.arguments[name])

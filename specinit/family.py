@@ -705,6 +705,47 @@ class Family:
         return replace(fit, params=params, diagnostics={**fit.diagnostics, "n_batches": n_batches, **diagnostics},
                        state=state)
 
+    def resolve(self, method: str | None, options: Mapping) -> tuple[str, dict]:
+        """The defaults that depend on other arguments, in one place for every entry: ``method`` when None
+        (default: ``"tpm"``) and the options the family derives from the arguments given.
+
+        Parameters
+        ----------
+        method : str or None
+        options : dict
+            The family's options as given.
+
+        Returns
+        -------
+        (str, dict)
+        """
+        return ("tpm" if method is None else method), dict(options)
+
+    def check_options(self, options: Mapping, func: str = "spectral") -> dict:
+        """The family's options checked once against their declarations (:attr:`options`), normalised.
+
+        Parameters
+        ----------
+        options : dict
+        func : str
+            The method called, named in the error outside a public function.
+
+        Returns
+        -------
+        dict
+
+        Raises
+        ------
+        TypeError
+            A name the family does not declare (a misspelled option), named in the error.
+        """
+        unknown = [name for name in options if name not in self.options]
+        if unknown:
+            entry = current_entry(f"{type(self).__name__}.{func}")
+            raise TypeError(f"{entry} got an unexpected keyword argument {unknown[0]!r} (the options of the family "
+                            f"{self.name!r}: {', '.join(self.options) or 'none'}).")
+        return check_arguments(self.options, options)
+
     def check_k(self, k: int, moments) -> int:
         """``k`` (an int >= 1, checked at the entry) within ``max_components(moments)``: its data-dependent check."""
         limit, constraint = self.max_components(moments)
@@ -731,7 +772,6 @@ class Family:
              options) -> tuple[int, dict, dict, dict]:
         checked = check_arguments({**COMMON_OPTIONS, "method": Options(self.methods)},
                                   {"method": method, "approach": approach, "floor": floor})
-        options = check_arguments(self.options, options)
         k = self.check_k(k, moments)
         rng = as_generator(seed)
         try:
@@ -758,7 +798,7 @@ class Family:
                  f"(diagnostics['floored_{match_site}']); the moments are noisy for k={k}: try a smaller k or more "
                  "data.")
 
-    def spectral_from_moments(self, moments, k, *, method: str = "tpm", approach: str = "auto", seed=0,
+    def spectral_from_moments(self, moments, k, *, method: str | None = None, approach: str = "auto", seed=0,
                               floor: float = 1e-3, decompose_options: dict | None = None, vocabulary=None,
                               **options) -> SpectralEstimate:
         """Recover the parameters from moments (data or population): the skeleton without the data pass.
@@ -770,8 +810,8 @@ class Family:
         k : int or "auto"
             Number of components; ``"auto"``: the eigengap of the moments' spectrum (:meth:`spectrum_k`;
             exact for population moments).
-        method : {"tpm", "svtd", "eca", "als"}
-            Tensor decomposition.
+        method : {"tpm", "svtd", "eca", "als"} or None
+            Tensor decomposition (or another of :attr:`methods`); None: the family's default (:meth:`resolve`).
         approach : {"auto", "symmetric", "jennrich"}
             Multi-view fits only (see :func:`specinit.engine.views.fit_multiview`).
         seed : int or numpy.random.Generator
@@ -786,10 +826,12 @@ class Family:
         -------
         SpectralEstimate
         """
+        method, options = self.resolve(method, options)
+        options = self.check_options(options, "spectral_from_moments")
         report = {}
         if isinstance(k, str) and k == "auto":
             seed = as_generator(seed)
-            k, report = self.spectrum_k(moments, 10, seed, **check_arguments(self.options, options))
+            k, report = self.spectrum_k(moments, 10, seed, **options)
         else:
             k = COMMON_OPTIONS["k"].check("k", k)
         k, params, diagnostics, state = self._fit(moments, k, method=method, approach=approach, seed=seed,
@@ -797,7 +839,7 @@ class Family:
         return self.estimate(k, params, {**diagnostics, **report}, vocabulary=vocabulary, state=state,
                              options=options)
 
-    def spectral(self, data, k, *, method: str = "tpm", approach: str = "auto", seed=0, floor: float = 1e-3,
+    def spectral(self, data, k, *, method: str | None = None, approach: str = "auto", seed=0, floor: float = 1e-3,
                  decompose_options: dict | None = None, backend=None, vocabulary=None, **options) -> SpectralEstimate:
         """Method-of-moments estimate from data: :meth:`moments`, then the skeleton, then :meth:`complete`.
 
@@ -818,7 +860,8 @@ class Family:
         -------
         SpectralEstimate
         """
-        options = check_arguments(self.options, options)  # before the passes, which allocate by these sizes
+        method, options = self.resolve(method, options)
+        options = self.check_options(options)  # before the passes, which allocate by these sizes
         rng = as_generator(seed)
         if isinstance(k, str) and k == "auto":
             k, report = self.choose_k(data, rng=rng, backend=backend, method=method, approach=approach,

@@ -439,3 +439,33 @@ def test_what_the_engine_fits_follows_the_moment_protocols(name):
     protocol = MultiViewMoments if module.FAMILY.kind_of() == "multiview" else ExchangeableMoments
     assert isinstance(fit_moments, protocol)
 
+
+def test_a_misspelled_option_is_a_type_error_naming_it_at_every_level(tmp_path, capsys):
+    from specinit.cli import EXIT_INPUT, main
+    from specinit.estimators import SpectralLDA
+
+    lda = _module("lda")
+    data, _ = _data("lda")
+    with pytest.raises(TypeError, match=r"LDA.spectral got an unexpected keyword argument 'alpah0' \(the options of "
+                                        r"the family 'lda': alpha0, "):
+        lda.FAMILY.spectral(data, K, alpah0=1.0)
+    with pytest.raises(TypeError, match="LDA.spectral_from_moments got an unexpected keyword argument 'alpah0'"):
+        lda.FAMILY.spectral_from_moments(CASES["lda"][1](lda), K, alpha0=1.0, alpah0=1.0)
+    with pytest.raises(TypeError, match="lda.spectral got an unexpected keyword argument 'alpah0'"):
+        lda.spectral(data, K, alpah0=1.0)
+    with pytest.raises(TypeError, match="'alpah0'"):
+        SpectralLDA(K, alpah0=1.0)
+    path = tmp_path / "counts.npz"
+    sp.save_npz(path, data)
+    assert main(["fit", "lda", str(path), "--k", "3", "--option", "alpah0=1.0"]) == EXIT_INPUT
+    assert "lda.spectral got an unexpected keyword argument 'alpah0'" in capsys.readouterr().err
+
+
+def test_a_family_and_its_public_spectral_take_the_same_default_path():
+    lda = _module("lda")
+    data, _ = _data("lda")
+    a = _quiet(lda.spectral, data, K, seed=0)
+    b = _quiet(lda.FAMILY.spectral, data, K, seed=0)
+    assert a.diagnostics["method"] == b.diagnostics["method"] == "anchor"
+    for site in a.params:
+        np.testing.assert_array_equal(a.params[site], b.params[site])
