@@ -3,13 +3,16 @@
 :class:`SpectralEstimator` is everything an estimator does: check ``X``,
 call the family's ``spectral`` (then its refinement when asked), keep the
 :class:`~specinit.estimate.SpectralEstimate` as ``estimate_`` and answer
-under scikit-learn's names. A :class:`Face` declares what differs between
+under scikit-learn's names. A :class:`Face`, declared by each family
+(:meth:`specinit.family.Family.estimator_face`), holds what differs between
 families: the estimator's parameters (each a :class:`~specinit.faces.Param`,
 declared once, with the ``spectral`` argument it sets), the data (word
 counts or rows), the refinement, the fitted attributes and the questions the
 fitted model answers (``transform``, ``predict``, ``score_samples``,
-``bic``, ``partial_fit``). :func:`estimator_class` turns a face into the
-public class -- ``__init__`` signature (what ``get_params`` and ``clone``
+``bic``, ``partial_fit``). :func:`estimator_class` turns a registered
+family's face into its public class (the built-in families' are this
+module's ``Spectral*`` classes; a user's family gets one the same way) --
+``__init__`` signature (what ``get_params`` and ``clone``
 read), docstring and scikit-learn mixins -- so a spectral topic model goes in
 a ``Pipeline`` after ``CountVectorizer`` and in ``GridSearchCV`` over
 ``n_components``, and a mixture answers ``predict``, ``score`` and ``bic``
