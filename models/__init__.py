@@ -4,20 +4,26 @@ Every module ``specinit.models.<name>`` defines ``FAMILY`` (a
 :class:`specinit.family.Family`), ``model`` (the NumPyro program) and the
 faces ``spectral``, ``spectral_from_moments``, ``population_moments``,
 ``refine`` and ``log_likelihood`` (``predict`` for mixtures, ``svi`` for the
-topic models). :data:`FAMILIES` names them all, in one place.
+topic models). This package registers them (each module imported on first
+use); :data:`FAMILIES` names them.
 """
 
-import importlib
+from types import ModuleType
+
+from specinit import _registry
 
 __all__ = ["FAMILIES", "family"]
 
-#: Family name -> module name (imported on first use by :func:`family`).
-FAMILIES = ("lda", "single_topic", "hmm", "gaussian_hmm", "multiview", "gmm", "factors", "kernel_multiview",
-            "poisson_mixture")
+for _name in ("lda", "single_topic", "hmm", "gaussian_hmm", "multiview", "gmm", "factors", "kernel_multiview",
+              "poisson_mixture"):
+    _registry.declare(_name, f"{__name__}.{_name}")
+
+#: The built-in families' names (:func:`specinit.family.registered` adds the families defined elsewhere).
+FAMILIES = _registry.declared()
 
 
-def family(name: str):
-    """The module of the family ``name`` (``specinit.models.<name>``).
+def family(name: str) -> ModuleType:
+    """The module of the built-in family ``name`` (``specinit.models.<name>``).
 
     Parameters
     ----------
@@ -36,4 +42,4 @@ def family(name: str):
     if name not in FAMILIES:
         raise ValueError(f"The 'name' argument of family must be one of {', '.join(map(repr, FAMILIES))}; "
                          f"got {name!r} instead.")
-    return importlib.import_module(f"specinit.models.{name}")
+    return _registry.lookup(name).faces

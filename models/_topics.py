@@ -40,6 +40,7 @@ from specinit.engine.moments import WEIGHTINGS, CountMoments, PairSums
 from specinit.engine.sources import CountSource, row_ranges
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
+from specinit.estimate import SpectralEstimate
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, DEFERRED_ESTIMATE, MOMENTS_STATE, Family, k_param
 
@@ -542,6 +543,11 @@ class TopicFamily(Family):
             report.update(seed_words.diagnostics())
         return AnchorUpdate(source, batch, merged, beta, alpha, {**report, "n_batches": n_batches}, state, vocabulary,
                             seed_words, columns)
+
+    def held_out(self, train, test, estimate: SpectralEstimate) -> float:
+        """The held-out log-likelihood of the documents ``test`` under ``estimate`` (fitted to ``train``), as the
+        family's estimator scores them: what :meth:`k_score` averages over folds."""
+        raise NotImplementedError(f"{self.name} scores no held-out documents")
 
     def k_score(self, counts, k: int, rng, **spectral_kw) -> float:
         """Held-out log-likelihood of the k-topic fit, averaged over :data:`K_FOLDS` folds of the documents.

@@ -80,7 +80,7 @@ from specinit.engine.cumulants import (CorrectedCovariance, pair_product_tensor,
 from specinit.engine.rows import RowSums
 from specinit.engine.sources import check_rows
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import Param, face
+from specinit.faces import RANDOM_STATE, Face, Param, face, mean_log_likelihood
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import MAP_OPTIONS, RefineResult, map_estimate
 
@@ -475,6 +475,40 @@ class Factors(Family):
         h = g - np.sqrt(p["shape"]) if "shape" in p else g
         resid = (x - p["loc"] - h @ p["loadings"]) / float(p["noise"])
         return -0.5 * np.sum(resid**2, axis=1) - x.shape[1] * (np.log(float(p["noise"])) + 0.5 * np.log(2 * np.pi))
+
+    def estimator_face(self) -> Face:
+        """:class:`specinit.estimators.SpectralFactors`."""
+        return Face(
+            class_name="SpectralFactors", mixins=("feature_names", "transformer"),
+            summary="""Independent non-Gaussian factors by the method of moments (:mod:`specinit.models.factors`).
+
+            ``x = loc + h @ loadings + noise``, with independent skewed (Gamma) or
+            kurtotic factors ``h``: the noise-corrected covariance whitens the third
+            or fourth cumulant, whose decomposition gives the loadings in one pass,
+            with no local optima (the model FastICA and ``FactorAnalysis`` users
+            fit). ``transform`` gives the factor scores ``E[h | x]`` (linear).""",
+            parameters={
+                "n_components": Param("int or 'auto'", "Number of factors, at most the number of features (fewer "
+                                      "to estimate the noise); ``\"auto\"``: the eigengap of the noise-corrected "
+                                      "covariance (:meth:`specinit.models.factors.Factors.choose_k`).", 2),
+                "cumulant": self.declared()["cumulant"],
+                "noise": self.declared()["noise"],
+                "random_state": RANDOM_STATE,
+            },
+            spectral={"n_components": "k", "cumulant": "cumulant", "noise": "noise"},
+            fixed={"scores": False},
+            data="rows",
+            attributes={
+                "components_": ("ndarray, shape (n_components, n_features)\n    Loadings (each factor's direction "
+                                "and scale).", lambda estimator, estimate, X: estimate.params["loadings"]),
+                "mean_": ("ndarray, shape (n_features,)", lambda estimator, estimate, X: estimate.params["loc"]),
+                "noise_variance_": ("float\n    Variance of the isotropic noise.",
+                                    lambda estimator, estimate, X: float(estimate.params["noise"]) ** 2),
+            },
+            transform=lambda estimator, faces, X: factor_scores(estimator.estimate_, X),
+            score=mean_log_likelihood,
+            answers=frozenset({"score_samples", "partial_fit"}),
+        )
 
 
 FAMILY = Factors()

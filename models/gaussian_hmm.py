@@ -20,7 +20,7 @@ from specinit.engine.sequences import ChainViews, SequenceBatch, TripleCounts, a
     forward_backward, stationary, triple_views
 from specinit.engine.views import SummedViews, ViewMoments, conditional_means, multiview_population
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import Param
+from specinit.faces import Face, Param, chain_face
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, k_param, site_values
 from specinit.models.hmm import HMM
 from specinit.refine import RefineResult
@@ -256,6 +256,7 @@ class GaussianHMMFamily(HMM):
     """HMM with scalar Gaussian emissions: the categorical chain on quantile bins, then exact state moments."""
 
     name = "gaussian_hmm"
+    data_kind = "sequences"
     sites = {
         "init": Site("simplex", (0,), ("states",), ("states",)),
         "transition": Site("simplex", (0, 1), ("states", "next_state"), ("next_state",)),
@@ -384,6 +385,27 @@ class GaussianHMMFamily(HMM):
         variance = gamma.T @ (batch.values**2) / weight - loc**2
         return {"init": init, "transition": transition, "loc": loc,
                 "scale": np.sqrt(np.maximum(variance, 0.0) + reg * batch.variance)}
+
+    def estimator_face(self) -> Face:
+        """:class:`specinit.estimators.SpectralGaussianHMM`."""
+        return chain_face(
+            "SpectralGaussianHMM", self.name, refine,
+            """A hidden Markov model with scalar Gaussian emissions by the method of moments, then Baum-Welch.
+
+            The question of hmmlearn's ``GaussianHMM`` (one feature) without its
+            local optima at the start (:mod:`specinit.models.gaussian_hmm`: the
+            observations binned by quantiles give the chain, exact moments the state
+            means and variances). ``X`` is what
+            :func:`specinit.models.gaussian_hmm.spectral` takes -- one 1-D array,
+            equal-length rows, or a list of 1-D arrays.""",
+            {"n_bins": self.declared()["n_bins"]},
+            {"n_bins": "n_bins"},
+            {"means_": ("ndarray, shape (n_components,)\n    State means.",
+                        lambda estimator, estimate, X: estimate.params["loc"]),
+             "covars_": ("ndarray, shape (n_components,)\n    State variances.",
+                         lambda estimator, estimate, X: estimate.params["scale"] ** 2)},
+            answers=frozenset({"partial_fit"}),
+        )
 
 
 FAMILY = GaussianHMMFamily()

@@ -45,6 +45,7 @@ References
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import jax.numpy as jnp
@@ -61,7 +62,7 @@ from specinit.engine.sources import check_rows, is_dask_array
 from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import Param
+from specinit.faces import RANDOM_STATE, Face, Param, mean_log_likelihood, predicted, responsibilities
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import RefineResult, component_share, split_merge_pair
 
@@ -406,7 +407,7 @@ class GaussianMixture(Family):
         if k > LIFTED_MAX_K:
             raise bad_argument("k", None, f"at most {LIFTED_MAX_K} when x has fewer columns than k (d = {x.shape[1]}: "
                                "the one-dimensional method of moments uses moments up to order 2 k)", k)
-        options = check_arguments(self.options, options)
+        options = self.check_options(options)
         floor = COMMON_OPTIONS["floor"].check("floor", floor)
         params, diagnostics = lifted_fit(x, k)
         covariance = options.get("covariance", "common")
@@ -435,6 +436,57 @@ class GaussianMixture(Family):
             params.pop("covariance", None)
         estimate = self.estimate(estimate.k, params, estimate.diagnostics, vocabulary=estimate.vocabulary)
         return super().refine(data, estimate, method=method, covariance=kind, **options)
+
+    def estimator_face(self) -> Face:
+        """:class:`specinit.estimators.SpectralGaussianMixture`."""
+        return Face(
+            class_name="SpectralGaussianMixture", mixins=("cluster", "density"),
+            summary="A Gaussian mixture started from the method-of-moments estimate, then EM "
+                    "(:mod:`specinit.models.gmm`).",
+            parameters={
+                "n_components": Param("int or 'auto'", "Number of components (more than the number of features: "
+                                      "the lifted moments of :func:`specinit.models.gmm.lifted_fit`); ``\"auto\"``: "
+                                      "chosen by ``gmm.spectral(X, \"auto\")`` "
+                                      "(:meth:`specinit.family.Family.choose_k`).", 1),
+                "covariance_type": Param("{'spherical', 'diag', 'common'}", "One variance per component, per "
+                                         "component and coordinate, or one for all.", "spherical"),
+                "max_iter": Param("int", "EM iterations after the spectral estimate; 0: the spectral estimate "
+                                  "alone.", 500),
+                "tol": Param("float, optional", "EM stops when the mean log-likelihood gain is below ``tol`` "
+                             "(scikit-learn's rule). Default None: the relative rule of "
+                             ":func:`specinit.models.gmm.refine` (with its split-merge moves), so the face's fit is "
+                             "``gmm.refine(X, gmm.spectral(X, k, covariance=covariance_type))``.", None),
+                "reg_covar": Param("float", "Added to every variance, relative to the data's mean variance.", 1e-6),
+                "random_state": RANDOM_STATE,
+            },
+            spectral={"n_components": "k", "covariance_type": "covariance"},
+            data="rows",
+            constraints={"covariance_type": [Options(("spherical", "diag", "common"))],
+                         "tol": [Interval(float, 0.0), None], "reg_covar": [Interval(float, 0.0)]},
+            refine_arguments={"reg": "reg_covar", "tol": "tol", "max_iter": "max_iter"},
+            refine=_refine_warned,
+            attributes={
+                "weights_": ("ndarray, shape (n_components,)",
+                             lambda estimator, estimate, X: estimate.params["weights"]),
+                "means_": ("ndarray, shape (n_components, n_features)",
+                           lambda estimator, estimate, X: estimate.params["loc"]),
+                "covariances_": ("ndarray\n    Variances: (n_components,) spherical, (n_components, n_features) "
+                                 "diag, () common.", lambda estimator, estimate, X: estimate.params["scale"] ** 2),
+                "converged_": ("bool\n    Whether EM met its stopping rule (True without EM: ``max_iter=0``, "
+                               ":meth:`partial_fit`).",
+                               lambda estimator, estimate, X: bool(estimate.diagnostics.get("refine/converged",
+                                                                                            True))),
+                "n_iter_": ("int\n    EM steps (0 without EM).",
+                            lambda estimator, estimate, X: int(estimate.diagnostics.get("refine/n_iter", 0))),
+                "lower_bound_": ("float\n    Final mean log-likelihood per sample.",
+                                 lambda estimator, estimate, X: estimator.score(X)),
+                "labels_": ("ndarray, shape (n_samples,)\n    Most probable component of every training row.",
+                            predicted),
+            },
+            score=mean_log_likelihood,
+            predict_proba=responsibilities,
+            answers=frozenset({"score_samples", "bic", "partial_fit"}),
+        )
 
 
 def _scale_for(scale, covariance: str, shape: tuple) -> np.ndarray:
@@ -1062,3 +1114,16 @@ def spectral_axis_aligned(x, k, *, method, seed, decompose_options, floor) -> Sp
     params, repairs = project({"weights": fit.weights, "loc": loc, "scale": scale}, FAMILY.site_table()[0], floor)
     diagnostics = {"partition": partition, "coordinate_variances": variances, **fit.diagnostics, **repairs}
     return FAMILY.estimate(k, params, diagnostics)
+
+
+def _refine_warned(estimator, faces, X, estimate):
+    """:class:`~specinit.estimators.SpectralGaussianMixture`'s refinement: :func:`refine` with the face's
+    ``max_iter``, ``tol`` and ``reg_covar``, its warnings pointing at the caller of ``fit``."""
+    if not estimator.max_iter:
+        return estimate
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        result = refine(X, estimate, max_iter=estimator.max_iter, tol=estimator.tol, reg=estimator.reg_covar)
+    for warning in caught:
+        warnings.warn(warning.message, warning.category, stacklevel=3)
+    return result.estimate

@@ -77,7 +77,7 @@ from specinit.engine.support import project_to_simplex
 from specinit.engine.sources import is_dask_array
 from specinit.engine.views import ViewMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import Param
+from specinit.faces import Face, Param, chain_face
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import RefineResult
 
@@ -262,7 +262,7 @@ class HMM(Family):
     """Categorical hidden Markov model: sliding triples as a multi-view model around the middle state."""
 
     name = "hmm"
-    data_kind = "sequences"
+    data_kind = "symbols"
     sites = {
         "init": Site("simplex", (0,), ("states",), ("states",)),
         "transition": Site("simplex", (0, 1), ("states", "next_state"), ("next_state",)),
@@ -451,6 +451,29 @@ class HMM(Family):
             return hmm.log_prob(jnp.asarray(padded))
 
         return in_float64(per_sequence)
+
+    def estimator_face(self) -> Face:
+        """:class:`specinit.estimators.SpectralHMM`."""
+        return chain_face(
+            "SpectralHMM", self.name, refine,
+            """A categorical hidden Markov model by the method of moments, then Baum-Welch (:mod:`specinit.models.hmm`).
+
+            The question of hmmlearn's ``CategoricalHMM``, started where Baum-Welch
+            has no local optimum to fear: the sliding triples of the sequences give
+            the chain's parameters in one pass. ``X`` is what
+            :func:`specinit.models.hmm.spectral` takes -- one 1-D array of symbols,
+            equal-length rows, or a list of 1-D arrays -- not hmmlearn's
+            concatenated column with ``lengths``. ``predict`` gives every sequence's
+            most probable state path (Viterbi), ``predict_proba`` the posterior
+            state marginals, ``score`` the total log-likelihood.""",
+            {"n_symbols": Param("int, optional", "V, the number of distinct symbols; None: one more than the "
+                                "largest symbol of the training sequences.", None)},
+            {},
+            {"emissionprob_": ("ndarray, shape (n_components, n_symbols)\n    Emission probabilities (rows sum to "
+                               "one).", lambda estimator, estimate, X: estimate.params["emission"])},
+            from_data=_symbols_seen, answers=frozenset({"partial_fit"}),
+            constraints={"n_symbols": [Interval(int, 1), None]},
+        )
 
 
 FAMILY = HMM()
@@ -736,3 +759,11 @@ def log_likelihood(sequences, estimate) -> np.ndarray:
         log-density of the NumPyro program's ``observations`` site).
     """
     return FAMILY.log_likelihood(sequences, estimate)
+
+
+def _symbols_seen(estimator, X) -> dict:
+    """:class:`~specinit.estimators.SpectralHMM`'s ``n_symbols``: its parameter, else read off the training
+    sequences."""
+    if estimator.n_symbols is not None:
+        return {"n_symbols": estimator.n_symbols}
+    return {"n_symbols": 1 + max(int(sequence.max()) for sequence in as_sequences(X, categorical=True))}

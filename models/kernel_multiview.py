@@ -72,7 +72,7 @@ from specinit.engine.kernels import ExchangeableViews
 from specinit.engine.rows import unit_of
 from specinit.engine.views import ViewMoments, ViewSums, multiview_population
 from specinit.estimate import Site, SpectralEstimate
-from specinit.faces import Param
+from specinit.faces import Face, Param, view_face
 from specinit.family import COMMON_OPTIONS, DEFERRED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import RefineResult
 
@@ -662,6 +662,20 @@ class KernelMultiview(Family):
             out[f"loc_{v}"] = new_loc
             out[f"scale_{v}"] = np.sqrt(np.maximum(second - new_loc**2, 0.0) + reg * data.variances[v])
         return out
+
+    def estimator_face(self) -> Face:
+        """:class:`specinit.estimators.SpectralKernelMultiView`."""
+        return view_face(
+            "SpectralKernelMultiView", self, refine,
+            "A nonparametric multi-view mixture by kernel embeddings (:mod:`specinit.models.kernel_multiview`), "
+            """then EM.
+
+            ``X`` is the list of views of
+            :func:`specinit.models.kernel_multiview.spectral`; the conditional
+            densities are kernel embeddings projected onto Gaussian mixtures per
+            view; ``predict`` clusters the observations.""",
+            ("bandwidth", "rank", "features", "exchangeable", "m", "target", "max_support"),
+            answers=frozenset({"partial_fit", "deferred_update"}))
 
 
 FAMILY = KernelMultiview()

@@ -52,7 +52,7 @@ from specinit.engine.backends import one_blas_thread
 from specinit.engine.moments import CountMoments
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import Param, face
+from specinit.faces import RANDOM_STATE, Face, Param, face, n_components_param
 from specinit.family import COMMON_OPTIONS, site_values
 from specinit.engine.anchors import WARM_NOISE_TOL, fit_anchor
 from specinit.models._svi import LOCAL_STEP, SVI_OPTIONS, local_gamma, run_svi, svi_batch
@@ -151,6 +151,14 @@ class LDA(TopicFamily):
     methods = (*TopicFamily.methods, "anchor")
     advice = "For LDA, alpha0 may be misspecified: try another alpha0 (smaller for sparse topic mixtures)."
     refine_methods = ("svi",)
+
+    def resolve(self, method, options):
+        """``method=None``: anchor words, or the tensor power method when ``alpha0`` is given; ``weighting=None``:
+        per-document estimators for anchor words, pooled for the tensor path."""
+        method = ("anchor" if options.get("alpha0") is None else "tpm") if method is None else method
+        if options.get("weighting") is None:
+            options = {**options, "weighting": "per-document" if method == "anchor" else "pooled"}
+        return method, dict(options)
 
     def moments(self, counts, *, k, backend, weighting="pooled", alpha0=None, **options) -> CountMoments:
         return CountMoments(counts, alpha0=alpha0, weighting=weighting, backend=backend)
@@ -268,6 +276,51 @@ class LDA(TopicFamily):
                          {"batch_size": int(batch_size), "seconds": fit.seconds, "final_elbo": last})
         return RefineResult(estimate=result, log_likelihood=elbo, n_iter=int(num_steps), converged=converged,
                             method="svi", diagnostics={"n_observations": float(X.sum())})
+
+    def estimator_face(self) -> Face:
+        """:class:`specinit.estimators.SpectralLDA`."""
+        return Face(
+            class_name="SpectralLDA", mixins=("feature_names", "transformer"),
+            summary="Latent Dirichlet allocation by the method of moments (:func:`specinit.models.lda.spectral`).",
+            parameters={
+                "n_components": n_components_param("topics", 10, 'lda.spectral(X, "auto")'),
+                "alpha0": Param("float, optional", "``sum(alpha)``; ``None`` chooses it from the data.", None),
+                "method": Param("{'anchor', 'tpm', 'svtd', 'eca', 'als'} or None", "Recovery of "
+                                ":func:`specinit.models.lda.spectral`; ``None``: its default (anchor words closed by "
+                                "EM sweeps; the tensor power method when ``alpha0`` is given), so "
+                                "``SpectralLDA(k).fit(X)`` and ``lda.spectral(X, k)`` give the same topics.", None),
+                "refine_steps": Param("int", "Variational-EM steps after the spectral estimate "
+                                      "(:func:`specinit.models.lda.refine`); 0: none.", 0),
+                "seed_words": Param("dict of str -> sequence, or sequence of sequences, optional", "Seeded topics "
+                                    "(:func:`specinit.models.lda.spectral`'s ``seed_words``): a few words per topic, "
+                                    "by column index or, with ``vocabulary``, by word; topic i is group i's.", None),
+                "vocabulary": Param("sequence of str, optional", "The columns' words (e.g. "
+                                    "``CountVectorizer().get_feature_names_out()``): seed words by name, and the fit's "
+                                    "``estimate_.vocabulary``.", None),
+                "random_state": RANDOM_STATE,
+            },
+            spectral={"n_components": "k", "alpha0": "alpha0", "method": "method", "seed_words": "seed_words",
+                      "vocabulary": "vocabulary"},
+            fixed={"doc_topics": False},
+            constraints={"alpha0": [Interval(float, 0.0, None, open="low"), None],
+                         "method": [Options(self.methods), None],
+                         "refine_steps": [Interval(int, 0)],
+                         "seed_words": [dict, "array-like", None], "vocabulary": ["array-like", None]},
+            refine_arguments={"num_steps": "refine_steps"},
+            data="counts",
+            refine=_refine_steps,
+            attributes={
+                "components_": ("ndarray, shape (n_components, n_features)\n    Topic-word probabilities (rows sum "
+                                "to one; scikit-learn's LDA keeps unnormalized pseudo-counts).",
+                                lambda estimator, estimate, X: estimate.params["beta"]),
+                "doc_topic_prior_": ("ndarray, shape (n_components,)\n    ``alpha``.",
+                                     lambda estimator, estimate, X: estimate.params["alpha"]),
+            },
+            transform=lambda estimator, faces, X: document_topics(X, estimator.components_,
+                                                                  estimator.doc_topic_prior_),
+            score=_document_completion,
+            answers=frozenset({"perplexity", "partial_fit", "deferred_update"}),
+        )
 
 
 FAMILY = LDA()
@@ -780,10 +833,6 @@ def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topi
        and analysis via the rectified anchor word algorithm", EMNLP 2019
        (anchor words from a low-rank pair moment).
     """
-    if method is None:
-        method = "anchor" if alpha0 is None else "tpm"
-    if weighting is None:
-        weighting = "per-document" if method == "anchor" else "pooled"
     seed_words = SeedWords.check("seed_words", seed_words)
     if seed_words is not None:
         if isinstance(k, str):
@@ -1007,3 +1056,20 @@ def log_likelihood(counts, estimate) -> np.ndarray:
     """
     return FAMILY.log_likelihood(counts, estimate)
 
+
+def _refine_steps(estimator, faces, X, estimate):
+    """:class:`~specinit.estimators.SpectralLDA`'s refinement: ``refine_steps`` steps of :func:`refine`."""
+    if not estimator.refine_steps:
+        return estimate
+    return refine(X, estimate, num_steps=estimator.refine_steps, seed=estimator._seed).estimate
+
+
+def _document_completion(estimator, faces, X) -> float:
+    """:class:`~specinit.estimators.SpectralLDA`'s score: document completion (half of each document folded in)."""
+    from specinit.corpus import document_completion
+
+    if not np.any(np.asarray(X.sum(axis=1)) >= 2):
+        raise bad_argument("X", f"{type(estimator).__name__}.score", "at least one document with 2 or more tokens",
+                           "none", describe=False)
+    params = estimator.estimate_.params
+    return document_completion(X, params["beta"], params["alpha"], seed=estimator._seed).log_likelihood

@@ -51,7 +51,7 @@ from specinit.engine.views import (
     with_squares,
 )
 from specinit.estimate import Site, SpectralEstimate
-from specinit.faces import Param
+from specinit.faces import Face, Param, view_face
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import RefineResult
 
@@ -405,6 +405,18 @@ class MultiView(Family):
                 var = np.maximum(resp.T @ (x * x) / nk[:, None] - loc**2, 0.0) + reg * data.variances[v]
                 out[f"loc_{v}"], out[f"scale_{v}"] = loc, np.sqrt(var)
         return out
+
+    def estimator_face(self) -> Face:
+        """:class:`specinit.estimators.SpectralMultiView`."""
+        return view_face(
+            "SpectralMultiView", self, refine,
+            """A mixture of conditionally independent views (categorical or Gaussian) by the method of moments, then EM.
+
+            ``X`` is the list of views of :func:`specinit.models.multiview.spectral`
+            (at least three arrays with the same rows: one-hot or integer categorical
+            views, real Gaussian ones); ``predict`` clusters the observations,
+            ``score`` is the mean log-likelihood per observation.""",
+            ("kinds", "dims", "target"), answers=frozenset({"partial_fit"}))
 
 
 FAMILY = MultiView()

@@ -53,7 +53,8 @@ from specinit.engine.rows import ROW_PASSES, RowSums
 from specinit.engine.sources import ViewSource
 from specinit.engine.support import fix_signs_by_mass
 from specinit.estimate import Site, SpectralEstimate
-from specinit.faces import Param
+from specinit.faces import (RANDOM_STATE, Face, Param, max_iter_param, mean_log_likelihood, n_components_param,
+                            predicted, refined, responsibilities)
 from specinit.family import UPDATED_ESTIMATE, Family, site_values
 from specinit.refine import RefineResult
 
@@ -221,6 +222,29 @@ class PoissonMixture(Family):
     def m_step(self, data: CountRows, resp, params, **options):
         totals = resp.sum(axis=0) + 10 * np.finfo(np.float64).eps
         return {"weights": totals, "rates": np.asarray(data.csr.T @ resp).T / totals[:, None]}
+
+    def estimator_face(self) -> Face:
+        """:class:`specinit.estimators.SpectralPoissonMixture`."""
+        return Face(
+            class_name="SpectralPoissonMixture", mixins=("cluster", "density"),
+            summary="A mixture of independent Poissons started from the method-of-moments estimate, then EM "
+                    "(:mod:`specinit.models.poisson_mixture`).",
+            parameters={
+                "n_components": n_components_param("components", 2, 'poisson_mixture.spectral(X, "auto")'),
+                "max_iter": max_iter_param(refine, "EM iterations"),
+                "random_state": RANDOM_STATE,
+            },
+            spectral={"n_components": "k"}, data="counts", refine=refined, refine_arguments={"max_iter": "max_iter"},
+            attributes={
+                "weights_": ("ndarray, shape (n_components,)",
+                             lambda estimator, estimate, X: estimate.params["weights"]),
+                "rates_": ("ndarray, shape (n_components, n_features)\n    Poisson rate of every feature in every "
+                           "component.", lambda estimator, estimate, X: estimate.params["rates"]),
+                "labels_": ("ndarray, shape (n_samples,)\n    Most probable component of every training row.",
+                            predicted),
+            },
+            predict_proba=responsibilities, score=mean_log_likelihood,
+            answers=frozenset({"score_samples", "bic", "partial_fit"}))
 
 
 FAMILY = PoissonMixture()

@@ -29,14 +29,15 @@ import numpyro.distributions as dist
 import scipy.sparse as sp
 from scipy.special import gammaln
 
-from specinit._validation import Interval
+from specinit._validation import Interval, Options
 from specinit.family import site_values
 from specinit.distributions.continuous import TRANSFORMS, point_mass
 from specinit.distributions.counts import ModelData, mixture_loglik, topic_components
 from specinit.distributions.mixtures import MixtureLikelihood
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import Param, face
+from specinit.faces import RANDOM_STATE, Face, Param, face, n_components_param, predicted
+from specinit.faces import responsibilities as posterior_topics
 from specinit.models._svi import SVI_OPTIONS, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS, POPULATION_TOPICS, SEED_WORDS, UPDATE_ARGUMENTS, SeedWords, \
     TopicFamily, topic_concentration, warn_seeds
@@ -134,6 +135,38 @@ class SingleTopic(TopicFamily):
             moved["beta"][topic] = counts / counts.sum()
             moved["weights"][topic] = weights[split] * float(half.sum()) / float(resp[:, split].sum())
         return moved
+
+    def estimator_face(self) -> Face:
+        """:class:`specinit.estimators.SpectralTopicMixture`."""
+        return Face(
+            class_name="SpectralTopicMixture", mixins=("cluster", "feature_names", "transformer"),
+            summary="The mixture of unigrams (one topic per document) by the method of moments, then EM.",
+            parameters={
+                "n_components": n_components_param("topics", 10, 'single_topic.spectral(X, "auto")'),
+                "method": Param("{'tpm', 'svtd', 'eca', 'als'}", "Tensor decomposition.", "tpm"),
+                "max_iter": Param("int", "Most MAP-EM iterations after the spectral estimate "
+                                  "(:func:`specinit.models.single_topic.refine` with its defaults, which stop earlier "
+                                  "on its relative-gain rule); 0: none.", 500),
+                "random_state": RANDOM_STATE,
+            },
+            spectral={"n_components": "k", "method": "method"},
+            data="counts",
+            constraints={"method": [Options(self.methods)]},
+            refine=lambda estimator, faces, X, estimate: (refine(X, estimate, max_iter=estimator.max_iter).estimate
+                                                          if estimator.max_iter else estimate),
+            attributes={
+                "components_": ("ndarray, shape (n_components, n_features)\n    Topic-word probabilities.",
+                                lambda estimator, estimate, X: estimate.params["beta"]),
+                "weights_": ("ndarray, shape (n_components,)",
+                             lambda estimator, estimate, X: estimate.params["weights"]),
+                "labels_": ("ndarray, shape (n_samples,)\n    Most probable topic of every training document.",
+                            predicted),
+            },
+            transform=posterior_topics,
+            predict_proba=posterior_topics,
+            score=lambda estimator, faces, X: self.token_log_likelihood(X, estimator.estimate_),
+            answers=frozenset({"perplexity", "partial_fit", "deferred_update"}),
+        )
 
 
 @dataclass(frozen=True)

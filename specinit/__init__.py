@@ -31,6 +31,7 @@ from specinit.engine.population import FactoredMoments
 from specinit.engine.whitening import IndefiniteMomentError, whiten
 from specinit.estimate import Site, SpectralEstimate
 from specinit.family import Family
+from specinit import models  # noqa: F401  (declares the built-in families; each imported on first use)
 
 # Library logging is silent unless the application configures it (progress of long runs goes to INFO).
 logging.getLogger("specinit").addHandler(logging.NullHandler())

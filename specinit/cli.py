@@ -23,7 +23,6 @@ __all__ = ["EXIT_FAILED", "EXIT_INPUT", "EXIT_OK", "EXIT_UNSUPPORTED", "main"]
 EXIT_OK, EXIT_FAILED, EXIT_INPUT, EXIT_UNSUPPORTED = 0, 1, 2, 3
 
 _COUNT_FORMATS = ("auto", "ldac", "uci", "npz", "dir", "reuters")
-_TOPIC_FAMILIES = ("lda", "single_topic")
 
 
 class CommandError(Exception):
@@ -133,16 +132,15 @@ def _load_sequences(path: str, dtype) -> list:
     return sequences
 
 
-def load_data(family: str, args):
-    """The data argument of ``family``'s ``spectral`` read from ``args.data``, and a vocabulary (or None)."""
-    from specinit.models import family as family_module
-
-    kind = family_module(family).FAMILY.data_kind
+def load_data(family, args):
+    """The data argument of ``family``'s ``spectral`` (by its :attr:`~specinit.family.Family.data_kind`) read from
+    ``args.data``, and a vocabulary (or None)."""
+    kind = family.data_kind
     if kind == "counts":
         corpus = _load_corpus(args.data, args.format, args.vocab)
         return corpus.counts, corpus.vocabulary
-    if kind == "sequences":
-        return _load_sequences(args.data, int if family == "hmm" else float), None
+    if kind in ("symbols", "sequences"):
+        return _load_sequences(args.data, int if kind == "symbols" else float), None
     arrays = _load_arrays(args.data)
     if kind == "views":
         return arrays, None
@@ -169,13 +167,37 @@ def _options(pairs) -> dict:
 _NOT_FLAGS = ("k", "seed", "vocabulary")
 
 
-def _spectral_options(family: str) -> list:
-    """The keyword arguments of ``family``'s ``spectral`` a flag may set (its signature, less the data and k)."""
-    from specinit.models import family as family_module
+def _spectral_options(family) -> list:
+    """The keyword arguments of ``family``'s public ``spectral`` a flag may set (its signature, less the data and
+    k; the family's declared options where it takes them as ``**options``)."""
+    parameters = list(inspect.signature(family.faces.spectral).parameters.values())[1:]
+    names = [p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+    if any(p.kind is p.VAR_KEYWORD for p in parameters):
+        names += [name for name in family.options if name not in names]
+    return [name for name in names if name not in _NOT_FLAGS]
 
-    parameters = list(inspect.signature(family_module(family).spectral).parameters.values())[1:]
-    return [p.name for p in parameters if p.name not in _NOT_FLAGS and p.kind in (p.POSITIONAL_OR_KEYWORD,
-                                                                                  p.KEYWORD_ONLY)]
+
+def _family(text: str):
+    """The family a command line names: a registered name (``-`` for ``_`` allowed), or ``module:Class`` for a
+    family defined in an importable module (imported, which registers it)."""
+    import importlib
+
+    from specinit.family import Family, registered
+
+    if ":" in text:
+        module_name, _, class_name = text.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), class_name)
+        except (ImportError, AttributeError) as exc:
+            raise CommandError(f"family {text!r}: cannot import {class_name} from {module_name} ({exc})") from exc
+        if not (isinstance(cls, type) and issubclass(cls, Family) and cls.__dict__.get("name")):
+            raise CommandError(f"family {text!r}: {class_name} is not a Family subclass with a name")
+        return registered()[cls.name]
+    families = registered()
+    name = text.replace("-", "_")
+    if name not in families:
+        raise CommandError(f"unknown family {text!r}; choose one of {', '.join(families)}, or give module:Class")
+    return families[name]
 
 
 def _first_sentence(doc: str) -> str:
@@ -202,15 +224,15 @@ def _flag_type(constraints: list):
 def _add_option_flags(fit: argparse.ArgumentParser) -> list:
     """One ``--name`` flag per argument of the families' ``spectral``, documented from their declarations; the
     names."""
-    from specinit.family import COMMON_OPTIONS
+    from specinit.family import COMMON_OPTIONS, registered
     from specinit.models import FAMILIES
-    from specinit.models import family as family_module
 
     declarations = {}
-    for family in FAMILIES:
-        table = family_module(family).FAMILY.declared()
+    for name in FAMILIES:
+        family = registered()[name]
+        table = family.declared()
         for option in _spectral_options(family):
-            declarations.setdefault(option, []).append((family, table[option]))
+            declarations.setdefault(option, []).append((name, table[option]))
     for option, declared in declarations.items():
         families = [family for family, _ in declared]
         param = COMMON_OPTIONS.get(option, declared[0][1])
@@ -251,34 +273,31 @@ def _json_value(value):
 
 
 def _fit(args) -> int:
-    from specinit.models import FAMILIES
-    from specinit.models import family as family_module
+    from specinit.family import registered
 
-    name = args.model.replace("-", "_")
-    if name not in FAMILIES:
-        raise CommandError(f"unknown family {args.model!r}; choose one of {', '.join(FAMILIES)}")
+    family = _family(args.model)
+    name = family.name
     out = _check_out(args.out)
-    module = family_module(name)
     options = _options(args.option)
-    takes = _spectral_options(name)
+    takes = _spectral_options(family)
     for option in args.option_flags:
         value = getattr(args, option, None)
         if value is None:
             continue
         if option not in takes:
-            users = [family for family in FAMILIES if option in _spectral_options(family)]
+            users = [other for other, found in registered().items() if option in _spectral_options(found)]
             raise CommandError(f"--{option.replace('_', '-')} applies to {', '.join(users)} only, not {name}")
         options[option] = value
     k = args.k if args.k == "auto" else _int_k(args.k)
     try:
-        data, vocabulary = load_data(name, args)
+        data, vocabulary = load_data(family, args)
     except (ValueError, TypeError, OSError, MemoryError) as exc:
         raise CommandError(_naming_the_file(args.data, exc)) from exc
-    if name in _TOPIC_FAMILIES:
+    if vocabulary is not None:
         options.setdefault("vocabulary", vocabulary)
     start = time.perf_counter()
     try:
-        estimate = module.spectral(data, k, seed=args.seed, **options)
+        estimate = family.faces.spectral(data, k, seed=args.seed, **options)
     except (ValueError, TypeError) as exc:
         if not _DATA_ARGUMENT.search(str(exc)):
             raise
@@ -290,7 +309,7 @@ def _fit(args) -> int:
                           "params": {key: _json_value(value) for key, value in estimate.params.items()},
                           "diagnostics": diagnostics}, indent=1))
     else:
-        _print_summary(name, estimate, data, elapsed, args.top)
+        _print_summary(family, estimate, data, elapsed, args.top)
     if out is not None:
         path = estimate.save(out)
         print(f"estimate saved to {path}", file=sys.stderr if args.json else sys.stdout)
@@ -324,7 +343,8 @@ def _int_k(text: str) -> int:
         raise CommandError(f"--k must be a positive integer or 'auto'; got {text!r}") from None
 
 
-def _print_summary(name: str, estimate, data, elapsed: float, top: int) -> None:
+def _print_summary(family, estimate, data, elapsed: float, top: int) -> None:
+    name = family.name
     shapes = ", ".join(f"{site} {tuple(value.shape)}" for site, value in estimate.params.items())
     print(f"{name}: k={estimate.k}, {_describe_data(data)}; fit in {elapsed:.2f} s; params {shapes}")
     scalars = {key: value for key, value in estimate.diagnostics.items()
@@ -332,11 +352,11 @@ def _print_summary(name: str, estimate, data, elapsed: float, top: int) -> None:
     for key in sorted(scalars)[:40]:
         value = scalars[key]
         print(f"  {key} = {value:.4g}" if isinstance(value, float) else f"  {key} = {value}")
-    if name in _TOPIC_FAMILIES:
+    if family.data_kind == "counts":
         from specinit.corpus import top_words, umass_coherence
 
         beta = estimate.params["beta"]
-        weights = estimate.params["alpha" if name == "lda" else "weights"]
+        weights = estimate.params.get("weights", estimate.params.get("alpha"))
         coherence = umass_coherence(beta, data, n=top)
         seeded = [f" ({name})" for name in estimate.diagnostics.get("seed/names", ())]
         for i, words in enumerate(top_words(beta, estimate.vocabulary, n=top)):
@@ -402,7 +422,8 @@ def build_parser(family_flags: bool = True) -> argparse.ArgumentParser:
                     "kernel_multiview an .npz with one array per view. Every argument of the family's spectral() "
                     "has a flag (e.g. --n-symbols 27 for hmm; values are Python literals or text); --option "
                     "NAME=VALUE sets any of them too.")
-    fit.add_argument("model", metavar="family", help=f"one of {', '.join(FAMILIES)} (or with '-' for '_')")
+    fit.add_argument("model", metavar="family", help=f"one of {', '.join(FAMILIES)} (or with '-' for '_'), or "
+                     "module:Class for a family defined in an importable module")
     fit.add_argument("data", help="data file, directory, or 'reuters'")
     fit.add_argument("--k", required=True, help="number of components, or 'auto' to choose it from the data")
     fit.add_argument("--option", action="append", metavar="NAME=VALUE",

@@ -14,7 +14,6 @@ files written by specinit 0.2 still load.
 
 from __future__ import annotations
 
-import importlib
 import json
 import math
 import os
@@ -27,11 +26,12 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from specinit import _registry
 from specinit._files import (FileError, check_max_bytes, check_path, check_target, new_file_beside, npz_members,
                              open_regular, remove_stale_beside, signals_clean_up)
 from specinit._validation import StoredArrayError, bad_argument
 
-__all__ = ["FORMAT_VERSION", "ModelFacts", "Site", "SpectralEstimate", "check_site_values", "register_sites"]
+__all__ = ["FORMAT_VERSION", "ModelFacts", "Site", "SpectralEstimate", "check_site_values"]
 
 #: Version of the file layout written by :meth:`SpectralEstimate.save` (0.2 files carry none and read as 1).
 FORMAT_VERSION = 2
@@ -151,38 +151,10 @@ class ModelFacts:
         return sites
 
 
-#: Model name -> callable ``params -> (sites, match_site)``; filled by :class:`specinit.family.Family` subclasses.
-_SITE_TABLES: dict[str, Callable] = {}
-#: Model name -> ``(optional sites, state check or None)`` (what :meth:`SpectralEstimate.load` verifies a file by).
-_FAMILY_CHECKS: dict[str, tuple] = {}
-
-
-def register_sites(model: str, table: Callable, *, optional=(), check_state: Callable | None = None) -> None:
-    """Register how to read the sites of ``model``'s estimates off their parameters.
-
-    Parameters
-    ----------
-    model : str
-        The model name carried by its estimates.
-    table : callable
-        ``params -> (dict of Site, match_site)``.
-    optional : iterable of str
-        Latent sites an estimate may lack (every other latent site of the table is required in a saved file).
-    check_state : callable, optional
-        ``estimate -> None``, raising ValueError when the fitted arrays the estimate keeps are damaged.
-    """
-    _SITE_TABLES[model] = table
-    _FAMILY_CHECKS[model] = (frozenset(optional), check_state)
-
-
 def _site_table(model: str):
-    """The registered site table of ``model``, importing its family module ``specinit.models.<model>`` if needed."""
-    if model not in _SITE_TABLES and model.isidentifier():
-        try:
-            importlib.import_module(f"specinit.models.{model}")
-        except ImportError:
-            return None
-    return _SITE_TABLES.get(model)
+    """The site table ``params -> (sites, match_site)`` of the registered family ``model``, or None."""
+    family = _registry.lookup(model)
+    return None if family is None else family.site_table
 
 
 def _flat(diagnostics: Mapping, func: str = "SpectralEstimate") -> dict:
@@ -588,7 +560,7 @@ class SpectralEstimate:
         table = _site_table(model) if isinstance(model, str) else None
         if table is None:
             raise ValueError(f"{where}, metadata 'model': {model!r} is not a specinit family (registered: "
-                             f"{', '.join(sorted(_SITE_TABLES))})")
+                             f"{', '.join(_registry.names())})")
         try:
             diagnostics = dict(meta["diagnostics"])
             if version == 1:
@@ -647,7 +619,7 @@ def _verified_sites(model: str, table: Callable, params: dict, k, recorded, matc
                 raise FileError(f"{where}, metadata 'sites/{name}': declares {_site_text(theirs)} where the family "
                                 f"{model!r} declares {_site_text(sites[name])}")
     latent = [name for name, site in sites.items() if site.support != "observed"]
-    optional = _FAMILY_CHECKS.get(model, ((), None))[0]
+    optional = _registry.lookup(model).optional_sites
     for name in params:
         if name not in latent:
             raise FileError(f"{where}, member 'param/{name}': not a latent site of the family {model!r} (its latent "
@@ -717,11 +689,10 @@ def _check_state_arrays(state: dict, where: str) -> None:
 
 def _check_family_state(estimate: "SpectralEstimate", where: str) -> None:
     """The family's own check of the fitted arrays an estimate keeps, as an error naming the file and member."""
-    check = _FAMILY_CHECKS.get(estimate.model, ((), None))[1]
-    if check is None or not estimate.state:
+    if not estimate.state:
         return
     try:
-        check(estimate)
+        _registry.lookup(estimate.model).check_state(estimate)
     except StoredArrayError as exc:
         raise FileError(f"{where}, member 'state/{exc.key}': {exc.problem}") from None
     except ValueError as exc:

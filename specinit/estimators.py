@@ -3,13 +3,16 @@
 :class:`SpectralEstimator` is everything an estimator does: check ``X``,
 call the family's ``spectral`` (then its refinement when asked), keep the
 :class:`~specinit.estimate.SpectralEstimate` as ``estimate_`` and answer
-under scikit-learn's names. A :class:`Face` declares what differs between
+under scikit-learn's names. A :class:`Face`, declared by each family
+(:meth:`specinit.family.Family.estimator_face`), holds what differs between
 families: the estimator's parameters (each a :class:`~specinit.faces.Param`,
 declared once, with the ``spectral`` argument it sets), the data (word
 counts or rows), the refinement, the fitted attributes and the questions the
 fitted model answers (``transform``, ``predict``, ``score_samples``,
-``bic``, ``partial_fit``). :func:`estimator_class` turns a face into the
-public class -- ``__init__`` signature (what ``get_params`` and ``clone``
+``bic``, ``partial_fit``). :func:`estimator_class` turns a registered
+family's face into its public class (the built-in families' are this
+module's ``Spectral*`` classes; a user's family gets one the same way) --
+``__init__`` signature (what ``get_params`` and ``clone``
 read), docstring and scikit-learn mixins -- so a spectral topic model goes in
 a ``Pipeline`` after ``CountVectorizer`` and in ``GridSearchCV`` over
 ``n_components``, and a mixture answers ``predict``, ``score`` and ``bic``
@@ -31,7 +34,6 @@ scikit-learn (1.6 or later) comes with the base install.
 from __future__ import annotations
 
 import functools
-import importlib
 import inspect
 import re
 import warnings
@@ -48,82 +50,12 @@ from sklearn.utils.validation import check_is_fitted, check_non_negative, valida
 
 from specinit import _validation
 from specinit._validation import bad_argument, check_count_matrix, warn
-from specinit.faces import Param, parameters_section
-from specinit.family import MOMENTS_STATE
+from specinit.faces import Face, parameters_section
+from specinit.family import MOMENTS_STATE, Family
+from specinit.family import family as registered_family
+from specinit.models import FAMILIES
 
-__all__ = ["Face", "SpectralEstimator", "SpectralFactors", "SpectralGaussianHMM", "SpectralGaussianMixture",
-           "SpectralHMM", "SpectralKernelMultiView", "SpectralLDA", "SpectralMultiView", "SpectralTopicMixture",
-           "estimator_class", "expected_failed_checks"]
-
-
-@dataclass(frozen=True)
-class Face:
-    """How one family meets scikit-learn: what :class:`SpectralEstimator` reads.
-
-    Parameters
-    ----------
-    family : str
-        The module of :mod:`specinit.models`.
-    summary : str
-        The class docstring's summary and extended description.
-    parameters : dict of str -> Param
-        The estimator's parameters in signature order (``n_components`` first, the only positional one).
-    spectral : dict of str -> str
-        The ``spectral`` argument each parameter sets (``n_components`` sets ``k``; ``random_state`` seeds the
-        fit, 0 when None).
-    data : {"counts", "rows", "sequences", "views"}
-        Word counts (CSR, non-negative integers; sparse input welcome), real rows, or what the family's
-        ``spectral`` takes (sequences: one 1-D array, equal-length rows, or a list of 1-D arrays; views: a list
-        of arrays with the same rows).
-    attributes : dict of str -> (str, callable)
-        Fitted attributes: numpydoc description (``"type\\n    description"``) and ``(estimator, estimate, X) ->
-        value`` (X: the training data).
-    refine : callable, optional
-        ``(estimator, module, X, estimate) -> estimate`` after ``spectral``.
-    transform : callable, optional
-        ``(estimator, module, X) -> array``: the fitted model's ``transform``.
-    predict_proba : callable, optional
-        ``(estimator, module, X) -> array``: posterior component (or state) probabilities; with it the model
-        answers ``predict_proba`` and ``predict``.
-    predict : callable, optional
-        ``(estimator, module, X) -> array``: the most probable components (default: the argmax of
-        ``predict_proba``).
-    score : callable
-        ``(estimator, module, X) -> float``: ``score`` (higher is better; what ``GridSearchCV`` maximizes).
-    answers : frozenset of str
-        Further questions the fitted model answers: ``"score_samples"``, ``"bic"`` (``bic``, ``aic``),
-        ``"perplexity"``, ``"partial_fit"``, ``"deferred_update"`` (``partial_fit`` only takes the batch's moments
-        in, through the family's ``defer``; the parameters are recovered, by the family's ``update`` on the last
-        batch, when something first reads them).
-    fixed : dict
-        ``spectral`` arguments the face sets itself.
-    from_data : callable, optional
-        ``(estimator, X) -> dict``: ``spectral`` arguments read off the training data (a parameter left None).
-    constraints : dict of str -> list
-        scikit-learn constraints (``sklearn.utils._param_validation``: ``Interval``, ``StrOptions``, ``None``,
-        ``"array-like"``, ...) of the parameters that neither :data:`_COMMON_CONSTRAINTS` nor their declaration's
-        constraint covers; ``fit`` and ``partial_fit`` check every parameter against them.
-    refine_arguments : dict of str -> str
-        The parameter each argument of the refinement comes from (``reg`` of ``gmm.refine`` is ``reg_covar``): an
-        error the refinement raises about its argument names the parameter.
-    """
-
-    family: str
-    summary: str
-    parameters: Mapping[str, Param]
-    spectral: Mapping[str, str]
-    data: str
-    attributes: Mapping[str, tuple[str, Callable]]
-    score: Callable
-    refine: Callable | None = None
-    transform: Callable | None = None
-    predict_proba: Callable | None = None
-    predict: Callable | None = None
-    answers: frozenset = frozenset()
-    fixed: Mapping[str, Any] = field(default_factory=dict)
-    from_data: Callable | None = None
-    constraints: Mapping[str, list] = field(default_factory=dict)
-    refine_arguments: Mapping[str, str] = field(default_factory=dict)
+__all__ = ["Face", "SpectralEstimator", "estimator_class", "expected_failed_checks"]
 
 
 def _answers(question: str) -> Callable:
@@ -161,8 +93,10 @@ def _parameter_constraints(name: str, face: Face) -> dict:
     """Every parameter's scikit-learn constraints: the face's, the common ones, else the declaration's."""
     constraints = {}
     for parameter, declaration in face.parameters.items():
-        found = face.constraints.get(parameter) or _COMMON_CONSTRAINTS.get(parameter) or _converted(
-            declaration.constraint)
+        declared = face.constraints.get(parameter)
+        if declared is not None:
+            declared = [form for constraint in declared for form in (_converted(constraint) or [constraint])]
+        found = declared or _COMMON_CONSTRAINTS.get(parameter) or _converted(declaration.constraint)
         if found is None:
             raise TypeError(f"estimator_class({name!r}): the parameter {parameter!r} has no constraint; declare it "
                             f"in the face's constraints.")
@@ -209,10 +143,11 @@ class SpectralEstimator:
     """
 
     face: Face
+    family: Family
 
     @property
-    def _module(self):
-        return importlib.import_module(f"specinit.models.{self.face.family}")
+    def _faces(self):
+        return self.family.faces
 
     @property
     def _seed(self) -> int:
@@ -243,7 +178,7 @@ class SpectralEstimator:
         if name in names:
             return InvalidParameterError(f"The '{names[name]}{bracket}{subscript}' parameter of {caller} "
                                          f"{match['rest']}")
-        data_argument = next(iter(inspect.signature(self._module.spectral).parameters))
+        data_argument = next(iter(inspect.signature(self._faces.spectral).parameters))
         if match["name"] in (data_argument, "X"):
             return type(error)(f"The 'X' argument of {caller} {match['rest']}")
         return None
@@ -290,9 +225,9 @@ class SpectralEstimator:
         self._validate_params()
         X = self._data(X, reset=True)
         derived = {} if self.face.from_data is None else self.face.from_data(self, X)
-        estimate = self._module.spectral(X, self.n_components, **{**self._spectral_arguments(), **derived})
+        estimate = self._faces.spectral(X, self.n_components, **{**self._spectral_arguments(), **derived})
         if self.face.refine is not None:
-            estimate = self.face.refine(self, self._module, X, estimate)
+            estimate = self.face.refine(self, self._faces, X, estimate)
         return self._keep(estimate, X)
 
     def _keep(self, estimate, X):
@@ -359,7 +294,7 @@ class SpectralEstimator:
             A parameter outside its constraints, or one the family refuses (the error names the parameter).
         """
         self._validate_params()
-        module, kept, fitted = self._module, vars(self), self.__sklearn_is_fitted__()
+        module, kept, fitted = self._faces, vars(self), self.__sklearn_is_fitted__()
         if "estimate_" in kept and not any(key.startswith(MOMENTS_STATE) for key in self.estimate_.state):
             raise ValueError(f"{type(self).__name__}.partial_fit continues a model built by partial_fit; this one "
                              f"was fitted by fit, which keeps no moments to merge with (call partial_fit on a new "
@@ -369,7 +304,7 @@ class SpectralEstimator:
         spectral_arguments = {**self._spectral_arguments(), **derived}
         if "_deferred" in kept:
             previous, latest, k = kept["_deferred"]
-            previous = module.FAMILY.defer(latest, previous, k, **self._update_arguments(spectral_arguments))
+            previous = self.family.defer(latest, previous, k, **self._update_arguments(spectral_arguments))
         else:
             previous, k = kept.get("estimate_"), self.n_components
             if isinstance(k, str) and k == "auto":  # chosen on the first batch, as fit chooses it, then kept
@@ -383,7 +318,7 @@ class SpectralEstimator:
 
     def _update_arguments(self, spectral_arguments: dict) -> dict:
         """The keyword arguments of the family's ``update`` but ``k``: the estimator's, else ``update``'s defaults."""
-        parameters = inspect.signature(self._module.update).parameters
+        parameters = inspect.signature(self._faces.update).parameters
         return {name: spectral_arguments.get(name, parameter.default) for name, parameter in parameters.items()
                 if parameter.kind is parameter.KEYWORD_ONLY and name != "k"
                 and (name in spectral_arguments or parameter.default is not parameter.empty)}
@@ -398,7 +333,7 @@ class SpectralEstimator:
         if deferred is None or not (name == "estimate_" or name in self.face.attributes):
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
         previous, latest, k = deferred  # kept until the recovery succeeds (_keep drops it)
-        self._keep(self._module.update(latest, previous, k=k, **self._update_arguments(self._spectral_arguments())),
+        self._keep(self._faces.update(latest, previous, k=k, **self._update_arguments(self._spectral_arguments())),
                    latest)
         return getattr(self, name)
 
@@ -417,7 +352,7 @@ class SpectralEstimator:
             Rows sum to one.
         """
         check_is_fitted(self)
-        return self.face.transform(self, self._module, self._data(X, reset=False))
+        return self.face.transform(self, self._faces, self._data(X, reset=False))
 
     @available_if(lambda estimator: estimator.face.predict_proba is not None)
     @_speaks("predict_proba")
@@ -433,7 +368,7 @@ class SpectralEstimator:
         ndarray, shape (n_samples, n_components), or one (T, n_components) array per sequence
         """
         check_is_fitted(self)
-        return self.face.predict_proba(self, self._module, self._data(X, reset=False))
+        return self.face.predict_proba(self, self._faces, self._data(X, reset=False))
 
     @available_if(lambda estimator: estimator.face.predict_proba is not None)
     @_speaks("predict")
@@ -451,7 +386,7 @@ class SpectralEstimator:
         if self.face.predict is None:
             return self.predict_proba(X).argmax(axis=1)
         check_is_fitted(self)
-        return self.face.predict(self, self._module, self._data(X, reset=False))
+        return self.face.predict(self, self._faces, self._data(X, reset=False))
 
     @available_if(_answers("score_samples"))
     @_speaks("score_samples")
@@ -467,7 +402,7 @@ class SpectralEstimator:
         ndarray, shape (n_samples,) or (n_sequences,)
         """
         check_is_fitted(self)
-        return self._module.log_likelihood(self._data(X, reset=False), self.estimate_)
+        return self._faces.log_likelihood(self._data(X, reset=False), self.estimate_)
 
     @_speaks("score")
     def score(self, X, y=None) -> float:
@@ -497,7 +432,7 @@ class SpectralEstimator:
             Finite, or ``-inf`` (with a warning) where a scored value has probability zero.
         """
         check_is_fitted(self)
-        value = self.face.score(self, self._module, self._data(X, reset=False))
+        value = self.face.score(self, self._faces, self._data(X, reset=False))
         if not np.isfinite(value):
             warn(f"{type(self).__name__}.score: the log-likelihood is not finite; scored as -inf.")
             return -np.inf
@@ -519,7 +454,7 @@ class SpectralEstimator:
         """
         check_is_fitted(self)
         X = self._data(X, reset=False)
-        return float(np.exp(-np.sum(self._module.log_likelihood(X, self.estimate_)) / max(float(X.sum()), 1.0)))
+        return float(np.exp(-np.sum(self._faces.log_likelihood(X, self.estimate_)) / max(float(X.sum()), 1.0)))
 
     @available_if(_answers("bic"))
     @_speaks("bic")
@@ -535,7 +470,7 @@ class SpectralEstimator:
         float
         """
         n = self._n_observations(X)
-        return float(-2 * self.score(X) * n + self._module.FAMILY.n_free_parameters(self.estimate_) * np.log(n))
+        return float(-2 * self.score(X) * n + self.family.n_free_parameters(self.estimate_) * np.log(n))
 
     @available_if(_answers("bic"))
     @_speaks("aic")
@@ -550,31 +485,54 @@ class SpectralEstimator:
         -------
         float
         """
-        return float(-2 * self.score(X) * self._n_observations(X) + 2 * self._module.FAMILY.n_free_parameters(
+        return float(-2 * self.score(X) * self._n_observations(X) + 2 * self.family.n_free_parameters(
             self.estimate_))
 
     def _n_observations(self, X) -> int:
         """Rows (observations) of ``X``, as the family counts them for its BIC."""
-        family = self._module.FAMILY
+        family = self.family
         return family.n_observations(family.refine_data(self._data(X, reset=False), self.estimate_))
 
 
-def estimator_class(name: str, face: Face, mixins: tuple = ()) -> type:
-    """The public estimator class of ``face``: signature, docstring and mixins from the declaration.
+#: The scikit-learn mixins a face names (:attr:`specinit.faces.Face.mixins`).
+_MIXINS = {"cluster": ClusterMixin, "feature_names": ClassNamePrefixFeaturesOutMixin, "transformer": TransformerMixin,
+           "density": DensityMixin}
+
+#: Family class -> its estimator class (each built once).
+_CLASSES: dict[type, type] = {}
+
+
+def estimator_class(family: Family | str) -> type:
+    """The scikit-learn estimator of a registered family: signature, docstring and mixins from its face.
+
+    The class is built once per family from :meth:`specinit.family.Family.estimator_face`; the built-in
+    families' classes are this module's ``Spectral*`` names, a user's family gets its own the same way.
 
     Parameters
     ----------
-    name : str
-        The class name.
-    face : Face
-    mixins : tuple of type
-        scikit-learn mixins (``ClusterMixin``, ``TransformerMixin``, ...).
+    family : Family or str
+        A family, or a registered family's name.
 
     Returns
     -------
     type
-        A subclass of :class:`SpectralEstimator`, ``mixins`` and ``sklearn.base.BaseEstimator``.
+        A subclass of :class:`SpectralEstimator`, the face's scikit-learn mixins and
+        ``sklearn.base.BaseEstimator``.
+
+    Raises
+    ------
+    TypeError
+        A family that declares no estimator face.
     """
+    if isinstance(family, str):
+        family = registered_family(family)
+    if type(family) in _CLASSES:
+        return _CLASSES[type(family)]
+    face = family.estimator_face()
+    if face is None:
+        raise bad_argument("family", "estimator_class", "a family that declares its estimator_face", family.name,
+                           kind=TypeError)
+    name = face.class_name
     self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
     parameters = [inspect.Parameter(param_name, inspect.Parameter.POSITIONAL_OR_KEYWORD if i == 0 else
                                     inspect.Parameter.KEYWORD_ONLY, default=param.default)
@@ -593,373 +551,19 @@ def estimator_class(name: str, face: Face, mixins: tuple = ()) -> type:
     doc = (f"{inspect.cleandoc(face.summary)}\n\n{parameters_section(face.parameters, list(face.parameters))}\n\n"
            f"Attributes\n----------\nestimate_ : SpectralEstimate\n    The fitted estimate (NumPyro warm starts).\n"
            f"{attributes}\nn_features_in_ : int\n")
-    return type(name, (SpectralEstimator, *mixins, BaseEstimator),
-                {"face": face, "__init__": __init__, "__doc__": doc, "__module__": __name__, "__qualname__": name,
-                 "_parameter_constraints": _parameter_constraints(name, face)})
+    builtin = family.name in FAMILIES  # found by pickle under this module's name
+    cls = type(name, (SpectralEstimator, *(_MIXINS[mixin] for mixin in face.mixins), BaseEstimator),
+               {"face": face, "family": family, "__init__": __init__, "__doc__": doc,
+                "__module__": __name__ if builtin else type(family).__module__, "__qualname__": name,
+                "_parameter_constraints": _parameter_constraints(name, face)})
+    _CLASSES[type(family)] = cls
+    return cls
 
 
-# ---------------------------------------------------------------------------------------------------------------
-# the faces
-# ---------------------------------------------------------------------------------------------------------------
-
-def _n_components(what: str, default, rule: str) -> Param:
-    return Param("int or 'auto'", f"Number of {what}; ``\"auto\"``: chosen from the data by the rule of "
-                 f"``{rule}`` (:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, "
-                 f"the score :meth:`score` reports picks it).", default)
-
-
-_RANDOM_STATE = Param("int, optional", "Seed of the fit (None: 0, so repeated fits agree).", None)
-
-
-def _lda_refine(estimator, module, X, estimate):
-    if not estimator.refine_steps:
-        return estimate
-    return module.refine(X, estimate, num_steps=estimator.refine_steps, seed=estimator._seed).estimate
-
-
-def _document_completion(estimator, module, X) -> float:
-    from specinit.corpus import document_completion
-
-    if not np.any(np.asarray(X.sum(axis=1)) >= 2):
-        raise bad_argument("X", f"{type(estimator).__name__}.score", "at least one document with 2 or more tokens",
-                           "none", describe=False)
-    params = estimator.estimate_.params
-    return document_completion(X, params["beta"], params["alpha"], seed=estimator._seed).log_likelihood
-
-
-SpectralLDA = estimator_class("SpectralLDA", Face(
-    family="lda",
-    summary="Latent Dirichlet allocation by the method of moments (:func:`specinit.models.lda.spectral`).",
-    parameters={
-        "n_components": _n_components("topics", 10, 'lda.spectral(X, "auto")'),
-        "alpha0": Param("float, optional", "``sum(alpha)``; ``None`` chooses it from the data.", None),
-        "method": Param("{'anchor', 'tpm', 'svtd', 'eca', 'als'} or None", "Recovery of "
-                        ":func:`specinit.models.lda.spectral`; ``None``: its default (anchor words closed by EM "
-                        "sweeps; the tensor power method when ``alpha0`` is given), so ``SpectralLDA(k).fit(X)`` "
-                        "and ``lda.spectral(X, k)`` give the same topics.", None),
-        "refine_steps": Param("int", "Variational-EM steps after the spectral estimate "
-                              "(:func:`specinit.models.lda.refine`); 0: none.", 0),
-        "seed_words": Param("dict of str -> sequence, or sequence of sequences, optional", "Seeded topics "
-                            "(:func:`specinit.models.lda.spectral`'s ``seed_words``): a few words per topic, by "
-                            "column index or, with ``vocabulary``, by word; topic i is group i's.", None),
-        "vocabulary": Param("sequence of str, optional", "The columns' words (e.g. "
-                            "``CountVectorizer().get_feature_names_out()``): seed words by name, and the fit's "
-                            "``estimate_.vocabulary``.", None),
-        "random_state": _RANDOM_STATE,
-    },
-    spectral={"n_components": "k", "alpha0": "alpha0", "method": "method", "seed_words": "seed_words",
-              "vocabulary": "vocabulary"},
-    fixed={"doc_topics": False},
-    constraints={"alpha0": [Interval(Real, 0, np.inf, closed="neither"), None],
-                 "method": [StrOptions({"anchor", "tpm", "svtd", "eca", "als"}), None],
-                 "refine_steps": [Interval(Integral, 0, None, closed="left")],
-                 "seed_words": [dict, "array-like", None], "vocabulary": ["array-like", None]},
-    refine_arguments={"num_steps": "refine_steps"},
-    data="counts",
-    refine=_lda_refine,
-    attributes={
-        "components_": ("ndarray, shape (n_components, n_features)\n    Topic-word probabilities (rows sum to one; "
-                        "scikit-learn's LDA keeps unnormalized pseudo-counts).",
-                        lambda estimator, estimate, X: estimate.params["beta"]),
-        "doc_topic_prior_": ("ndarray, shape (n_components,)\n    ``alpha``.",
-                             lambda estimator, estimate, X: estimate.params["alpha"]),
-    },
-    transform=lambda estimator, module, X: module.document_topics(X, estimator.components_,
-                                                                   estimator.doc_topic_prior_),
-    score=_document_completion,
-    answers=frozenset({"perplexity", "partial_fit", "deferred_update"}),
-), (ClassNamePrefixFeaturesOutMixin, TransformerMixin))
-
-
-def _mean_log_likelihood(estimator, module, X) -> float:
-    return float(np.mean(module.log_likelihood(X, estimator.estimate_)))
-
-
-def _predicted(estimator, estimate, X):
-    return estimator.predict(X)
-
-
-def _responsibilities(estimator, module, X):
-    return module.predict(X, estimator.estimate_)[0]
-
-
-SpectralTopicMixture = estimator_class("SpectralTopicMixture", Face(
-    family="single_topic",
-    summary="The mixture of unigrams (one topic per document) by the method of moments, then EM.",
-    parameters={
-        "n_components": _n_components("topics", 10, 'single_topic.spectral(X, "auto")'),
-        "method": Param("{'tpm', 'svtd', 'eca', 'als'}", "Tensor decomposition.", "tpm"),
-        "max_iter": Param("int", "Most MAP-EM iterations after the spectral estimate "
-                          "(:func:`specinit.models.single_topic.refine` with its defaults, which stop earlier on its "
-                          "relative-gain rule); 0: none.", 500),
-        "random_state": _RANDOM_STATE,
-    },
-    spectral={"n_components": "k", "method": "method"},
-    data="counts",
-    constraints={"method": [StrOptions({"tpm", "svtd", "eca", "als"})]},
-    refine=lambda estimator, module, X, estimate: (module.refine(X, estimate, max_iter=estimator.max_iter).estimate
-                                                   if estimator.max_iter else estimate),
-    attributes={
-        "components_": ("ndarray, shape (n_components, n_features)\n    Topic-word probabilities.",
-                        lambda estimator, estimate, X: estimate.params["beta"]),
-        "weights_": ("ndarray, shape (n_components,)", lambda estimator, estimate, X: estimate.params["weights"]),
-        "labels_": ("ndarray, shape (n_samples,)\n    Most probable topic of every training document.", _predicted),
-    },
-    transform=_responsibilities,
-    predict_proba=_responsibilities,
-    score=lambda estimator, module, X: module.FAMILY.token_log_likelihood(X, estimator.estimate_),
-    answers=frozenset({"perplexity", "partial_fit", "deferred_update"}),
-), (ClusterMixin, ClassNamePrefixFeaturesOutMixin, TransformerMixin))
-
-
-def _gmm_refine(estimator, module, X, estimate):
-    if not estimator.max_iter:
-        return estimate
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RuntimeWarning)
-        result = module.refine(X, estimate, max_iter=estimator.max_iter, tol=estimator.tol, reg=estimator.reg_covar)
-    for warning in caught:
-        warnings.warn(warning.message, warning.category, stacklevel=3)
-    return result.estimate
-
-
-SpectralGaussianMixture = estimator_class("SpectralGaussianMixture", Face(
-    family="gmm",
-    summary="A Gaussian mixture started from the method-of-moments estimate, then EM (:mod:`specinit.models.gmm`).",
-    parameters={
-        "n_components": Param("int or 'auto'", "Number of components (more than the number of features: the "
-                              "lifted moments of :func:`specinit.models.gmm.lifted_fit`); ``\"auto\"``: chosen by "
-                              "``gmm.spectral(X, \"auto\")`` (:meth:`specinit.family.Family.choose_k`).", 1),
-        "covariance_type": Param("{'spherical', 'diag', 'common'}", "One variance per component, per component "
-                                 "and coordinate, or one for all.", "spherical"),
-        "max_iter": Param("int", "EM iterations after the spectral estimate; 0: the spectral estimate alone.", 500),
-        "tol": Param("float, optional", "EM stops when the mean log-likelihood gain is below ``tol`` "
-                     "(scikit-learn's rule). Default None: the relative rule of :func:`specinit.models.gmm.refine` "
-                     "(with its split-merge moves), so the face's fit is ``gmm.refine(X, gmm.spectral(X, k, "
-                     "covariance=covariance_type))``.", None),
-        "reg_covar": Param("float", "Added to every variance, relative to the data's mean variance.", 1e-6),
-        "random_state": _RANDOM_STATE,
-    },
-    spectral={"n_components": "k", "covariance_type": "covariance"},
-    data="rows",
-    constraints={"covariance_type": [StrOptions({"spherical", "diag", "common"})],
-                 "tol": [Interval(Real, 0, np.inf, closed="left"), None],
-                 "reg_covar": [Interval(Real, 0, np.inf, closed="left")]},
-    refine_arguments={"reg": "reg_covar", "tol": "tol", "max_iter": "max_iter"},
-    refine=_gmm_refine,
-    attributes={
-        "weights_": ("ndarray, shape (n_components,)", lambda estimator, estimate, X: estimate.params["weights"]),
-        "means_": ("ndarray, shape (n_components, n_features)", lambda estimator, estimate, X: estimate.params["loc"]),
-        "covariances_": ("ndarray\n    Variances: (n_components,) spherical, (n_components, n_features) diag, () "
-                         "common.", lambda estimator, estimate, X: estimate.params["scale"] ** 2),
-        "converged_": ("bool\n    Whether EM met its stopping rule (True without EM: ``max_iter=0``, "
-                       ":meth:`partial_fit`).",
-                       lambda estimator, estimate, X: bool(estimate.diagnostics.get("refine/converged", True))),
-        "n_iter_": ("int\n    EM steps (0 without EM).",
-                    lambda estimator, estimate, X: int(estimate.diagnostics.get("refine/n_iter", 0))),
-        "lower_bound_": ("float\n    Final mean log-likelihood per sample.",
-                         lambda estimator, estimate, X: estimator.score(X)),
-        "labels_": ("ndarray, shape (n_samples,)\n    Most probable component of every training row.", _predicted),
-    },
-    score=_mean_log_likelihood,
-    predict_proba=_responsibilities,
-    answers=frozenset({"score_samples", "bic", "partial_fit"}),
-), (ClusterMixin, DensityMixin))
-
-
-def _declared(family: str, name: str) -> Param:
-    """The declaration of ``name`` among ``family``'s arguments (the estimator reuses it)."""
-    return importlib.import_module(f"specinit.models.{family}").FAMILY.declared()[name]
-
-
-SpectralFactors = estimator_class("SpectralFactors", Face(
-    family="factors",
-    summary="""Independent non-Gaussian factors by the method of moments (:mod:`specinit.models.factors`).
-
-    ``x = loc + h @ loadings + noise``, with independent skewed (Gamma) or
-    kurtotic factors ``h``: the noise-corrected covariance whitens the third
-    or fourth cumulant, whose decomposition gives the loadings in one pass,
-    with no local optima (the model FastICA and ``FactorAnalysis`` users
-    fit). ``transform`` gives the factor scores ``E[h | x]`` (linear).""",
-    parameters={
-        "n_components": Param("int or 'auto'", "Number of factors, at most the number of features (fewer to "
-                              "estimate the noise); ``\"auto\"``: the eigengap of the noise-corrected covariance "
-                              "(:meth:`specinit.models.factors.Factors.choose_k`).", 2),
-        "cumulant": _declared("factors", "cumulant"),
-        "noise": _declared("factors", "noise"),
-        "random_state": _RANDOM_STATE,
-    },
-    spectral={"n_components": "k", "cumulant": "cumulant", "noise": "noise"},
-    fixed={"scores": False},
-    data="rows",
-    attributes={
-        "components_": ("ndarray, shape (n_components, n_features)\n    Loadings (each factor's direction and "
-                        "scale).", lambda estimator, estimate, X: estimate.params["loadings"]),
-        "mean_": ("ndarray, shape (n_features,)", lambda estimator, estimate, X: estimate.params["loc"]),
-        "noise_variance_": ("float\n    Variance of the isotropic noise.",
-                            lambda estimator, estimate, X: float(estimate.params["noise"]) ** 2),
-    },
-    transform=lambda estimator, module, X: module.factor_scores(estimator.estimate_, X),
-    score=_mean_log_likelihood,
-    answers=frozenset({"score_samples", "partial_fit"}),
-), (ClassNamePrefixFeaturesOutMixin, TransformerMixin))
-
-
-def _refined(estimator, module, X, estimate):
-    """The family's ``refine`` from the spectral estimate (its defaults, ``max_iter`` and the seed), unless
-    ``max_iter`` is 0."""
-    if not estimator.max_iter:
-        return estimate
-    return module.refine(X, estimate, max_iter=estimator.max_iter, seed=estimator._seed).estimate
-
-
-def _max_iter(family: str, steps: str) -> Param:
-    """The ``max_iter`` of a face whose fit ends with the family's ``refine`` (same default)."""
-    default = inspect.signature(importlib.import_module(f"specinit.models.{family}").refine).parameters["max_iter"]
-    return Param("int", f"{steps} after the spectral estimate (:func:`specinit.models.{family}.refine` with its "
-                 f"other defaults); 0: the spectral estimate alone.", default.default)
-
-
-def _state_marginals(estimator, module, X):
-    from specinit.distributions.hmm import posterior_marginals
-
-    return posterior_marginals(X, estimator.estimate_)
-
-
-def _state_paths(estimator, module, X):
-    from specinit.distributions.hmm import viterbi
-
-    return viterbi(X, estimator.estimate_)
-
-
-def _total_log_likelihood(estimator, module, X) -> float:
-    return float(np.sum(module.log_likelihood(X, estimator.estimate_)))
-
-
-def _chain_face(family: str, summary: str, parameters: dict, spectral: dict, attributes: dict,
-                from_data=None, answers: frozenset = frozenset(), constraints: dict | None = None) -> Face:
-    """A hidden Markov model's face: sequences in, Baum-Welch after the moments, hmmlearn's attribute names."""
-    return Face(
-        family=family, summary=summary,
-        parameters={
-            "n_components": _n_components("hidden states", 2, f'{family}.spectral(X, "auto")'),
-            **parameters,
-            "max_iter": _max_iter(family, "Baum-Welch iterations"),
-            "random_state": _RANDOM_STATE,
-        },
-        spectral={"n_components": "k", **spectral}, data="sequences", refine=_refined,
-        attributes={
-            "startprob_": ("ndarray, shape (n_components,)\n    Initial state distribution.",
-                           lambda estimator, estimate, X: estimate.params["init"]),
-            "transmat_": ("ndarray, shape (n_components, n_components)\n    Transition matrix (rows sum to one).",
-                          lambda estimator, estimate, X: estimate.params["transition"]),
-            **attributes,
-        },
-        predict_proba=_state_marginals, predict=_state_paths, score=_total_log_likelihood,
-        answers=frozenset({"score_samples"}) | answers, from_data=from_data, constraints=constraints or {},
-        refine_arguments={"max_iter": "max_iter"})
-
-
-def _symbols_seen(estimator, X) -> dict:
-    from specinit.engine.sequences import as_sequences
-
-    if estimator.n_symbols is not None:
-        return {"n_symbols": estimator.n_symbols}
-    return {"n_symbols": 1 + max(int(sequence.max()) for sequence in as_sequences(X, categorical=True))}
-
-
-SpectralHMM = estimator_class("SpectralHMM", _chain_face(
-    "hmm",
-    """A categorical hidden Markov model by the method of moments, then Baum-Welch (:mod:`specinit.models.hmm`).
-
-    The question of hmmlearn's ``CategoricalHMM``, started where Baum-Welch
-    has no local optimum to fear: the sliding triples of the sequences give
-    the chain's parameters in one pass. ``X`` is what
-    :func:`specinit.models.hmm.spectral` takes -- one 1-D array of symbols,
-    equal-length rows, or a list of 1-D arrays -- not hmmlearn's
-    concatenated column with ``lengths``. ``predict`` gives every sequence's
-    most probable state path (Viterbi), ``predict_proba`` the posterior
-    state marginals, ``score`` the total log-likelihood.""",
-    {"n_symbols": Param("int, optional", "V, the number of distinct symbols; None: one more than the largest "
-                        "symbol of the training sequences.", None)},
-    {},
-    {"emissionprob_": ("ndarray, shape (n_components, n_symbols)\n    Emission probabilities (rows sum to one).",
-                       lambda estimator, estimate, X: estimate.params["emission"])},
-    from_data=_symbols_seen, answers=frozenset({"partial_fit"}),
-    constraints={"n_symbols": [Interval(Integral, 1, None, closed="left"), None]},
-))
-
-
-SpectralGaussianHMM = estimator_class("SpectralGaussianHMM", _chain_face(
-    "gaussian_hmm",
-    """A hidden Markov model with scalar Gaussian emissions by the method of moments, then Baum-Welch.
-
-    The question of hmmlearn's ``GaussianHMM`` (one feature) without its
-    local optima at the start (:mod:`specinit.models.gaussian_hmm`: the
-    observations binned by quantiles give the chain, exact moments the state
-    means and variances). ``X`` is what
-    :func:`specinit.models.gaussian_hmm.spectral` takes -- one 1-D array,
-    equal-length rows, or a list of 1-D arrays.""",
-    {"n_bins": _declared("gaussian_hmm", "n_bins")},
-    {"n_bins": "n_bins"},
-    {"means_": ("ndarray, shape (n_components,)\n    State means.",
-                lambda estimator, estimate, X: estimate.params["loc"]),
-     "covars_": ("ndarray, shape (n_components,)\n    State variances.",
-                 lambda estimator, estimate, X: estimate.params["scale"] ** 2)},
-    answers=frozenset({"partial_fit"}),
-))
-
-
-#: The view options whose declaration carries no constraint scikit-learn's form can hold.
-_VIEW_CONSTRAINTS = {"kinds": ["array-like", None], "dims": ["array-like", None],
-                     "bandwidth": [Interval(Real, 0, np.inf, closed="neither"), "array-like", None],
-                     "exchangeable": ["boolean"]}
-
-
-def _view_face(family: str, summary: str, options: tuple, answers: frozenset = frozenset()) -> Face:
-    """A multi-view mixture's face: a list of views in, EM after the moments, classes out."""
-    return Face(
-        family=family, summary=summary,
-        parameters={
-            "n_components": _n_components("classes", 2, f'{family}.spectral(X, "auto")'),
-            **{name: _declared(family, name) for name in options},
-            "max_iter": _max_iter(family, "EM iterations"),
-            "random_state": _RANDOM_STATE,
-        },
-        spectral={"n_components": "k", **{name: name for name in options}}, data="views",
-        refine=_refined, refine_arguments={"max_iter": "max_iter"},
-        constraints={name: constraint for name, constraint in _VIEW_CONSTRAINTS.items() if name in options},
-        attributes={
-            "weights_": ("ndarray, shape (n_components,)", lambda estimator, estimate, X: estimate.params["weights"]),
-            "labels_": ("ndarray, shape (n_samples,)\n    Most probable class of every training observation.",
-                        _predicted),
-        },
-        predict_proba=_responsibilities, transform=_responsibilities,
-        score=_mean_log_likelihood,
-        answers=frozenset({"score_samples", "bic"}) | answers)
-
-
-SpectralMultiView = estimator_class("SpectralMultiView", _view_face(
-    "multiview",
-    """A mixture of conditionally independent views (categorical or Gaussian) by the method of moments, then EM.
-
-    ``X`` is the list of views of :func:`specinit.models.multiview.spectral`
-    (at least three arrays with the same rows: one-hot or integer categorical
-    views, real Gaussian ones); ``predict`` clusters the observations,
-    ``score`` is the mean log-likelihood per observation.""",
-    ("kinds", "dims", "target"), answers=frozenset({"partial_fit"})), (ClusterMixin, DensityMixin))
-
-
-SpectralKernelMultiView = estimator_class("SpectralKernelMultiView", _view_face(
-    "kernel_multiview",
-    """A nonparametric multi-view mixture by kernel embeddings (:mod:`specinit.models.kernel_multiview`), then EM.
-
-    ``X`` is the list of views of
-    :func:`specinit.models.kernel_multiview.spectral`; the conditional
-    densities are kernel embeddings projected onto Gaussian mixtures per
-    view; ``predict`` clusters the observations.""",
-    ("bandwidth", "rank", "features", "exchangeable", "m", "target", "max_support"),
-    answers=frozenset({"partial_fit", "deferred_update"})), (ClusterMixin, DensityMixin))
+#: The built-in families' estimators, by class name.
+_BUILTIN = {cls.__name__: cls for cls in map(estimator_class, FAMILIES)}
+globals().update(_BUILTIN)
+__all__ += sorted(_BUILTIN)
 
 
 #: The checks of ``check_estimator`` that fit the face on scikit-learn's real (n_samples, n_features) rows.

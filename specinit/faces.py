@@ -20,12 +20,15 @@ import functools
 import inspect
 import re
 import textwrap
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Mapping, TypeVar
 
-from specinit._validation import public
+import numpy as np
 
-__all__ = ["REQUIRED", "Param", "face", "parameters_section"]
+from specinit._validation import Interval, current_entry, public
+
+__all__ = ["RANDOM_STATE", "REQUIRED", "Face", "Param", "chain_face", "face", "max_iter_param", "mean_log_likelihood",
+           "n_components_param", "parameters_section", "predicted", "refined", "responsibilities", "view_face"]
 
 #: The default of an argument that has none.
 REQUIRED = inspect.Parameter.empty
@@ -141,7 +144,10 @@ def face(table: Mapping[str, Param], *, validate: bool = True) -> Callable[[Call
 
         @functools.wraps(template)
         def entry(*args: Any, **kwargs: Any) -> R:
-            bound = signature.bind(*args, **kwargs)
+            try:
+                bound = signature.bind(*args, **kwargs)
+            except TypeError as exc:  # an unknown or missing argument, named as Python names it, under the entry
+                raise TypeError(f"{current_entry()} {exc}") from None
             bound.apply_defaults()
             for name in checked:
                 bound.arguments[name] = table[name].check(name, bound.arguments[name])
@@ -152,3 +158,201 @@ def face(table: Mapping[str, Param], *, validate: bool = True) -> Callable[[Call
         return public(entry)
 
     return build
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the scikit-learn face of a family, declared by the family (Family.estimator_face), built by specinit.estimators
+# ---------------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Face:
+    """How one family meets scikit-learn: what :class:`specinit.estimators.SpectralEstimator` reads.
+
+    A family declares it (:meth:`specinit.family.Family.estimator_face`) and
+    :func:`specinit.estimators.estimator` builds the class; the callables
+    receive the estimator, the family's public functions
+    (:attr:`specinit.family.Family.faces`: its module, or the family itself)
+    and the data.
+
+    Parameters
+    ----------
+    class_name : str
+        The estimator class's name (``"SpectralLDA"``).
+    summary : str
+        The class docstring's summary and extended description.
+    parameters : dict of str -> Param
+        The estimator's parameters in signature order (``n_components`` first, the only positional one).
+    spectral : dict of str -> str
+        The ``spectral`` argument each parameter sets (``n_components`` sets ``k``; ``random_state`` seeds the
+        fit, 0 when None).
+    data : {"counts", "rows", "sequences", "views"}
+        Word counts (CSR, non-negative integers; sparse input welcome), real rows, or what the family's
+        ``spectral`` takes (sequences: one 1-D array, equal-length rows, or a list of 1-D arrays; views: a list
+        of arrays with the same rows).
+    attributes : dict of str -> (str, callable)
+        Fitted attributes: numpydoc description (``"type\\n    description"``) and ``(estimator, estimate, X) ->
+        value`` (X: the training data).
+    score : callable
+        ``(estimator, faces, X) -> float``: ``score`` (higher is better; what ``GridSearchCV`` maximizes).
+    mixins : tuple of str
+        scikit-learn mixins, in order: ``"cluster"``, ``"feature_names"`` (class-name prefixed output names),
+        ``"transformer"``, ``"density"``.
+    refine : callable, optional
+        ``(estimator, faces, X, estimate) -> estimate`` after ``spectral``.
+    transform : callable, optional
+        ``(estimator, faces, X) -> array``: the fitted model's ``transform``.
+    predict_proba : callable, optional
+        ``(estimator, faces, X) -> array``: posterior component (or state) probabilities; with it the model
+        answers ``predict_proba`` and ``predict``.
+    predict : callable, optional
+        ``(estimator, faces, X) -> array``: the most probable components (default: the argmax of
+        ``predict_proba``).
+    answers : frozenset of str
+        Further questions the fitted model answers: ``"score_samples"``, ``"bic"`` (``bic``, ``aic``),
+        ``"perplexity"``, ``"partial_fit"``, ``"deferred_update"`` (``partial_fit`` only takes the batch's moments
+        in, through the family's ``defer``; the parameters are recovered, by the family's ``update`` on the last
+        batch, when something first reads them).
+    fixed : dict
+        ``spectral`` arguments the face sets itself.
+    from_data : callable, optional
+        ``(estimator, X) -> dict``: ``spectral`` arguments read off the training data (a parameter left None).
+    constraints : dict of str -> list
+        The constraints of the parameters that neither the common ones (``n_components``, ``random_state``,
+        ``max_iter``) nor their declaration's constraint covers: :class:`~specinit._validation.Interval`,
+        :class:`~specinit._validation.Options`, or scikit-learn's own forms (``None``, ``"array-like"``,
+        ``"boolean"``, a type); ``fit`` and ``partial_fit`` check every parameter against them.
+    refine_arguments : dict of str -> str
+        The parameter each argument of the refinement comes from (``reg`` of ``gmm.refine`` is ``reg_covar``): an
+        error the refinement raises about its argument names the parameter.
+    """
+
+    class_name: str
+    summary: str
+    parameters: Mapping[str, Param]
+    spectral: Mapping[str, str]
+    data: str
+    attributes: Mapping[str, tuple[str, Callable]]
+    score: Callable
+    mixins: tuple = ()
+    refine: Callable | None = None
+    transform: Callable | None = None
+    predict_proba: Callable | None = None
+    predict: Callable | None = None
+    answers: frozenset = frozenset()
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    from_data: Callable | None = None
+    constraints: Mapping[str, list] = field(default_factory=dict)
+    refine_arguments: Mapping[str, str] = field(default_factory=dict)
+
+
+def n_components_param(what: str, default, rule: str) -> Param:
+    """The ``n_components`` of a face: what it counts, its default, and the ``"auto"`` rule of ``rule``."""
+    return Param("int or 'auto'", f"Number of {what}; ``\"auto\"``: chosen from the data by the rule of "
+                 f"``{rule}`` (:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, "
+                 f"the score :meth:`score` reports picks it).", default)
+
+
+#: The ``random_state`` of every face.
+RANDOM_STATE = Param("int, optional", "Seed of the fit (None: 0, so repeated fits agree).", None)
+
+
+def max_iter_param(refine: Callable, steps: str) -> Param:
+    """The ``max_iter`` of a face whose fit ends with the family's ``refine`` (same default)."""
+    default = inspect.signature(refine).parameters["max_iter"].default
+    return Param("int", f"{steps} after the spectral estimate (:func:`{refine.__module__}.refine` with its other "
+                 f"defaults); 0: the spectral estimate alone.", default)
+
+
+def refined(estimator, faces, X, estimate):
+    """The family's ``refine`` from the spectral estimate (its defaults, ``max_iter`` and the seed), unless
+    ``max_iter`` is 0."""
+    if not estimator.max_iter:
+        return estimate
+    return faces.refine(X, estimate, max_iter=estimator.max_iter, seed=estimator._seed).estimate
+
+
+def mean_log_likelihood(estimator, faces, X) -> float:
+    """The mean log-likelihood per row (``GaussianMixture.score``)."""
+    return float(np.mean(faces.log_likelihood(X, estimator.estimate_)))
+
+
+def predicted(estimator, estimate, X):
+    """The fitted attribute ``labels_``: the most probable component of every training row."""
+    return estimator.predict(X)
+
+
+def responsibilities(estimator, faces, X):
+    """Posterior component probabilities of every row (the family's ``predict``)."""
+    return faces.predict(X, estimator.estimate_)[0]
+
+
+def _state_marginals(estimator, faces, X):
+    from specinit.distributions.hmm import posterior_marginals  # JAX, loaded when a chain face first predicts
+
+    return posterior_marginals(X, estimator.estimate_)
+
+
+def _state_paths(estimator, faces, X):
+    from specinit.distributions.hmm import viterbi
+
+    return viterbi(X, estimator.estimate_)
+
+
+def _total_log_likelihood(estimator, faces, X) -> float:
+    return float(np.sum(faces.log_likelihood(X, estimator.estimate_)))
+
+
+def chain_face(class_name: str, name: str, refine: Callable, summary: str, parameters: dict, spectral: dict,
+               attributes: dict, from_data=None, answers: frozenset = frozenset(),
+               constraints: dict | None = None) -> Face:
+    """A hidden Markov model's face: sequences in, Baum-Welch after the moments, hmmlearn's attribute names."""
+    return Face(
+        class_name=class_name, summary=summary,
+        parameters={
+            "n_components": n_components_param("hidden states", 2, f'{name}.spectral(X, "auto")'),
+            **parameters,
+            "max_iter": max_iter_param(refine, "Baum-Welch iterations"),
+            "random_state": RANDOM_STATE,
+        },
+        spectral={"n_components": "k", **spectral}, data="sequences", refine=refined,
+        attributes={
+            "startprob_": ("ndarray, shape (n_components,)\n    Initial state distribution.",
+                           lambda estimator, estimate, X: estimate.params["init"]),
+            "transmat_": ("ndarray, shape (n_components, n_components)\n    Transition matrix (rows sum to one).",
+                          lambda estimator, estimate, X: estimate.params["transition"]),
+            **attributes,
+        },
+        predict_proba=_state_marginals, predict=_state_paths, score=_total_log_likelihood,
+        answers=frozenset({"score_samples"}) | answers, from_data=from_data, constraints=constraints or {},
+        refine_arguments={"max_iter": "max_iter"})
+
+
+#: The view options whose declaration carries no constraint scikit-learn's form can hold.
+_VIEW_CONSTRAINTS = {"kinds": ["array-like", None], "dims": ["array-like", None],
+                     "bandwidth": [Interval(float, 0.0, None, open="low"), "array-like", None],
+                     "exchangeable": ["boolean"]}
+
+
+def view_face(class_name: str, family, refine: Callable, summary: str, options: tuple,
+              answers: frozenset = frozenset()) -> Face:
+    """A multi-view mixture's face: a list of views in, EM after the moments, classes out."""
+    declared = family.declared()
+    return Face(
+        class_name=class_name, summary=summary, mixins=("cluster", "density"),
+        parameters={
+            "n_components": n_components_param("classes", 2, f'{family.name}.spectral(X, "auto")'),
+            **{name: declared[name] for name in options},
+            "max_iter": max_iter_param(refine, "EM iterations"),
+            "random_state": RANDOM_STATE,
+        },
+        spectral={"n_components": "k", **{name: name for name in options}}, data="views",
+        refine=refined, refine_arguments={"max_iter": "max_iter"},
+        constraints={name: constraint for name, constraint in _VIEW_CONSTRAINTS.items() if name in options},
+        attributes={
+            "weights_": ("ndarray, shape (n_components,)", lambda estimator, estimate, X: estimate.params["weights"]),
+            "labels_": ("ndarray, shape (n_samples,)\n    Most probable class of every training observation.",
+                        predicted),
+        },
+        predict_proba=responsibilities, transform=responsibilities,
+        score=mean_log_likelihood,
+        answers=frozenset({"score_samples", "bic"}) | answers)

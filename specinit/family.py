@@ -15,6 +15,28 @@ The skeleton of :meth:`Family.spectral`::
     data --moments()--> moments --check_k--> recover() --project--> complete() --> SpectralEstimate
                                      recover() = engine fit (exchangeable | multiview) + unwhiten()
 
+The contract. A family with a ``name`` is registered when its class is
+defined (:func:`registered`, :func:`family`); a class without a ``name`` of
+its own is an abstract base (``TopicFamily``). It must implement
+:data:`REQUIRED_HOOKS` -- ``moments``, ``population_moments``, and
+``unwhiten`` (or ``recover``) -- or its definition raises a TypeError
+naming what is missing. Moments are the objects of
+:mod:`specinit.engine.protocols`. Every other hook has a default: declared
+options (:attr:`Family.options`, checked once at the entry), the limit on
+``k`` (:meth:`Family.max_components`), scoring and EM
+(:meth:`Family.component_log_prob`, :meth:`Family.m_step`, ...), the
+scikit-learn face (:meth:`Family.estimator_face`).
+
+Which hook to override: the narrowest one that holds the difference.
+Override :meth:`Family.unwhiten` when the engine's fit is right and only
+its translation into parameters is the family's; :meth:`Family.fit_input`
+or :meth:`Family.kind_of` to feed the engine another view of the moments;
+:meth:`Family.complete` for data-dependent additions after recovery.
+Override :meth:`Family.recover` only when the recovery is not an engine fit
+followed by an unwhitening (anchor words, a grid of fits); never
+:meth:`Family.spectral`, whose validation, choice of ``k`` and estimate
+every family shares.
+
 Examples
 --------
 A complete family -- a mixture of ``k`` dice, each observation three
@@ -36,14 +58,10 @@ independent views of the die) -- is written as a new model would be:
 ...         return ViewMoments([one_hot(np.asarray(throws)[:, j], 6) for j in range(3)], backend=backend)
 ...     def population_moments(self, params):
 ...         return multiview_population([params["faces"]] * 3, params["weights"])
-...     def max_components(self, moments):
-...         return 6, "at most the number of faces (6)"
 ...     def unwhiten(self, fit, moments, k, floor, **options):
 ...         return {"weights": fit.weights, "faces": fit.means[0]}, {}, {}
 ...     def component_log_prob(self, params, throws):
 ...         return jnp.log(jnp.asarray(params["faces"])).T[throws].sum(axis=1)
-...     def refine_data(self, throws, estimate):
-...         return np.asarray(throws)
 >>> family = ThreeThrows()
 >>> truth = {"weights": np.array([0.7, 0.3]),
 ...          "faces": np.array([[0.5, 0.1, 0.1, 0.1, 0.1, 0.1], [0.05, 0.05, 0.1, 0.1, 0.2, 0.5]])}
@@ -67,12 +85,14 @@ True
 
 from __future__ import annotations
 
+import sys
 import warnings
 from dataclasses import dataclass, replace
 from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
+from specinit import _registry
 from specinit._validation import (
     Interval,
     Options,
@@ -85,19 +105,24 @@ from specinit._validation import (
 )
 from specinit.align import match_components
 from specinit.engine.decompose import METHODS
-from specinit.engine.exchangeable import fit_exchangeable
+from specinit.engine.exchangeable import ExchangeableFit, fit_exchangeable
+from specinit.engine.protocols import Moments, MultiViewMoments
 from specinit.engine.support import project
-from specinit.engine.views import fit_multiview, pair_spectrum
+from specinit.engine.views import MultiViewFit, fit_multiview, pair_spectrum
 from specinit.engine.whitening import IndefiniteMomentError, negative_spectrum, signed_spectrum
-from specinit.estimate import Site, SpectralEstimate, register_sites
-from specinit.faces import Param, R, face
+from specinit.estimate import Site, SpectralEstimate
+from specinit.faces import Face, Param, R, face
 
 __all__ = ["COMMON_OPTIONS", "DEFERRED_ESTIMATE", "Family", "MOMENTS_STATE", "NEGATIVE_PROBE", "NOISE_FACTOR",
-           "SCORED_ESTIMATE", "Stream", "UPDATED_ESTIMATE", "k_param", "noise_edge", "site_values", "stored_moments"]
+           "REQUIRED_HOOKS", "SCORED_ESTIMATE", "Stream", "UPDATED_ESTIMATE", "family", "k_param", "noise_edge",
+           "registered", "site_values", "stored_moments"]
 
 #: A positive eigenvalue of the second moment counts as signal when it exceeds this multiple of the negative
 #: eigenvalues' edge (the sampling noise of a positive semi-definite moment, :meth:`Family.spectrum_k`).
 NOISE_FACTOR = 2.0
+
+#: The hooks a family must implement (each entry: one of these), checked when its class is defined.
+REQUIRED_HOOKS = (("moments",), ("population_moments",), ("unwhiten", "recover"))
 
 #: Negative eigenvalues probed for the noise edge of the families that whiten with the positive eigenspace.
 NEGATIVE_PROBE = 8
@@ -330,8 +355,8 @@ class Family:
     component_state : tuple of str
         Prefixes of the fitted ``state`` arrays whose first axis runs over the
         components (permuted with the sites when :meth:`streamed` keeps labels).
-    data_kind : {"counts", "rows", "views", "sequences"}
-        What the data are.
+    data_kind : {"counts", "rows", "views", "sequences", "symbols"}
+        What the data are (``"symbols"``: sequences of integer symbols; the command line reads a file by it).
     k_dependent_moments : bool
         Whether :meth:`moments` depends on ``k`` (a noise estimate).
     whitening_eigenspace : {"magnitude", "positive"}
@@ -343,11 +368,13 @@ class Family:
 
     Notes
     -----
-    A subclass implements :meth:`moments`, :meth:`population_moments`,
-    :meth:`max_components` and :meth:`unwhiten` (or :meth:`recover` as a
-    whole); for refinement and scoring, :meth:`component_log_prob` (mixtures)
-    or :meth:`e_step` (chains), :meth:`m_step` and :meth:`refine_data`;
-    :meth:`em_step` when one compiled EM step beats the two calls.
+    A subclass implements :data:`REQUIRED_HOOKS` (:meth:`moments`,
+    :meth:`population_moments`, :meth:`unwhiten` or :meth:`recover` as a
+    whole; see the module notes for which to override); for refinement and
+    scoring, :meth:`component_log_prob` (mixtures) or :meth:`e_step`
+    (chains), :meth:`m_step` and :meth:`refine_data`; :meth:`em_step` when
+    one compiled EM step beats the two calls; :meth:`model_inputs` for the
+    MAP refinement.
     """
 
     name: ClassVar[str] = ""
@@ -367,8 +394,23 @@ class Family:
     k_dependent_moments: ClassVar[bool] = False
     whitening_eigenspace: ClassVar[str] = "magnitude"
 
-    def __init__(self):
-        register_sites(self.name, self.site_table, optional=self.optional_sites, check_state=self.check_state)
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if not cls.__dict__.get("name"):  # a base without a name of its own is abstract
+            return
+        missing = [" or ".join(hooks) for hooks in REQUIRED_HOOKS
+                   if all(getattr(cls, hook) is getattr(Family, hook) for hook in hooks)]
+        if missing:
+            raise TypeError(f"The family {cls.__qualname__} ({cls.name!r}) must implement {', '.join(missing)} "
+                            f"(the required hooks of specinit.family.Family).")
+        _registry.register(cls)
+
+    @property
+    def faces(self) -> Any:
+        """The public functions of this family: its module when the module's ``FAMILY`` is of this class (the
+        built-in families: ``lda.spectral`` ...), else this family itself (its methods)."""
+        module = sys.modules.get(type(self).__module__)
+        return module if type(getattr(module, "FAMILY", None)) is type(self) else self
 
     # ---- declarations ---------------------------------------------------------------------------------------
     def face(self, *, validate: bool = False, **overrides: Param) -> Callable[[Callable[..., R]], Callable[..., R]]:
@@ -432,6 +474,11 @@ class Family:
         :attr:`options` (later tables re-declare earlier names)."""
         return {**COMMON_OPTIONS, **self.arguments, **self.options}
 
+    def estimator_face(self) -> Face | None:
+        """This family's scikit-learn face (:class:`~specinit.faces.Face`), from which
+        :func:`specinit.estimators.estimator_class` builds its estimator; None (default): no estimator."""
+        return None
+
     def site_table(self, params: Mapping | None = None, **options) -> tuple[dict, str | None]:
         """``(sites, match_site)`` for estimates with these parameters (default: the declared table)."""
         return dict(self.sites), self.match_site
@@ -457,17 +504,21 @@ class Family:
             except StoredArrayError as exc:
                 raise StoredArrayError(str(exc), MOMENTS_STATE + exc.key, exc.problem) from None
 
-    def moments(self, data, *, k: int, backend, **options):
-        """The data's moments (one validated pass; the backend chosen once)."""
+    def moments(self, data, *, k: int, backend, **options) -> Moments:
+        """Required: the data's moments (:mod:`specinit.engine.protocols`; one validated pass, on ``backend``)."""
         raise NotImplementedError(f"{type(self).__name__} does not build moments from data")
 
-    def population_moments(self, params: Mapping, **options):
-        """Exact moments of the model with parameters ``params`` (a dict of site values)."""
-        raise NotImplementedError
+    def population_moments(self, params: Mapping, **options) -> Moments:
+        """Required: exact moments (:mod:`specinit.engine.protocols`) of the model with parameters ``params``
+        (a dict of site values)."""
+        raise NotImplementedError(f"{type(self).__name__} has no population moments")
 
-    def max_components(self, moments) -> tuple[int, str]:
-        """The largest ``k`` the moments support, and the constraint on ``k`` it gives (as the error states it)."""
-        raise NotImplementedError
+    def max_components(self, moments: Moments) -> tuple[int, str]:
+        """The largest ``k`` the moments support, and the constraint on ``k`` it gives (as the error states it);
+        default: the number of features (exchangeable moments) or the smallest view dimension (multi-view)."""
+        if isinstance(moments, MultiViewMoments):
+            return min(moments.dims), f"at most the smallest view dimension ({min(moments.dims)})"
+        return moments.n_features, f"at most the number of features ({moments.n_features})"
 
     def target(self, **options) -> int:
         """The target view of a multi-view fit."""
@@ -481,19 +532,21 @@ class Family:
         """Order of the whitened tensor of an exchangeable fit (default: :attr:`order`)."""
         return self.order
 
-    def fit_input(self, moments, k: int, **options):
+    def fit_input(self, moments: Moments, k: int, **options) -> Moments:
         """What the engine fit decomposes: the family's moments, or a view of them (default: themselves)."""
         return moments
 
-    def unwhiten(self, fit, moments, k: int, floor: float, **options) -> tuple[dict, dict, dict]:
-        """``(params, report, state)`` from an engine fit: values of every latent site, flat diagnostics, and the
-        fitted arrays that are not sites but that the estimate keeps (saved with it; usually none).
+    def unwhiten(self, fit: ExchangeableFit | MultiViewFit, moments: Moments, k: int, floor: float,
+                 **options) -> tuple[dict, dict, dict]:
+        """Required unless :meth:`recover` is overridden: ``(params, report, state)`` from an engine fit: values
+        of every latent site, flat diagnostics, and the fitted arrays that are not sites but that the estimate
+        keeps (saved with it; usually none).
 
         ``options`` hold the family's options and ``rng``, the fit's generator.
         """
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} does not unwhiten an engine fit")
 
-    def complete(self, params: dict, data, moments, *, rng, **options) -> tuple[dict, dict]:
+    def complete(self, params: dict, data, moments: Moments, *, rng, **options) -> tuple[dict, dict]:
         """Data-dependent additions after recovery (document topics, factor scores, closing steps; ``floor`` is
         :meth:`spectral`'s); default: none."""
         return params, {}
@@ -652,6 +705,47 @@ class Family:
         return replace(fit, params=params, diagnostics={**fit.diagnostics, "n_batches": n_batches, **diagnostics},
                        state=state)
 
+    def resolve(self, method: str | None, options: Mapping) -> tuple[str, dict]:
+        """The defaults that depend on other arguments, in one place for every entry: ``method`` when None
+        (default: ``"tpm"``) and the options the family derives from the arguments given.
+
+        Parameters
+        ----------
+        method : str or None
+        options : dict
+            The family's options as given.
+
+        Returns
+        -------
+        (str, dict)
+        """
+        return ("tpm" if method is None else method), dict(options)
+
+    def check_options(self, options: Mapping, func: str = "spectral") -> dict:
+        """The family's options checked once against their declarations (:attr:`options`), normalised.
+
+        Parameters
+        ----------
+        options : dict
+        func : str
+            The method called, named in the error outside a public function.
+
+        Returns
+        -------
+        dict
+
+        Raises
+        ------
+        TypeError
+            A name the family does not declare (a misspelled option), named in the error.
+        """
+        unknown = [name for name in options if name not in self.options]
+        if unknown:
+            entry = current_entry(f"{type(self).__name__}.{func}")
+            raise TypeError(f"{entry} got an unexpected keyword argument {unknown[0]!r} (the options of the family "
+                            f"{self.name!r}: {', '.join(self.options) or 'none'}).")
+        return check_arguments(self.options, options)
+
     def check_k(self, k: int, moments) -> int:
         """``k`` (an int >= 1, checked at the entry) within ``max_components(moments)``: its data-dependent check."""
         limit, constraint = self.max_components(moments)
@@ -678,7 +772,6 @@ class Family:
              options) -> tuple[int, dict, dict, dict]:
         checked = check_arguments({**COMMON_OPTIONS, "method": Options(self.methods)},
                                   {"method": method, "approach": approach, "floor": floor})
-        options = check_arguments(self.options, options)
         k = self.check_k(k, moments)
         rng = as_generator(seed)
         try:
@@ -705,7 +798,7 @@ class Family:
                  f"(diagnostics['floored_{match_site}']); the moments are noisy for k={k}: try a smaller k or more "
                  "data.")
 
-    def spectral_from_moments(self, moments, k, *, method: str = "tpm", approach: str = "auto", seed=0,
+    def spectral_from_moments(self, moments, k, *, method: str | None = None, approach: str = "auto", seed=0,
                               floor: float = 1e-3, decompose_options: dict | None = None, vocabulary=None,
                               **options) -> SpectralEstimate:
         """Recover the parameters from moments (data or population): the skeleton without the data pass.
@@ -717,8 +810,8 @@ class Family:
         k : int or "auto"
             Number of components; ``"auto"``: the eigengap of the moments' spectrum (:meth:`spectrum_k`;
             exact for population moments).
-        method : {"tpm", "svtd", "eca", "als"}
-            Tensor decomposition.
+        method : {"tpm", "svtd", "eca", "als"} or None
+            Tensor decomposition (or another of :attr:`methods`); None: the family's default (:meth:`resolve`).
         approach : {"auto", "symmetric", "jennrich"}
             Multi-view fits only (see :func:`specinit.engine.views.fit_multiview`).
         seed : int or numpy.random.Generator
@@ -733,10 +826,12 @@ class Family:
         -------
         SpectralEstimate
         """
+        method, options = self.resolve(method, options)
+        options = self.check_options(options, "spectral_from_moments")
         report = {}
         if isinstance(k, str) and k == "auto":
             seed = as_generator(seed)
-            k, report = self.spectrum_k(moments, 10, seed, **check_arguments(self.options, options))
+            k, report = self.spectrum_k(moments, 10, seed, **options)
         else:
             k = COMMON_OPTIONS["k"].check("k", k)
         k, params, diagnostics, state = self._fit(moments, k, method=method, approach=approach, seed=seed,
@@ -744,7 +839,7 @@ class Family:
         return self.estimate(k, params, {**diagnostics, **report}, vocabulary=vocabulary, state=state,
                              options=options)
 
-    def spectral(self, data, k, *, method: str = "tpm", approach: str = "auto", seed=0, floor: float = 1e-3,
+    def spectral(self, data, k, *, method: str | None = None, approach: str = "auto", seed=0, floor: float = 1e-3,
                  decompose_options: dict | None = None, backend=None, vocabulary=None, **options) -> SpectralEstimate:
         """Method-of-moments estimate from data: :meth:`moments`, then the skeleton, then :meth:`complete`.
 
@@ -765,7 +860,8 @@ class Family:
         -------
         SpectralEstimate
         """
-        options = check_arguments(self.options, options)  # before the passes, which allocate by these sizes
+        method, options = self.resolve(method, options)
+        options = self.check_options(options)  # before the passes, which allocate by these sizes
         rng = as_generator(seed)
         if isinstance(k, str) and k == "auto":
             k, report = self.choose_k(data, rng=rng, backend=backend, method=method, approach=approach,
@@ -920,13 +1016,19 @@ class Family:
         return min(limit, max(report["k_auto/signal"], 1))
 
     # ---- likelihood, refinement, prediction -----------------------------------------------------------------
-    def component_log_prob(self, params: Mapping, data):
+    def component_log_prob(self, params: Mapping, data) -> Any:
         """``log p(x_n | h = i)`` for every observation and component, shape (N, k) (JAX or NumPy; mixtures)."""
         raise NotImplementedError(f"{self.name} is not a mixture with a per-component likelihood")
 
-    def refine_data(self, data, estimate: SpectralEstimate, **options):
-        """The data in the form :meth:`e_step` and :meth:`m_step` read (validated against the estimate)."""
-        raise NotImplementedError(f"{self.name} has no EM refinement")
+    def refine_data(self, data, estimate: SpectralEstimate, **options) -> Any:
+        """The data in the form :meth:`component_log_prob`, :meth:`e_step` and :meth:`m_step` read (validated
+        against the estimate); default: as given."""
+        return data
+
+    def model_inputs(self, data, estimate: SpectralEstimate, **options) -> tuple[Callable, tuple, dict]:
+        """``(model, args, kwargs)``: the NumPyro program and its arguments for ``data``, as the ``map``
+        refinement (:func:`specinit.refine.map_estimate`) runs it."""
+        raise NotImplementedError(f"{self.name} has no MAP refinement")
 
     def e_step(self, params: Mapping, data) -> tuple[Any, float]:
         """``(expected statistics, total log-likelihood)``; default: mixture responsibilities."""
@@ -1050,3 +1152,37 @@ class Family:
             One float64 value per observation, discrete latents summed out.
         """
         return self._score(data, estimate, **options)[1]
+
+
+def registered() -> dict:
+    """Every registered family by name: the built-in ones of :mod:`specinit.models` (imported here), then those
+    defined elsewhere (a user's family is registered by defining its class).
+
+    Returns
+    -------
+    dict of str -> Family
+    """
+    return {name: _registry.lookup(name) for name in _registry.names()}
+
+
+def family(name: str) -> Family:
+    """The registered family ``name`` (a built-in one's module is imported on first use).
+
+    Parameters
+    ----------
+    name : str
+        A family's :attr:`Family.name`.
+
+    Returns
+    -------
+    Family
+
+    Raises
+    ------
+    ValueError
+        An unknown name (the error lists the registered ones).
+    """
+    found = _registry.lookup(name) if isinstance(name, str) else None
+    if found is None:
+        raise bad_argument("name", "family", f"a registered family ({', '.join(_registry.names())})", name)
+    return found

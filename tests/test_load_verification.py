@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from specinit.estimate import SpectralEstimate, _FAMILY_CHECKS, _SITE_TABLES, check_site_values
+from specinit.estimate import SpectralEstimate, check_site_values
+from specinit.family import family as registered_family
 from specinit.models import gmm, hmm, lda
 from specinit.synthetic import sample_lda
 
@@ -171,14 +172,13 @@ def test_a_doctored_file_is_refused_naming_it_or_loads_a_valid_estimate(fits, tm
         except ValueError as exc:
             assert repr(str(path)) in str(exc)
             continue
-        sites, _ = _SITE_TABLES[back.model](back.params)
+        sites, _ = registered_family(back.model).site_table(back.params)
         assert back.sites == sites and back.match_site in back.params
         check_site_values(back.params, sites, back.k)
         if back.vocabulary is not None and "beta" in back.params:
             assert len(back.vocabulary) == back.params["beta"].shape[1]
-        check_state = _FAMILY_CHECKS[back.model][1]
         if back.state:
-            check_state(back)
+            registered_family(back.model).check_state(back)
 
 
 def test_stale_temporaries_of_dead_writers_are_removed_by_the_next_save(fits, tmp_path):

@@ -16,7 +16,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from specinit._validation import bad_argument, check_count_matrix, check_int, check_positive
-from specinit.corpus import Corpus
+from specinit.corpus.containers import Corpus
 
 __all__ = ["relevance", "top_relevant_words", "top_words", "umass_coherence"]
 

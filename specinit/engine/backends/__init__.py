@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import os
 from dataclasses import dataclass, fields
 from contextlib import nullcontext
 from typing import ClassVar
@@ -194,12 +193,10 @@ class Passes:
         """``sum_r A[r, i] A[r, j] rhs[r, m]`` (k, k, m) of tall arrays of the kind :meth:`resident` returns.
 
         The O(V k^3) same-token corrections of the whitened third moment. The
-        default runs :func:`specinit.engine.backends.numpy.pair_products` on
-        every core.
+        host backends run :func:`specinit.engine.backends.numpy.pair_products`
+        on every core.
         """
-        from specinit.engine.backends.numpy import pair_products
-
-        return pair_products(A, rhs, n_threads=os.cpu_count() or 1)
+        raise NotImplementedError(f"the {self.name} backend has no pair products")
 
     #: The deflated tensor power method where the passes run, or None: :func:`specinit.engine.decompose.
     #: tensor_power_method` then runs its host iterations. A backend that provides one (JAX) defines

@@ -25,7 +25,7 @@ import scipy.sparse as sp
 
 from specinit._validation import bad_argument, check_count_matrix
 from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedStats
-from specinit.engine.backends.numpy import cross3, first_order_stats, m2_partial, whitened_stats
+from specinit.engine.backends.numpy import NumpyPasses, cross3, first_order_stats, m2_partial, whitened_stats
 from specinit.engine.sources import as_float_block
 
 __all__ = ["DaskPasses", "reduce_blocks"]
@@ -177,6 +177,9 @@ class DaskPasses(Passes):
 
     def __init__(self, n_threads=None, chunk_rows=None):
         pass
+
+    #: The host's kernel: the whitened arrays it multiplies are on the client.
+    pair_products = NumpyPasses.pair_products
 
     def place_counts(self, source, weighting: str) -> _PlacedDask:
         return _PlacedDask([source.dask], weighting)
