@@ -579,7 +579,7 @@ _FIT_ON_REAL_ROWS = (
 _FIT_ON_REAL_ROWS_TOO = (
     "check_clustering", "check_estimator_sparse_array", "check_estimator_sparse_matrix", "check_estimator_sparse_tag",
     "check_estimators_partial_fit_n_features", "check_transformer_data_not_an_array", "check_transformer_general",
-    "check_transformer_n_iter", "check_transformer_preserve_dtypes")
+    "check_transformer_n_iter", "check_non_transformer_estimators_n_iter", "check_transformer_preserve_dtypes")
 
 #: The checks that judge the refusal of an array (1-D, empty, complex) by scikit-learn's wording.
 _REFUSAL_WORDING = ("check_complex_data", "check_estimators_empty_data_messages", "check_fit1d")
@@ -642,8 +642,10 @@ def expected_failed_checks(estimator) -> dict:
     """
     face = estimator.face
     reason, checks = _NOT_APPLICABLE.get(_input_kind(face), ("", ()))
-    failed = {check: reason for check in checks
-              if check != "check_transformer_n_iter" or "max_iter" in face.parameters}  # it reads max_iter alone
+    transformer = "transformer" in face.mixins or face.transform is not None
+    n_iter = {"check_transformer_n_iter": transformer, "check_non_transformer_estimators_n_iter": not transformer}
+    failed = {check: reason for check in checks  # the n_iter checks read max_iter alone, each on its kind of face
+              if n_iter.get(check, True) and (check not in n_iter or "max_iter" in face.parameters)}
     if "partial_fit" in face.answers:
         failed.setdefault("check_fit_score_takes_y", _PARTIAL_FIT_AFTER_FIT)
     return failed

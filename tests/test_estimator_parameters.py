@@ -13,6 +13,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from specinit import estimators
 from specinit.estimators import (SpectralFactors, SpectralGaussianHMM, SpectralGaussianMixture, SpectralHMM,
+                                 SpectralPoissonMixture,
                                  SpectralKernelMultiView, SpectralLDA, SpectralMultiView, SpectralTopicMixture,
                                  expected_failed_checks)
 
@@ -144,7 +145,7 @@ def test_data_errors_name_x_and_the_method():
 #: One small instance of every class: what check_estimator runs on.
 INSTANCES = [SpectralLDA(2), SpectralTopicMixture(2, max_iter=5), SpectralGaussianMixture(2, max_iter=5),
              SpectralFactors(2), SpectralHMM(2, max_iter=5), SpectralGaussianHMM(2, max_iter=5), SpectralMultiView(2),
-             SpectralKernelMultiView(2)]
+             SpectralKernelMultiView(2), SpectralPoissonMixture(2, max_iter=5)]
 
 
 def test_instances_cover_every_class():
