@@ -26,7 +26,7 @@ from specinit._validation import as_generator, check_choice, check_int, checked_
 from specinit.engine.decompose import METHODS, Decomposition, check_options, decompose
 from specinit.engine.decompose4 import METHODS4, check_options4, decompose4
 from specinit.engine.backends import resident_scope
-from specinit.engine.whitening import Whitening, whiten
+from specinit.engine.whitening import SymmetricMoments, Whitening, whiten
 
 __all__ = ["ExchangeableFit", "fit_exchangeable"]
 
@@ -75,12 +75,12 @@ def _slice_directions(unwhiten: np.ndarray, max_directions: int) -> np.ndarray:
 
 @public
 def fit_exchangeable(
-    moments,
+    moments: SymmetricMoments,
     k: int,
     *,
     order: int = 3,
     method: str = "tpm",
-    seed=0,
+    seed: int | np.random.Generator = 0,
     oversample: int = 10,
     n_power_iter: int = 1,
     max_slice_directions: int = 200,
