@@ -31,6 +31,7 @@ import contextlib
 import time
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Collection, Literal, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -46,10 +47,16 @@ from specinit.posterior import convergence
 from specinit.warmstart import (init_params, init_strategy, laplace, map_sites, site_info,
                                 unconstrained_sites)
 
+if TYPE_CHECKING:
+    from numpyro.infer.mcmc import MCMCKernel
+
+    from specinit.estimate import SpectralEstimate
+
 __all__ = ["NutsComparison", "SviComparison", "compare_nuts", "compare_svi", "local_sites"]
 
 
-def local_sites(model, model_args=(), model_kwargs=None) -> tuple:
+def local_sites(model: Callable[..., Any], model_args: Sequence[Any] = (),
+                model_kwargs: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """Latent sites local to the data: inside a plate that holds an observed site.
 
     Parameters
@@ -275,24 +282,24 @@ def _checked_run(kernel, identity, init_params, key, model_args, model_kwargs, s
 
 
 def compare_nuts(
-    model,
-    estimate,
-    model_args=(),
-    model_kwargs=None,
+    model: Callable[..., Any],
+    estimate: SpectralEstimate,
+    model_args: Sequence[Any] = (),
+    model_kwargs: Mapping[str, Any] | None = None,
     *,
-    sites=None,
-    fallback=(),
+    sites: Sequence[str] | Mapping[str, str | Callable[..., Any]] | None = None,
+    fallback: Collection[str] = (),
     num_chains: int = 4,
     num_warmup: int = 500,
     num_samples: int = 500,
-    spread="laplace",
+    spread: float | Literal["laplace"] = "laplace",
     mass: bool | None = None,
-    kernel=None,
+    kernel: Callable[..., MCMCKernel] | None = None,
     exact: bool = True,
     seed: int = 0,
     progress_bar: bool = False,
     chain_method: str | None = None,
-    nuts_kwargs=None,
+    nuts_kwargs: Mapping[str, Any] | None = None,
 ) -> NutsComparison:
     """Run MCMC from the spectral estimate and from NumPyro's default init, with the same kernel.
 
@@ -536,13 +543,13 @@ def _svi_run(model, guide_cls, init_loc_fn, lr, num_steps, key, model_args, mode
 
 
 def compare_svi(
-    model,
-    estimate,
-    model_args=(),
-    model_kwargs=None,
+    model: Callable[..., Any],
+    estimate: SpectralEstimate,
+    model_args: Sequence[Any] = (),
+    model_kwargs: Mapping[str, Any] | None = None,
     *,
-    sites=None,
-    fallback=(),
+    sites: Sequence[str] | Mapping[str, str | Callable[..., Any]] | None = None,
+    fallback: Collection[str] = (),
     guide: str = "normal",
     num_steps: int = 2000,
     lr: float = 0.01,
