@@ -12,7 +12,7 @@ Pure NumPy/SciPy: usable on draws from any sampler.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -50,7 +50,7 @@ def _cost(reference: np.ndarray, candidate: np.ndarray, metric: str) -> np.ndarr
     return cdist(reference, candidate, "cityblock" if metric == "l1" else "euclidean")
 
 
-def match_components(reference: ArrayLike, candidate: ArrayLike, metric: str = "l1") -> np.ndarray:
+def match_components(reference: ArrayLike, candidate: ArrayLike, metric: Literal["l1", "l2"] = "l1") -> np.ndarray:
     """Permutation of ``candidate``'s components that best matches ``reference``.
 
     Solves :math:`\\min_\\pi \\sum_i d(r_i, c_{\\pi(i)})` exactly with the
@@ -115,7 +115,7 @@ def _resolve_axes(component_axes, facts, func: str) -> dict:
 
 
 def draw_permutations(samples: Mapping[str, ArrayLike], reference: SpectralEstimate | Mapping[str, ArrayLike], *,
-                      match_on: str = "beta", axis: int = 0, metric: str = "l1") -> np.ndarray:
+                      match_on: str = "beta", axis: int = 0, metric: Literal["l1", "l2"] = "l1") -> np.ndarray:
     """Per-draw permutations aligning ``samples[match_on]`` to the reference.
 
     Parameters
@@ -167,7 +167,7 @@ def draw_permutations(samples: Mapping[str, ArrayLike], reference: SpectralEstim
 
 def align_draws(samples: Mapping[str, ArrayLike], reference: SpectralEstimate | Mapping[str, ArrayLike],
                 component_axes: Mapping[str, int | tuple[int, ...]] | None = None, match_on: str | None = None, *,
-                metric: str = "l1") -> dict:
+                metric: Literal["l1", "l2"] = "l1") -> dict[str, np.ndarray]:
     """Relabel every draw's components to the reference labelling.
 
     For each draw, the permutation is computed on the site ``match_on``

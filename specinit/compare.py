@@ -298,7 +298,7 @@ def compare_nuts(
     exact: bool = True,
     seed: int = 0,
     progress_bar: bool = False,
-    chain_method: str | None = None,
+    chain_method: Literal["sequential", "parallel", "vectorized"] | None = None,
     nuts_kwargs: Mapping[str, Any] | None = None,
 ) -> NutsComparison:
     """Run MCMC from the spectral estimate and from NumPyro's default init, with the same kernel.
@@ -550,7 +550,7 @@ def compare_svi(
     *,
     sites: Sequence[str] | Mapping[str, str | Callable[..., Any]] | None = None,
     fallback: Collection[str] = (),
-    guide: str = "normal",
+    guide: Literal["normal", "delta"] = "normal",
     num_steps: int = 2000,
     lr: float = 0.01,
     seed: int = 0,

@@ -1,11 +1,15 @@
 """The public API as a type checker sees it: mypy (the test extra) checks tests/typing/check_public_api.py and the
 README's code blocks (settings and strictness: pyproject.toml's [tool.mypy])."""
 
+import importlib
+import inspect
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 import specinit
 import specinit.models
@@ -46,3 +50,72 @@ def test_public_calls_and_the_readme_blocks_type_check(tmp_path):
                            str(tmp_path / "cache"), *files], cwd=tmp_path, env=_search_path(tmp_path),
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
+
+
+#: Modules whose public functions and methods are all annotated (names in ``__all__`` defined there).
+ANNOTATED_MODULES = [
+    "specinit.align", "specinit.compare", "specinit.conditional", "specinit.demo", "specinit.examples",
+    "specinit.refine", "specinit.synthetic",
+    "specinit.corpus.containers", "specinit.corpus.heldout", "specinit.corpus.quality", "specinit.corpus.shipped",
+    "specinit.distributions", "specinit.distributions.continuous", "specinit.distributions.counts",
+    "specinit.distributions.hmm", "specinit.distributions.mixtures",
+    "specinit.engine", "specinit.engine.cumulants", "specinit.engine.decompose", "specinit.engine.decompose4",
+    "specinit.engine.exchangeable", "specinit.engine.jennrich", "specinit.engine.kernel_densities",
+    "specinit.engine.kernel_features", "specinit.engine.kernels", "specinit.engine.population",
+    "specinit.engine.rows", "specinit.engine.sequences", "specinit.engine.sources", "specinit.engine.support",
+    "specinit.engine.views", "specinit.engine.whitening",
+    "specinit.engine.backends", "specinit.engine.backends.dask", "specinit.engine.backends.jax",
+    "specinit.engine.backends.numpy",
+]
+
+
+def _public_callables(module) -> dict:
+    """The functions of ``module.__all__`` defined in ``module``, and the public methods (``__init__`` and
+    ``__call__`` included, properties by their getter) of its classes."""
+    found = {}
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if getattr(obj, "__module__", None) != module.__name__:
+            continue
+        if inspect.isclass(obj):
+            for attr, value in list(vars(obj).items()):
+                if attr.startswith("_") and attr not in ("__init__", "__call__"):
+                    continue
+                value = value.__func__ if isinstance(value, (staticmethod, classmethod)) else value
+                value = value.fget if isinstance(value, property) else value
+                if inspect.isfunction(value):
+                    found[f"{name}.{attr}"] = value
+        elif inspect.isfunction(inspect.unwrap(obj)):
+            found[name] = inspect.unwrap(obj)
+    return found
+
+
+def _missing_annotations(func) -> list[str]:
+    signature = inspect.signature(func)
+    parameters = list(signature.parameters.values())
+    if parameters and parameters[0].name in ("self", "cls"):
+        parameters = parameters[1:]
+    missing = [p.name for p in parameters if p.annotation is inspect.Parameter.empty]
+    if signature.return_annotation is inspect.Signature.empty:
+        missing.append("return")
+    return missing
+
+
+@pytest.mark.parametrize("module_name", ANNOTATED_MODULES)
+def test_public_callables_are_annotated(module_name):
+    callables = _public_callables(importlib.import_module(module_name))
+    unannotated = {name: missing for name, func in callables.items() if (missing := _missing_annotations(func))}
+    assert not unannotated, f"{module_name}: parameters or returns without annotations: {unannotated}"
+
+
+def test_the_annotation_walk_sees_an_unannotated_callable():
+    def partly(x: int, y) -> int:
+        return x
+
+    def method(self, x: int):
+        return x
+
+    assert _missing_annotations(partly) == ["y"]
+    assert _missing_annotations(method) == ["return"]
+    assert "decompose" in _public_callables(importlib.import_module("specinit.engine.decompose"))
+    assert "Passes.triples" in _public_callables(importlib.import_module("specinit.engine.backends"))

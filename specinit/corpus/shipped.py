@@ -32,7 +32,7 @@ import importlib.util
 import re
 import sysconfig
 from pathlib import Path
-from typing import Collection, Sequence
+from typing import Collection, Literal, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -399,9 +399,10 @@ def _roff_documents(text: str, unit: str):
 
 
 def load_man_pages(root: str | os.PathLike[str] = "/usr/share/man", *,
-                   sections: Sequence[str] = ("1", "2", "3", "4", "5", "6", "7", "8"), unit: str = "paragraph",
-                   min_df: int = 5, max_df: float = 0.5, max_words: int = 10_000, min_tokens: int = 5,
-                   max_documents: int | None = None, max_pages: int | None = None) -> Corpus:
+                   sections: Sequence[str] = ("1", "2", "3", "4", "5", "6", "7", "8"),
+                   unit: Literal["paragraph", "section"] = "paragraph", min_df: int = 5, max_df: float = 0.5,
+                   max_words: int = 10_000, min_tokens: int = 5, max_documents: int | None = None,
+                   max_pages: int | None = None) -> Corpus:
     """The English manual pages installed under ``root`` as a corpus.
 
     Reads ``root/man<s>/*`` (plain or ``.gz`` roff source; the language

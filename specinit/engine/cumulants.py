@@ -25,7 +25,7 @@ References
 """
 
 from __future__ import annotations
-from typing import Callable
+from typing import Callable, Literal
 
 import numpy as np
 
@@ -182,7 +182,7 @@ class CorrectedCovariance:
     """
 
     def __init__(self, covariance: np.ndarray, whitened_cumulant: Callable[[np.ndarray], np.ndarray], k: int,
-                 noise: str) -> None:
+                 noise: Literal["isotropic", "none"]) -> None:
         covariance = 0.5 * (covariance + covariance.T)
         self.eigenvalues = np.linalg.eigvalsh(covariance)[::-1]
         d = covariance.shape[0]

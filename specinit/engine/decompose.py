@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 import numpy as np
 
@@ -474,8 +474,8 @@ def eca(T: np.ndarray, k: int | None = None, *, seed: int | np.random.Generator 
     return _slice_decomposition(T, theta / np.linalg.norm(theta), k, "eca", {})
 
 
-def cp_als(T: np.ndarray, k: int | None = None, *, init: str = "svd", n_iter: int = 500, tol: float = 1e-12,
-           seed: int | np.random.Generator = 0) -> Decomposition:
+def cp_als(T: np.ndarray, k: int | None = None, *, init: Literal["svd", "random"] = "svd", n_iter: int = 500,
+           tol: float = 1e-12, seed: int | np.random.Generator = 0) -> Decomposition:
     """Rank-k CP alternating least squares, symmetrized at the end (baseline).
 
     Three factor matrices are updated in turn by least squares; the
@@ -592,8 +592,8 @@ def check_options(method: str, options: Mapping[str, Any] | None, func: str, met
 
 
 @public
-def decompose(T: ArrayLike, k: int | None = None, method: str = "tpm", *, seed: int | np.random.Generator = 0,
-              passes: Passes | None = None, **options: Any) -> Decomposition:
+def decompose(T: ArrayLike, k: int | None = None, method: Literal["tpm", "svtd", "eca", "als"] = "tpm", *,
+              seed: int | np.random.Generator = 0, passes: Passes | None = None, **options: Any) -> Decomposition:
     """Dispatch to one of :data:`METHODS`.
 
     Parameters

@@ -27,7 +27,7 @@ References
 """
 
 from __future__ import annotations
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 import numpy as np
 
@@ -268,8 +268,8 @@ def check_options4(method: str, options: Mapping[str, Any] | None, func: str) ->
 
 
 @public
-def decompose4(T: ArrayLike, k: int | None = None, method: str = "tpm", *, seed: int | np.random.Generator = 0,
-               options: Mapping[str, Any] | None = None) -> Decomposition:
+def decompose4(T: ArrayLike, k: int | None = None, method: Literal["tpm", "eca"] = "tpm", *,
+               seed: int | np.random.Generator = 0, options: Mapping[str, Any] | None = None) -> Decomposition:
     """Dispatch to one of :data:`METHODS4`.
 
     Parameters

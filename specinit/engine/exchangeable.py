@@ -19,6 +19,7 @@ Each model turns ``(lambda_i, (W^T)^+ v_i)`` into its own parameters
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Literal
 
 import numpy as np
 
@@ -78,14 +79,14 @@ def fit_exchangeable(
     moments: SymmetricMoments,
     k: int,
     *,
-    order: int = 3,
-    method: str = "tpm",
+    order: Literal[3, 4] = 3,
+    method: Literal["tpm", "svtd", "eca", "als"] = "tpm",
     seed: int | np.random.Generator = 0,
     oversample: int = 10,
     n_power_iter: int = 1,
     max_slice_directions: int = 200,
     decompose_options: dict | None = None,
-    eigenspace: str = "magnitude",
+    eigenspace: Literal["magnitude", "positive"] = "magnitude",
 ) -> ExchangeableFit:
     """Whiten ``moments``, decompose the whitened third (or fourth) moment, unwhiten.
 

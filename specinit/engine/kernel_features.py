@@ -15,7 +15,7 @@ References
 """
 
 from __future__ import annotations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -488,8 +488,8 @@ def feature_map_from_arrays(arrays: dict, name: str = "estimate") -> RandomFouri
     return feature_map
 
 
-def kernel_features(x: ArrayLike, *, features: str = "rff", rank: int = 128, bandwidth: float | ArrayLike | None = None,
-                    seed: int | np.random.Generator = 0, name: str = "x",
+def kernel_features(x: ArrayLike, *, features: Literal["rff", "nystrom"] = "rff", rank: int = 128,
+                    bandwidth: float | ArrayLike | None = None, seed: int | np.random.Generator = 0, name: str = "x",
                     func: str = "kernel_features") -> RandomFourierFeatures | NystromFeatures:
     """A feature map for one view (bandwidth by the median heuristic unless given).
 

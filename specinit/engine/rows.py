@@ -19,7 +19,7 @@ References
 from __future__ import annotations
 
 from itertools import combinations
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 
@@ -138,7 +138,7 @@ class RowSums:
         return len(self.powers)
 
     @classmethod
-    def from_rows(cls, x: ArrayLike | sp.sparray | sp.spmatrix, name: str = "x", order: int = 3,
+    def from_rows(cls, x: ArrayLike | sp.sparray | sp.spmatrix, name: str = "x", order: Literal[3, 4] = 3,
                   frame: "RowSums | None" = None) -> "RowSums":
         """The summary of a batch of rows.
 
@@ -357,8 +357,9 @@ class RowMoments(OnBackend):
     """
 
     @public
-    def __init__(self, x: ArrayLike | sp.sparray | sp.spmatrix | RowSums, k: int, covariance: str,
-                 noise: str = "factor", backend: str | Passes | None = None) -> None:
+    def __init__(self, x: ArrayLike | sp.sparray | sp.spmatrix | RowSums, k: int,
+                 covariance: Literal["common", "spherical", "diag"], noise: Literal["factor", "isotropic"] = "factor",
+                 backend: str | Passes | None = None) -> None:
         summed = isinstance(x, RowSums)
         if summed:  # the moments from the summary's sums: no pass over rows
             self._run_on("numpy", "numpy", ROW_PASSES)

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Literal, Sequence, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
@@ -89,7 +89,7 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
     #: One view: rows are observations.
-    View = ArrayLike | sp.sparray | sp.spmatrix | dask.array.Array
+    View: TypeAlias = ArrayLike | sp.sparray | sp.spmatrix | dask.array.Array
 
 #: The passes a multi-view model needs from its backend.
 VIEW_PASSES = frozenset({"gram", "triples"})
@@ -581,11 +581,10 @@ def _symmetric_projected_means(k, pairs, triples, rng, method, oversample, n_pow
 
 
 @public
-def fit_multiview(
-    views: Sequence[View] | ViewMoments | SummedViews | MultiViewPopulation,
-    k: int, *, target: int = -1, method: str = "tpm", approach: str = "symmetric", seed: int | np.random.Generator = 0,
-    oversample: int = 10, n_power_iter: int = 2, decompose_options: dict | None = None,
-) -> MultiViewFit:
+def fit_multiview(views: Sequence[View] | ViewMoments | SummedViews | MultiViewPopulation, k: int, *, target: int = -1,
+                  method: Literal["tpm", "svtd", "eca", "als"] = "tpm",
+                  approach: Literal["symmetric", "jennrich", "auto"] = "symmetric", seed: int | np.random.Generator = 0,
+                  oversample: int = 10, n_power_iter: int = 2, decompose_options: dict | None = None) -> MultiViewFit:
     """Estimate the weights and every view's conditional means of a multi-view mixture.
 
     Parameters

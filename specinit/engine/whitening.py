@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Callable, Protocol
+from typing import Callable, Literal, Protocol
 
 import numpy as np
 
@@ -145,7 +145,7 @@ class RitzSubspace:
     passes: int
 
 
-def wanted_pairs(ritz: np.ndarray, k: int, order: str) -> np.ndarray:
+def wanted_pairs(ritz: np.ndarray, k: int, order: Literal["magnitude", "positive"]) -> np.ndarray:
     """Indices of the wanted Ritz pairs among ``ritz`` (by decreasing magnitude): the first k, or the first k positive.
 
     Parameters
@@ -220,7 +220,7 @@ def _next_block(basis, candidates):
 
 def krylov_eigenspace(matmat: Callable[[np.ndarray], np.ndarray], start: np.ndarray, k: int, *, min_passes: int = 2,
                       max_passes: int = 13, tol: float = 1e-2, noise_tol: float = 0.0, max_blocks: int = 4,
-                      order: str = "magnitude") -> RitzSubspace:
+                      order: Literal["magnitude", "positive"] = "magnitude") -> RitzSubspace:
     """Top-k eigenpairs of a symmetric operator by randomized block Krylov iteration.
 
     Block Lanczos with full reorthogonalization: the search space starts as
@@ -337,7 +337,8 @@ def _block_lanczos(matmat, start, k, min_passes, max_passes, tol, noise_tol, max
 
 @public
 def whiten(moments: SecondMoments, k: int, *, oversample: int = 10, n_iter: int = 1, max_iter: int = 12,
-           tol: float = 1e-2, seed: int | np.random.Generator = 0, eigenspace: str = "magnitude") -> Whitening:
+           tol: float = 1e-2, seed: int | np.random.Generator = 0,
+           eigenspace: Literal["magnitude", "positive"] = "magnitude") -> Whitening:
     """Whiten the second moment ``M2`` of ``moments`` to rank ``k``.
 
     Parameters

@@ -22,7 +22,7 @@ from collections import deque
 from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeVar
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Literal, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -46,7 +46,8 @@ _CHUNK_BYTES = 64 * 2**20  # bound on any dense intermediate built per chunk
 _PRODUCT_BYTES = 16 * 2**20
 
 
-def document_weights(lengths: np.ndarray, weighting: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def document_weights(lengths: np.ndarray,
+                     weighting: Literal["pooled", "per-document"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-document weights ``(w1, a, b)`` of the first-, second- and third-order estimators.
 
     Parameters
@@ -87,7 +88,7 @@ def usable_documents(chunk: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray, i
     return chunk, lengths, n_dropped
 
 
-def first_order_stats(chunk: sp.csr_matrix, weighting: str) -> FirstOrderStats:
+def first_order_stats(chunk: sp.csr_matrix, weighting: Literal["pooled", "per-document"]) -> FirstOrderStats:
     """First-order sums of one validated CSR chunk (documents x vocabulary).
 
     Parameters
@@ -248,7 +249,7 @@ def cross3(Za: np.ndarray, Zb: np.ndarray, Zc: np.ndarray) -> np.ndarray:
     return out.reshape(ka, kb, Zc.shape[1])
 
 
-def m2_partial(chunk: sp.csr_matrix, weighting: str, Q: np.ndarray) -> np.ndarray:
+def m2_partial(chunk: sp.csr_matrix, weighting: Literal["pooled", "per-document"], Q: np.ndarray) -> np.ndarray:
     """``sum_d a_d c_d (c_d^T Q)`` over one validated CSR chunk (documents with >= 3 tokens only).
 
     Parameters
@@ -268,7 +269,7 @@ def m2_partial(chunk: sp.csr_matrix, weighting: str, Q: np.ndarray) -> np.ndarra
     return np.asarray(transpose_view(chunk) @ products)
 
 
-def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str) -> WhitenedStats:
+def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: Literal["pooled", "per-document"]) -> WhitenedStats:
     """The whitened sums of one validated CSR chunk.
 
     Parameters
