@@ -147,7 +147,7 @@ class NutsComparison:
     warm_metric: str = "identity"
     sampler: str = "NUTS"
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Headline numbers over the global sites.
 
         Returns
@@ -511,7 +511,7 @@ class SviComparison:
         reached = np.flatnonzero(self.smoothed("warm") <= target)
         return int(reached[0]) + 1 if reached.size else None
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Headline numbers; ``steps_to_reach`` is NaN when never reached."""
         steps = self.steps_to_reach()
         return {

@@ -138,7 +138,7 @@ class ExactGibbs(Gibbs):
         self._whole = nuts_model is None or nuts_model is model
 
     @property
-    def model(self) -> Callable:
+    def model(self) -> Callable[..., Any]:
         """The whole model (the draws' joint distribution)."""
         return self._full_model
 
@@ -186,7 +186,7 @@ class Structure:
     rows: int
 
     @property
-    def gibbs_sites(self) -> tuple:
+    def gibbs_sites(self) -> tuple[str, ...]:
         """The sites drawn exactly (the assignment stays enumerated)."""
         if self.kind == "admixture":
             return self.roles["topics"], self.roles["proportions"]

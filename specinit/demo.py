@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -41,7 +41,7 @@ DEMO_SIZES = {
 
 
 def run_demo(out_dir: Path, *, size: Literal["default", "full", "quick"] = "default", seed: int = 0,
-             log: Callable[[str], None] = lambda msg: None) -> dict:
+             log: Callable[[str], None] = lambda msg: None) -> dict[str, Any]:
     """Run the demo; return its headline numbers and write plots to ``out_dir``.
 
     Parameters

@@ -122,7 +122,7 @@ class RefineResult:
     diagnostics: dict = field(default_factory=dict)
 
     @property
-    def params(self) -> dict:
+    def params(self) -> dict[str, np.ndarray]:
         """The refined parameters by site name (``estimate.params``)."""
         return self.estimate.params
 

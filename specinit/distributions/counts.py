@@ -89,7 +89,7 @@ class DocumentCounts:
         return int(np.shape(self.lengths)[0])
 
     @property
-    def shape(self) -> tuple:
+    def shape(self) -> tuple[int, int]:
         """``(n_docs, vocab_size)``, as for a count matrix."""
         return (self.n_docs, self.vocab_size)
 

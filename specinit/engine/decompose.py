@@ -74,7 +74,7 @@ class Decomposition:
     vectors: np.ndarray
     diagnostics: dict
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         """The diagnostics as an estimate carries them: every key under ``decomposition/`` (as ``refine/``)."""
         return {f"decomposition/{key}": value for key, value in self.diagnostics.items()}
 

@@ -19,7 +19,7 @@ Each model turns ``(lambda_i, (W^T)^+ v_i)`` into its own parameters
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import Any, Literal, Mapping
 
 import numpy as np
 
@@ -52,7 +52,7 @@ class ExchangeableFit:
     decomposition: Decomposition
 
     @property
-    def diagnostics(self) -> dict:
+    def diagnostics(self) -> dict[str, Any]:
         """Whitening and decomposition diagnostics in one flat dict."""
         w = self.whitening.diagnostics
         return {
@@ -85,14 +85,14 @@ def fit_exchangeable(
     oversample: int = 10,
     n_power_iter: int = 1,
     max_slice_directions: int = 200,
-    decompose_options: dict | None = None,
+    decompose_options: Mapping[str, Any] | None = None,
     eigenspace: Literal["magnitude", "positive"] = "magnitude",
 ) -> ExchangeableFit:
     """Whiten ``moments``, decompose the whitened third (or fourth) moment, unwhiten.
 
     Parameters
     ----------
-    moments : object
+    moments : SymmetricMoments
         Has ``n_features``, ``m2_matmat(Q)`` and ``whitened_m3(W)``
         (``whitened_m4(W)`` for ``order=4``):
         :class:`specinit.engine.moments.CountMoments`,

@@ -40,7 +40,7 @@ def jennrich_projected_means(k: int, pairs: Mapping[str, np.ndarray], triples: n
     ----------
     k : int
         Number of classes.
-    pairs : dict
+    pairs : dict of str -> ndarray
         Projected pair moments ``"ab"``, ``"ta"``, ``"tb"`` (k x k each).
     triples : ndarray, shape (k, k, k)
         Projected triples ``U_a^T Triples_{a,b,t} (U_b, U_t)``.

@@ -15,7 +15,7 @@ References
 """
 
 from __future__ import annotations
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Mapping
 
 import numpy as np
 
@@ -245,7 +245,7 @@ class RandomFourierFeatures:
         rng = as_generator(seed, func)
         self.omega = rng.standard_normal((self.dim, self.rank // 2)) / self.bandwidth[:, None]
 
-    def to_arrays(self) -> dict:
+    def to_arrays(self) -> dict[str, np.ndarray]:
         """Named arrays that :func:`feature_map_from_arrays` reads back (an online estimate's ``state`` keeps them)."""
         return {"bandwidth": self.bandwidth, "omega": self.omega}
 
@@ -382,7 +382,7 @@ class NystromFeatures:
         self.projection = V[:, keep] / np.sqrt(s[keep])
         self.rank = int(keep.sum())
 
-    def to_arrays(self) -> dict:
+    def to_arrays(self) -> dict[str, np.ndarray]:
         """Named arrays that :func:`feature_map_from_arrays` reads back (an online estimate's ``state`` keeps them)."""
         return {"bandwidth": self.bandwidth, "landmarks": self.landmarks, "projection": self.projection}
 
@@ -442,7 +442,8 @@ class NystromFeatures:
         return k @ self.projection
 
 
-def feature_map_from_arrays(arrays: dict, name: str = "estimate") -> RandomFourierFeatures | NystromFeatures:
+def feature_map_from_arrays(arrays: Mapping[str, np.ndarray],
+                            name: str = "estimate") -> RandomFourierFeatures | NystromFeatures:
     """The feature map saved by ``to_arrays`` (random Fourier or Nystrom features, by the arrays present).
 
     Parameters

@@ -19,7 +19,7 @@ References
 from __future__ import annotations
 
 from itertools import combinations
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Mapping
 
 import numpy as np
 
@@ -228,13 +228,13 @@ class RowSums:
         central = _shifted_power_sums(self.n, tuple(projected), 1.0, -projected[0] / self.n)
         return tuple(ratio**p * total / self.n for p, total in enumerate(central[1:], 2))
 
-    def to_arrays(self) -> dict:
+    def to_arrays(self) -> dict[str, np.ndarray]:
         """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
         return {"n": np.asarray(self.n), "low": self.low, "high": self.high, "origin": self.origin,
                 "scale": np.asarray(self.scale), **{f"s{p}": power for p, power in enumerate(self.powers, 1)}}
 
     @classmethod
-    def from_arrays(cls, arrays: dict, name: str = "estimate") -> "RowSums":
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], name: str = "estimate") -> "RowSums":
         """The summary saved by :meth:`to_arrays` (shapes and values checked)."""
         try:
             d = np.asarray(arrays["origin"]).shape[0]

@@ -17,7 +17,7 @@ References
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -324,13 +324,13 @@ class TripleCounts:
             return ChainViews(views, first, counts, symbols, self.n_symbols)
         return ChainViews(views, first, counts)
 
-    def to_arrays(self) -> dict:
+    def to_arrays(self) -> dict[str, np.ndarray]:
         """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
         return {"triples": self.triples, "first": self.first, "seen": self.seen,
                 "sequences": np.asarray([self.n_sequences, self.n_short_sequences])}
 
     @classmethod
-    def from_arrays(cls, arrays: dict, name: str = "estimate") -> "TripleCounts":
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], name: str = "estimate") -> "TripleCounts":
         """The summary saved by :meth:`to_arrays` (shapes, finiteness and signs checked)."""
         try:
             parts = {key: np.asarray(arrays[key], dtype=np.float64) for key in ("triples", "first", "seen",

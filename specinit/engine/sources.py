@@ -504,7 +504,7 @@ class ViewSource:
         self.n_observations = int(rows[0])
 
     @property
-    def dims(self) -> tuple:
+    def dims(self) -> tuple[int, ...]:
         """Number of columns of every view."""
         return tuple(int(v.shape[1]) for v in self.views)
 

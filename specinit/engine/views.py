@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
-from typing import TYPE_CHECKING, Iterable, Literal, Sequence, TypeAlias
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
@@ -162,7 +162,7 @@ class ViewMoments(OnBackend):
         return len(self.source.views)
 
     @property
-    def dims(self) -> tuple:
+    def dims(self) -> tuple[int, ...]:
         return self.source.dims
 
     def pairs_matmat(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:
@@ -255,7 +255,7 @@ class ViewSums:
         self.firsts, self.pairs, self.triples = [np.asarray(f, dtype=np.float64) for f in firsts], pairs, triples
 
     @property
-    def dims(self) -> tuple:
+    def dims(self) -> tuple[int, ...]:
         return tuple(f.size for f in self.firsts)
 
     @classmethod
@@ -301,7 +301,7 @@ class ViewSums:
         return SummedViews(self.n, self.dims[:m], {key: value for key, value in self.pairs.items() if key[1] < m},
                            {key: value for key, value in self.triples.items() if key[2] < m}, list(scales)[:m])
 
-    def to_arrays(self) -> dict:
+    def to_arrays(self) -> dict[str, np.ndarray]:
         """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
         out = {"counts": np.asarray([self.n, self.n_base]), "peaks": self.peaks}
         out.update({f"first_{v}": f for v, f in enumerate(self.firsts)})
@@ -310,7 +310,7 @@ class ViewSums:
         return out
 
     @classmethod
-    def from_arrays(cls, arrays: dict, name: str = "estimate") -> "ViewSums":
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], name: str = "estimate") -> "ViewSums":
         """The summary saved by :meth:`to_arrays` (every member present, shapes consistent, values finite)."""
         try:
             n, n_base = (int(c) for c in np.asarray(arrays["counts"]))
@@ -354,7 +354,7 @@ class MultiViewPopulation:
         return len(self.means)
 
     @property
-    def dims(self) -> tuple:
+    def dims(self) -> tuple[int, ...]:
         return tuple(m.shape[1] for m in self.means)
 
     def pairs_matmat(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:
@@ -584,7 +584,8 @@ def _symmetric_projected_means(k, pairs, triples, rng, method, oversample, n_pow
 def fit_multiview(views: Sequence[View] | ViewMoments | SummedViews | MultiViewPopulation, k: int, *, target: int = -1,
                   method: Literal["tpm", "svtd", "eca", "als"] = "tpm",
                   approach: Literal["symmetric", "jennrich", "auto"] = "symmetric", seed: int | np.random.Generator = 0,
-                  oversample: int = 10, n_power_iter: int = 2, decompose_options: dict | None = None) -> MultiViewFit:
+                  oversample: int = 10, n_power_iter: int = 2,
+                  decompose_options: Mapping[str, Any] | None = None) -> MultiViewFit:
     """Estimate the weights and every view's conditional means of a multi-view mixture.
 
     Parameters

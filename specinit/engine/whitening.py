@@ -343,7 +343,7 @@ def whiten(moments: SecondMoments, k: int, *, oversample: int = 10, n_iter: int 
 
     Parameters
     ----------
-    moments : object
+    moments : SecondMoments
         Anything with ``n_features`` and ``m2_matmat(Q)`` (``M2 @ Q``);
         with ``resident(A)`` and ``scope()`` too (count moments), the start
         block and the whole Krylov space live where its passes run.
@@ -467,7 +467,7 @@ def signed_spectrum(moments: SecondMoments, r: int, seed: int | np.random.Genera
 
     Parameters
     ----------
-    moments : object
+    moments : SecondMoments
         Has ``n_features`` and ``m2_matmat``.
     r : int
         How many.
@@ -494,7 +494,7 @@ def negative_spectrum(moments: SecondMoments, m: int, top: float, seed: int | np
 
     Parameters
     ----------
-    moments : object
+    moments : SecondMoments
         Has ``n_features`` and ``m2_matmat``.
     m : int
         How many.
