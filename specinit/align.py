@@ -12,12 +12,18 @@ Pure NumPy/SciPy: usable on draws from any sampler.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from scipy.spatial.distance import cdist
 
 from specinit._validation import bad_argument, check_choice
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from specinit.estimate import SpectralEstimate
 
 __all__ = [
     "match_components",
@@ -44,7 +50,7 @@ def _cost(reference: np.ndarray, candidate: np.ndarray, metric: str) -> np.ndarr
     return cdist(reference, candidate, "cityblock" if metric == "l1" else "euclidean")
 
 
-def match_components(reference, candidate, metric: str = "l1") -> np.ndarray:
+def match_components(reference: ArrayLike, candidate: ArrayLike, metric: Literal["l1", "l2"] = "l1") -> np.ndarray:
     """Permutation of ``candidate``'s components that best matches ``reference``.
 
     Solves :math:`\\min_\\pi \\sum_i d(r_i, c_{\\pi(i)})` exactly with the
@@ -108,7 +114,8 @@ def _resolve_axes(component_axes, facts, func: str) -> dict:
     return {name: (axes,) if isinstance(axes, (int, np.integer)) else tuple(axes) for name, axes in component_axes.items()}
 
 
-def draw_permutations(samples, reference, *, match_on: str = "beta", axis: int = 0, metric: str = "l1") -> np.ndarray:
+def draw_permutations(samples: Mapping[str, ArrayLike], reference: SpectralEstimate | Mapping[str, ArrayLike], *,
+                      match_on: str = "beta", axis: int = 0, metric: Literal["l1", "l2"] = "l1") -> np.ndarray:
     """Per-draw permutations aligning ``samples[match_on]`` to the reference.
 
     Parameters
@@ -158,7 +165,9 @@ def draw_permutations(samples, reference, *, match_on: str = "beta", axis: int =
     return perms
 
 
-def align_draws(samples, reference, component_axes=None, match_on: str | None = None, *, metric: str = "l1") -> dict:
+def align_draws(samples: Mapping[str, ArrayLike], reference: SpectralEstimate | Mapping[str, ArrayLike],
+                component_axes: Mapping[str, int | tuple[int, ...]] | None = None, match_on: str | None = None, *,
+                metric: Literal["l1", "l2"] = "l1") -> dict[str, np.ndarray]:
     """Relabel every draw's components to the reference labelling.
 
     For each draw, the permutation is computed on the site ``match_on``
@@ -231,7 +240,7 @@ def align_draws(samples, reference, component_axes=None, match_on: str | None = 
     return aligned
 
 
-def topic_error(reference_beta, estimated_beta) -> float:
+def topic_error(reference_beta: ArrayLike, estimated_beta: ArrayLike) -> float:
     """Mean L1 distance between matched topics.
 
     Parameters
@@ -262,7 +271,7 @@ def topic_error(reference_beta, estimated_beta) -> float:
     return float(np.abs(ref - est[perm]).sum(axis=1).mean())
 
 
-def amari_index(true_loadings, estimated_loadings) -> float:
+def amari_index(true_loadings: ArrayLike, estimated_loadings: ArrayLike) -> float:
     """Amari index between two mixing matrices: 0 when equal up to scale, sign and permutation.
 
     With ``P = pinv(B) A`` for mixing matrices ``A`` (true) and ``B``

@@ -31,6 +31,7 @@ import contextlib
 import time
 import warnings
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Collection, Literal, Mapping, Sequence
 
 import jax
 import numpy as np
@@ -46,10 +47,16 @@ from specinit.posterior import convergence
 from specinit.warmstart import (init_params, init_strategy, laplace, map_sites, site_info,
                                 unconstrained_sites)
 
+if TYPE_CHECKING:
+    from numpyro.infer.mcmc import MCMCKernel
+
+    from specinit.estimate import SpectralEstimate
+
 __all__ = ["NutsComparison", "SviComparison", "compare_nuts", "compare_svi", "local_sites"]
 
 
-def local_sites(model, model_args=(), model_kwargs=None) -> tuple:
+def local_sites(model: Callable[..., Any], model_args: Sequence[Any] = (),
+                model_kwargs: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """Latent sites local to the data: inside a plate that holds an observed site.
 
     Parameters
@@ -140,7 +147,7 @@ class NutsComparison:
     warm_metric: str = "identity"
     sampler: str = "NUTS"
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Headline numbers over the global sites.
 
         Returns
@@ -275,24 +282,24 @@ def _checked_run(kernel, identity, init_params, key, model_args, model_kwargs, s
 
 
 def compare_nuts(
-    model,
-    estimate,
-    model_args=(),
-    model_kwargs=None,
+    model: Callable[..., Any],
+    estimate: SpectralEstimate,
+    model_args: Sequence[Any] = (),
+    model_kwargs: Mapping[str, Any] | None = None,
     *,
-    sites=None,
-    fallback=(),
+    sites: Sequence[str] | Mapping[str, str | Callable[..., Any]] | None = None,
+    fallback: Collection[str] = (),
     num_chains: int = 4,
     num_warmup: int = 500,
     num_samples: int = 500,
-    spread="laplace",
+    spread: float | Literal["laplace"] = "laplace",
     mass: bool | None = None,
-    kernel=None,
+    kernel: Callable[..., MCMCKernel] | None = None,
     exact: bool = True,
     seed: int = 0,
     progress_bar: bool = False,
-    chain_method: str | None = None,
-    nuts_kwargs=None,
+    chain_method: Literal["sequential", "parallel", "vectorized"] | None = None,
+    nuts_kwargs: Mapping[str, Any] | None = None,
 ) -> NutsComparison:
     """Run MCMC from the spectral estimate and from NumPyro's default init, with the same kernel.
 
@@ -504,7 +511,7 @@ class SviComparison:
         reached = np.flatnonzero(self.smoothed("warm") <= target)
         return int(reached[0]) + 1 if reached.size else None
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Headline numbers; ``steps_to_reach`` is NaN when never reached."""
         steps = self.steps_to_reach()
         return {
@@ -536,14 +543,14 @@ def _svi_run(model, guide_cls, init_loc_fn, lr, num_steps, key, model_args, mode
 
 
 def compare_svi(
-    model,
-    estimate,
-    model_args=(),
-    model_kwargs=None,
+    model: Callable[..., Any],
+    estimate: SpectralEstimate,
+    model_args: Sequence[Any] = (),
+    model_kwargs: Mapping[str, Any] | None = None,
     *,
-    sites=None,
-    fallback=(),
-    guide: str = "normal",
+    sites: Sequence[str] | Mapping[str, str | Callable[..., Any]] | None = None,
+    fallback: Collection[str] = (),
+    guide: Literal["normal", "delta"] = "normal",
     num_steps: int = 2000,
     lr: float = 0.01,
     seed: int = 0,

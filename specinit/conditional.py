@@ -43,7 +43,8 @@ silently wrong sampler.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
 from itertools import permutations
 
@@ -128,8 +129,8 @@ class ExactGibbs(Gibbs):
 
     _state_cls = ExactGibbsState
 
-    def __init__(self, model: Callable, gibbs_fn: Callable, gibbs_sites, *, nuts_model: Callable | None = None,
-                 moves_others: bool = True, **nuts_kwargs) -> None:
+    def __init__(self, model: Callable, gibbs_fn: Callable, gibbs_sites: Sequence[str], *,
+                 nuts_model: Callable | None = None, moves_others: bool = True, **nuts_kwargs: Any) -> None:
         super().__init__([(CustomGibbs(gibbs_fn), tuple(gibbs_sites)),
                           (NUTS(nuts_model or model, **nuts_kwargs), None)])
         self._full_model = model
@@ -137,7 +138,7 @@ class ExactGibbs(Gibbs):
         self._whole = nuts_model is None or nuts_model is model
 
     @property
-    def model(self) -> Callable:
+    def model(self) -> Callable[..., Any]:
         """The whole model (the draws' joint distribution)."""
         return self._full_model
 
@@ -185,7 +186,7 @@ class Structure:
     rows: int
 
     @property
-    def gibbs_sites(self) -> tuple:
+    def gibbs_sites(self) -> tuple[str, ...]:
         """The sites drawn exactly (the assignment stays enumerated)."""
         if self.kind == "admixture":
             return self.roles["topics"], self.roles["proportions"]
@@ -197,7 +198,7 @@ class Structure:
         np.add.at(counts, (self.doc, self.word), self.count)
         return counts
 
-    def log_density(self, values: Mapping, concentrations: Mapping):
+    def log_density(self, values: Mapping, concentrations: Mapping) -> jax.Array:
         """Log density of the structure's sites and the observed site (up to a constant), in JAX.
 
         Parameters
@@ -282,7 +283,8 @@ def _sites(model, model_args, model_kwargs) -> dict:
     return {name: (*facts[name], tuple(shapes[name].shape)) for name in facts}
 
 
-def find_structure(model, model_args=(), model_kwargs=None) -> Structure | None:
+def find_structure(model: Callable[..., Any], model_args: Sequence[Any] = (),
+                   model_kwargs: Mapping[str, Any] | None = None) -> Structure | None:
     """The conjugate structure of ``model`` (module notes), or ``None`` where it has none.
 
     Parameters
@@ -365,7 +367,8 @@ def _joint_log_density(model, model_args, model_kwargs, values, discrete: bool):
     return log_density(model, model_args, model_kwargs, values)[0]
 
 
-def check_structure(structure: Structure, model, model_args=(), model_kwargs=None, *, seed: int = 0) -> None:
+def check_structure(structure: Structure, model: Callable[..., Any], model_args: Sequence[Any] = (),
+                    model_kwargs: Mapping[str, Any] | None = None, *, seed: int = 0) -> None:
     """Check that the model's log density is the structure's, up to terms free of the structure's sites.
 
     At ``CHECK_POINTS`` random values of the structure's sites, for two
@@ -456,8 +459,9 @@ def _update(structure: Structure, model, model_args, model_kwargs, vocab_size: i
     return gibbs_fn
 
 
-def exact_kernel(model, model_args=(), model_kwargs=None, *, structure: Structure | None = None, check: bool = True,
-                 **nuts_kwargs) -> ExactGibbs:
+def exact_kernel(model: Callable[..., Any], model_args: Sequence[Any] = (),
+                 model_kwargs: Mapping[str, Any] | None = None, *, structure: Structure | None = None,
+                 check: bool = True, **nuts_kwargs: Any) -> ExactGibbs:
     """The :class:`ExactGibbs` sampler of a model with a conjugate structure (module notes).
 
     Parameters

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 import warnings
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -40,7 +40,8 @@ DEMO_SIZES = {
 }
 
 
-def run_demo(out_dir: Path, *, size: str = "default", seed: int = 0, log: Callable[[str], None] = lambda msg: None) -> dict:
+def run_demo(out_dir: Path, *, size: Literal["default", "full", "quick"] = "default", seed: int = 0,
+             log: Callable[[str], None] = lambda msg: None) -> dict[str, Any]:
     """Run the demo; return its headline numbers and write plots to ``out_dir``.
 
     Parameters

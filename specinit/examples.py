@@ -24,6 +24,7 @@ tutorials of warm starts through a site mapping
 """
 
 from __future__ import annotations
+from typing import TYPE_CHECKING
 
 import jax.numpy as jnp
 import numpy as np
@@ -32,6 +33,9 @@ import numpyro.distributions as dist
 from numpyro import handlers
 from numpyro.contrib.control_flow import scan
 from numpyro.contrib.funsor import config_enumerate
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = ["MIXTURE_SITES", "HMM_SITES", "enumerated_hmm", "enumerated_mixture", "lkj_mixture"]
 
@@ -43,7 +47,7 @@ HMM_SITES = {"probs_x": "transition", "probs_y": "emission"}
 
 
 @config_enumerate
-def enumerated_mixture(data, k: int = 3):
+def enumerated_mixture(data: ArrayLike, k: int = 3) -> None:
     """Gaussian mixture with an enumerated assignment per row (NumPyro's mixture tutorial, in d dimensions).
 
     Parameters
@@ -63,7 +67,7 @@ def enumerated_mixture(data, k: int = 3):
 
 
 @config_enumerate
-def lkj_mixture(data, k: int = 3):
+def lkj_mixture(data: ArrayLike, k: int = 3) -> None:
     """Full-covariance Gaussian mixture: per-coordinate scales and LKJ correlations per component, enumerated.
 
     Component ``i`` is ``MultivariateNormal(locs[i], scale_tril=scales[i, :, None] * corr[i])``.
@@ -87,7 +91,7 @@ def lkj_mixture(data, k: int = 3):
         numpyro.sample("obs", dist.MultivariateNormal(locs[assignment], scale_tril=scale_tril[assignment]), obs=data)
 
 
-def enumerated_hmm(sequences, lengths, hidden_dim: int, n_symbols: int) -> None:
+def enumerated_hmm(sequences: ArrayLike, lengths: ArrayLike, hidden_dim: int, n_symbols: int) -> None:
     """HMM of NumPyro's enumeration example (``scan`` over time, masked padding), categorical symbols.
 
     The first state follows row 0 of ``probs_x`` (the example's convention).

@@ -27,7 +27,7 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -35,6 +35,11 @@ from specinit._validation import Interval, bad_argument, current_entry, warn
 from specinit.engine.support import project
 from specinit.estimate import SpectralEstimate, check_site_values
 from specinit.faces import Param, face
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from specinit.family import Family
 
 __all__ = ["DRIVERS", "EM_OPTIONS", "MAP_OPTIONS", "PLATEAU_TOL", "RESTART_SPREADS", "RefineResult", "StoppingRule",
            "check_estimate", "component_share", "em", "map_estimate", "in_float64", "least_needed_component",
@@ -117,7 +122,7 @@ class RefineResult:
     diagnostics: dict = field(default_factory=dict)
 
     @property
-    def params(self) -> dict:
+    def params(self) -> dict[str, np.ndarray]:
         """The refined parameters by site name (``estimate.params``)."""
         return self.estimate.params
 
@@ -127,7 +132,7 @@ class RefineResult:
         return float(self.log_likelihood[-1] / self.diagnostics["n_observations"])
 
 
-def check_estimate(family, estimate) -> SpectralEstimate:
+def check_estimate(family: Family, estimate: SpectralEstimate | Mapping[str, ArrayLike]) -> SpectralEstimate:
     """``estimate`` as a valid start for ``family``: family, sites, finiteness, support, shapes.
 
     Parameters
@@ -191,7 +196,7 @@ def refined(family, start: SpectralEstimate, params: dict, method: str, trace, n
     return replace(start, params=params, diagnostics=diagnostics, sites=family.site_table(params)[0])
 
 
-def mixture_e_step(family, params: Mapping, data,
+def mixture_e_step(family: Family, params: Mapping, data: Any,
                    per_observation: bool = False) -> tuple[np.ndarray, np.ndarray | float]:
     """Responsibilities and log-likelihood from the family's per-component likelihood (float64).
 
@@ -215,7 +220,7 @@ def mixture_e_step(family, params: Mapping, data,
     return resp, (row if per_observation else float(row.sum()))
 
 
-def log_joint(family, params: Mapping, data) -> np.ndarray:
+def log_joint(family: Family, params: Mapping, data: Any) -> np.ndarray:
     """``log w_i + log p(x_n | component i)`` for every observation and component, (N, k) float64.
 
     The family's ``component_log_prob`` (JAX, evaluated under a scoped float64 context, or NumPy) plus the
@@ -237,7 +242,7 @@ def log_joint(family, params: Mapping, data) -> np.ndarray:
     return per_component + np.log(np.asarray(params["weights"], dtype=np.float64))
 
 
-def in_float64(compute: Callable, *args) -> np.ndarray:
+def in_float64(compute: Callable, *args: Any) -> np.ndarray:
     """``compute(*args)`` evaluated under JAX's scoped float64 context, returned as a float64 NumPy array.
 
     Every likelihood the drivers and the families' ``log_likelihood`` read
@@ -262,7 +267,7 @@ def in_float64(compute: Callable, *args) -> np.ndarray:
         return np.asarray(compute(*args), dtype=np.float64)
 
 
-def least_needed_component(family, params: Mapping, data) -> int:
+def least_needed_component(family: Family, params: Mapping, data: Any) -> int:
     """The mixture component whose removal costs the least log-likelihood (the merge of a split-merge move).
 
     Each candidate is scored by the data's log-likelihood with that component taken out and the other
@@ -305,7 +310,7 @@ def least_needed_component(family, params: Mapping, data) -> int:
     return int(np.argmax(without))
 
 
-def split_merge_pair(family, params: Mapping, data, attempt: int) -> tuple[int, int] | None:
+def split_merge_pair(family: Family, params: Mapping, data: Any, attempt: int) -> tuple[int, int] | None:
     """The two components of a mixture's split-merge move: the one that leaves and the one split in two.
 
     The least needed component leaves (:func:`least_needed_component`); the ``attempt``-th heaviest other one
@@ -510,7 +515,7 @@ class StoppingRule:
             return self.tol * self.n_observations
         return self.rtol * max(abs(log_likelihood + self.offset), self.n_observations)
 
-    def converged(self, trace) -> bool:
+    def converged(self, trace: Sequence[float]) -> bool:
         """Whether a run with this log-likelihood ``trace`` (two or more values) stops."""
         w = self.window
         if len(trace) <= w:
@@ -689,8 +694,9 @@ def _split_merge(family, prepared, run: _Run, sites, floor, rule, max_iter, hori
     "estimate": Param("SpectralEstimate", "A checked start (:func:`check_estimate`)."),
     "options": Param("dict", "The family's M-step options (covariance kind, regularization, prior)."),
 })
-def em(family, data, estimate, *, max_iter, tol, rtol, window, floor, restarts, restart_iter, split_merge, seed,
-       accelerate, **options) -> RefineResult:
+def em(family: Family, data: Any, estimate: SpectralEstimate, *, max_iter: int, tol: float | None, rtol: float | None,
+       window: int, floor: float, restarts: int, restart_iter: int, split_merge: int, seed: int, accelerate: bool,
+       **options: Any) -> RefineResult:
     """EM from ``estimate`` until its stopping rule (:class:`StoppingRule`) holds.
 
     With ``restarts``, EM also starts from ``restarts`` perturbed copies of the start (:func:`perturbed`,
@@ -807,7 +813,8 @@ MAP_OPTIONS = {
     "estimate": Param("SpectralEstimate", "The start (every latent site of the model must have a value)."),
     "options": Param("dict", "Passed to ``model_inputs``."),
 })
-def map_estimate(family, data, estimate, *, num_steps, lr, seed, tol, **options) -> RefineResult:
+def map_estimate(family: Family, data: Any, estimate: SpectralEstimate, *, num_steps: int, lr: float, seed: int,
+                 tol: float, **options: Any) -> RefineResult:
     """The posterior mode of the family's NumPyro model, by Adam on an ``AutoDelta`` guide started at ``estimate``.
 
     Returns

@@ -8,11 +8,15 @@ millions of documents never need an (N, V) probability matrix.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
 
 from specinit._validation import as_generator, bad_argument, check_int, check_positive
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = ["SyntheticCorpus", "sample_lda", "sample_single_topic"]
 
@@ -77,7 +81,8 @@ def _common(n_docs, vocab_size, k, doc_length, beta_concentration, seed, func):
     return n_docs, k, rng, beta, lengths
 
 
-def sample_lda(n_docs, vocab_size, k, *, alpha=0.1, doc_length=100, beta_concentration=0.1, seed=0) -> SyntheticCorpus:
+def sample_lda(n_docs: int, vocab_size: int, k: int, *, alpha: float | ArrayLike = 0.1, doc_length: int = 100,
+               beta_concentration: float = 0.1, seed: int | np.random.Generator = 0) -> SyntheticCorpus:
     """Draw a corpus from LDA.
 
     Parameters
@@ -108,7 +113,9 @@ def sample_lda(n_docs, vocab_size, k, *, alpha=0.1, doc_length=100, beta_concent
     return SyntheticCorpus(_sample_counts(theta, beta, lengths, rng), beta, alpha, theta)
 
 
-def sample_single_topic(n_docs, vocab_size, k, *, weights=None, doc_length=100, beta_concentration=0.1, seed=0) -> SyntheticCorpus:
+def sample_single_topic(n_docs: int, vocab_size: int, k: int, *, weights: ArrayLike | None = None,
+                        doc_length: int = 100, beta_concentration: float = 0.1,
+                        seed: int | np.random.Generator = 0) -> SyntheticCorpus:
     """Draw a corpus from the single-topic model (one topic per document).
 
     Parameters

@@ -11,7 +11,7 @@ scikit-learn's ``CountVectorizer``), a directory of plain-text files
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -106,7 +106,7 @@ def as_strings(values, name, func, length, what):
     return tuple(str(value) for value in values)
 
 
-def from_matrix(counts: Any, vocabulary=None, names=None) -> Corpus:
+def from_matrix(counts: Any, vocabulary: Sequence[str] | None = None, names: Sequence[str] | None = None) -> Corpus:
     """Build a corpus from an in-memory count matrix.
 
     Parameters

@@ -20,6 +20,7 @@ observed words). Perplexity is ``exp(-sum log p(w) / #scored tokens)``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import scipy.sparse as sp
@@ -30,6 +31,9 @@ from specinit._validation import (
     check_count_matrix,
     check_int,
 )
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = ["HeldoutResult", "split_tokens", "fold_in", "document_completion"]
 
@@ -65,7 +69,8 @@ class HeldoutResult:
     theta: np.ndarray
 
 
-def split_tokens(counts, fraction: float = 0.5, seed=0) -> tuple[sp.csr_matrix, sp.csr_matrix]:
+def split_tokens(counts: ArrayLike | sp.sparray | sp.spmatrix, fraction: float = 0.5,
+                 seed: int | np.random.Generator = 0) -> tuple[sp.csr_matrix, sp.csr_matrix]:
     """Split each document's tokens at random into an observed part and a scored part.
 
     Each document with ``n`` tokens keeps ``floor(fraction * n)`` of them,
@@ -126,7 +131,8 @@ def _check_topics(beta, alpha, n_words, func):
     return beta, alpha
 
 
-def fold_in(counts, beta, alpha, *, n_iter: int = 50) -> np.ndarray:
+def fold_in(counts: ArrayLike | sp.sparray | sp.spmatrix, beta: np.ndarray, alpha: np.ndarray, *,
+            n_iter: int = 50) -> np.ndarray:
     """Topic proportions of documents given fixed topics and prior (EM fixed point).
 
     Runs exactly ``n_iter`` steps of the update in the module docstring from
@@ -173,7 +179,8 @@ def fold_in(counts, beta, alpha, *, n_iter: int = 50) -> np.ndarray:
     return theta / theta.sum(axis=1, keepdims=True)
 
 
-def document_completion(counts, beta, alpha, *, fraction: float = 0.5, n_iter: int = 50, seed=0) -> HeldoutResult:
+def document_completion(counts: ArrayLike | sp.sparray | sp.spmatrix, beta: np.ndarray, alpha: np.ndarray, *,
+                        fraction: float = 0.5, n_iter: int = 50, seed: int | np.random.Generator = 0) -> HeldoutResult:
     """Held-out document-completion perplexity of topics ``beta`` with prior ``alpha``.
 
     Parameters

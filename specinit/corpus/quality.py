@@ -10,13 +10,16 @@ seed paper 003, Sec. 4.3.
 from __future__ import annotations
 
 import numbers
-from typing import Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
 from specinit._validation import bad_argument, check_count_matrix, check_int, check_positive
 from specinit.corpus.containers import Corpus
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = ["relevance", "top_relevant_words", "top_words", "umass_coherence"]
 
@@ -67,7 +70,7 @@ def _ranked_words(scores, vocabulary, n, func) -> list[list[str]]:
     return [[words[i] for i in row] for row in _top_indices(scores, n)]
 
 
-def top_words(beta: Any, vocabulary=None, n: int = 10) -> list[list[str]]:
+def top_words(beta: Any, vocabulary: Sequence[str] | None = None, n: int = 10) -> list[list[str]]:
     """The ``n`` most probable words of each topic, most probable first.
 
     Parameters
@@ -103,7 +106,8 @@ def _counts_matrix(counts, func: str) -> sp.csr_matrix:
     return check_count_matrix(counts, "counts", func)
 
 
-def umass_coherence(beta: Any, counts, n: int = 10, *, smoothing: float = 1.0) -> np.ndarray:
+def umass_coherence(beta: Any, counts: Corpus | ArrayLike | sp.sparray | sp.spmatrix, n: int = 10, *,
+                    smoothing: float = 1.0) -> np.ndarray:
     r"""UMass coherence of each topic's ``n`` top words: the mean over ranked word pairs.
 
     .. math::
@@ -214,7 +218,7 @@ def _relevance(beta, term_frequency, lam, func) -> np.ndarray:
         return np.log(beta) - (1.0 - lam) * np.log(p_word)
 
 
-def relevance(beta: Any, term_frequency, lam: float = 0.6) -> np.ndarray:
+def relevance(beta: Any, term_frequency: ArrayLike | Corpus | sp.sparray | sp.spmatrix, lam: float = 0.6) -> np.ndarray:
     r"""Relevance of every word to every topic (Sievert and Shirley, 2014).
 
     .. math::
@@ -252,7 +256,8 @@ def relevance(beta: Any, term_frequency, lam: float = 0.6) -> np.ndarray:
     return _relevance(beta, term_frequency, lam, "relevance")
 
 
-def top_relevant_words(beta: Any, term_frequency, vocabulary=None, n: int = 10, lam: float = 0.6) -> list[list[str]]:
+def top_relevant_words(beta: Any, term_frequency: ArrayLike | Corpus | sp.sparray | sp.spmatrix,
+                       vocabulary: Sequence[str] | None = None, n: int = 10, lam: float = 0.6) -> list[list[str]]:
     """The ``n`` most relevant words of each topic, most relevant first.
 
     Parameters

@@ -27,10 +27,12 @@ vocabulary by document frequency and keep documents with at least
 from __future__ import annotations
 
 import ast
+import os
 import importlib.util
 import re
 import sysconfig
 from pathlib import Path
+from typing import Collection, Literal, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -57,9 +59,9 @@ def _check_fraction(value, name, func) -> float:
     return float(value)
 
 
-def corpus_from_texts(texts, names=None, *, min_df: int = 5, max_df: float = 0.5, max_words: int = 10_000,
-                      min_tokens: int = 5, stop_words=ENGLISH_STOP_WORDS, max_documents: int | None = None,
-                      labels=None) -> Corpus:
+def corpus_from_texts(texts: Sequence[str], names: Sequence[str] | None = None, *, min_df: int = 5, max_df: float = 0.5,
+                      max_words: int = 10_000, min_tokens: int = 5, stop_words: Collection[str] = ENGLISH_STOP_WORDS,
+                      max_documents: int | None = None, labels: Sequence[str] | None = None) -> Corpus:
     """Tokenize texts and build a pruned bag-of-words :class:`Corpus`.
 
     Tokens are lowercase runs of at least two ASCII letters, minus
@@ -205,8 +207,8 @@ def _package_docstrings(packages, func: str):
         raise ValueError(f"{func}: no docstring found in packages={tuple(packages)!r}.")
 
 
-def load_python_docs(packages=("stdlib",), *, min_df: int = 5, max_df: float = 0.5, max_words: int = 10_000,
-                     min_tokens: int = 5, max_documents: int | None = None) -> Corpus:
+def load_python_docs(packages: Sequence[str] = ("stdlib"), *, min_df: int = 5, max_df: float = 0.5,
+                     max_words: int = 10_000, min_tokens: int = 5, max_documents: int | None = None) -> Corpus:
     """Paragraphs of the docstrings of installed Python packages as a corpus.
 
     Every ``.py`` file of each package is parsed with :mod:`ast` (nothing is
@@ -257,8 +259,8 @@ SUMMARY_PACKAGES = ("stdlib", "numpy", "scipy", "jax", "pandas", "matplotlib")
 """The packages :func:`load_docstring_summaries` reads by default (the standard library and dependencies of specinit)."""
 
 
-def load_docstring_summaries(packages=SUMMARY_PACKAGES, *, min_df: int = 5, max_df: float = 0.5, max_words: int = 5_000,
-                             min_tokens: int = 3, max_documents: int | None = None) -> Corpus:
+def load_docstring_summaries(packages: Sequence[str] = SUMMARY_PACKAGES, *, min_df: int = 5, max_df: float = 0.5,
+                             max_words: int = 5_000, min_tokens: int = 3, max_documents: int | None = None) -> Corpus:
     """One-sentence summaries of the docstrings of installed packages, labelled by package: short texts.
 
     Every module, class and function docstring of each package (parsed with
@@ -314,7 +316,8 @@ LETTER_MODULES = ("argparse", "textwrap", "collections", "json", "inspect", "uni
 """The standard-library modules whose docstrings :func:`load_letter_sequences` reads by default."""
 
 
-def load_letter_sequences(modules=LETTER_MODULES, *, max_letters: int | None = None, min_length: int = 3) -> list:
+def load_letter_sequences(modules: Sequence[str] = LETTER_MODULES, *, max_letters: int | None = None,
+                          min_length: int = 3) -> list[np.ndarray]:
     """Real English as letter sequences: one sequence per docstring paragraph, 27 symbols.
 
     The docstrings of the named modules (parsed with :mod:`ast` from their
@@ -395,9 +398,11 @@ def _roff_documents(text: str, unit: str):
         yield " ".join(current)
 
 
-def load_man_pages(root="/usr/share/man", *, sections=("1", "2", "3", "4", "5", "6", "7", "8"), unit: str = "paragraph",
-                   min_df: int = 5, max_df: float = 0.5, max_words: int = 10_000, min_tokens: int = 5,
-                   max_documents: int | None = None, max_pages: int | None = None) -> Corpus:
+def load_man_pages(root: str | os.PathLike[str] = "/usr/share/man", *,
+                   sections: Sequence[str] = ("1", "2", "3", "4", "5", "6", "7", "8"),
+                   unit: Literal["paragraph", "section"] = "paragraph", min_df: int = 5, max_df: float = 0.5,
+                   max_words: int = 10_000, min_tokens: int = 5, max_documents: int | None = None,
+                   max_pages: int | None = None) -> Corpus:
     """The English manual pages installed under ``root`` as a corpus.
 
     Reads ``root/man<s>/*`` (plain or ``.gz`` roff source; the language

@@ -9,6 +9,7 @@ Dirichlet in centred log-ratio coordinates (the topic models' NUTS).
 """
 
 from __future__ import annotations
+from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
@@ -20,6 +21,9 @@ from numpyro.distributions.transforms import ExpTransform, Transform, ZeroSumTra
 from scipy.optimize import brentq
 from scipy.special import gammaln
 
+if TYPE_CHECKING:
+    from jax.typing import ArrayLike
+
 __all__ = ["ALR", "ALRSoftmaxTransform", "CenteredLogRatioTransform", "LogRatioDirichlet", "TRANSFORMS", "UnitExponentialPower", "excess_kurtosis_of_power",
            "point_mass", "power_of_excess_kurtosis"]
 
@@ -28,7 +32,7 @@ _POWER_RANGE = (0.1, 100.0)      # exponential-power shape: excess kurtosis from
 
 # --- the exponential-power family ---------------------------------------------------------------------------------
 
-def excess_kurtosis_of_power(power) -> np.ndarray:
+def excess_kurtosis_of_power(power: float | np.ndarray) -> np.ndarray:
     """Excess kurtosis of the exponential-power (generalized normal) distribution with shape ``power``.
 
     Parameters
@@ -46,7 +50,7 @@ def excess_kurtosis_of_power(power) -> np.ndarray:
     return np.exp(gammaln(5 / b) + gammaln(1 / b) - 2 * gammaln(3 / b)) - 3.0
 
 
-def power_of_excess_kurtosis(kurtosis) -> np.ndarray:
+def power_of_excess_kurtosis(kurtosis: float | np.ndarray) -> np.ndarray:
     """Inverse of :func:`excess_kurtosis_of_power`, clipped to the shapes ``[0.1, 100]``.
 
     Parameters
@@ -90,31 +94,31 @@ class UnitExponentialPower(dist.Distribution):
     support = constraints.real
     reparametrized_params = ["power"]
 
-    def __init__(self, power, *, validate_args=None):
+    def __init__(self, power: ArrayLike, *, validate_args: bool | None = None) -> None:
         self.power = power
         super().__init__(batch_shape=jnp.shape(power), validate_args=validate_args)
 
     def _scale(self):
         return jnp.exp(0.5 * (jax.scipy.special.gammaln(1 / self.power) - jax.scipy.special.gammaln(3 / self.power)))
 
-    def sample(self, key, sample_shape=()):
+    def sample(self, key: jax.Array, sample_shape: tuple[int, ...] = ()) -> jax.Array:
         shape = sample_shape + self.batch_shape
         k_gamma, k_sign = jax.random.split(key)
         g = jax.random.gamma(k_gamma, jnp.broadcast_to(1 / self.power, shape))
         sign = jax.random.rademacher(k_sign, shape, dtype=g.dtype)
         return sign * self._scale() * g ** (1 / self.power)
 
-    def log_prob(self, value):
+    def log_prob(self, value: ArrayLike) -> jax.Array:
         scale = self._scale()
         return (jnp.log(self.power) - jnp.log(2.0) - jnp.log(scale) - jax.scipy.special.gammaln(1 / self.power)
                 - (jnp.abs(value) / scale) ** self.power)
 
     @property
-    def mean(self):
+    def mean(self) -> jax.Array:
         return jnp.zeros(self.batch_shape)
 
     @property
-    def variance(self):
+    def variance(self) -> jax.Array:
         return jnp.ones(self.batch_shape)
 
 
@@ -155,14 +159,14 @@ class ALRSoftmaxTransform(_LogRatioTransform):
     def _extend(x):
         return jnp.concatenate([x, jnp.zeros(x.shape[:-1] + (1,), x.dtype)], axis=-1)
 
-    def __call__(self, x):
+    def __call__(self, x: jax.Array) -> jax.Array:
         return jnp.maximum(jax.nn.softmax(self._extend(x), axis=-1), jnp.finfo(x.dtype).tiny)
 
     def _inverse(self, y):
         log_y = jnp.log(y)
         return log_y[..., :-1] - log_y[..., -1:]
 
-    def log_abs_det_jacobian(self, x, y, intermediates=None):
+    def log_abs_det_jacobian(self, x: jax.Array, y: jax.Array, intermediates: Any = None) -> jax.Array:
         return jnp.sum(jax.nn.log_softmax(self._extend(x), axis=-1), axis=-1)
 
 
@@ -182,14 +186,14 @@ class CenteredLogRatioTransform(_LogRatioTransform):
     at the smallest normal float.
     """
 
-    def __call__(self, x):
+    def __call__(self, x: jax.Array) -> jax.Array:
         return jnp.maximum(jax.nn.softmax(ZeroSumTransform()(x), axis=-1), jnp.finfo(x.dtype).tiny)
 
     def _inverse(self, y):
         log_y = jnp.log(y)
         return ZeroSumTransform().inv(log_y - jnp.mean(log_y, axis=-1, keepdims=True))
 
-    def log_abs_det_jacobian(self, x, y, intermediates=None):
+    def log_abs_det_jacobian(self, x: jax.Array, y: jax.Array, intermediates: Any = None) -> jax.Array:
         log_p = jax.nn.log_softmax(ZeroSumTransform()(x), axis=-1)
         return jnp.sum(log_p, axis=-1) + 0.5 * jnp.log(log_p.shape[-1])
 
@@ -225,7 +229,7 @@ class LogRatioDirichlet(dist.Dirichlet):
 TRANSFORMS = {"alpha": ExpTransform(), "beta": ALR, "weights": ALR}
 
 
-def point_mass(name: str, init, transform):
+def point_mass(name: str, init: ArrayLike, transform: Transform) -> jax.Array:
     """A guide's global point-mass site in unconstrained coordinates (log-Jacobian included in its density).
 
     Parameters

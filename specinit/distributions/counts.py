@@ -34,6 +34,7 @@ References
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING, Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -43,6 +44,10 @@ import scipy.sparse as sp
 from jax.scipy.special import digamma, gammaln, logsumexp
 
 from specinit._validation import bad_argument, check_count_matrix
+
+if TYPE_CHECKING:
+    from jax.typing import ArrayLike
+    from numpy.typing import DTypeLike
 
 __all__ = ["DocumentCounts", "DenseTopicCounts", "POINTWISE_BUDGET", "as_document_counts", "from_csr",
            "lda_augmented_step", "mixture_augmented_step", "lda_loglik", "lda_marginal_loglik_draws",
@@ -73,7 +78,8 @@ class DocumentCounts:
         ``num_documents / n_docs``.
     """
 
-    def __init__(self, doc, word, count, lengths, vocab_size: int, num_documents: int):
+    def __init__(self, doc: ArrayLike, word: ArrayLike, count: ArrayLike, lengths: ArrayLike, vocab_size: int,
+                 num_documents: int) -> None:
         self.doc, self.word, self.count, self.lengths = doc, word, count, lengths
         self.vocab_size, self.num_documents = int(vocab_size), int(num_documents)
 
@@ -83,15 +89,15 @@ class DocumentCounts:
         return int(np.shape(self.lengths)[0])
 
     @property
-    def shape(self) -> tuple:
+    def shape(self) -> tuple[int, int]:
         """``(n_docs, vocab_size)``, as for a count matrix."""
         return (self.n_docs, self.vocab_size)
 
-    def tree_flatten(self):
+    def tree_flatten(self) -> tuple[tuple[Any, Any, Any, Any], tuple[int, int]]:
         return (self.doc, self.word, self.count, self.lengths), (self.vocab_size, self.num_documents)
 
     @classmethod
-    def tree_unflatten(cls, aux, children):
+    def tree_unflatten(cls, aux: tuple[int, int], children: Sequence[Any]) -> DocumentCounts:
         return cls(*children, *aux)
 
     def __repr__(self) -> str:
@@ -106,7 +112,8 @@ def _bucket(nnz: int) -> int:
     return -(-nnz // step) * step
 
 
-def from_csr(matrix: sp.csr_matrix, *, num_documents: int | None = None, pad: int = 0, dtype=None) -> DocumentCounts:
+def from_csr(matrix: sp.csr_matrix, *, num_documents: int | None = None, pad: int = 0,
+             dtype: DTypeLike | None = None) -> DocumentCounts:
     """:class:`DocumentCounts` (NumPy arrays) of a canonical CSR matrix, zero-padded to at least ``pad`` entries.
 
     Parameters
@@ -138,7 +145,8 @@ def from_csr(matrix: sp.csr_matrix, *, num_documents: int | None = None, pad: in
                           matrix.shape[0] if num_documents is None else num_documents)
 
 
-def as_document_counts(counts, func: str, vocab_size: int | None = None) -> DocumentCounts:
+def as_document_counts(counts: sp.sparray | sp.spmatrix | DocumentCounts, func: str,
+                       vocab_size: int | None = None) -> DocumentCounts:
     """Validate sparse counts (scipy.sparse or :class:`DocumentCounts`) for a model.
 
     Parameters
@@ -182,7 +190,7 @@ def _log_coefficient(data: DocumentCounts):
     return gammaln(data.lengths + 1.0) - jax.ops.segment_sum(gammaln(data.count + 1.0), data.doc, num_segments=n_docs)
 
 
-def lda_loglik(theta, beta, data: DocumentCounts):
+def lda_loglik(theta: ArrayLike, beta: ArrayLike, data: DocumentCounts) -> jax.Array:
     """Per-document collapsed LDA log-likelihood ``log p(c_d | theta_d, beta)``, shape (n_docs,).
 
     Parameters
@@ -258,8 +266,9 @@ def _particle_loglik(log_theta, beta, counts):
     return jnp.sum(counts[:, None, :] * jnp.log(jnp.maximum(mix, tiny)), axis=-1)
 
 
-def lda_marginal_loglik(key, alpha, beta, counts, num_particles: int, *, block: int | None = None,
-                        prior_share: float = PRIOR_SHARE, widen: float = WIDEN, fold_in_steps: int = FOLD_IN_STEPS):
+def lda_marginal_loglik(key: jax.Array, alpha: ArrayLike, beta: ArrayLike, counts: DocumentCounts | ArrayLike,
+                        num_particles: int, *, block: int | None = None, prior_share: float = PRIOR_SHARE,
+                        widen: float = WIDEN, fold_in_steps: int = FOLD_IN_STEPS) -> jax.Array:
     """Per-document LDA log-likelihood with ``theta`` integrated out, by importance sampling; shape (n_docs,).
 
     .. math::
@@ -365,7 +374,8 @@ def lda_marginal_loglik(key, alpha, beta, counts, num_particles: int, *, block: 
 POINTWISE_BUDGET = 2**24
 
 
-def lda_marginal_loglik_draws(seed: int, alpha, beta, counts, num_particles: int) -> np.ndarray:
+def lda_marginal_loglik_draws(seed: int, alpha: np.ndarray, beta: np.ndarray, counts: DocumentCounts | np.ndarray,
+                              num_particles: int) -> np.ndarray:
     """:func:`lda_marginal_loglik` of every posterior draw, in blocks within :data:`POINTWISE_BUDGET` floats.
 
     Parameters
@@ -448,7 +458,8 @@ def _topic_counts(key, theta, beta, token_doc, token_word):
     return n_dk, n_kw
 
 
-def lda_augmented_step(key, alpha, beta, theta, token_doc, token_word, eta):
+def lda_augmented_step(key: jax.Array, alpha: ArrayLike, beta: ArrayLike, theta: ArrayLike, token_doc: ArrayLike,
+                       token_word: ArrayLike, eta: ArrayLike) -> tuple[jax.Array, jax.Array]:
     """One data-augmentation update of ``(beta, theta)`` given ``alpha``: topics of the tokens, then both Dirichlets.
 
     The Gibbs block of :func:`specinit.models.lda.kernel`: every token gets a topic from its conditional given
@@ -479,7 +490,8 @@ def lda_augmented_step(key, alpha, beta, theta, token_doc, token_word, eta):
     return beta, theta
 
 
-def mixture_augmented_step(key, weights_concentration, eta, weights, beta, counts):
+def mixture_augmented_step(key: jax.Array, weights_concentration: ArrayLike, eta: ArrayLike, weights: ArrayLike,
+                           beta: ArrayLike, counts: ArrayLike) -> tuple[jax.Array, jax.Array]:
     """One data-augmentation update of a mixture of multinomials: each row's component, then both Dirichlets.
 
     Row ``n`` gets component ``i`` with probability proportional to
@@ -517,7 +529,7 @@ def mixture_augmented_step(key, weights_concentration, eta, weights, beta, count
 
 
 @jax.jit
-def topic_components(beta, counts):
+def topic_components(beta: ArrayLike, counts: DocumentCounts | ArrayLike) -> jax.Array:
     """``log Multinomial(c_d | n_d, beta_i)`` for every document and topic, shape (n_docs, k).
 
     Parameters
@@ -540,7 +552,7 @@ def topic_components(beta, counts):
     return norm[..., None] + jnp.matmul(counts, log_beta.T, precision=HIGHEST)
 
 
-def mixture_loglik(weights, beta, data: DocumentCounts):
+def mixture_loglik(weights: ArrayLike, beta: ArrayLike, data: DocumentCounts) -> jax.Array:
     """Per-document single-topic log-likelihood with the topic summed out, shape (n_docs,).
 
     Parameters
@@ -576,11 +588,11 @@ class DenseTopicCounts(dist.Distribution):
 
     support = dist.constraints.independent(dist.constraints.nonnegative_integer, 1)
 
-    def __init__(self, theta, beta, total_count):
+    def __init__(self, theta: ArrayLike, beta: jax.Array, total_count: ArrayLike) -> None:
         self.theta, self.beta, self.total_count = theta, beta, total_count
         super().__init__(batch_shape=jnp.shape(total_count), event_shape=beta.shape[-1:])
 
-    def log_prob(self, value):
+    def log_prob(self, value: ArrayLike) -> jax.Array:
         mix = jnp.matmul(self.theta, self.beta, precision=HIGHEST)
         logp = jnp.log(jnp.maximum(mix, jnp.finfo(mix.dtype).tiny))
         norm = gammaln(self.total_count + 1.0) - jnp.sum(gammaln(value + 1.0), axis=-1)

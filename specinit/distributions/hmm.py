@@ -16,6 +16,7 @@ References
 from __future__ import annotations
 
 from functools import partial
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -26,6 +27,11 @@ from numpyro.distributions import constraints
 
 from specinit._validation import bad_argument, public
 from specinit.engine.sequences import as_sequences, check_symbols
+
+if TYPE_CHECKING:
+    from jax.typing import ArrayLike
+
+    from specinit.estimate import SpectralEstimate
 
 __all__ = ["CategoricalHMM", "GaussianHMM", "sequence_distribution", "pad_sequences", "plate_shape",
            "posterior_marginals", "viterbi"]
@@ -133,12 +139,13 @@ class CategoricalHMM(_HMM):
     pytree_data_fields = ("init", "transition", "emission", "lengths")
     pytree_aux_fields = ("n_steps",)
 
-    def __init__(self, init, transition, emission, n_steps, lengths=None, *, validate_args=None):
+    def __init__(self, init: ArrayLike, transition: ArrayLike, emission: ArrayLike, n_steps: int,
+                 lengths: ArrayLike | None = None, *, validate_args: bool | None = None) -> None:
         self.emission = jnp.asarray(emission)
         super().__init__(init, transition, n_steps, lengths, validate_args=validate_args)
 
     @constraints.dependent_property(is_discrete=True, event_dim=1)
-    def support(self):
+    def support(self) -> constraints.Constraint:
         return constraints.independent(constraints.integer_interval(0, jnp.shape(self.emission)[-1] - 1), 1)
 
     def _log_emission(self, value):
@@ -173,7 +180,8 @@ class GaussianHMM(_HMM):
     pytree_data_fields = ("init", "transition", "loc", "scale", "lengths")
     pytree_aux_fields = ("n_steps",)
 
-    def __init__(self, init, transition, loc, scale, n_steps, lengths=None, *, validate_args=None):
+    def __init__(self, init: ArrayLike, transition: ArrayLike, loc: ArrayLike, scale: ArrayLike, n_steps: int,
+                 lengths: ArrayLike | None = None, *, validate_args: bool | None = None) -> None:
         self.loc, self.scale = jnp.asarray(loc), jnp.asarray(scale)
         super().__init__(init, transition, n_steps, lengths, validate_args=validate_args)
 
@@ -188,7 +196,8 @@ class GaussianHMM(_HMM):
 # Input handling
 # ------------------------------------------------------------------------------------------------
 @public
-def pad_sequences(sequences, *, categorical: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def pad_sequences(sequences: ArrayLike | Sequence[ArrayLike], *,
+                  categorical: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Stack ragged sequences into a padded array plus their lengths.
 
     Parameters
@@ -212,7 +221,8 @@ def pad_sequences(sequences, *, categorical: bool = True) -> tuple[np.ndarray, n
     return padded, lengths
 
 
-def plate_shape(sequences, lengths, func):
+def plate_shape(sequences: ArrayLike | None, lengths: ArrayLike | None,
+                func: str) -> tuple[np.ndarray | None, np.ndarray, int]:
     """Observed sequences (2-D), lengths and padded length for a model's ``sequences`` plate.
 
     Parameters
@@ -244,7 +254,9 @@ def plate_shape(sequences, lengths, func):
 # ------------------------------------------------------------------------------------------------
 # Exact inference given parameters
 # ------------------------------------------------------------------------------------------------
-def sequence_distribution(sequences, params, func=None):
+def sequence_distribution(sequences: ArrayLike | Sequence[ArrayLike],
+                          params: Mapping[str, ArrayLike] | SpectralEstimate,
+                          func: str | None = None) -> tuple[CategoricalHMM | GaussianHMM, np.ndarray, np.ndarray, bool]:
     """``(distribution, padded observations, lengths, single)`` for ``params`` of either emission family.
 
     Parameters
@@ -291,7 +303,8 @@ def _state_scores(sequences, params, reduce, func):
 
 
 @public
-def posterior_marginals(sequences, params):
+def posterior_marginals(sequences: ArrayLike | Sequence[ArrayLike],
+                        params: Mapping[str, ArrayLike] | SpectralEstimate) -> np.ndarray | list[np.ndarray]:
     """Posterior state marginals ``P(h_t = i | x_{1:T})`` (forward-backward).
 
     Computed as the gradient of the forward log-likelihood with respect to
@@ -318,7 +331,8 @@ def posterior_marginals(sequences, params):
 
 
 @public
-def viterbi(sequences, params):
+def viterbi(sequences: ArrayLike | Sequence[ArrayLike],
+            params: Mapping[str, ArrayLike] | SpectralEstimate) -> np.ndarray | list[np.ndarray]:
     """Most probable state path ``argmax_h p(h, x)`` ([1]_ eqs. 30-35).
 
     The max-product forward score is piecewise linear in the log-emission

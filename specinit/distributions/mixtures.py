@@ -15,7 +15,7 @@ multi-view model.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -23,11 +23,14 @@ import numpy as np
 import numpyro.distributions as dist
 from jax.scipy.special import logsumexp
 
+if TYPE_CHECKING:
+    from jax.typing import ArrayLike
+
 __all__ = ["MixtureLikelihood", "gaussian_components", "gaussian_components_host", "gaussian_mixture_components",
            "stack_views"]
 
 
-def stack_views(views) -> np.ndarray:
+def stack_views(views: Sequence[ArrayLike]) -> np.ndarray:
     """All views as one (N, D) float array: one column per 1-D view, ``d_v`` columns per (N, d_v) view.
 
     Parameters
@@ -44,7 +47,7 @@ def stack_views(views) -> np.ndarray:
 
 
 @jax.jit
-def gaussian_components(x, loc, scale):
+def gaussian_components(x: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
     """``log N(x_n | loc_h, diag(scale_h^2))`` for every row and component, shape (N, k).
 
     Parameters
@@ -59,7 +62,8 @@ def gaussian_components(x, loc, scale):
     return dist.Normal(loc, scale).log_prob(x[..., None, :]).sum(-1)
 
 
-def gaussian_components_host(x, loc, scale, x_squared=None) -> np.ndarray:
+def gaussian_components_host(x: np.ndarray, loc: np.ndarray, scale: np.ndarray,
+                             x_squared: np.ndarray | None = None) -> np.ndarray:
     """:func:`gaussian_components` in NumPy float64, by three matrix products (no (N, k, d) array, no dispatch).
 
     ``-1/2 sum_j (x_j^2 - 2 x_j loc_hj + loc_hj^2) / scale_hj^2 - sum_j log scale_hj - d/2 log 2 pi``: what
@@ -101,7 +105,7 @@ def gaussian_components_host(x, loc, scale, x_squared=None) -> np.ndarray:
 
 
 @jax.jit
-def gaussian_mixture_components(x, mix, loc, scale):
+def gaussian_mixture_components(x: ArrayLike, mix: ArrayLike, loc: ArrayLike, scale: ArrayLike) -> jax.Array:
     """``log sum_j mix_hj N(x_n | loc_hj, diag(scale_hj^2))`` for every row and component, shape (N, k).
 
     Parameters
@@ -135,15 +139,15 @@ class MixtureLikelihood(dist.Distribution):
         Support of one observation.
     """
 
-    def __init__(self, weights, component_log_prob: Callable, n_obs: int, event_shape: tuple,
-                 support=dist.constraints.real_vector):
+    def __init__(self, weights: ArrayLike, component_log_prob: Callable, n_obs: int, event_shape: tuple,
+                 support: dist.constraints.Constraint = dist.constraints.real_vector) -> None:
         self.weights, self.component_log_prob = weights, component_log_prob
         self._support = support
         super().__init__(batch_shape=(n_obs,), event_shape=tuple(event_shape))
 
     @property
-    def support(self):
+    def support(self) -> dist.constraints.Constraint:
         return self._support
 
-    def log_prob(self, value):
+    def log_prob(self, value: ArrayLike) -> jax.Array:
         return logsumexp(jnp.log(self.weights) + self.component_log_prob(value), axis=-1)

@@ -25,6 +25,7 @@ References
 """
 
 from __future__ import annotations
+from typing import Callable, Literal
 
 import numpy as np
 
@@ -45,7 +46,7 @@ def _check_whitened(y, func) -> np.ndarray:
     return y
 
 
-def whitened_third_cumulant(y) -> np.ndarray:
+def whitened_third_cumulant(y: np.ndarray) -> np.ndarray:
     """``E[y^(x)3]`` of centred whitened data, a (k, k, k) array.
 
     Parameters
@@ -77,7 +78,7 @@ def whitened_third_cumulant(y) -> np.ndarray:
     return out.reshape(k, k, k) / n
 
 
-def pair_product_tensor(S) -> np.ndarray:
+def pair_product_tensor(S: np.ndarray) -> np.ndarray:
     """``S_ab S_cd + S_ac S_bd + S_ad S_bc``: the fourth moment of a Gaussian with covariance ``S``.
 
     Parameters
@@ -93,7 +94,7 @@ def pair_product_tensor(S) -> np.ndarray:
     return np.einsum("ab,cd->abcd", S, S) + np.einsum("ac,bd->abcd", S, S) + np.einsum("ad,bc->abcd", S, S)
 
 
-def whitened_fourth_cumulant(y) -> np.ndarray:
+def whitened_fourth_cumulant(y: np.ndarray) -> np.ndarray:
     """Fourth cumulant of centred whitened data, a (k, k, k, k) array.
 
     ``E[y^(x)4]`` is accumulated as ``(y (x) y)^T (y (x) y)`` over row blocks
@@ -180,7 +181,8 @@ class CorrectedCovariance:
     n_features : int
     """
 
-    def __init__(self, covariance: np.ndarray, whitened_cumulant, k: int, noise: str):
+    def __init__(self, covariance: np.ndarray, whitened_cumulant: Callable[[np.ndarray], np.ndarray], k: int,
+                 noise: Literal["isotropic", "none"]) -> None:
         covariance = 0.5 * (covariance + covariance.T)
         self.eigenvalues = np.linalg.eigvalsh(covariance)[::-1]
         d = covariance.shape[0]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 import numpy as np
 
@@ -41,7 +42,10 @@ from specinit._validation import (
     public,
     warn,
 )
-from specinit.engine.backends import numba_kernel, one_blas_thread
+from specinit.engine.backends import Passes, numba_kernel, one_blas_thread
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = ["Decomposition", "METHODS", "check_options", "cp_als", "decompose", "eca", "svtd", "tensor_power_method"]
 
@@ -70,7 +74,7 @@ class Decomposition:
     vectors: np.ndarray
     diagnostics: dict
 
-    def report(self) -> dict:
+    def report(self) -> dict[str, Any]:
         """The diagnostics as an estimate carries them: every key under ``decomposition/`` (as ``refine/``)."""
         return {f"decomposition/{key}": value for key, value in self.diagnostics.items()}
 
@@ -286,8 +290,9 @@ def cube(u: np.ndarray) -> np.ndarray:
     return np.einsum("a,b,c->abc", u, u, u)
 
 
-def tensor_power_method(T, k=None, *, n_restarts: int = 10, n_iter: int = 100, tol: float = 1e-10, seed=0,
-                        passes=None) -> Decomposition:
+def tensor_power_method(T: np.ndarray, k: int | None = None, *, n_restarts: int = 10, n_iter: int = 100,
+                        tol: float = 1e-10, seed: int | np.random.Generator = 0,
+                        passes: Passes | None = None) -> Decomposition:
     """Robust tensor power method with restarts and deflation.
 
     For each of ``k`` components: ``n_restarts`` random unit vectors are
@@ -371,7 +376,8 @@ def _slice_decomposition(T, theta, k, method, extra):
     return Decomposition(dec.weights, dec.vectors, diagnostics)
 
 
-def svtd(T, k=None, *, directions=None, n_random: int = 0, seed=0) -> Decomposition:
+def svtd(T: np.ndarray, k: int | None = None, *, directions: np.ndarray | None = None, n_random: int = 0,
+         seed: int | np.random.Generator = 0) -> Decomposition:
     """Simultaneous diagonalization via the best-separated slice (SVTD).
 
     Each candidate direction ``theta`` gives a symmetric slice
@@ -436,7 +442,7 @@ def svtd(T, k=None, *, directions=None, n_random: int = 0, seed=0) -> Decomposit
     return _slice_decomposition(T, cand[:, best], k, "svtd", {"slice_index": best, "slice_score": float(score[best])})
 
 
-def eca(T, k=None, *, seed=0) -> Decomposition:
+def eca(T: np.ndarray, k: int | None = None, *, seed: int | np.random.Generator = 0) -> Decomposition:
     """Excess Correlation Analysis: eigenvectors of one random slice (Jennrich).
 
     ``T(I, I, theta)`` for a uniformly random unit ``theta`` has, with
@@ -468,7 +474,8 @@ def eca(T, k=None, *, seed=0) -> Decomposition:
     return _slice_decomposition(T, theta / np.linalg.norm(theta), k, "eca", {})
 
 
-def cp_als(T, k=None, *, init: str = "svd", n_iter: int = 500, tol: float = 1e-12, seed=0) -> Decomposition:
+def cp_als(T: np.ndarray, k: int | None = None, *, init: Literal["svd", "random"] = "svd", n_iter: int = 500,
+           tol: float = 1e-12, seed: int | np.random.Generator = 0) -> Decomposition:
     """Rank-k CP alternating least squares, symmetrized at the end (baseline).
 
     Three factor matrices are updated in turn by least squares; the
@@ -540,7 +547,7 @@ def cp_als(T, k=None, *, init: str = "svd", n_iter: int = 500, tol: float = 1e-1
 _BY_METHOD = {"tpm": tensor_power_method, "svtd": svtd, "eca": eca, "als": cp_als}
 
 
-def check_options(method: str, options, func: str, methods: dict | None = None) -> dict:
+def check_options(method: str, options: Mapping[str, Any] | None, func: str, methods: dict | None = None) -> dict:
     """Check ``options`` against the keyword arguments of ``method``'s decomposition.
 
     Parameters
@@ -585,7 +592,8 @@ def check_options(method: str, options, func: str, methods: dict | None = None) 
 
 
 @public
-def decompose(T, k=None, method: str = "tpm", *, seed=0, passes=None, **options) -> Decomposition:
+def decompose(T: ArrayLike, k: int | None = None, method: Literal["tpm", "svtd", "eca", "als"] = "tpm", *,
+              seed: int | np.random.Generator = 0, passes: Passes | None = None, **options: Any) -> Decomposition:
     """Dispatch to one of :data:`METHODS`.
 
     Parameters

@@ -27,6 +27,7 @@ References
 """
 
 from __future__ import annotations
+from typing import TYPE_CHECKING, Any, Literal, Mapping
 
 import numpy as np
 
@@ -45,12 +46,15 @@ from specinit.engine.decompose import (
     deflated_power_method,
 )
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
 __all__ = ["METHODS4", "check_options4", "contract4", "decompose4", "eca4", "reconstruct4", "tensor_power_method4"]
 
 METHODS4 = ("tpm", "eca")
 
 
-def contract4(T, U) -> np.ndarray:
+def contract4(T: np.ndarray, U: np.ndarray) -> np.ndarray:
     """``T(I, u, u, u)`` for every column ``u`` of ``U``.
 
     Parameters
@@ -70,7 +74,7 @@ def contract4(T, U) -> np.ndarray:
     return T.reshape(n, n**3) @ cubes
 
 
-def reconstruct4(weights, vectors) -> np.ndarray:
+def reconstruct4(weights: np.ndarray, vectors: np.ndarray) -> np.ndarray:
     """``sum_i weights[i] v_i^(x)4`` as a dense (n, n, n, n) array.
 
     Parameters
@@ -104,8 +108,8 @@ def _finish4(T, weights, vectors, method, extra) -> Decomposition:
     return Decomposition(weights=weights, vectors=vectors, diagnostics=diagnostics)
 
 
-def tensor_power_method4(T, k=None, *, n_restarts: int = 10, n_iter: int = 200, tol: float = 1e-10,
-                         seed=0) -> Decomposition:
+def tensor_power_method4(T: np.ndarray, k: int | None = None, *, n_restarts: int = 10, n_iter: int = 200,
+                         tol: float = 1e-10, seed: int | np.random.Generator = 0) -> Decomposition:
     """Tensor power method for symmetric fourth-order tensors, with restarts and deflation.
 
     For each of ``k`` components, ``n_restarts`` random unit vectors are
@@ -176,7 +180,7 @@ def tensor_power_method4(T, k=None, *, n_restarts: int = 10, n_iter: int = 200, 
     return _finish4(T, weights, vectors, "tpm", {"converged": converged, "stalled": stalled, "n_iter": iters})
 
 
-def eca4(T, k=None, *, seed=0) -> Decomposition:
+def eca4(T: np.ndarray, k: int | None = None, *, seed: int | np.random.Generator = 0) -> Decomposition:
     """Excess Correlation Analysis on a fourth-order tensor: eigenvectors of one random slice.
 
     ``H = T(I, I, theta, theta) = sum_i lambda_i <v_i, theta>^2 v_i v_i^T``
@@ -235,7 +239,7 @@ def eca4(T, k=None, *, seed=0) -> Decomposition:
 _BY_METHOD4 = {"tpm": tensor_power_method4, "eca": eca4}
 
 
-def check_options4(method: str, options, func: str) -> dict:
+def check_options4(method: str, options: Mapping[str, Any] | None, func: str) -> dict:
     """Check ``options`` against the keyword arguments of an order-4 decomposition.
 
     Parameters
@@ -264,7 +268,8 @@ def check_options4(method: str, options, func: str) -> dict:
 
 
 @public
-def decompose4(T, k=None, method: str = "tpm", *, seed=0, options=None) -> Decomposition:
+def decompose4(T: ArrayLike, k: int | None = None, method: Literal["tpm", "eca"] = "tpm", *,
+               seed: int | np.random.Generator = 0, options: Mapping[str, Any] | None = None) -> Decomposition:
     """Dispatch to one of :data:`METHODS4`.
 
     Parameters

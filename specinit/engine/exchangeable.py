@@ -19,6 +19,7 @@ Each model turns ``(lambda_i, (W^T)^+ v_i)`` into its own parameters
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any, Literal, Mapping
 
 import numpy as np
 
@@ -26,7 +27,7 @@ from specinit._validation import as_generator, check_choice, check_int, checked_
 from specinit.engine.decompose import METHODS, Decomposition, check_options, decompose
 from specinit.engine.decompose4 import METHODS4, check_options4, decompose4
 from specinit.engine.backends import resident_scope
-from specinit.engine.whitening import Whitening, whiten
+from specinit.engine.whitening import SymmetricMoments, Whitening, whiten
 
 __all__ = ["ExchangeableFit", "fit_exchangeable"]
 
@@ -51,7 +52,7 @@ class ExchangeableFit:
     decomposition: Decomposition
 
     @property
-    def diagnostics(self) -> dict:
+    def diagnostics(self) -> dict[str, Any]:
         """Whitening and decomposition diagnostics in one flat dict."""
         w = self.whitening.diagnostics
         return {
@@ -75,23 +76,23 @@ def _slice_directions(unwhiten: np.ndarray, max_directions: int) -> np.ndarray:
 
 @public
 def fit_exchangeable(
-    moments,
+    moments: SymmetricMoments,
     k: int,
     *,
-    order: int = 3,
-    method: str = "tpm",
-    seed=0,
+    order: Literal[3, 4] = 3,
+    method: Literal["tpm", "svtd", "eca", "als"] = "tpm",
+    seed: int | np.random.Generator = 0,
     oversample: int = 10,
     n_power_iter: int = 1,
     max_slice_directions: int = 200,
-    decompose_options: dict | None = None,
-    eigenspace: str = "magnitude",
+    decompose_options: Mapping[str, Any] | None = None,
+    eigenspace: Literal["magnitude", "positive"] = "magnitude",
 ) -> ExchangeableFit:
     """Whiten ``moments``, decompose the whitened third (or fourth) moment, unwhiten.
 
     Parameters
     ----------
-    moments : object
+    moments : SymmetricMoments
         Has ``n_features``, ``m2_matmat(Q)`` and ``whitened_m3(W)``
         (``whitened_m4(W)`` for ``order=4``):
         :class:`specinit.engine.moments.CountMoments`,

@@ -12,6 +12,7 @@ References
 """
 
 from __future__ import annotations
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -24,7 +25,8 @@ _JENNRICH_WARN_IMAGINARY = 0.05
 _JENNRICH_WARN_CONDITION = 1e3
 
 
-def jennrich_projected_means(k, pairs, triples, rng):
+def jennrich_projected_means(k: int, pairs: Mapping[str, np.ndarray], triples: np.ndarray,
+                             rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
     """Simultaneous diagonalization of the observable operators ([1]_ Alg. B; (weights, rows ``U_t^T mu_{t,i}``)).
 
     ``B_j = (U_a^T Triples_{a,b,t}(U_t e_j) U_b) P_ab^{-1} = R diag(m_{.,j}) R^{-1}`` where the columns of ``R``
@@ -38,7 +40,7 @@ def jennrich_projected_means(k, pairs, triples, rng):
     ----------
     k : int
         Number of classes.
-    pairs : dict
+    pairs : dict of str -> ndarray
         Projected pair moments ``"ab"``, ``"ta"``, ``"tb"`` (k x k each).
     triples : ndarray, shape (k, k, k)
         Projected triples ``U_a^T Triples_{a,b,t} (U_b, U_t)``.

@@ -13,6 +13,7 @@ References
 """
 
 from __future__ import annotations
+from typing import Sequence
 
 import numpy as np
 
@@ -29,7 +30,8 @@ __all__ = [
 ]
 
 
-def density_coefficients(features, embeddings, weights, view: int) -> np.ndarray:
+def density_coefficients(features: Sequence[np.ndarray], embeddings: Sequence[np.ndarray], weights: np.ndarray,
+                         view: int) -> np.ndarray:
     """Per-observation coefficients ``c`` (k, N) with ``sum_n c_{i,n} g(x_{v,n}) ~= E[g(x_v) | h = i]``.
 
     For each anchor view ``t != view`` with orthonormal basis ``Q`` of the
@@ -97,7 +99,7 @@ def _weighted_quantile(values, weights, q):
     return values[order][np.minimum(np.searchsorted(cdf, q * cdf[-1]), values.size - 1)]
 
 
-def silverman_bandwidth(points, weights) -> np.ndarray:
+def silverman_bandwidth(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Silverman's robust rule per component and column with the effective sample size.
 
     ``h_{i,j} = (4 / (d + 2))^(1 / (d + 4)) A_{i,j} n_eff,i^(-1 / (d + 4))``
@@ -141,7 +143,8 @@ def silverman_bandwidth(points, weights) -> np.ndarray:
     return np.maximum((4.0 / (d + 2)) ** (1.0 / (d + 4)) * spread * n_eff[:, None] ** (-1.0 / (d + 4)), floor)
 
 
-def cv_bandwidth(points, weights, *, multipliers=(0.25, 0.35, 0.5, 0.7, 1.0), n_eval: int = 1000) -> np.ndarray:
+def cv_bandwidth(points: np.ndarray, weights: np.ndarray, *, multipliers: Sequence[float] = (0.25, 0.35, 0.5, 0.7, 1.0),
+                 n_eval: int = 1000) -> np.ndarray:
     """Per-component bandwidth by weighted leave-one-out likelihood cross-validation.
 
     Candidates are ``multipliers`` times :func:`silverman_bandwidth` (the
@@ -199,7 +202,8 @@ def cv_bandwidth(points, weights, *, multipliers=(0.25, 0.35, 0.5, 0.7, 1.0), n_
     return out
 
 
-def weighted_kde(points, support, weights, bandwidth, norm=None) -> np.ndarray:
+def weighted_kde(points: np.ndarray, support: np.ndarray, weights: np.ndarray, bandwidth: np.ndarray,
+                 norm: np.ndarray | None = None) -> np.ndarray:
     """Gaussian kernel densities ``max(sum_n c_{i,n} N(y; x_n, diag(h_i^2)), 0) / Z_i`` at ``points``.
 
     With non-negative rows of ``weights`` summing to one and ``norm=None``
@@ -253,8 +257,8 @@ def weighted_kde(points, support, weights, bandwidth, norm=None) -> np.ndarray:
     return out
 
 
-def positive_part_mass(support, weights, bandwidth, *, n_grid: int = 1024, n_samples: int = 10000,
-                       seed=0) -> np.ndarray:
+def positive_part_mass(support: np.ndarray, weights: np.ndarray, bandwidth: np.ndarray, *, n_grid: int = 1024,
+                       n_samples: int = 10000, seed: int | np.random.Generator = 0) -> np.ndarray:
     """``Z_i = integral of max(sum_n c_{i,n} N(y; x_n, diag(h_i^2)), 0) dy`` per component.
 
     One-dimensional views: trapezoidal rule on ``n_grid`` points spanning the
@@ -314,7 +318,9 @@ def positive_part_mass(support, weights, bandwidth, *, n_grid: int = 1024, n_sam
     return out
 
 
-def fit_weighted_gmm(support, weights, bandwidth, m: int, *, n_iter: int = 100, tol: float = 1e-8, seed=0):
+def fit_weighted_gmm(support: np.ndarray, weights: np.ndarray, bandwidth: np.ndarray, m: int, *, n_iter: int = 100,
+                     tol: float = 1e-8,
+                     seed: int | np.random.Generator = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Project a weighted kernel density onto an ``m``-component diagonal Gaussian mixture (EM).
 
     EM on the support points with fixed weights ``c_n``; each component's

@@ -15,6 +15,7 @@ References
 """
 
 from __future__ import annotations
+from typing import TYPE_CHECKING, Literal, Mapping
 
 import numpy as np
 
@@ -25,6 +26,9 @@ from specinit._validation import (
     check_int,
     check_positive,
 )
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 __all__ = [
     "FEATURES",
@@ -58,7 +62,7 @@ def _check_matrix(x, name: str, func: str) -> np.ndarray:
     return x
 
 
-def check_bandwidth(bandwidth, dim: int, name: str, func: str) -> np.ndarray:
+def check_bandwidth(bandwidth: float | ArrayLike, dim: int, name: str, func: str) -> np.ndarray:
     """A scalar or per-column bandwidth as a positive (dim,) vector.
 
     Parameters
@@ -91,7 +95,7 @@ def check_bandwidth(bandwidth, dim: int, name: str, func: str) -> np.ndarray:
     return np.broadcast_to(value, (dim,)).astype(np.float64)
 
 
-def check_no_constant_columns(x, name: str, func: str) -> np.ndarray:
+def check_no_constant_columns(x: np.ndarray, name: str, func: str) -> np.ndarray:
     """Column standard deviations of ``x``, after checking that no column is constant.
 
     Parameters
@@ -128,7 +132,8 @@ def check_no_constant_columns(x, name: str, func: str) -> np.ndarray:
     return std
 
 
-def median_bandwidth(x, *, factor: float = 0.5, max_points: int = _MEDIAN_POINTS, seed=0, name: str = "x",
+def median_bandwidth(x: ArrayLike, *, factor: float = 0.5, max_points: int = _MEDIAN_POINTS,
+                     seed: int | np.random.Generator = 0, name: str = "x",
                      func: str = "median_bandwidth") -> np.ndarray:
     """Median-heuristic Gaussian kernel bandwidth, one length scale per column.
 
@@ -229,7 +234,8 @@ class RandomFourierFeatures:
 
     kind = "rff"
 
-    def __init__(self, dim: int, bandwidth, rank: int = 128, seed=0):
+    def __init__(self, dim: int, bandwidth: float | ArrayLike, rank: int = 128,
+                 seed: int | np.random.Generator = 0) -> None:
         func = "RandomFourierFeatures"
         self.dim = check_int(dim, "dim", func, minimum=1)
         self.bandwidth = check_bandwidth(bandwidth, self.dim, "bandwidth", func)
@@ -239,11 +245,11 @@ class RandomFourierFeatures:
         rng = as_generator(seed, func)
         self.omega = rng.standard_normal((self.dim, self.rank // 2)) / self.bandwidth[:, None]
 
-    def to_arrays(self) -> dict:
+    def to_arrays(self) -> dict[str, np.ndarray]:
         """Named arrays that :func:`feature_map_from_arrays` reads back (an online estimate's ``state`` keeps them)."""
         return {"bandwidth": self.bandwidth, "omega": self.omega}
 
-    def transform(self, x) -> np.ndarray:
+    def transform(self, x: ArrayLike) -> np.ndarray:
         """Features of the rows of ``x`` (N, dim) -> (N, r).
 
         Parameters
@@ -267,7 +273,7 @@ class RandomFourierFeatures:
         proj = _check_columns(x, self.dim, "RandomFourierFeatures.transform") @ self.omega
         return np.concatenate([np.cos(proj), np.sin(proj)], axis=1) / np.sqrt(self.rank // 2)
 
-    def gaussian_embedding(self, loc, scale) -> np.ndarray:
+    def gaussian_embedding(self, loc: ArrayLike, scale: ArrayLike) -> np.ndarray:
         """Mean embedding ``E[phi(x)]`` of ``x ~ N(loc, diag(scale^2))`` (closed form).
 
         Parameters
@@ -349,7 +355,8 @@ class NystromFeatures:
 
     kind = "nystrom"
 
-    def __init__(self, x, bandwidth, rank: int = 128, seed=0, max_candidates: int = 5000):
+    def __init__(self, x: ArrayLike, bandwidth: float | ArrayLike, rank: int = 128, seed: int | np.random.Generator = 0,
+                 max_candidates: int = 5000) -> None:
         func = "NystromFeatures"
         x = _check_matrix(x, "x", func)
         self.dim = x.shape[1]
@@ -375,11 +382,11 @@ class NystromFeatures:
         self.projection = V[:, keep] / np.sqrt(s[keep])
         self.rank = int(keep.sum())
 
-    def to_arrays(self) -> dict:
+    def to_arrays(self) -> dict[str, np.ndarray]:
         """Named arrays that :func:`feature_map_from_arrays` reads back (an online estimate's ``state`` keeps them)."""
         return {"bandwidth": self.bandwidth, "landmarks": self.landmarks, "projection": self.projection}
 
-    def transform(self, x) -> np.ndarray:
+    def transform(self, x: ArrayLike) -> np.ndarray:
         """Features of the rows of ``x`` (N, dim) -> (N, r).
 
         Parameters
@@ -403,7 +410,7 @@ class NystromFeatures:
         x = _check_columns(x, self.dim, "NystromFeatures.transform")
         return _gauss_kernel(x, self.landmarks, self.bandwidth) @ self.projection
 
-    def gaussian_embedding(self, loc, scale) -> np.ndarray:
+    def gaussian_embedding(self, loc: ArrayLike, scale: ArrayLike) -> np.ndarray:
         """Mean embedding ``E[phi(x)]`` of ``x ~ N(loc, diag(scale^2))`` (closed form).
 
         ``E[k(z, x)] = prod_j (sigma_j^2 / (sigma_j^2 + s_j^2))^(1/2)
@@ -435,7 +442,8 @@ class NystromFeatures:
         return k @ self.projection
 
 
-def feature_map_from_arrays(arrays: dict, name: str = "estimate"):
+def feature_map_from_arrays(arrays: Mapping[str, np.ndarray],
+                            name: str = "estimate") -> RandomFourierFeatures | NystromFeatures:
     """The feature map saved by ``to_arrays`` (random Fourier or Nystrom features, by the arrays present).
 
     Parameters
@@ -481,8 +489,9 @@ def feature_map_from_arrays(arrays: dict, name: str = "estimate"):
     return feature_map
 
 
-def kernel_features(x, *, features: str = "rff", rank: int = 128, bandwidth=None, seed=0,
-                    name: str = "x", func: str = "kernel_features"):
+def kernel_features(x: ArrayLike, *, features: Literal["rff", "nystrom"] = "rff", rank: int = 128,
+                    bandwidth: float | ArrayLike | None = None, seed: int | np.random.Generator = 0, name: str = "x",
+                    func: str = "kernel_features") -> RandomFourierFeatures | NystromFeatures:
     """A feature map for one view (bandwidth by the median heuristic unless given).
 
     Parameters

@@ -98,15 +98,20 @@ References
 from __future__ import annotations
 
 from itertools import combinations
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from specinit._validation import bad_argument
 
+if TYPE_CHECKING:
+    from specinit.engine.views import MultiViewPopulation, SummedViews, ViewMoments
+
 __all__ = ["ExchangeableViews", "whitened_third_embedding"]
 
 
-def whitened_third_embedding(moments, W, views=None) -> np.ndarray:
+def whitened_third_embedding(moments: ViewMoments | SummedViews | MultiViewPopulation, W: np.ndarray,
+                             views: Sequence[int] | None = None) -> np.ndarray:
     """The whitened third-order embedding ([1]_ eq. 39) as a symmetric k x k x k tensor.
 
     ``T = mean_{a < b < c} sym E[xi_a (x) xi_b (x) xi_c]``, ``xi_v = W^T phi(x_v)``;
@@ -172,7 +177,8 @@ class ExchangeableViews:
     .. [1] Song, Anandkumar, Dai, Xie, ICML 2014, Sec. 6: Alg. 1, eq. 39, Alg. 2, eq. 40.
     """
 
-    def __init__(self, moments, views=None):
+    def __init__(self, moments: ViewMoments | SummedViews | MultiViewPopulation,
+                 views: Sequence[int] | None = None) -> None:
         self.views = list(range(moments.n_views)) if views is None else list(views)
         dims = {moments.dims[v] for v in self.views}
         if len(dims) != 1:

@@ -20,6 +20,7 @@ fitting (:meth:`FactoredMoments.conditioning`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -82,7 +83,7 @@ class FactoredMoments:
         m3 = np.einsum("i,ia,ib,ic->abc", self.kappa, b, b, b)
         return m2, m3
 
-    def conditioning(self) -> dict:
+    def conditioning(self) -> dict[str, Any]:
         """Identifiability and conditioning of the moment problem.
 
         Returns

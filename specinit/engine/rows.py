@@ -19,14 +19,19 @@ References
 from __future__ import annotations
 
 from itertools import combinations
+from typing import TYPE_CHECKING, Literal, Mapping
 
 import numpy as np
 
 from specinit._validation import bad_argument, check_allocation, public
-from specinit.engine.backends import OnBackend, numba_kernel
+from specinit.engine.backends import OnBackend, Passes, numba_kernel
 from specinit.engine.backends.numpy import pair_products
 from specinit.engine.cumulants import fourth_power_sum
 from specinit.engine.sources import ViewSource, check_rows
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+    from numpy.typing import ArrayLike
 
 __all__ = ["ROW_PASSES", "RowMoments", "RowSums", "effective_rank", "unit_of"]
 
@@ -34,7 +39,7 @@ __all__ = ["ROW_PASSES", "RowMoments", "RowSums", "effective_rank", "unit_of"]
 ROW_PASSES = frozenset({"gram", "triples"})
 
 
-def unit_of(*arrays) -> float:
+def unit_of(*arrays: np.ndarray) -> float:
     """The largest absolute entry of ``arrays``: the unit that brings data of any scale to O(1) (1.0 when all are 0).
 
     Dividing data by it (and multiplying locations and scales back) makes a
@@ -117,7 +122,8 @@ class RowSums:
         ``s1, s2, s3`` (and ``s4``), shapes (d,), (d, d), (d, d, d), (d, d, d, d).
     """
 
-    def __init__(self, n: int, low, high, origin, scale: float, *powers):
+    def __init__(self, n: int, low: ArrayLike, high: ArrayLike, origin: ArrayLike, scale: float,
+                 *powers: ArrayLike) -> None:
         self.n, self.scale = int(n), float(scale)
         self.low, self.high, self.origin = (np.asarray(a, dtype=np.float64) for a in (low, high, origin))
         self.powers = tuple(np.asarray(a, dtype=np.float64) for a in powers)
@@ -132,7 +138,8 @@ class RowSums:
         return len(self.powers)
 
     @classmethod
-    def from_rows(cls, x, name: str = "x", order: int = 3, frame: "RowSums | None" = None) -> "RowSums":
+    def from_rows(cls, x: ArrayLike | sp.sparray | sp.spmatrix, name: str = "x", order: Literal[3, 4] = 3,
+                  frame: "RowSums | None" = None) -> "RowSums":
         """The summary of a batch of rows.
 
         Parameters
@@ -221,13 +228,13 @@ class RowSums:
         central = _shifted_power_sums(self.n, tuple(projected), 1.0, -projected[0] / self.n)
         return tuple(ratio**p * total / self.n for p, total in enumerate(central[1:], 2))
 
-    def to_arrays(self) -> dict:
+    def to_arrays(self) -> dict[str, np.ndarray]:
         """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
         return {"n": np.asarray(self.n), "low": self.low, "high": self.high, "origin": self.origin,
                 "scale": np.asarray(self.scale), **{f"s{p}": power for p, power in enumerate(self.powers, 1)}}
 
     @classmethod
-    def from_arrays(cls, arrays: dict, name: str = "estimate") -> "RowSums":
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], name: str = "estimate") -> "RowSums":
         """The summary saved by :meth:`to_arrays` (shapes and values checked)."""
         try:
             d = np.asarray(arrays["origin"]).shape[0]
@@ -350,7 +357,9 @@ class RowMoments(OnBackend):
     """
 
     @public
-    def __init__(self, x, k: int, covariance: str, noise: str = "factor", backend=None):
+    def __init__(self, x: ArrayLike | sp.sparray | sp.spmatrix | RowSums, k: int,
+                 covariance: Literal["common", "spherical", "diag"], noise: Literal["factor", "isotropic"] = "factor",
+                 backend: str | Passes | None = None) -> None:
         summed = isinstance(x, RowSums)
         if summed:  # the moments from the summary's sums: no pass over rows
             self._run_on("numpy", "numpy", ROW_PASSES)
@@ -437,14 +446,14 @@ class RowMoments(OnBackend):
         """``d + 1`` (the constant coordinate included)."""
         return self.shift.size + 1
 
-    def m2_matmat(self, Q):
+    def m2_matmat(self, Q: ArrayLike) -> np.ndarray:
         """``M2 @ Q`` (one pass)."""
         Q = np.asarray(Q, dtype=np.float64)
         out = self._m2 @ Q if self._placed is None else self.passes.gram(self._placed, 0, 0, Q) / self.n
         out[:-1] -= self.noise[:, None] * Q[:-1]
         return out
 
-    def whitened_m3(self, W):
+    def whitened_m3(self, W: ArrayLike) -> np.ndarray:
         """``M3(W, W, W)`` (one pass)."""
         W = np.asarray(W, dtype=np.float64)
         if self._placed is None:

@@ -17,6 +17,7 @@ References
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -24,7 +25,11 @@ import scipy.sparse as sp
 from specinit._validation import bad_argument, check_allocation, check_magnitude, integer_symbols
 from specinit.engine.backends import numba_kernel
 from specinit.engine.sources import is_dask_array, is_jax_array
-from specinit.engine.views import SummedViews, multiview_population
+from specinit.engine.views import MultiViewPopulation, SummedViews, multiview_population
+
+if TYPE_CHECKING:
+    import dask.array
+    from numpy.typing import ArrayLike
 
 __all__ = ["ChainViews", "SequenceBatch", "TripleCounts", "as_sequences", "chain_population", "check_symbols",
            "forward_backward", "one_hot", "stationary", "triple_views"]
@@ -32,7 +37,7 @@ __all__ = ["ChainViews", "SequenceBatch", "TripleCounts", "as_sequences", "chain
 _EXPECTED = "a 1-D array (one sequence), a 2-D array (rows = sequences) or a list/tuple of 1-D arrays"
 
 
-def as_sequences(sequences, *, categorical: bool) -> list[np.ndarray]:
+def as_sequences(sequences: ArrayLike | Sequence[ArrayLike], *, categorical: bool) -> list[np.ndarray]:
     """Validate one 1-D sequence, a 2-D array of equal-length rows, or a list/tuple of 1-D sequences.
 
     Parameters
@@ -151,7 +156,9 @@ class ChainViews:
         V, where ``symbols`` is given.
     """
 
-    def __init__(self, views, first_mean: np.ndarray, counts: dict, symbols=None, n_symbols: int | None = None):
+    def __init__(self, views: Sequence[np.ndarray | sp.sparray | sp.spmatrix | dask.array.Array] | MultiViewPopulation,
+                 first_mean: np.ndarray, counts: dict, symbols: np.ndarray | None = None,
+                 n_symbols: int | None = None) -> None:
         self.views, self.first_mean, self.counts = views, np.asarray(first_mean, dtype=np.float64), dict(counts)
         self.symbols, self.n_symbols = symbols, n_symbols
 
@@ -164,7 +171,7 @@ class ChainViews:
         return out
 
 
-def chain_population(init, transition, emission) -> ChainViews:
+def chain_population(init: ArrayLike, transition: ArrayLike, emission: ArrayLike) -> ChainViews:
     """Exact views of an HMM whose middle state ``h_2`` is stationary ([1]_ Prop. 3.4).
 
     The sliding triples of long sequences see a middle state distributed as
@@ -191,7 +198,7 @@ def chain_population(init, transition, emission) -> ChainViews:
     return ChainViews(views, init @ O, {"n_sequences": 0, "n_triples": 0, "n_short_sequences": 0})
 
 
-def triple_views(sequences, n_symbols: int) -> ChainViews:
+def triple_views(sequences: Sequence[ArrayLike] | dask.array.Array, n_symbols: int) -> ChainViews:
     """One-hot views of all sliding triples and the mean one-hot first symbol.
 
     Parameters
@@ -259,7 +266,8 @@ class TripleCounts:
     n_sequences, n_short_sequences : int
     """
 
-    def __init__(self, triples, first, seen, n_sequences: int, n_short_sequences: int):
+    def __init__(self, triples: ArrayLike, first: ArrayLike, seen: ArrayLike, n_sequences: int,
+                 n_short_sequences: int) -> None:
         self.triples, self.first, self.seen = (np.asarray(a, dtype=np.float64) for a in (triples, first, seen))
         self.n_sequences, self.n_short_sequences = int(n_sequences), int(n_short_sequences)
 
@@ -316,13 +324,13 @@ class TripleCounts:
             return ChainViews(views, first, counts, symbols, self.n_symbols)
         return ChainViews(views, first, counts)
 
-    def to_arrays(self) -> dict:
+    def to_arrays(self) -> dict[str, np.ndarray]:
         """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
         return {"triples": self.triples, "first": self.first, "seen": self.seen,
                 "sequences": np.asarray([self.n_sequences, self.n_short_sequences])}
 
     @classmethod
-    def from_arrays(cls, arrays: dict, name: str = "estimate") -> "TripleCounts":
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], name: str = "estimate") -> "TripleCounts":
         """The summary saved by :meth:`to_arrays` (shapes, finiteness and signs checked)."""
         try:
             parts = {key: np.asarray(arrays[key], dtype=np.float64) for key in ("triples", "first", "seen",
@@ -449,7 +457,7 @@ class SequenceBatch:
         Validated observations (length >= 1 each; int symbols or floats).
     """
 
-    def __init__(self, sequences):
+    def __init__(self, sequences: Sequence[np.ndarray]) -> None:
         lengths = np.array([s.size for s in sequences], dtype=np.int64)
         order = np.argsort(-lengths, kind="stable")
         self.lengths = lengths[order]
@@ -467,7 +475,8 @@ class SequenceBatch:
         return int(self.values.size)
 
 
-def forward_backward(batch: SequenceBatch, init: np.ndarray, transition: np.ndarray, likelihood: np.ndarray):
+def forward_backward(batch: SequenceBatch, init: np.ndarray, transition: np.ndarray,
+                     likelihood: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """Expected counts of an HMM over ragged sequences (scaled forward-backward, [2]_ eqs. 91-93).
 
     With Numba installed (extra ``[fast]``) the recursions run compiled

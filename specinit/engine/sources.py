@@ -18,7 +18,7 @@ are validated block by block where the blocks are computed.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,6 +27,8 @@ from specinit._validation import bad_argument, check_count_matrix, check_magnitu
 
 if TYPE_CHECKING:
     import dask.array
+    import jax
+    from numpy.typing import ArrayLike
 
 __all__ = ["CountSource", "ViewSource", "as_float_block", "check_row_blocks", "check_rows", "from_jax",
            "is_dask_array", "is_jax_array", "row_ranges", "row_view", "transpose_view"]
@@ -36,7 +38,7 @@ _BLOCK_BYTES = 64 * 2**20  # bound on the dense row blocks of an in-memory view 
 _PRODUCT_WIDTH = 128  # the widest product X @ Q a pass forms from a sparse view block (k + oversample columns)
 
 
-def is_dask_array(value) -> bool:
+def is_dask_array(value: object) -> bool:
     """True for a ``dask.array.Array`` (checked without importing Dask).
 
     Parameters
@@ -51,7 +53,7 @@ def is_dask_array(value) -> bool:
     return type(value).__module__.startswith("dask.array") and hasattr(value, "to_delayed")
 
 
-def is_jax_array(value) -> bool:
+def is_jax_array(value: object) -> bool:
     """True for a JAX array (checked without importing JAX).
 
     Parameters
@@ -140,7 +142,7 @@ def transpose_view(matrix: sp.csr_matrix) -> sp.csc_matrix:
     return _compressed_view(sp.csc_matrix, matrix.data, matrix.indices, matrix.indptr, matrix.shape[::-1])
 
 
-def from_jax(counts, name: str, func: str | None = None) -> np.ndarray:
+def from_jax(counts: jax.Array, name: str, func: str | None = None) -> np.ndarray:
     """A JAX array of counts as a NumPy array, refusing integer counts that may have overflowed.
 
     JAX stores integers in int32 unless x64 is enabled, and counts built in
@@ -185,7 +187,7 @@ def from_jax(counts, name: str, func: str | None = None) -> np.ndarray:
     return array
 
 
-def check_row_blocks(array, name: str, func: str | None = None) -> dask.array.Array:
+def check_row_blocks(array: dask.array.Array, name: str, func: str | None = None) -> dask.array.Array:
     """Check that a Dask array is an (N, d) array of row blocks with known sizes.
 
     Parameters
@@ -226,7 +228,8 @@ def check_row_blocks(array, name: str, func: str | None = None) -> dask.array.Ar
     return array
 
 
-def as_float_block(block, name: str = "views (Dask block)", func: str | None = None):
+def as_float_block(block: np.ndarray | sp.sparray | sp.spmatrix, name: str = "views (Dask block)",
+                   func: str | None = None) -> np.ndarray | sp.csr_matrix:
     """A row block as float64 (CSR or ndarray), refusing NaN/inf.
 
     Parameters
@@ -296,7 +299,7 @@ class CountSource:
         a Dask array chunked along the columns.
     """
 
-    def __init__(self, counts: Any, name: str = "counts"):
+    def __init__(self, counts: Any, name: str = "counts") -> None:
         self.name = name
         self.matrix = self.dask = None
         self._chunks: list | None = None
@@ -389,7 +392,7 @@ class CountSource:
                                f"{where} with {chunk.shape[1]}", describe=False)
         return chunk
 
-    def rows(self, indices) -> sp.csr_matrix:
+    def rows(self, indices: np.ndarray) -> sp.csr_matrix:
         """The documents at the sorted global row ``indices``, whatever the chunking (a Dask array reads only their blocks).
 
         Parameters
@@ -472,7 +475,8 @@ class ViewSource:
         and in-memory views.
     """
 
-    def __init__(self, views, name: str = "views", minimum: int = 3):
+    def __init__(self, views: Sequence[ArrayLike | sp.sparray | sp.spmatrix | dask.array.Array], name: str = "views",
+                 minimum: int = 3) -> None:
         self.name = name
         if isinstance(views, np.ndarray) or sp.issparse(views) or is_dask_array(views) or not hasattr(views, "__len__"):
             raise bad_argument(name, None, "a list of (N, d_v) arrays (one per view)", views, kind=TypeError)
@@ -500,11 +504,11 @@ class ViewSource:
         self.n_observations = int(rows[0])
 
     @property
-    def dims(self) -> tuple:
+    def dims(self) -> tuple[int, ...]:
         """Number of columns of every view."""
         return tuple(int(v.shape[1]) for v in self.views)
 
-    def blocks(self, indices) -> Iterator[tuple]:
+    def blocks(self, indices: Sequence[int]) -> Iterator[tuple]:
         """Aligned row blocks of ``views[i] for i in indices`` (in memory: bounded dense slices; Dask: computed blocks).
 
         Parameters
@@ -588,7 +592,8 @@ class ViewSource:
         return top, (dense / scale).mean(axis=0) * scale, np.ptp(dense, axis=0)
 
 
-def check_rows(x, name: str = "x", min_columns: int = 1, columns: str = "k", min_rows: int = 2) -> np.ndarray:
+def check_rows(x: ArrayLike | sp.sparray | sp.spmatrix, name: str = "x", min_columns: int = 1, columns: str = "k",
+               min_rows: int = 2) -> np.ndarray:
     """``x`` as a finite dense float64 (N, d) array with N >= ``min_rows`` and at least ``min_columns`` columns.
 
     Parameters

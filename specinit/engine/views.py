@@ -60,6 +60,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import combinations
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
@@ -75,13 +76,20 @@ from specinit._validation import (
     public,
     warn,
 )
-from specinit.engine.backends import OnBackend
+from specinit.engine.backends import OnBackend, Passes
 from specinit.engine.backends.numpy import cross3
 from specinit.engine.decompose import check_options
 from specinit.engine.exchangeable import fit_exchangeable
 from specinit.engine.jennrich import jennrich_projected_means
 from specinit.engine.sources import ViewSource
 from specinit.engine.whitening import IndefiniteMomentError
+
+if TYPE_CHECKING:
+    import dask.array
+    from numpy.typing import ArrayLike
+
+    #: One view: rows are observations.
+    View: TypeAlias = ArrayLike | sp.sparray | sp.spmatrix | dask.array.Array
 
 #: The passes a multi-view model needs from its backend.
 VIEW_PASSES = frozenset({"gram", "triples"})
@@ -136,7 +144,8 @@ class ViewMoments(OnBackend):
     """
 
     @public
-    def __init__(self, views, backend=None):
+    def __init__(self, views: Sequence[View] | ViewSource,
+                 backend: str | Passes | None = None) -> None:
         source = views if isinstance(views, ViewSource) else ViewSource(views)
         self._run_on(backend, source.kind, VIEW_PASSES)
         self.source = source
@@ -153,14 +162,14 @@ class ViewMoments(OnBackend):
         return len(self.source.views)
 
     @property
-    def dims(self) -> tuple:
+    def dims(self) -> tuple[int, ...]:
         return self.source.dims
 
     def pairs_matmat(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:
         """``E[x_a x_b^T] @ Q`` for a (d_b, r) matrix, as ``X_a^T (X_b Q) / N``."""
         return self.passes.gram(self._placed, a, b, np.asarray(Q, dtype=np.float64)) / self.n_observations
 
-    def projected_triples(self, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+    def projected_triples(self, a: int, b: int, c: int, Ua: np.ndarray, Ub: np.ndarray, Uc: np.ndarray) -> np.ndarray:
         """``E[(Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)]`` as a (ka, kb, kc) array, in bounded blocks."""
         Ua, Ub, Uc = (np.asarray(U, dtype=np.float64) for U in (Ua, Ub, Uc))
         return self.passes.triples(self._placed, a, b, c, Ua, Ub, Uc) / self.n_observations
@@ -185,7 +194,8 @@ class SummedViews:
         Default: 1 for every view.
     """
 
-    def __init__(self, n_observations: int, dims, pairs: dict, triples: dict, scales=None):
+    def __init__(self, n_observations: int, dims: Sequence[int], pairs: dict, triples: dict,
+                 scales: Sequence[float] | np.ndarray | None = None) -> None:
         self.n_observations, self.dims = int(n_observations), tuple(int(d) for d in dims)
         self.pairs, self.triples = pairs, triples
         self.scales = np.ones(len(self.dims)) if scales is None else np.asarray(scales, dtype=np.float64)
@@ -201,7 +211,7 @@ class SummedViews:
         table = self.pairs[(a, b)] if a < b else self.pairs[(b, a)].T
         return table @ np.asarray(Q, dtype=np.float64) / (self.n_observations * self.scales[a] * self.scales[b])
 
-    def projected_triples(self, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+    def projected_triples(self, a: int, b: int, c: int, Ua: np.ndarray, Ub: np.ndarray, Uc: np.ndarray) -> np.ndarray:
         """``E[(Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)]`` for three distinct views."""
         order = sorted((a, b, c))
         table = np.transpose(self.triples[tuple(order)], [order.index(view) for view in (a, b, c)])
@@ -239,13 +249,13 @@ class ViewSums:
         As for :class:`SummedViews`.
     """
 
-    def __init__(self, n: int, n_base: int, peaks, firsts: list, pairs: dict, triples: dict):
+    def __init__(self, n: int, n_base: int, peaks: ArrayLike, firsts: list, pairs: dict, triples: dict) -> None:
         self.n, self.n_base = int(n), int(n_base)
         self.peaks = np.asarray(peaks, dtype=np.float64)
         self.firsts, self.pairs, self.triples = [np.asarray(f, dtype=np.float64) for f in firsts], pairs, triples
 
     @property
-    def dims(self) -> tuple:
+    def dims(self) -> tuple[int, ...]:
         return tuple(f.size for f in self.firsts)
 
     @classmethod
@@ -285,13 +295,13 @@ class ViewSums:
                         {key: value + other.pairs[key] for key, value in self.pairs.items()},
                         {key: value + other.triples[key] for key, value in self.triples.items()})
 
-    def moments(self, scales, n_views: int | None = None) -> SummedViews:
+    def moments(self, scales: Sequence[float] | np.ndarray, n_views: int | None = None) -> SummedViews:
         """The cross moments of the first ``n_views`` views (default: all), each divided by its scale."""
         m = len(self.dims) if n_views is None else n_views
         return SummedViews(self.n, self.dims[:m], {key: value for key, value in self.pairs.items() if key[1] < m},
                            {key: value for key, value in self.triples.items() if key[2] < m}, list(scales)[:m])
 
-    def to_arrays(self) -> dict:
+    def to_arrays(self) -> dict[str, np.ndarray]:
         """Named arrays that :meth:`from_arrays` reads back (an estimate's ``state`` saves them)."""
         out = {"counts": np.asarray([self.n, self.n_base]), "peaks": self.peaks}
         out.update({f"first_{v}": f for v, f in enumerate(self.firsts)})
@@ -300,7 +310,7 @@ class ViewSums:
         return out
 
     @classmethod
-    def from_arrays(cls, arrays: dict, name: str = "estimate") -> "ViewSums":
+    def from_arrays(cls, arrays: Mapping[str, np.ndarray], name: str = "estimate") -> "ViewSums":
         """The summary saved by :meth:`to_arrays` (every member present, shapes consistent, values finite)."""
         try:
             n, n_base = (int(c) for c in np.asarray(arrays["counts"]))
@@ -344,21 +354,21 @@ class MultiViewPopulation:
         return len(self.means)
 
     @property
-    def dims(self) -> tuple:
+    def dims(self) -> tuple[int, ...]:
         return tuple(m.shape[1] for m in self.means)
 
     def pairs_matmat(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:
         """``sum_i w_i mu_{a,i} (mu_{b,i}^T Q)`` (``a != b``)."""
         return self.means[a].T @ (self.weights[:, None] * (self.means[b] @ Q))
 
-    def projected_triples(self, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+    def projected_triples(self, a: int, b: int, c: int, Ua: np.ndarray, Ub: np.ndarray, Uc: np.ndarray) -> np.ndarray:
         """``sum_i w_i (Ua^T mu_{a,i}) (x) (Ub^T mu_{b,i}) (x) (Uc^T mu_{c,i})``."""
         pa, pb, pc = self.means[a] @ Ua, self.means[b] @ Ub, self.means[c] @ Uc
         return np.einsum("i,ia,ib,ic->abc", self.weights, pa, pb, pc)
 
 
 @public
-def multiview_population(means, weights) -> MultiViewPopulation:
+def multiview_population(means: Sequence[ArrayLike], weights: ArrayLike) -> MultiViewPopulation:
     """Population cross moments of a multi-view mixture from its parameters.
 
     Parameters
@@ -451,7 +461,8 @@ def _top_left_basis(moments, v: int, u: int, k: int, rng, oversample: int, n_ite
 
 
 @public
-def pair_misfit(moments, weights, means, seed=0, rank: int = 10) -> np.ndarray:
+def pair_misfit(moments: ViewMoments | SummedViews | MultiViewPopulation, weights: np.ndarray,
+                means: Sequence[np.ndarray], seed: int | np.random.Generator = 0, rank: int = 10) -> np.ndarray:
     """How far each cross moment of the data is from what a fitted multi-view mixture implies.
 
     Under the model the views are conditionally independent given the class, so
@@ -488,7 +499,8 @@ def pair_misfit(moments, weights, means, seed=0, rank: int = 10) -> np.ndarray:
     return np.asarray(out)
 
 
-def pair_spectrum(moments, r: int, seed=0, target: int = -1) -> np.ndarray:
+def pair_spectrum(moments: ViewMoments | SummedViews | MultiViewPopulation, r: int, seed: int | np.random.Generator = 0,
+                  target: int = -1) -> np.ndarray:
     """The top ``r`` singular values of the cross moment of the target view and the first other view.
 
     Under a k-class multi-view model the cross moments have rank k: the
@@ -512,7 +524,8 @@ def pair_spectrum(moments, r: int, seed=0, target: int = -1) -> np.ndarray:
     return _top_left_basis(moments, t, a, r, as_generator(seed), 10, 2)[1]
 
 
-def conditional_means(moments, view: int, anchor: int, anchor_means, weights) -> np.ndarray:
+def conditional_means(moments: ViewMoments | SummedViews | MultiViewPopulation, view: int, anchor: int,
+                      anchor_means: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """``E[x_view | h]`` from the cross moment with an already estimated anchor view.
 
     With ``Q`` an orthonormal basis of the row space of ``anchor_means``,
@@ -568,8 +581,11 @@ def _symmetric_projected_means(k, pairs, triples, rng, method, oversample, n_pow
 
 
 @public
-def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", approach: str = "symmetric", seed=0,
-                  oversample: int = 10, n_power_iter: int = 2, decompose_options: dict | None = None) -> MultiViewFit:
+def fit_multiview(views: Sequence[View] | ViewMoments | SummedViews | MultiViewPopulation, k: int, *, target: int = -1,
+                  method: Literal["tpm", "svtd", "eca", "als"] = "tpm",
+                  approach: Literal["symmetric", "jennrich", "auto"] = "symmetric", seed: int | np.random.Generator = 0,
+                  oversample: int = 10, n_power_iter: int = 2,
+                  decompose_options: Mapping[str, Any] | None = None) -> MultiViewFit:
     """Estimate the weights and every view's conditional means of a multi-view mixture.
 
     Parameters
@@ -708,7 +724,8 @@ def fit_multiview(views, k: int, *, target: int = -1, method: str = "tpm", appro
     return MultiViewFit(weights=weights, means=means, diagnostics=diagnostics)
 
 
-def with_squares(views, indices, backend=None) -> ViewMoments:
+def with_squares(views: Sequence[View], indices: Iterable[int],
+                 backend: str | Passes | None = None) -> ViewMoments:
     """Moments of ``views`` followed by the elementwise squares of ``views[indices]``.
 
     Parameters
@@ -729,7 +746,8 @@ def with_squares(views, indices, backend=None) -> ViewMoments:
     return ViewMoments(base + [np.asarray(base[v], dtype=np.float64) ** 2 for v in indices], backend=backend)
 
 
-def conditional_variances(moments, fit: MultiViewFit, indices) -> dict:
+def conditional_variances(moments: ViewMoments | SummedViews | MultiViewPopulation, fit: MultiViewFit,
+                          indices: Iterable[int]) -> dict:
     """Per-class, per-coordinate variances ``Var[x_v | h]`` of dense views.
 
     ``E[x_v^2 | h]`` (elementwise square) is the conditional mean of the view

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import SimpleNamespace
+from typing import Callable, Literal, Protocol
 
 import numpy as np
 
@@ -36,6 +37,25 @@ __all__ = ["EIGENSPACES", "Whitening", "IndefiniteMomentError", "RitzSubspace", 
 
 #: Which k eigenpairs :func:`whiten` keeps: the top k by magnitude (all must be positive), or the k largest positive.
 EIGENSPACES = ("magnitude", "positive")
+
+
+class SecondMoments(Protocol):
+    """What :func:`whiten` reads of a moment object: its dimension and products with its second moment."""
+
+    @property
+    def n_features(self) -> int:
+        """The dimension ``d`` of the second moment."""
+
+    def m2_matmat(self, Q: np.ndarray) -> np.ndarray:
+        """``M2 @ Q`` for a (d, r) block ``Q``."""
+
+
+class SymmetricMoments(SecondMoments, Protocol):
+    """What :func:`~specinit.engine.exchangeable.fit_exchangeable` reads: :class:`SecondMoments` and ``M3(W, W, W)``
+    (``whitened_m4(W)`` too for ``order=4``)."""
+
+    def whitened_m3(self, W: np.ndarray) -> np.ndarray:
+        """The third moment at a (d, k) whitening ``W``: (k, k, k)."""
 
 
 class IndefiniteMomentError(ValueError):
@@ -125,7 +145,7 @@ class RitzSubspace:
     passes: int
 
 
-def wanted_pairs(ritz: np.ndarray, k: int, order: str) -> np.ndarray:
+def wanted_pairs(ritz: np.ndarray, k: int, order: Literal["magnitude", "positive"]) -> np.ndarray:
     """Indices of the wanted Ritz pairs among ``ritz`` (by decreasing magnitude): the first k, or the first k positive.
 
     Parameters
@@ -198,9 +218,9 @@ def _next_block(basis, candidates):
     return block @ np.linalg.inv(chol).T
 
 
-def krylov_eigenspace(matmat, start: np.ndarray, k: int, *, min_passes: int = 2, max_passes: int = 13,
-                      tol: float = 1e-2, noise_tol: float = 0.0, max_blocks: int = 4,
-                      order: str = "magnitude") -> RitzSubspace:
+def krylov_eigenspace(matmat: Callable[[np.ndarray], np.ndarray], start: np.ndarray, k: int, *, min_passes: int = 2,
+                      max_passes: int = 13, tol: float = 1e-2, noise_tol: float = 0.0, max_blocks: int = 4,
+                      order: Literal["magnitude", "positive"] = "magnitude") -> RitzSubspace:
     """Top-k eigenpairs of a symmetric operator by randomized block Krylov iteration.
 
     Block Lanczos with full reorthogonalization: the search space starts as
@@ -316,15 +336,14 @@ def _block_lanczos(matmat, start, k, min_passes, max_passes, tol, noise_tol, max
 
 
 @public
-def whiten(
-    moments, k: int, *, oversample: int = 10, n_iter: int = 1, max_iter: int = 12, tol: float = 1e-2, seed=0,
-    eigenspace: str = "magnitude",
-) -> Whitening:
+def whiten(moments: SecondMoments, k: int, *, oversample: int = 10, n_iter: int = 1, max_iter: int = 12,
+           tol: float = 1e-2, seed: int | np.random.Generator = 0,
+           eigenspace: Literal["magnitude", "positive"] = "magnitude") -> Whitening:
     """Whiten the second moment ``M2`` of ``moments`` to rank ``k``.
 
     Parameters
     ----------
-    moments : object
+    moments : SecondMoments
         Anything with ``n_features`` and ``m2_matmat(Q)`` (``M2 @ Q``);
         with ``resident(A)`` and ``scope()`` too (count moments), the start
         block and the whole Krylov space live where its passes run.
@@ -443,12 +462,12 @@ def _indefinite(ritz: np.ndarray, s: np.ndarray, k: int, scale: float, eigenspac
     )
 
 
-def signed_spectrum(moments, r: int, seed=0) -> np.ndarray:
+def signed_spectrum(moments: SecondMoments, r: int, seed: int | np.random.Generator = 0) -> np.ndarray:
     """The ``r`` eigenvalues of largest magnitude of ``moments``' second moment, with their signs (descending).
 
     Parameters
     ----------
-    moments : object
+    moments : SecondMoments
         Has ``n_features`` and ``m2_matmat``.
     r : int
         How many.
@@ -465,7 +484,7 @@ def signed_spectrum(moments, r: int, seed=0) -> np.ndarray:
     return space.ritz[:r]
 
 
-def negative_spectrum(moments, m: int, top: float, seed=0) -> np.ndarray:
+def negative_spectrum(moments: SecondMoments, m: int, top: float, seed: int | np.random.Generator = 0) -> np.ndarray:
     """The magnitudes of the ``m`` most negative eigenvalues of ``moments``' second moment (descending; fewer when
     fewer are negative).
 
@@ -475,7 +494,7 @@ def negative_spectrum(moments, m: int, top: float, seed=0) -> np.ndarray:
 
     Parameters
     ----------
-    moments : object
+    moments : SecondMoments
         Has ``n_features`` and ``m2_matmat``.
     m : int
         How many.

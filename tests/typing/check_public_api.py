@@ -6,7 +6,17 @@ import numpy as np
 
 from specinit import SpectralEstimate
 from specinit.models import factors, gmm, hmm, lda, multiview, single_topic
+from specinit.align import align_draws, amari_index, draw_permutations, match_components, topic_error
+from specinit.compare import NutsComparison, SviComparison, compare_nuts, compare_svi, local_sites
+from specinit.conditional import ExactGibbs, Structure, exact_kernel, find_structure
+from specinit.corpus import Corpus, HeldoutResult, corpus_from_texts, document_completion, fold_in, from_matrix
+from specinit.corpus import load_letter_sequences, top_words, umass_coherence
+from specinit.distributions.hmm import posterior_marginals, viterbi
+from specinit.engine.decompose import Decomposition, decompose
+from specinit.engine.kernel_features import NystromFeatures, RandomFourierFeatures, kernel_features
+from specinit.engine.views import MultiViewFit, fit_multiview
 from specinit.refine import RefineResult
+from specinit.synthetic import SyntheticCorpus, sample_lda, sample_single_topic
 
 counts = np.ones((20, 6))
 est = lda.spectral(counts, 2)
@@ -26,3 +36,38 @@ mixture = gmm.spectral(counts, 2)
 assert_type(gmm.refine(counts, mixture), RefineResult)
 assert_type(gmm.refine(counts, mixture).estimate, SpectralEstimate)
 assert_type(hmm.refine([np.arange(5)], hmm.spectral([np.arange(5)], 2, 5)), RefineResult)
+
+# Aligning posterior draws to a spectral estimate, and the error measures.
+draws = {"beta": np.ones((2, 10, 2, 6))}
+assert_type(align_draws(draws, est, {"beta": 2}), dict[str, np.ndarray])
+assert_type(draw_permutations(draws, est, axis=2), np.ndarray)
+assert_type(match_components(est.params["beta"], est.params["beta"]), np.ndarray)
+assert_type(topic_error(est.params["beta"], est.params["beta"]), float)
+assert_type(amari_index(counts[:2], counts[:2]), float)
+
+# Comparing spectral and posterior fits; exact conditional kernels.
+assert_type(compare_nuts(lda.model, est, (counts, 2), num_chains=1), NutsComparison)
+assert_type(compare_svi(lda.model, est, (counts, 2)), SviComparison)
+assert_type(local_sites(lda.model, (counts, 2)), tuple[str, ...])
+assert_type(find_structure(lda.model, (counts, 2)), Structure | None)
+assert_type(exact_kernel(lda.model, (counts, 2)), ExactGibbs)
+
+# Synthetic corpora, corpora from matrices and texts, held-out scoring, topic quality.
+synthetic = sample_lda(50, 30, 3, seed=0)
+assert_type(synthetic, SyntheticCorpus)
+assert_type(sample_single_topic(50, 30, 3), SyntheticCorpus)
+assert_type(from_matrix(counts), Corpus)
+assert_type(corpus_from_texts(["a text", "another text"], min_df=1), Corpus)
+assert_type(load_letter_sequences(), list[np.ndarray])
+assert_type(document_completion(counts, est.params["beta"], est.params["alpha"]), HeldoutResult)
+assert_type(fold_in(counts, est.params["beta"], est.params["alpha"]), np.ndarray)
+assert_type(top_words(est.params["beta"]), list[list[str]])
+assert_type(umass_coherence(est.params["beta"], counts), np.ndarray)
+
+# Exact inference in HMMs given parameters; the engine's fits.
+chain = hmm.spectral([np.arange(5)], 2, 5)
+assert_type(viterbi(np.arange(5), chain), np.ndarray | list[np.ndarray])
+assert_type(posterior_marginals([np.arange(5)], chain), np.ndarray | list[np.ndarray])
+assert_type(decompose(np.ones((3, 3, 3)), 2), Decomposition)
+assert_type(fit_multiview([counts, counts, counts], 2), MultiViewFit)
+assert_type(kernel_features(counts, rank=8), RandomFourierFeatures | NystromFeatures)

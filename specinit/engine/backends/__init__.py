@@ -40,12 +40,18 @@ from __future__ import annotations
 import functools
 import importlib
 from dataclasses import dataclass, fields
-from contextlib import nullcontext
-from typing import ClassVar
+from contextlib import AbstractContextManager, nullcontext
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 import numpy as np
 
 from specinit._validation import bad_argument
+
+if TYPE_CHECKING:
+    import jax
+
+    from specinit.engine.sources import CountSource, ViewSource
 
 __all__ = ["BACKENDS", "FirstOrderStats", "OnBackend", "Passes", "WhitenedStats", "accelerator_present", "namespace",
            "numba_kernel", "one_blas_thread", "resident_scope", "resolve_backend"]
@@ -150,46 +156,47 @@ class Passes:
     name: ClassVar[str] = ""
     implements: ClassVar[frozenset] = frozenset()
 
-    def place_counts(self, source, weighting: str):
+    def place_counts(self, source: CountSource, weighting: str) -> Any:
         """Place a :class:`~specinit.engine.sources.CountSource` (documents with >= 3 tokens, weights of ``weighting``)."""
         raise NotImplementedError
 
-    def count_first(self, placed) -> FirstOrderStats:
+    def count_first(self, placed: Any) -> FirstOrderStats:
         """First-order sums of placed counts."""
         raise NotImplementedError
 
-    def count_m2(self, placed, Q: np.ndarray) -> np.ndarray:
+    def count_m2(self, placed: Any, Q: np.ndarray) -> np.ndarray:
         """``sum_d a_d c_d (c_d^T Q)`` (V, r)."""
         raise NotImplementedError
 
-    def count_whitened(self, placed, W: np.ndarray) -> WhitenedStats:
+    def count_whitened(self, placed: Any, W: np.ndarray) -> WhitenedStats:
         """The whitened sums for a (V, k) whitening ``W``."""
         raise NotImplementedError
 
-    def place_views(self, source):
+    def place_views(self, source: ViewSource) -> Any:
         """Place a :class:`~specinit.engine.sources.ViewSource`."""
         raise NotImplementedError
 
-    def gram(self, placed, a: int, b: int, Q: np.ndarray) -> np.ndarray:
+    def gram(self, placed: Any, a: int, b: int, Q: np.ndarray) -> np.ndarray:
         """``X_a^T (X_b Q)`` summed over rows (d_a, r)."""
         raise NotImplementedError
 
-    def triples(self, placed, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+    def triples(self, placed: Any, a: int, b: int, c: int, Ua: np.ndarray, Ub: np.ndarray,
+                Uc: np.ndarray) -> np.ndarray:
         """``sum_rows (Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)`` (ka, kb, kc)."""
         raise NotImplementedError
 
-    def resident(self, A: np.ndarray):
+    def resident(self, A: np.ndarray) -> np.ndarray | jax.Array:
         """``A`` (float64) where the passes run; count passes given such an array return the same kind.
 
         The CPU backends compute on the host: ``A`` itself.
         """
         return np.asarray(A, dtype=np.float64)
 
-    def scope(self):
+    def scope(self) -> AbstractContextManager[Any]:
         """Context for arithmetic on :meth:`resident` arrays (the JAX backend: float64 enabled). Default: none."""
         return nullcontext()
 
-    def pair_products(self, A, rhs):
+    def pair_products(self, A: np.ndarray | jax.Array, rhs: np.ndarray | jax.Array) -> np.ndarray | jax.Array:
         """``sum_r A[r, i] A[r, j] rhs[r, m]`` (k, k, m) of tall arrays of the kind :meth:`resident` returns.
 
         The O(V k^3) same-token corrections of the whitened third moment. The
@@ -206,7 +213,7 @@ class Passes:
     power_method: ClassVar = None
 
 
-def resident_scope(moments):
+def resident_scope(moments: object) -> AbstractContextManager[Any]:
     """The context for arithmetic on ``moments``' resident arrays (:meth:`Passes.scope`); none if it has no passes.
 
     Parameters
@@ -223,7 +230,7 @@ def resident_scope(moments):
 
 
 @functools.cache  # one import attempt: some loops look a kernel up at every step
-def numba_kernel(name: str):
+def numba_kernel(name: str) -> Callable[..., Any] | None:
     """The compiled kernel ``name`` of the Numba backend, or None when Numba is not installed (extra ``[fast]``).
 
     Parameters
@@ -242,7 +249,7 @@ def numba_kernel(name: str):
     return getattr(module, name)
 
 
-def namespace(x):
+def namespace(x: np.ndarray | jax.Array) -> ModuleType:
     """The array module of ``x``: :mod:`numpy` for host arrays, the array's own (``jax.numpy``) otherwise.
 
     Parameters
@@ -260,7 +267,7 @@ def namespace(x):
 _blas_controller = None
 
 
-def one_blas_thread():
+def one_blas_thread() -> AbstractContextManager[Any]:
     """A context in which the BLAS of this process runs on one thread.
 
     Used where the work is already spread over threads (the row chunks of a
@@ -306,7 +313,7 @@ def _load(name: str) -> type:
                            f"{name!r}, which needs {exc.name or exc}", describe=False) from None
 
 
-def resolve_backend(backend, source_kind: str, needs: frozenset, **settings) -> Passes:
+def resolve_backend(backend: str | Passes | None, source_kind: str, needs: frozenset, **settings: int | None) -> Passes:
     """The backend of one call, chosen once at the public entry.
 
     Parameters
@@ -367,7 +374,7 @@ class OnBackend:
 
     passes: Passes
 
-    def _run_on(self, backend, source_kind: str, needs: frozenset, **settings) -> None:
+    def _run_on(self, backend: str | Passes | None, source_kind: str, needs: frozenset, **settings: int | None) -> None:
         """Resolve ``backend`` for a source of ``source_kind`` that will run ``needs`` (:func:`resolve_backend`)."""
         self.passes = resolve_backend(backend, source_kind, needs, **settings)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
@@ -27,6 +28,11 @@ from specinit._validation import bad_argument, check_count_matrix
 from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedStats
 from specinit.engine.backends.numpy import NumpyPasses, cross3, first_order_stats, m2_partial, whitened_stats
 from specinit.engine.sources import as_float_block
+
+if TYPE_CHECKING:
+    import dask.array
+
+    from specinit.engine.sources import CountSource, ViewSource
 
 __all__ = ["DaskPasses", "reduce_blocks"]
 
@@ -59,7 +65,7 @@ def _share(arg: np.ndarray):
     return dask.delayed(arg)
 
 
-def reduce_blocks(arrays, fn, *args):
+def reduce_blocks(arrays: Sequence[dask.array.Array], fn: Callable[..., Any], *args: Any) -> Any:
     """``sum_blocks fn(block_1, ..., block_m, *args)`` over aligned row blocks, computed on the cluster.
 
     Parameters
@@ -175,13 +181,13 @@ class DaskPasses(Passes):
     name = "dask"
     implements = PASSES
 
-    def __init__(self, n_threads=None, chunk_rows=None):
+    def __init__(self, n_threads: int | None = None, chunk_rows: int | None = None) -> None:
         pass
 
     #: The host's kernel: the whitened arrays it multiplies are on the client.
     pair_products = NumpyPasses.pair_products
 
-    def place_counts(self, source, weighting: str) -> _PlacedDask:
+    def place_counts(self, source: CountSource, weighting: str) -> _PlacedDask:
         return _PlacedDask([source.dask], weighting)
 
     def count_first(self, placed: _PlacedDask) -> FirstOrderStats:
@@ -197,11 +203,12 @@ class DaskPasses(Passes):
     def count_whitened(self, placed: _PlacedDask, W: np.ndarray) -> WhitenedStats:
         return reduce_blocks(placed.arrays, _checked_whitened_stats, W, placed.weighting)
 
-    def place_views(self, source) -> _PlacedDask:
+    def place_views(self, source: ViewSource) -> _PlacedDask:
         return _PlacedDask(list(source.views))
 
     def gram(self, placed: _PlacedDask, a: int, b: int, Q: np.ndarray) -> np.ndarray:
         return reduce_blocks([placed.arrays[a], placed.arrays[b]], gram_partial, Q)
 
-    def triples(self, placed: _PlacedDask, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+    def triples(self, placed: _PlacedDask, a: int, b: int, c: int, Ua: np.ndarray, Ub: np.ndarray,
+                Uc: np.ndarray) -> np.ndarray:
         return reduce_blocks([placed.arrays[v] for v in (a, b, c)], triples_partial, Ua, Ub, Uc)

@@ -36,8 +36,10 @@ References
 from __future__ import annotations
 
 import collections
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from functools import partial
+from typing import TYPE_CHECKING, Any, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -48,6 +50,9 @@ from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedSt
 from specinit.engine.backends.numpy import document_weights, usable_documents
 from specinit.engine.decompose import POLISH, STALL_WINDOW
 from specinit.engine.sources import row_ranges
+
+if TYPE_CHECKING:
+    from specinit.engine.sources import CountSource, ViewSource
 
 __all__ = [
     "TRACE_COUNTS",
@@ -72,7 +77,7 @@ ACCELERATOR_MAX_NNZ, ACCELERATOR_MAX_ROWS = 2**21, 2**16
 HIGHEST = jax.lax.Precision.HIGHEST
 
 
-def x64():
+def x64() -> AbstractContextManager[Any]:
     """Scoped float64 context (``jax.enable_x64(True)``; the global flag is untouched).
 
     Returns
@@ -299,7 +304,7 @@ class DeviceCounts:
         to power-of-two buckets, so one corpus compiles at most two shapes.
     """
 
-    def __init__(self, n_cols: int, max_nnz: int = DEFAULT_MAX_NNZ, max_rows: int = DEFAULT_MAX_ROWS):
+    def __init__(self, n_cols: int, max_nnz: int = DEFAULT_MAX_NNZ, max_rows: int = DEFAULT_MAX_ROWS) -> None:
         self.n_cols = int(n_cols)
         self.max_nnz = int(max_nnz)
         self.max_rows = int(max_rows)
@@ -377,7 +382,7 @@ class DeviceCounts:
             out = np.asarray(total)
         return out[:, 0], out[:, 1], out[:, 2]
 
-    def m2_sum(self, Q):
+    def m2_sum(self, Q: np.ndarray | jax.Array) -> np.ndarray | jax.Array:
         """``sum_d a_d c_d (c_d^T Q)`` over the corpus: (V, r), on the device when ``Q`` is a device array."""
         with x64():
             Qd = self._put(Q)
@@ -385,7 +390,7 @@ class DeviceCounts:
                                                    n_cols=self.n_cols), jnp.zeros((self.n_cols, Qd.shape[1])))
             return total if Qd is Q else np.asarray(total)
 
-    def whitened_sums(self, W):
+    def whitened_sums(self, W: np.ndarray | jax.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray | jax.Array]:
         """``(sum b y^(x)3, sum a y y^T, X^T (b Y))`` with ``Y = X W``; the last on the device when ``W`` is."""
         with x64():
             Wd = self._put(W)
@@ -413,7 +418,8 @@ class DeviceRows:
         Rows per device block (padded to a power of two at least ROW_TILE).
     """
 
-    def __init__(self, views, max_rows: int = DEFAULT_MAX_ROWS):
+    def __init__(self, views: Sequence[np.ndarray | sp.sparray | sp.spmatrix],
+                 max_rows: int = DEFAULT_MAX_ROWS) -> None:
         self.dims = tuple(v.shape[1] for v in views)
         self.device = jax.devices()[0]
         n = views[0].shape[0]
@@ -470,7 +476,7 @@ class DeviceRows:
                     total = total + self._transpose_apply(block, a, self._project(block, b, Qd))
             return np.asarray(total)
 
-    def triples(self, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+    def triples(self, a: int, b: int, c: int, Ua: np.ndarray, Ub: np.ndarray, Uc: np.ndarray) -> np.ndarray:
         """``sum_r (Ua^T x_a) (x) (Ub^T x_b) (x) (Uc^T x_c)`` over the rows."""
         with x64():
             Us = [jax.device_put(np.asarray(U, dtype=np.float64), self.device) for U in (Ua, Ub, Uc)]
@@ -501,14 +507,15 @@ class JaxPasses(Passes):
     name = "jax"
     implements = PASSES
 
-    def __init__(self, max_nnz: int | None = None, max_rows: int | None = None, n_threads=None, chunk_rows=None):
+    def __init__(self, max_nnz: int | None = None, max_rows: int | None = None, n_threads: int | None = None,
+                 chunk_rows: int | None = None) -> None:
         default_nnz, default_rows = ((ACCELERATOR_MAX_NNZ, ACCELERATOR_MAX_ROWS) if accelerator_present()
                                      else (DEFAULT_MAX_NNZ, DEFAULT_MAX_ROWS))
         self.max_nnz = int(default_nnz if max_nnz is None else max_nnz)
         self.max_rows = int(default_rows if max_rows is None else max_rows)
         self.chunk_rows = chunk_rows
 
-    def place_counts(self, source, weighting: str):
+    def place_counts(self, source: CountSource, weighting: str) -> DeviceCounts | None:
         """Move the documents with >= 3 tokens to the device; the first-order scalars are summed on the way."""
         device = None
         totals = [0, 0, 0.0, 0.0, 0.0]  # documents, dropped, m1_norm, norm2, norm3
@@ -544,32 +551,33 @@ class JaxPasses(Passes):
         y3, y2, word_by = placed.whitened_sums(W)
         return WhitenedStats(y3=y3, y2=y2, word_by=word_by)
 
-    def place_views(self, source) -> DeviceRows:
+    def place_views(self, source: ViewSource) -> DeviceRows:
         return DeviceRows(source.views, self.max_rows)
 
     def gram(self, placed: DeviceRows, a: int, b: int, Q: np.ndarray) -> np.ndarray:
         return placed.gram(a, b, Q)
 
-    def triples(self, placed: DeviceRows, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+    def triples(self, placed: DeviceRows, a: int, b: int, c: int, Ua: np.ndarray, Ub: np.ndarray,
+                Uc: np.ndarray) -> np.ndarray:
         return placed.triples(a, b, c, Ua, Ub, Uc)
 
-    def resident(self, A: np.ndarray):
+    def resident(self, A: np.ndarray) -> jax.Array:
         """A float64 copy of ``A`` on JAX's default device."""
         with x64():
             return jax.device_put(np.asarray(A, dtype=np.float64), jax.devices()[0])
 
-    def scope(self):
+    def scope(self) -> AbstractContextManager[Any]:
         """Scoped float64 (:func:`x64`): eager arithmetic on device arrays stays in float64."""
         return x64()
 
-    def pair_products(self, A, rhs):
+    def pair_products(self, A: np.ndarray | jax.Array, rhs: np.ndarray | jax.Array) -> jax.Array:
         """``sum_r A[r, i] A[r, j] rhs[r, m]`` on the device (rows padded to whole tiles of ROW_TILE)."""
         with x64():
             rows = ((0, -A.shape[0] % ROW_TILE), (0, 0))
             A = jnp.pad(jnp.asarray(A), rows)
             return _cross3_jit(A, A, jnp.pad(jnp.asarray(rhs), rows))
 
-    def power_method(self, T, starts, n_iter, tol):
+    def power_method(self, T: np.ndarray, starts: np.ndarray, n_iter: int, tol: float) -> tuple[np.ndarray, ...]:
         """The deflated tensor power method as one compiled program on the device (float64).
 
         The components' loop is a ``scan`` and each phase of iterations a

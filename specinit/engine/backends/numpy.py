@@ -22,6 +22,7 @@ from collections import deque
 from contextlib import nullcontext
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, Literal, TypeVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,6 +30,12 @@ import scipy.sparse as sp
 from specinit._validation import check_int
 from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedStats, one_blas_thread
 from specinit.engine.sources import transpose_view
+
+if TYPE_CHECKING:
+    from specinit.engine.sources import CountSource, ViewSource
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 __all__ = ["NumpyPasses", "cross3", "document_weights", "first_order_stats", "in_order", "m2_partial",
            "pair_products", "usable_documents", "weighted_cubes", "whitened_stats"]
@@ -39,7 +46,8 @@ _CHUNK_BYTES = 64 * 2**20  # bound on any dense intermediate built per chunk
 _PRODUCT_BYTES = 16 * 2**20
 
 
-def document_weights(lengths: np.ndarray, weighting: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def document_weights(lengths: np.ndarray,
+                     weighting: Literal["pooled", "per-document"]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-document weights ``(w1, a, b)`` of the first-, second- and third-order estimators.
 
     Parameters
@@ -80,7 +88,7 @@ def usable_documents(chunk: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray, i
     return chunk, lengths, n_dropped
 
 
-def first_order_stats(chunk: sp.csr_matrix, weighting: str) -> FirstOrderStats:
+def first_order_stats(chunk: sp.csr_matrix, weighting: Literal["pooled", "per-document"]) -> FirstOrderStats:
     """First-order sums of one validated CSR chunk (documents x vocabulary).
 
     Parameters
@@ -109,7 +117,7 @@ def first_order_stats(chunk: sp.csr_matrix, weighting: str) -> FirstOrderStats:
     )
 
 
-def in_order(func, items, workers: int):
+def in_order(func: Callable[[_T], _R], items: Iterable[_T], workers: int) -> Iterator[_R]:
     """``func(item)`` for each item, in order, on ``workers`` threads, at most two items per thread in flight.
 
     With several workers each runs its dense products on one BLAS thread
@@ -241,7 +249,7 @@ def cross3(Za: np.ndarray, Zb: np.ndarray, Zc: np.ndarray) -> np.ndarray:
     return out.reshape(ka, kb, Zc.shape[1])
 
 
-def m2_partial(chunk: sp.csr_matrix, weighting: str, Q: np.ndarray) -> np.ndarray:
+def m2_partial(chunk: sp.csr_matrix, weighting: Literal["pooled", "per-document"], Q: np.ndarray) -> np.ndarray:
     """``sum_d a_d c_d (c_d^T Q)`` over one validated CSR chunk (documents with >= 3 tokens only).
 
     Parameters
@@ -261,7 +269,7 @@ def m2_partial(chunk: sp.csr_matrix, weighting: str, Q: np.ndarray) -> np.ndarra
     return np.asarray(transpose_view(chunk) @ products)
 
 
-def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: str) -> WhitenedStats:
+def whitened_stats(chunk: sp.csr_matrix, W: np.ndarray, weighting: Literal["pooled", "per-document"]) -> WhitenedStats:
     """The whitened sums of one validated CSR chunk.
 
     Parameters
@@ -304,7 +312,7 @@ class NumpyPasses(Passes):
     name = "numpy"
     implements = PASSES
 
-    def __init__(self, n_threads: int | None = None, chunk_rows: int | None = None):
+    def __init__(self, n_threads: int | None = None, chunk_rows: int | None = None) -> None:
         self.n_threads = check_int(n_threads or os.cpu_count() or 1, "n_threads", minimum=1)
         self.chunk_rows = None if chunk_rows is None else check_int(chunk_rows, "chunk_rows", minimum=1)
 
@@ -313,7 +321,7 @@ class NumpyPasses(Passes):
         return pair_products(A, rhs, n_threads=os.cpu_count() or 1)
 
     # counts -------------------------------------------------------------------------------------------------
-    def place_counts(self, source, weighting: str) -> PlacedCounts:
+    def place_counts(self, source: CountSource, weighting: str) -> PlacedCounts:
         return PlacedCounts(source, weighting)
 
     def _chunks(self, placed: PlacedCounts, width: int | None = None):
@@ -348,16 +356,17 @@ class NumpyPasses(Passes):
                             lambda chunk: whitened_stats(chunk, W, placed.weighting))
 
     # views --------------------------------------------------------------------------------------------------
-    def place_views(self, source):
+    def place_views(self, source: ViewSource) -> ViewSource:
         return source
 
-    def gram(self, placed, a: int, b: int, Q: np.ndarray) -> np.ndarray:
+    def gram(self, placed: ViewSource, a: int, b: int, Q: np.ndarray) -> np.ndarray:
         total = np.zeros((placed.dims[a], Q.shape[1]))
         for xa, xb in placed.blocks((a, b)):
             total += np.asarray(xa.T @ np.asarray(xb @ Q))
         return total
 
-    def triples(self, placed, a: int, b: int, c: int, Ua, Ub, Uc) -> np.ndarray:
+    def triples(self, placed: ViewSource, a: int, b: int, c: int, Ua: np.ndarray, Ub: np.ndarray,
+                Uc: np.ndarray) -> np.ndarray:
         total = np.zeros((Ua.shape[1], Ub.shape[1], Uc.shape[1]))
         for xa, xb, xc in placed.blocks((a, b, c)):
             Za, Zb, Zc = (np.asarray(x @ U) for x, U in ((xa, Ua), (xb, Ub), (xc, Uc)))
