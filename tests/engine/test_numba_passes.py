@@ -355,7 +355,8 @@ _INTERRUPTED = textwrap.dedent("""
 
 def test_ctrl_c_during_a_compiled_sweep_is_a_clean_keyboard_interrupt(tmp_path):
     """SIGINT one second into the closing sweeps of a large corpus: the process ends by KeyboardInterrupt (no
-    SystemError from inside Numba) within a few seconds, and the kernels still give the same results."""
+    SystemError from inside Numba) long before the sweeps would end (hours; 30 s leaves room for a loaded machine),
+    and the kernels still give the same results."""
     child = subprocess.Popen([sys.executable, "-c", _INTERRUPTED], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, cwd=tmp_path)  # the installed package, not an unpacked sdist's source folder
     try:
@@ -371,4 +372,4 @@ def test_ctrl_c_during_a_compiled_sweep_is_a_clean_keyboard_interrupt(tmp_path):
     assert "kernels after the interrupt: same" in out, err
     assert err.rstrip().endswith("KeyboardInterrupt") and "SystemError" not in err, err
     assert child.returncode in (-signal.SIGINT, 1, 130)
-    assert waited < 5.0, waited
+    assert waited < 30.0, waited
