@@ -1045,6 +1045,8 @@ def spectral_axis_aligned(x, k, *, method, seed, decompose_options, floor) -> Sp
         ``d < 3 k``, NaN or infinite values.
     """
     x = check_rows(x, min_columns=3 * k, columns="3 k")
+    unit = unit_of(x)  # the fit runs on x / unit (no square or cube over- or underflows); loc and scale come back
+    x = x / unit
     rng = as_generator(seed)
     groups = np.array_split(rng.permutation(x.shape[1]), 3)
     views = [x[:, g] for g in groups]
@@ -1060,5 +1062,8 @@ def spectral_axis_aligned(x, k, *, method, seed, decompose_options, floor) -> Sp
     minimum = floor**2 * max(float(np.mean(np.var(x, axis=0))), np.finfo(float).tiny)
     scale = np.sqrt(np.maximum(variances.mean(axis=1), minimum))
     params, repairs = project({"weights": fit.weights, "loc": loc, "scale": scale}, FAMILY.site_table()[0], floor)
-    diagnostics = {"partition": partition, "coordinate_variances": variances, **fit.diagnostics, **repairs}
+    params["loc"], params["scale"] = unit * params["loc"], unit * params["scale"]
+    singular = {key: unit**2 * value for key, value in fit.diagnostics.items() if key.startswith("pair_singular")}
+    diagnostics = {"partition": partition, "coordinate_variances": unit**2 * variances, **fit.diagnostics,
+                   **singular, **repairs}
     return FAMILY.estimate(k, params, diagnostics)

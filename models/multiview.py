@@ -659,6 +659,13 @@ def update(views, estimate, *, k, kinds, dims, target, method, seed, floor, deco
     views, kinds, sizes = check_views(views, kinds, dims)
     gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
     numeric = _numeric_views(views, kinds, sizes)
+    for v in gaussian:  # the sums are raw: up to fourth powers of a Gaussian view (its squares' pair sums)
+        low, high = np.finfo(np.float64).tiny ** 0.25, (np.finfo(np.float64).max / max(len(numeric[v]), 1)) ** 0.25
+        if not low <= unit_of(numeric[v]) <= high:
+            raise bad_argument(f"views[{v}]", None, f"a Gaussian view whose largest |value| lies between {low:.1e} "
+                               f"and {high:.1e} (update keeps sums of fourth powers of the Gaussian views, which "
+                               "float64 must hold; multiview.spectral is free of the unit): change the unit",
+                               f"max |value| = {unit_of(numeric[v]):.3g}", describe=False)
     batch = ViewSums.from_views(numeric + [views[v] ** 2 for v in gaussian], len(numeric), "views")
     merged = batch if stored is None else stored + batch
     units = {v: float(merged.peaks[v]) if merged.peaks[v] > 0 else 1.0 for v in gaussian}
