@@ -284,6 +284,7 @@ class Factors(Family):
     data_kind = "rows"
     k_dependent_moments = True
     match_site = "loadings"
+    summary = RowSums
     options = {
         "cumulant": Param(
             "{'skew', 'kurtosis'}",
@@ -696,7 +697,7 @@ def update(x, estimate, *, k, cumulant, noise, method, seed, decompose_options, 
     >>> bool(abs(est.params["loadings"] - same).max() < 1e-8), est.diagnostics["n_batches"]
     (True, 2)
     """
-    stored, k, n_batches = FAMILY.stream(estimate, k, RowSums, "factors.update")
+    stored, k, n_batches = FAMILY.stream(estimate, k, FAMILY.summary, "factors.update")
     options = check_arguments(FAMILY.options, {"cumulant": cumulant, "noise": noise})
     order = FAMILY.tensor_order(options["cumulant"])
     if stored is not None and stored.order < order:

@@ -140,6 +140,7 @@ class GaussianMixture(Family):
     data_kind = "rows"
     k_dependent_moments = True
     match_site = "loc"
+    summary = RowSums
     options = {
         "covariance": Param("{'common', 'spherical', 'diag'}, optional", "``\"common\"``: one variance ([1]_ Thm "
                             "3.2). ``\"spherical\"``: one variance per component ([1]_ Thm 3.3, solved from ``M1' = "
@@ -883,7 +884,7 @@ def update(x, estimate, *, k, common_scale, covariance, noise, method, seed, dec
     >>> bool(abs(est.params["loc"] - same).max() < 1e-8), est.diagnostics["n_batches"]
     (True, 2)
     """
-    stored, k, n_batches = FAMILY.stream(estimate, k, RowSums, "gmm.update")
+    stored, k, n_batches = FAMILY.stream(estimate, k, FAMILY.summary, "gmm.update")
     options = check_arguments(FAMILY.options, {"covariance": _resolve_covariance(common_scale, covariance),
                                                "noise": noise})
     batch = RowSums.from_rows(x, "x", frame=stored)

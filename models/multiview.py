@@ -250,6 +250,7 @@ class MultiView(Family):
     name = "multiview"
     data_kind = "views"
     match_site = "beta_2"
+    summary = ViewSums
     fit_kind = "multiview"
     options = {
         "kinds": Param("sequence of {'categorical', 'gaussian'}, optional", "See :func:`check_views`.", None),
@@ -649,7 +650,7 @@ def update(views, estimate, *, k, kinds, dims, target, method, seed, floor, deco
     >>> bool(abs(est.params["loc_2"] - same).max() < 1e-8), est.diagnostics["n_batches"]
     (True, 2)
     """
-    stored, k, n_batches = FAMILY.stream(estimate, k, ViewSums, "multiview.update")
+    stored, k, n_batches = FAMILY.stream(estimate, k, FAMILY.summary, "multiview.update")
     if stored is not None:
         if hasattr(views, "__len__") and len(views) != stored.n_base:
             raise bad_argument("views", None, f"the estimate's {stored.n_base} views", f"{len(views)} views",

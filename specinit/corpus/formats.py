@@ -150,7 +150,8 @@ def read_uci_header(reader, path) -> tuple[int, int, int]:
         try:
             value = int(text)
         except ValueError:
-            raise file_error(path, line_number, f"expected the header integer {label}, found {text.strip()!r}.") from None
+            raise file_error(path, line_number, f"expected the header integer {label}, found "
+                                                f"{text.strip()!r}.") from None
         if value < least:
             at_least = "non-negative" if least == 0 else "at least 1 (a corpus has a document and a word)"
             raise file_error(path, line_number, f"the header {label} must be {at_least}, found {value}.")

@@ -22,7 +22,7 @@ from itertools import combinations
 
 import numpy as np
 
-from specinit._validation import bad_argument, check_allocation, public
+from specinit._validation import bad_argument, bad_stored, check_allocation, public, stored_array
 from specinit.engine.backends import OnBackend, numba_kernel
 from specinit.engine.backends.numpy import pair_products
 from specinit.engine.cumulants import fourth_power_sum
@@ -228,17 +228,18 @@ class RowSums:
 
     @classmethod
     def from_arrays(cls, arrays: dict, name: str = "estimate") -> "RowSums":
-        """The summary saved by :meth:`to_arrays` (shapes and values checked)."""
-        try:
-            d = np.asarray(arrays["origin"]).shape[0]
-            shapes = cls._shapes(d, 4 if "s4" in arrays else 3)
-            parts = {key: np.asarray(arrays[key], dtype=np.float64) for key in shapes}
-        except (KeyError, IndexError, TypeError, ValueError):
-            parts = None
-        if parts is None or any(parts[key].shape != shape for key, shape in shapes.items()) or not all(
-                np.all(np.isfinite(value)) for value in parts.values()) or parts["n"] < 1 or parts["scale"] <= 0:
-            raise bad_argument(name, None, "an estimate whose stored row sums are complete and finite",
-                               "damaged row sums", describe=False)
+        """The summary saved by :meth:`to_arrays`, every array checked (:func:`~specinit._validation.stored_array`:
+        a :class:`~specinit._validation.StoredArrayError` names the damaged one)."""
+        d = stored_array(arrays, "origin", "row sums", name, ndim=1).shape[0]
+        shapes = cls._shapes(d, 4 if "s4" in arrays else 3)
+        parts = {key: stored_array(arrays, key, "row sums", name, shape=shape) for key, shape in shapes.items()}
+        if not (parts["n"] >= 1 and parts["n"] == np.round(parts["n"])):
+            raise bad_stored(name, "row sums", "n", "the number of rows summed (a whole number >= 1)", parts["n"])
+        if not parts["scale"] > 0:
+            raise bad_stored(name, "row sums", "scale", "> 0", parts["scale"])
+        if np.any(parts["low"] > parts["high"]):
+            raise bad_stored(name, "row sums", "low", "at most 'high' in every column (the columns' ranges)",
+                             f"low > high in columns {np.flatnonzero(parts['low'] > parts['high']).tolist()}")
         powers = [parts[key] for key in shapes if key.startswith("s") and key != "scale"]
         return cls(int(parts["n"]), parts["low"], parts["high"], parts["origin"], float(parts["scale"]), *powers)
 
