@@ -735,8 +735,9 @@ def refine(x, estimate, *, method, num_steps, lr, seed) -> RefineResult:
     Raises
     ------
     ValueError
-        Bad ``x``, or an estimate of another model, with missing sites or
-        values outside their supports.
+        Bad ``x`` (its largest magnitude must square within JAX's default
+        float: about 1e-19 to 1e19 in float32), or an estimate of another
+        model, with missing sites or values outside their supports.
     """
     return FAMILY.refine(x, estimate, method=method, num_steps=num_steps, lr=lr, seed=seed)
 

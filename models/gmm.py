@@ -1029,7 +1029,10 @@ def spectral_axis_aligned(x, k, *, method, seed, decompose_options, floor) -> Sp
     :func:`specinit.engine.views.fit_multiview`; per-coordinate variances from
     the conditional means of the squared coordinates ``E[x_j^2 | h]``
     estimated against another group, minus ``loc^2``
-    (:func:`specinit.engine.views.conditional_variances`).
+    (:func:`specinit.engine.views.conditional_variances`). The fit runs on
+    ``x`` divided by its largest magnitude, and ``loc``, ``scale`` and the
+    variances are scaled back: the estimate does not depend on the data's
+    unit (data times 1e-150 or 1e150 give the same estimate times that).
 
     Returns
     -------

@@ -631,7 +631,9 @@ def update(views, estimate, *, k, kinds, dims, target, method, seed, floor, deco
         ``k`` missing on the first batch, views of other kinds or sizes
         than the estimate's, codes at or above a categorical view's size, an
         estimate without stored sums (from :func:`spectral`: fit the first
-        batch with :func:`update`), or anything :func:`check_views` refuses.
+        batch with :func:`update`), a Gaussian view whose fourth powers
+        float64 cannot hold (the sums are raw; :func:`spectral` is free of
+        the unit), or anything :func:`check_views` refuses.
     MemoryError
         The sums over the memory budget (:func:`specinit.memory_limit`).
 
