@@ -484,7 +484,7 @@ def saves(rounds: int) -> None:
 
 TARGETS = {"sparse": sparse, "sequences": sequences, "files": files, "views": views, "estimates": estimates}
 #: Examples of each target (every one run by the fuzz suite).
-EXAMPLES = {"sparse": 400, "sequences": 400, "files": 400, "views": 400, "estimates": 200}
+EXAMPLES = {"sparse": 400, "sequences": 400, "files": 400, "views": 400, "estimates": 300}
 
 
 def main(argv: list[str]) -> int:

@@ -274,10 +274,19 @@ def online_files(tmp_path_factory):
     ("kernel_multiview.update", "state/moments/units", -np.ones(3), r"must be > 0"),
     ("kernel_multiview.update", "state/moments/sums/pair_0_1", np.ones((3, 3)), r"must be of shape \(8, 8\)"),
     ("kernel_multiview.update", "state/moments/features_1/bandwidth", np.ones(3), r"must be of shape \(2,\)"),
+    # finite sums that no rows within the stored peaks or ranges give (an update would overflow on them)
+    ("multiview", "state/moments/triple_0_1_2", lambda a: a * 1e300,
+     r"must be at most n = 300 times the product of its views' peaks in absolute value"),
+    ("multiview", "state/moments/peaks", lambda a: a * 1e300, r"must be largest entries whose products of 3 over "
+                                                              r"the n = 300 rows float64 holds"),
+    ("gmm", "state/moments/origin", lambda a: a + 1e308, r"must be within \['low', 'high'\] in every column"),
+    ("gmm", "state/moments/s3", lambda a: a * 1e300, r"must be at most n times the rows' largest distance from "
+                                                    r"'origin' to the power 3"),
 ])
 def test_every_kept_summary_names_the_damaged_array(online_files, tmp_path, file, member, value, problem):
     meta, arrays = read(online_files[file])
     assert member in arrays
+    value = value(arrays[member]) if callable(value) else value
     path = write(tmp_path / "state.npz", meta, {**arrays, member: value})
     message = refused(path, f"member {member!r}")
     assert re.search(problem, message), message

@@ -237,10 +237,26 @@ class RowSums:
             raise bad_stored(name, "row sums", "n", "the number of rows summed (a whole number >= 1)", parts["n"])
         if not parts["scale"] > 0:
             raise bad_stored(name, "row sums", "scale", "> 0", parts["scale"])
-        if np.any(parts["low"] > parts["high"]):
-            raise bad_stored(name, "row sums", "low", "at most 'high' in every column (the columns' ranges)",
-                             f"low > high in columns {np.flatnonzero(parts['low'] > parts['high']).tolist()}")
+        low, high, origin = parts["low"], parts["high"], parts["origin"]
+        with np.errstate(over="ignore", invalid="ignore"):
+            ranges = high - low
+            reach = np.max(np.maximum(high - origin, origin - low), initial=0.0) / parts["scale"]
+        if not np.all(np.isfinite(ranges) & (ranges >= 0)):
+            raise bad_stored(name, "row sums", "low", "at most 'high' in every column, by a range float64 holds",
+                             f"ranges {np.array2string(ranges, threshold=8)}")
+        if np.any((origin < low) | (origin > high)):
+            raise bad_stored(name, "row sums", "origin", "within ['low', 'high'] in every column (the mean of the "
+                             "first batch)", f"columns {np.flatnonzero((origin < low) | (origin > high)).tolist()} "
+                             "outside")
         powers = [parts[key] for key in shapes if key.startswith("s") and key != "scale"]
+        slack = 1.0 + 1e-6 + 8 * parts["n"] * np.finfo(np.float64).eps  # the rounding of n terms
+        for p, power in enumerate(powers, 1):  # every row is within 'reach' of the origin, in units of 'scale'
+            with np.errstate(over="ignore"):
+                bound = parts["n"] * reach**p * slack
+            if np.max(np.abs(power), initial=0.0) > bound:
+                raise bad_stored(name, "row sums", f"s{p}", f"at most n times the rows' largest distance from "
+                                 f"'origin' to the power {p} ({bound:.3g}) in absolute value",
+                                 f"{np.max(np.abs(power)):.3g}")
         return cls(int(parts["n"]), parts["low"], parts["high"], parts["origin"], float(parts["scale"]), *powers)
 
     @staticmethod

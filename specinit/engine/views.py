@@ -312,12 +312,28 @@ class ViewSums:
         if n < 1 or not 3 <= n_base <= peaks.size:
             raise bad_stored(name, what, "counts", f"the rows (>= 1) and the model's views (3 to {peaks.size}, the "
                              "views of 'peaks')", counts.tolist())
+        # a base view enters sums of triple products, a derived one sums of pair products: float64 must hold them
+        for v, peak in enumerate(peaks):
+            order = 3 if v < n_base else 2
+            largest = (np.finfo(np.float64).max / n) ** (1.0 / order)
+            if peak > largest:
+                raise bad_stored(name, what, "peaks", f"largest entries whose products of {order} over the n = {n} "
+                                 f"rows float64 holds (at most {largest:.3g} for view {v})", f"{peak:.3g}")
         firsts = [stored_array(arrays, f"first_{v}", what, name, ndim=1) for v in range(peaks.size)]
         dims = [f.size for f in firsts]
         pairs = {key: stored_array(arrays, "pair_%d_%d" % key, what, name, shape=tuple(dims[v] for v in key))
                  for key in combinations(range(peaks.size), 2)}
         triples = {key: stored_array(arrays, "triple_%d_%d_%d" % key, what, name, shape=tuple(dims[v] for v in key))
                    for key in combinations(range(n_base), 3)}
+        slack = 1.0 + 1e-6 + 8 * n * np.finfo(np.float64).eps  # the rounding of n terms
+        sums = {f"first_{v}": ((v,), f) for v, f in enumerate(firsts)}
+        sums.update({"pair_%d_%d" % key: (key, value) for key, value in pairs.items()})
+        sums.update({"triple_%d_%d_%d" % key: (key, value) for key, value in triples.items()})
+        for key, (views, value) in sums.items():  # each row adds at most the product of its views' peaks
+            bound = n * float(np.prod(peaks[list(views)])) * slack
+            if np.max(np.abs(value), initial=0.0) > bound:
+                raise bad_stored(name, what, key, f"at most n = {n} times the product of its views' peaks in "
+                                 f"absolute value ({bound:.3g})", f"{np.max(np.abs(value)):.3g}")
         return cls(n, n_base, peaks, firsts, pairs, triples)
 
 
