@@ -77,7 +77,7 @@ from specinit.align import amari_index
 from specinit.distributions.continuous import UnitExponentialPower, excess_kurtosis_of_power, power_of_excess_kurtosis
 from specinit.engine.cumulants import (CorrectedCovariance, pair_product_tensor, whitened_fourth_cumulant,
                                        whitened_third_cumulant)
-from specinit.engine.rows import RowSums
+from specinit.engine.rows import RowSums, unit_of
 from specinit.engine.sources import check_rows
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import RANDOM_STATE, Face, Param, face, mean_log_likelihood
@@ -284,6 +284,7 @@ class Factors(Family):
     data_kind = "rows"
     k_dependent_moments = True
     match_site = "loadings"
+    summary = RowSums
     options = {
         "cumulant": Param(
             "{'skew', 'kurtosis'}",
@@ -452,6 +453,15 @@ class Factors(Family):
         x = check_rows(x)
         if x.shape[1] != estimate.params["loadings"].shape[1]:
             raise bad_argument("x", None, f"d = {estimate.params['loadings'].shape[1]} columns (the estimate's)", x)
+        # the log joint squares the data in JAX's default float: its largest magnitude must square within range
+        limits = np.finfo(jnp.result_type(float))
+        low, high = float(np.sqrt(limits.tiny)), float(np.sqrt(limits.max))
+        if not low <= unit_of(x) <= high:
+            raise bad_argument("x", None, f"of a magnitude whose square {limits.dtype} holds (largest entry between "
+                               f"{low:.0e} and {high:.0e}, the log joint of the MAP refinement runs in JAX's default "
+                               "float): rescale x and the estimate's 'loc', 'loadings' and 'noise' by one factor, or "
+                               "enable JAX's float64 (jax.config.update('jax_enable_x64', True))",
+                               f"a largest entry of {unit_of(x):.3g}", describe=False)
         return model, (x,), {"k": estimate.k, "cumulant": "skew" if "shape" in estimate.params else "kurtosis"}
 
     def refine_map(self, x, estimate, **options):
@@ -721,7 +731,7 @@ def update(x, estimate, *, k, cumulant, noise, method, seed, decompose_options, 
     >>> bool(abs(est.params["loadings"] - same).max() < 1e-8), est.diagnostics["n_batches"]
     (True, 2)
     """
-    stored, k, n_batches = FAMILY.stream(estimate, k, RowSums, "factors.update")
+    stored, k, n_batches = FAMILY.stream(estimate, k, FAMILY.summary, "factors.update")
     options = check_arguments(FAMILY.options, {"cumulant": cumulant, "noise": noise})
     order = FAMILY.tensor_order(options["cumulant"])
     if stored is not None and stored.order < order:
@@ -759,8 +769,9 @@ def refine(x, estimate, *, method, num_steps, lr, seed) -> RefineResult:
     Raises
     ------
     ValueError
-        Bad ``x``, or an estimate of another model, with missing sites or
-        values outside their supports.
+        Bad ``x`` (its largest magnitude must square within JAX's default
+        float: about 1e-19 to 1e19 in float32), or an estimate of another
+        model, with missing sites or values outside their supports.
     """
     return FAMILY.refine(x, estimate, method=method, num_steps=num_steps, lr=lr, seed=seed)
 

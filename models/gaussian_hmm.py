@@ -14,7 +14,7 @@ import numpyro
 import numpyro.distributions as dist
 from scipy.stats import norm
 
-from specinit._validation import Interval, bad_argument, public
+from specinit._validation import Interval, StoredArrayError, bad_argument, bad_stored, public, stored_array
 from specinit.distributions.hmm import GaussianHMM, plate_shape
 from specinit.engine.sequences import ChainViews, SequenceBatch, TripleCounts, as_sequences, chain_population, \
     forward_backward, stationary, triple_views
@@ -234,21 +234,24 @@ class BinnedSums:
 
     @classmethod
     def from_arrays(cls, arrays: dict, name: str = "estimate") -> "BinnedSums":
-        """The summary saved by :meth:`to_arrays` (shapes and values checked)."""
-        counts = TripleCounts.from_arrays({key[len("chain/"):]: value for key, value in arrays.items()
-                                           if key.startswith("chain/")}, name)
+        """The summary saved by :meth:`to_arrays`, every array checked (:func:`~specinit._validation.stored_array`:
+        a :class:`~specinit._validation.StoredArrayError` names the damaged one, ``chain/...`` for the chain's)."""
         try:
-            edges, next_sums, pooled = (np.asarray(arrays[key], dtype=np.float64)
-                                        for key in ("edges", "next_sums", "pooled"))
-            shift = np.asarray(arrays.get("shift", [0.0]), dtype=np.float64)  # sums saved before: about 0
-        except (KeyError, TypeError, ValueError):
-            edges = None
-        if (edges is None or edges.shape != (counts.n_symbols - 1,) or next_sums.shape != (counts.n_symbols, 2)
-                or pooled.shape != (3,) or shift.shape != (1,)
-                or not all(np.all(np.isfinite(a)) for a in (edges, next_sums, pooled, shift))
-                or np.any(np.diff(edges) < 0) or pooled[0] < 1 or pooled[2] < 0):
-            raise bad_argument(name, None, "an estimate whose stored bin sums are complete and finite",
-                               "damaged bin sums", describe=False)
+            counts = TripleCounts.from_arrays({key[len("chain/"):]: value for key, value in arrays.items()
+                                               if key.startswith("chain/")}, name)
+        except StoredArrayError as exc:
+            raise exc.under("chain/") from None
+        what, V = "bin sums", counts.n_symbols
+        edges = stored_array(arrays, "edges", what, name, shape=(V - 1,))
+        if np.any(np.diff(edges) < 0):
+            raise bad_stored(name, what, "edges", "non-decreasing bin edges", np.array2string(edges, threshold=8))
+        next_sums = stored_array(arrays, "next_sums", what, name, shape=(V, 2))
+        pooled = stored_array(arrays, "pooled", what, name, shape=(3,))
+        if not (pooled[0] >= 1 and pooled[2] >= 0):
+            raise bad_stored(name, what, "pooled", "the observations (>= 1), their sum and their sum of squares "
+                             "(>= 0)", pooled.tolist())
+        # sums saved before the shift was stored are about 0
+        shift = stored_array({"shift": [0.0], **arrays}, "shift", what, name, shape=(1,))
         return cls(edges, counts, next_sums, pooled, float(shift[0]))
 
 
@@ -265,6 +268,7 @@ class GaussianHMMFamily(HMM):
         "observations": Site("observed", (), ("sequences", "time"), ("time",)),
     }
     match_site = "loc"
+    summary = BinnedSums
     options = {"n_bins": Param("int, optional", "Number of quantile bins (default ``max(3 k, 10)``).", None,
                                Interval(int, 1, none=True))}
     arguments = {
@@ -659,7 +663,7 @@ def update(sequences, estimate, *, k, n_bins, method, approach, seed, floor, dec
     >>> bool(np.all(np.abs(np.sort(est.params["loc"]) - [-2.0, 2.0]) < 0.5)), est.diagnostics["n_batches"]
     (True, 2)
     """
-    stored, k, n_batches = FAMILY.stream(estimate, k, BinnedSums, "gaussian_hmm.update")
+    stored, k, n_batches = FAMILY.stream(estimate, k, FAMILY.summary, "gaussian_hmm.update")
     seqs = as_sequences(sequences, categorical=False)
     if stored is None:
         edges = quantile_edges(seqs, k, n_bins)

@@ -141,6 +141,7 @@ class GaussianMixture(Family):
     data_kind = "rows"
     k_dependent_moments = True
     match_site = "loc"
+    summary = RowSums
     options = {
         "covariance": Param("{'common', 'spherical', 'diag'}, optional", "``\"common\"``: one variance ([1]_ Thm "
                             "3.2). ``\"spherical\"``: one variance per component ([1]_ Thm 3.3, solved from ``M1' = "
@@ -935,7 +936,7 @@ def update(x, estimate, *, k, common_scale, covariance, noise, method, seed, dec
     >>> bool(abs(est.params["loc"] - same).max() < 1e-8), est.diagnostics["n_batches"]
     (True, 2)
     """
-    stored, k, n_batches = FAMILY.stream(estimate, k, RowSums, "gmm.update")
+    stored, k, n_batches = FAMILY.stream(estimate, k, FAMILY.summary, "gmm.update")
     options = check_arguments(FAMILY.options, {"covariance": _resolve_covariance(common_scale, covariance),
                                                "noise": noise})
     batch = RowSums.from_rows(x, "x", frame=stored)
@@ -1080,7 +1081,10 @@ def spectral_axis_aligned(x, k, *, method, seed, decompose_options, floor) -> Sp
     :func:`specinit.engine.views.fit_multiview`; per-coordinate variances from
     the conditional means of the squared coordinates ``E[x_j^2 | h]``
     estimated against another group, minus ``loc^2``
-    (:func:`specinit.engine.views.conditional_variances`).
+    (:func:`specinit.engine.views.conditional_variances`). The fit runs on
+    ``x`` divided by its largest magnitude, and ``loc``, ``scale`` and the
+    variances are scaled back: the estimate does not depend on the data's
+    unit (data times 1e-150 or 1e150 give the same estimate times that).
 
     Returns
     -------
@@ -1097,6 +1101,8 @@ def spectral_axis_aligned(x, k, *, method, seed, decompose_options, floor) -> Sp
         ``d < 3 k``, NaN or infinite values.
     """
     x = check_rows(x, min_columns=3 * k, columns="3 k")
+    unit = unit_of(x)  # the fit runs on x / unit (no square or cube over- or underflows); loc and scale come back
+    x = x / unit
     rng = as_generator(seed)
     groups = np.array_split(rng.permutation(x.shape[1]), 3)
     views = [x[:, g] for g in groups]
@@ -1112,7 +1118,10 @@ def spectral_axis_aligned(x, k, *, method, seed, decompose_options, floor) -> Sp
     minimum = floor**2 * max(float(np.mean(np.var(x, axis=0))), np.finfo(float).tiny)
     scale = np.sqrt(np.maximum(variances.mean(axis=1), minimum))
     params, repairs = project({"weights": fit.weights, "loc": loc, "scale": scale}, FAMILY.site_table()[0], floor)
-    diagnostics = {"partition": partition, "coordinate_variances": variances, **fit.diagnostics, **repairs}
+    params["loc"], params["scale"] = unit * params["loc"], unit * params["scale"]
+    singular = {key: unit**2 * value for key, value in fit.diagnostics.items() if key.startswith("pair_singular")}
+    diagnostics = {"partition": partition, "coordinate_variances": unit**2 * variances, **fit.diagnostics,
+                   **singular, **repairs}
     return FAMILY.estimate(k, params, diagnostics)
 
 

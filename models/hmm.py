@@ -270,6 +270,7 @@ class HMM(Family):
         "observations": Site("observed", (), ("sequences", "time"), ("time",)),
     }
     match_site = "emission"
+    summary = TripleCounts
     fit_kind = "multiview"
     options = {"n_symbols": Param("int", "V, the number of distinct symbols.", constraint=Interval(int, 1))}
     arguments = {
@@ -733,7 +734,7 @@ def update(sequences, estimate, *, k, n_symbols, method, approach, seed, floor, 
     (True, 2)
     """
     n_symbols = Interval(int, 1, none=True).check("n_symbols", n_symbols)
-    stored, k, n_batches = FAMILY.stream(estimate, k, TripleCounts, "hmm.update")
+    stored, k, n_batches = FAMILY.stream(estimate, k, FAMILY.summary, "hmm.update")
     if stored is None and n_symbols is None:
         raise bad_argument("n_symbols", None, "given for the first batch (no estimate to update)", n_symbols)
     if stored is not None:

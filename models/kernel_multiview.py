@@ -49,8 +49,8 @@ import numpyro
 import numpyro.distributions as dist
 from scipy.special import logsumexp
 
-from specinit._validation import Interval, Options, as_generator, bad_argument, check_allocation, check_int, \
-    check_magnitude, check_positive, current_entry, public, warn
+from specinit._validation import Interval, Options, StoredArrayError, as_generator, bad_argument, bad_stored, \
+    check_allocation, check_int, check_magnitude, check_positive, current_entry, public, stored_array, warn
 from specinit.distributions.mixtures import MixtureLikelihood, gaussian_mixture_components, stack_views
 from specinit.engine.kernel_densities import (
     cv_bandwidth,
@@ -302,34 +302,41 @@ class KernelSums:
 
     @classmethod
     def from_arrays(cls, arrays: dict, name: str = "estimate") -> "KernelSums":
-        """The summary saved by :meth:`to_arrays` (every member present, shapes consistent, values finite).
+        """The summary saved by :meth:`to_arrays`, every array checked (:func:`~specinit._validation.stored_array`).
 
         Raises
         ------
-        ValueError
-            A missing, inconsistent or non-finite member.
+        specinit._validation.StoredArrayError
+            A ValueError naming the missing, inconsistent or non-finite array (``sums/...``,
+            ``features_<v>/...`` for the view sums and feature maps).
         """
-        sums = ViewSums.from_arrays({key[5:]: value for key, value in arrays.items() if key.startswith("sums/")},
-                                    name)
+        def within(prefix, read):
+            try:
+                return read({key[len(prefix):]: value for key, value in arrays.items() if key.startswith(prefix)},
+                            name)
+            except StoredArrayError as exc:
+                raise exc.under(prefix) from None
+
+        what = "kernel sums"
+        sums = within("sums/", ViewSums.from_arrays)
         n_views = sums.n_base
-        maps = tuple(feature_map_from_arrays({key.split("/", 1)[1]: value for key, value in arrays.items()
-                                              if key.startswith(f"features_{v}/")}, name) for v in range(n_views))
-        try:
-            units = np.asarray(arrays["units"], dtype=np.float64)
-            keys = np.asarray(arrays["keys"], dtype=np.float64)
-            rank, exchangeable, capacity = (int(c) for c in np.asarray(arrays["options"]))
-            support = tuple(np.asarray(arrays[f"support_{v}"], dtype=np.float64) for v in range(n_views))
-            whole = (units.shape == (n_views,) and np.all(units > 0) and keys.ndim == 1 and capacity >= keys.size
-                     and rank >= max(fm.rank for fm in maps)
-                     and all(x.shape == (keys.size, fm.dim) for x, fm in zip(support, maps))
-                     and tuple(fm.rank for fm in maps) == sums.dims
-                     and all(np.all(np.isfinite(a)) for a in [units, keys, *support]))
-        except (KeyError, TypeError, ValueError):
-            whole = False
-        if not whole:
-            raise bad_argument(name, None, "an estimate whose stored kernel sums are complete and finite",
-                               "damaged kernel sums", describe=False)
-        return cls(sums, maps, tuple(units), rank, bool(exchangeable), capacity, keys, support)
+        maps = tuple(within(f"features_{v}/", feature_map_from_arrays) for v in range(n_views))
+        for v, fm in enumerate(maps):
+            if fm.rank != sums.dims[v]:
+                raise bad_stored(name, what, f"features_{v}/" + ("omega" if hasattr(fm, "omega") else "projection"),
+                                 f"a feature map of rank {sums.dims[v]} (the width of 'sums/first_{v}')", fm.rank)
+        units = stored_array(arrays, "units", what, name, shape=(n_views,))
+        if not np.all(units > 0):
+            raise bad_stored(name, what, "units", "> 0", f"minimum {units.min():g}")
+        keys = stored_array(arrays, "keys", what, name, ndim=1)
+        rank, exchangeable, capacity = stored_array(arrays, "options", what, name, shape=(3,), integer=True)
+        if rank < max(fm.rank for fm in maps) or capacity < keys.size:
+            raise bad_stored(name, what, "options", f"the rank (>= {max(fm.rank for fm in maps)}, the feature maps'), "
+                             f"exchangeable and the support's capacity (>= {keys.size}, the keys kept)",
+                             [int(rank), int(exchangeable), int(capacity)])
+        support = tuple(stored_array(arrays, f"support_{v}", what, name, shape=(keys.size, fm.dim))
+                        for v, fm in enumerate(maps))
+        return cls(sums, maps, tuple(units), int(rank), bool(exchangeable), int(capacity), keys, support)
 
 
 def _n_views(params) -> int:
@@ -461,6 +468,31 @@ class KernelMultiview(Family):
             sites[f"loc_{v}"] = Site("real", (0,), dims, dims)
             sites[f"scale_{v}"] = Site("positive", (0,), dims, dims)
         return sites, f"loc_{target % n_views}" if n_views else "weights"
+
+    def check_state(self, estimate: SpectralEstimate) -> None:
+        """The stored sums (:class:`KernelSums`), and every view's fitted arrays: ``bandwidth_<v>`` (d_v,) > 0,
+        ``embedding_<v>`` (k, r), and when fitted to data ``density_support_<v>`` (n, d_v),
+        ``density_weights_<v>`` (k, n), ``density_bandwidth_<v>`` (k, d_v) > 0 and ``density_norm_<v>`` (k,) > 0."""
+        super().check_state(estimate)
+        state, k, what = estimate.state, estimate.k, "view fits"
+
+        def positive(key, shape):
+            value = stored_array(state, key, what, shape=shape)
+            if not np.all(value > 0):
+                raise bad_stored("estimate", what, key, "> 0", f"minimum {value.min():g}")
+
+        for v in range(sum(1 for key in state if key.startswith("embedding_"))):
+            d = stored_array(state, f"bandwidth_{v}", what, ndim=1).size
+            positive(f"bandwidth_{v}", (d,))
+            embedding = stored_array(state, f"embedding_{v}", what, ndim=2)
+            if embedding.shape[0] != k:
+                raise bad_stored("estimate", what, f"embedding_{v}", f"of {k} rows (k)", f"shape {embedding.shape}")
+            if any(key.startswith("density_") and key.endswith(f"_{v}") for key in state):
+                n = stored_array(state, f"density_support_{v}", what, shape=None, ndim=2).shape[0]
+                stored_array(state, f"density_support_{v}", what, shape=(n, d))
+                stored_array(state, f"density_weights_{v}", what, shape=(k, n))
+                positive(f"density_bandwidth_{v}", (k, d))
+                positive(f"density_norm_{v}", (k,))
 
     def target(self, target: int = -1, **options) -> int:
         return target

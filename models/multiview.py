@@ -250,6 +250,7 @@ class MultiView(Family):
     name = "multiview"
     data_kind = "views"
     match_site = "beta_2"
+    summary = ViewSums
     fit_kind = "multiview"
     options = {
         "kinds": Param("sequence of {'categorical', 'gaussian'}, optional", "See :func:`check_views`.", None),
@@ -642,7 +643,9 @@ def update(views, estimate, *, k, kinds, dims, target, method, seed, floor, deco
         ``k`` missing on the first batch, views of other kinds or sizes
         than the estimate's, codes at or above a categorical view's size, an
         estimate without stored sums (from :func:`spectral`: fit the first
-        batch with :func:`update`), or anything :func:`check_views` refuses.
+        batch with :func:`update`), a Gaussian view whose fourth powers
+        float64 cannot hold (the sums are raw; :func:`spectral` is free of
+        the unit), or anything :func:`check_views` refuses.
     MemoryError
         The sums over the memory budget (:func:`specinit.memory_limit`).
 
@@ -661,7 +664,7 @@ def update(views, estimate, *, k, kinds, dims, target, method, seed, floor, deco
     >>> bool(abs(est.params["loc_2"] - same).max() < 1e-8), est.diagnostics["n_batches"]
     (True, 2)
     """
-    stored, k, n_batches = FAMILY.stream(estimate, k, ViewSums, "multiview.update")
+    stored, k, n_batches = FAMILY.stream(estimate, k, FAMILY.summary, "multiview.update")
     if stored is not None:
         if hasattr(views, "__len__") and len(views) != stored.n_base:
             raise bad_argument("views", None, f"the estimate's {stored.n_base} views", f"{len(views)} views",
@@ -671,6 +674,13 @@ def update(views, estimate, *, k, kinds, dims, target, method, seed, floor, deco
     views, kinds, sizes = check_views(views, kinds, dims)
     gaussian = [v for v, kind in enumerate(kinds) if kind == "gaussian"]
     numeric = _numeric_views(views, kinds, sizes)
+    for v in gaussian:  # the sums are raw: up to fourth powers of a Gaussian view (its squares' pair sums)
+        low, high = np.finfo(np.float64).tiny ** 0.25, (np.finfo(np.float64).max / max(len(numeric[v]), 1)) ** 0.25
+        if not low <= unit_of(numeric[v]) <= high:
+            raise bad_argument(f"views[{v}]", None, f"a Gaussian view whose largest |value| lies between {low:.1e} "
+                               f"and {high:.1e} (update keeps sums of fourth powers of the Gaussian views, which "
+                               "float64 must hold; multiview.spectral is free of the unit): change the unit",
+                               f"max |value| = {unit_of(numeric[v]):.3g}", describe=False)
     batch = ViewSums.from_views(numeric + [views[v] ** 2 for v in gaussian], len(numeric), "views")
     merged = batch if stored is None else stored + batch
     units = {v: float(merged.peaks[v]) if merged.peaks[v] > 0 else 1.0 for v in gaussian}

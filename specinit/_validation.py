@@ -48,6 +48,7 @@ __all__ = [
     "memory_limit",
     "public",
     "set_memory_limit",
+    "stored_array",
     "warn",
 ]
 
@@ -209,6 +210,12 @@ class StoredArrayError(ValueError):
         super().__init__(message)
         self.key, self.problem = key, problem
 
+    def under(self, prefix: str) -> "StoredArrayError":
+        """The same error for a summary stored under ``prefix`` (its key ``prefix + key``, in the message too)."""
+        key = prefix + self.key
+        return StoredArrayError(str(self).replace(f"{self.key!r} {self.problem}", f"{key!r} {self.problem}"), key,
+                                self.problem)
+
 
 def bad_stored(name: str, what: str, key: str, constraint: str, found: Any) -> StoredArrayError:
     """Build the error of a damaged stored array ``key`` of ``what`` (``"pair sums"``) kept by the argument ``name``
@@ -216,6 +223,56 @@ def bad_stored(name: str, what: str, key: str, constraint: str, found: Any) -> S
     problem = f"must be {constraint}; got {found} instead"
     return StoredArrayError(f"The '{name}' argument of {current_entry()} must be an estimate whose stored {what} are "
                             f"whole: {key!r} {problem}.", key, problem)
+
+
+def stored_array(arrays: Mapping, key: str, what: str, name: str = "estimate", *, shape: tuple | None = None,
+                 ndim: int | None = None, integer: bool = False, nonnegative: bool = False) -> np.ndarray:
+    """The array ``key`` of a stored summary ``what`` (``"row sums"``), checked before anything uses it.
+
+    Parameters
+    ----------
+    arrays : mapping of str -> array
+        The summary's arrays (an estimate's ``state`` without its prefix).
+    key : str
+        The array wanted.
+    what : str
+        The summary, in words (errors say "stored <what>").
+    name : str
+        The argument named in errors.
+    shape : tuple of int, optional
+        The shape it must have.
+    ndim : int, optional
+        Its number of axes, when the shape is free.
+    integer : bool
+        An integer array (returned as int64); otherwise numeric and finite (returned as float64).
+    nonnegative : bool
+        No negative entry.
+
+    Returns
+    -------
+    ndarray
+
+    Raises
+    ------
+    StoredArrayError
+        Naming ``key``: missing, of another kind, number of axes or shape, non-finite or negative entries.
+    """
+    if key not in arrays:
+        raise bad_stored(name, what, key, "present", "none")
+    value = np.asarray(arrays[key])
+    axes = len(shape) if shape is not None else ndim
+    if value.dtype.kind not in ("iu" if integer else "iuf") or (axes is not None and value.ndim != axes):
+        article = f"a {axes}-d" if axes is not None else "an" if integer else "a"
+        raise bad_stored(name, what, key, f"{article} {'integer' if integer else 'numeric'} array",
+                         f"shape {value.shape} of {value.dtype}")
+    if shape is not None and value.shape != tuple(shape):
+        raise bad_stored(name, what, key, f"of shape {tuple(shape)}", f"shape {value.shape}")
+    value = value.astype(np.int64 if integer else np.float64)
+    if not integer and not np.all(np.isfinite(value)):
+        raise bad_stored(name, what, key, "finite", "non-finite entries")
+    if nonnegative and np.any(value < 0):
+        raise bad_stored(name, what, key, "non-negative", f"minimum {value.min():g}")
+    return value
 
 
 def check_int(value: Any, name: str, func: str | None = None, *, minimum: int | None = None, maximum: int | None = None) -> int:

@@ -499,10 +499,15 @@ class Family:
             A damaged array (:class:`specinit._validation.StoredArrayError` when the error names it).
         """
         if self.summary is not None and any(key.startswith(MOMENTS_STATE) for key in estimate.state):
-            try:
-                self.summary.from_arrays(stored_moments(estimate, self.name, "update"), "estimate")
-            except StoredArrayError as exc:
-                raise StoredArrayError(str(exc), MOMENTS_STATE + exc.key, exc.problem) from None
+            self._stored_summary(self.summary, estimate, "update")
+
+    def _stored_summary(self, summary: type, estimate: SpectralEstimate, func: str):
+        """The moment summary ``estimate`` keeps, rebuilt by ``summary.from_arrays`` (a damaged array named by its
+        key in ``estimate.state``)."""
+        try:
+            return summary.from_arrays(stored_moments(estimate, self.name, func), "estimate")
+        except StoredArrayError as exc:
+            raise exc.under(MOMENTS_STATE) from None
 
     def moments(self, data, *, k: int, backend, **options) -> Moments:
         """Required: the data's moments (:mod:`specinit.engine.protocols`; one validated pass, on ``backend``)."""
@@ -607,7 +612,7 @@ class Family:
             if k is None:
                 raise bad_argument("k", None, "given for the first batch (no estimate to update)", k)
             return None, k, 1
-        stored = summary.from_arrays(stored_moments(estimate, self.name, func), "estimate")
+        stored = self._stored_summary(summary, estimate, func)
         return stored, estimate.k if k is None else k, int(estimate.diagnostics.get("n_batches", 1)) + 1
 
     def continued(self, estimate, k, func: str) -> tuple[Any, Any, int, int]:

@@ -11,7 +11,7 @@ import scipy.sparse as sp
 
 import specinit
 from specinit.engine.sources import CountSource
-from specinit.models import gaussian_hmm, gmm, hmm, kernel_multiview, lda, multiview, single_topic
+from specinit.models import factors, gaussian_hmm, gmm, hmm, kernel_multiview, lda, multiview, single_topic
 from specinit.synthetic import sample_lda
 
 
@@ -235,3 +235,19 @@ def test_values_whose_squares_overflow_are_refused():
     # up to the bound the fit is the unscaled one mapped back
     scaled = gmm.spectral(x * 1e150, 1, seed=0)
     np.testing.assert_allclose(scaled.params["loc"], gmm.spectral(x, 1, seed=0).params["loc"] * 1e150, rtol=1e-8)
+
+
+def test_extreme_units_where_a_fit_keeps_raw_powers_are_refused_naming_the_argument():
+    """multiview.update keeps raw sums of fourth powers of its Gaussian views and factors.refine runs its log joint
+    in JAX's float32: at 1e+-150 both say which argument to rescale (the spectral fits are free of the unit)."""
+    rng = np.random.default_rng(0)
+    h = rng.choice(2, 400)
+    views = [np.array([[3.0, 0.0], [0.0, 3.0]])[h] + rng.normal(size=(400, 2)) for _ in range(3)]
+    x = rng.exponential(size=(400, 2)) @ rng.normal(size=(2, 4))
+    for s in (1e-150, 1e150):
+        with pytest.raises(ValueError, match=r"^The 'views\[0\]' argument of multiview.update must be a Gaussian view "
+                                             r"whose largest \|value\| lies between .* change the unit; got max"):
+            multiview.update([v * s for v in views], k=2)
+        with pytest.raises(ValueError, match=r"^The 'x' argument of factors.refine must be of a magnitude whose "
+                                             r"square float32 holds .*rescale x"):
+            factors.refine(x * s, factors.spectral(x * s, 2, "skew", seed=0), num_steps=2)

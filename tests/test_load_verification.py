@@ -9,15 +9,16 @@ import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from specinit.estimate import SpectralEstimate, check_site_values
-from specinit.family import family as registered_family
+from specinit.estimate import SpectralEstimate
 from specinit.models import gmm, hmm, lda
 from specinit.synthetic import sample_lda
+from tests.fuzz_targets import check_loaded
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -172,13 +173,7 @@ def test_a_doctored_file_is_refused_naming_it_or_loads_a_valid_estimate(fits, tm
         except ValueError as exc:
             assert repr(str(path)) in str(exc)
             continue
-        sites, _ = registered_family(back.model).site_table(back.params)
-        assert back.sites == sites and back.match_site in back.params
-        check_site_values(back.params, sites, back.k)
-        if back.vocabulary is not None and "beta" in back.params:
-            assert len(back.vocabulary) == back.params["beta"].shape[1]
-        if back.state:
-            registered_family(back.model).check_state(back)
+        check_loaded(back)
 
 
 def test_stale_temporaries_of_dead_writers_are_removed_by_the_next_save(fits, tmp_path):
@@ -234,3 +229,64 @@ def test_save_refuses_names_that_load_would_refuse(fits, tmp_path):
     with pytest.raises(ValueError, match=re.escape("'../up'")):
         odd.save(tmp_path / "odd.npz")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.fixture(scope="module")
+def online_files(tmp_path_factory):
+    """Saved estimates of the other families that keep fitted state: online updates and kernel densities."""
+    from specinit.models import factors, gaussian_hmm, kernel_multiview, multiview
+
+    folder = tmp_path_factory.mktemp("states")
+    rng = np.random.default_rng(0)
+    h = rng.choice(2, 300)
+    views = [np.array([[3.0, 0.0], [0.0, 3.0]])[h] + rng.normal(size=(300, 2)) for _ in range(3)]
+    states = (np.arange(600) // 7) % 2  # a chain that stays 7 steps in each state
+    real = np.array([-2.0, 2.0])[states] + rng.normal(size=600)
+    symbols = np.where(rng.random(600) < 0.8, np.array([0, 3])[states], rng.integers(0, 4, 600))
+    sources = rng.exponential(size=(600, 2)) - 1.0
+    fits = {
+        "gmm": lambda: gmm.update(views[0], None, k=2, seed=0),
+        "factors": lambda: factors.update(sources @ rng.normal(size=(2, 4)) + 0.1 * rng.normal(size=(600, 4)), None,
+                                          k=2, cumulant="skew", seed=0),
+        "hmm": lambda: hmm.update(symbols, None, k=2, n_symbols=4, seed=0),
+        "multiview": lambda: multiview.update(views, None, k=2, seed=0),
+        "gaussian_hmm": lambda: gaussian_hmm.update(real, None, k=2, seed=0),
+        "kernel_multiview": lambda: kernel_multiview.spectral(views, 2, seed=0, rank=8),
+        "kernel_multiview.update": lambda: kernel_multiview.update(views, None, k=2, seed=0, rank=8),
+    }
+    with warnings.catch_warnings():  # small fits: what they warn about is not what is tested here
+        warnings.simplefilter("ignore")
+        return {name: fit().save(folder / f"{name}.npz") for name, fit in fits.items()}
+
+
+@pytest.mark.parametrize("file, member, value, problem", [
+    ("gmm", "state/moments/s2", np.ones((2, 3)), r"must be of shape \(2, 2\); got shape \(2, 3\)"),
+    ("gmm", "state/moments/n", np.asarray(0), r"must be the number of rows summed \(a whole number >= 1\)"),
+    ("factors", "state/moments/low", np.full(4, 1e9), r"must be at most 'high' in every column"),
+    ("hmm", "state/moments/seen", -np.ones(4), r"must be non-negative; got minimum -1"),
+    ("multiview", "state/moments/counts", np.array([300, 1]), r"must be the rows \(>= 1\) and the model's views"),
+    ("multiview", "state/moments/triple_0_1_2", np.ones((2, 2)), r"must be a 3-d numeric array"),
+    ("gaussian_hmm", "state/moments/edges", np.arange(9.0)[::-1], r"must be non-decreasing bin edges"),
+    ("gaussian_hmm", "state/moments/chain/seen", np.ones(3), r"must be of shape \(10,\)"),
+    ("kernel_multiview", "state/density_weights_1", np.ones((2, 5)), r"must be of shape \(2, 300\)"),
+    ("kernel_multiview", "state/bandwidth_0", -np.ones(2), r"must be > 0"),
+    ("kernel_multiview", "state/embedding_2", np.ones((3, 8)), r"must be of 2 rows \(k\)"),
+    ("kernel_multiview.update", "state/moments/units", -np.ones(3), r"must be > 0"),
+    ("kernel_multiview.update", "state/moments/sums/pair_0_1", np.ones((3, 3)), r"must be of shape \(8, 8\)"),
+    ("kernel_multiview.update", "state/moments/features_1/bandwidth", np.ones(3), r"must be of shape \(2,\)"),
+    # finite sums that no rows within the stored peaks or ranges give (an update would overflow on them)
+    ("multiview", "state/moments/triple_0_1_2", lambda a: a * 1e300,
+     r"must be at most n = 300 times the product of its views' peaks in absolute value"),
+    ("multiview", "state/moments/peaks", lambda a: a * 1e300, r"must be largest entries whose products of 3 over "
+                                                              r"the n = 300 rows float64 holds"),
+    ("gmm", "state/moments/origin", lambda a: a + 1e308, r"must be within \['low', 'high'\] in every column"),
+    ("gmm", "state/moments/s3", lambda a: a * 1e300, r"must be at most n times the rows' largest distance from "
+                                                    r"'origin' to the power 3"),
+])
+def test_every_kept_summary_names_the_damaged_array(online_files, tmp_path, file, member, value, problem):
+    meta, arrays = read(online_files[file])
+    assert member in arrays
+    value = value(arrays[member]) if callable(value) else value
+    path = write(tmp_path / "state.npz", meta, {**arrays, member: value})
+    message = refused(path, f"member {member!r}")
+    assert re.search(problem, message), message

@@ -122,16 +122,39 @@ def _write_text(path: Path):
     return open(path, "w", encoding="utf-8")
 
 
-def _read_uci_header(reader, path) -> tuple[int, int, int]:
+def read_uci_header(reader, path) -> tuple[int, int, int]:
+    """The header ``(D, W, NNZ)`` of a docword file from the reader's first three lines (text or bytes).
+
+    Parameters
+    ----------
+    reader : LineReader or file object
+        Positioned at the start of the file.
+    path : str or os.PathLike
+        The file, named in errors.
+
+    Returns
+    -------
+    tuple of int
+
+    Raises
+    ------
+    FileError
+        Naming the file and the line: a line that is not one integer, ``D`` or ``W`` below 1 (a corpus has a
+        document and a word), a negative ``NNZ``.
+    """
     header = []
-    for line_number, label in enumerate(("D (number of documents)", "W (vocabulary size)", "NNZ (number of entries)"), 1):
+    labels = (("D (number of documents)", 1), ("W (vocabulary size)", 1), ("NNZ (number of entries)", 0))
+    for line_number, (label, least) in enumerate(labels, 1):
         line = reader.readline()
+        text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
         try:
-            value = int(line)
+            value = int(text)
         except ValueError:
-            raise file_error(path, line_number, f"expected the header integer {label}, found {line.strip()!r}.") from None
-        if value < 0:
-            raise file_error(path, line_number, f"the header {label} must be non-negative, found {value}.")
+            raise file_error(path, line_number, f"expected the header integer {label}, found "
+                                                f"{text.strip()!r}.") from None
+        if value < least:
+            at_least = "non-negative" if least == 0 else "at least 1 (a corpus has a document and a word)"
+            raise file_error(path, line_number, f"the header {label} must be {at_least}, found {value}.")
         header.append(value)
     return tuple(header)
 
@@ -152,7 +175,7 @@ def _parse_uci_lines(path, n_entries: int, max_bytes: int, func: str) -> tuple[n
     """Slow line-by-line parse of the entries; returns them and their line numbers."""
     entries, line_numbers = [], []
     with read_text(path, "docword_path", func, max_bytes) as reader:
-        _read_uci_header(reader, path)
+        read_uci_header(reader, path)
         for line in _uci_entry_lines(reader, path, n_entries):
             fields = line.split()
             if not fields:
@@ -212,7 +235,8 @@ def load_uci_bow(docword_path, vocab_path=None, *, max_bytes: int | None = None)
     Raises
     ------
     ValueError
-        Naming the file and line for a malformed header, a line without
+        Naming the file and line for a malformed header (D and W must be at
+        least 1, NNZ non-negative), a line without
         exactly three integers, an id out of range, a count that is not a
         positive integer below 2**53, an entry beyond NNZ, undecodable text
         or a damaged gzip stream; naming the file when NNZ differs from the
@@ -228,7 +252,7 @@ def load_uci_bow(docword_path, vocab_path=None, *, max_bytes: int | None = None)
     max_bytes = check_max_bytes(max_bytes, func)
     vocabulary = None if vocab_path is None else read_vocabulary(vocab_path, func, max_bytes=max_bytes)
     with read_text(path, "docword_path", func, max_bytes) as reader:
-        n_docs, n_words, n_entries = _read_uci_header(reader, path)
+        n_docs, n_words, n_entries = read_uci_header(reader, path)
         check_budget(path, n_entries * ENTRY_BYTES + n_docs * ROW_BYTES + n_words * WORD_BYTES, max_bytes,
                      f"D={n_docs}, W={n_words} and NNZ={n_entries} in its header", func)
         if vocabulary is not None and len(vocabulary) != n_words:

@@ -23,6 +23,8 @@ References
 
 from __future__ import annotations
 
+import zipfile
+import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,11 +45,15 @@ from specinit._files import (
     open_regular,
 )
 from specinit._validation import _MAX_COUNT, bad_argument, check_count_matrix, check_int, optional_import
+from specinit.corpus.formats import read_uci_header
 
 if TYPE_CHECKING:
     import dask.array
 
 __all__ = ["read_ldac_blocks", "read_npz_shards", "read_uci_blocks", "save_npz_shards"]
+
+#: Bytes of the Dask graph a block of rows takes on the client (its task, key and chunk entry).
+TASK_BYTES = 256
 
 
 def save_npz_shards(counts, folder, rows_per_shard: int = 100_000) -> list:
@@ -98,9 +104,23 @@ def _npz_shape(path: Path, max_bytes: int, func: str) -> tuple[int, int]:
     return shape
 
 
-def _load_npz(path: str) -> sp.csr_matrix:
+def _load_npz(path: str, shape: tuple) -> sp.csr_matrix:
+    """The shard at ``path`` as float64 CSR: the shape its scan read, well-formed, counts only (named if not)."""
     with open_regular(path, "folder", "read_npz_shards") as handle:
-        return sp.csr_matrix(sp.load_npz(handle), dtype=np.float64)
+        try:
+            matrix = sp.csr_matrix(sp.load_npz(handle), dtype=np.float64)
+            matrix.check_format(full_check=True)
+        except (ValueError, TypeError, KeyError, OSError, zipfile.BadZipFile, zlib.error) as exc:
+            raise file_error(path, None, f"a damaged sparse matrix ({type(exc).__name__}: {exc}).") from None
+    if matrix.shape != shape:
+        raise file_error(path, None, f"holds a matrix of shape {matrix.shape}, not the {shape} it declared when the "
+                                     "folder was read (was it rewritten since?).")
+    data = matrix.data
+    bad = ~np.isfinite(data) | (data < 0) | (data != np.round(data)) | (data > _MAX_COUNT)
+    if bad.any():
+        raise file_error(path, None, "must hold counts (non-negative integers of at most 2**53); found "
+                                     f"{float(data[np.argmax(bad)]):g}.")
+    return matrix
 
 
 def _from_blocks(tasks, shapes, n_cols: int):
@@ -138,7 +158,10 @@ def read_npz_shards(folder, pattern: str = "*.npz", *, max_bytes: int | None = N
     ------
     ValueError
         No shard, shards with different numbers of columns, or a shard
-        (named) that is not a regular file, is damaged or exceeds the budget.
+        (named) that is not a regular file, is damaged or exceeds the budget;
+        when a block is computed, a shard (named) whose matrix is damaged,
+        holds anything but counts or has another shape than it had when the
+        folder was read.
     ImportError
         Dask is not installed (``pip install "specinit[dask]"``).
     """
@@ -153,7 +176,8 @@ def read_npz_shards(folder, pattern: str = "*.npz", *, max_bytes: int | None = N
     widths = {s[1] for s in shapes}
     if len(widths) != 1:
         raise bad_argument("folder", func, "shards with the same number of columns", sorted(widths))
-    return _from_blocks([(_load_npz, (str(p),)) for p in paths], [s[0] for s in shapes], widths.pop())
+    return _from_blocks([(_load_npz, (str(p), s)) for p, s in zip(paths, shapes)], [s[0] for s in shapes],
+                        widths.pop())
 
 
 # ----------------------------------------------------------------------------- UCI docword
@@ -189,16 +213,10 @@ def _uci_offsets(path: Path, rows_per_block: int, max_bytes: int, func: str) -> 
     """
     with open_regular(path, "docword_path", func) as handle:
         reader = LineReader(handle, path, max_bytes, func, total=False)
-        header = []
-        for line_number, label in enumerate(("D (number of documents)", "W (vocabulary size)",
-                                             "NNZ (number of entries)"), 1):
-            line = reader.readline()
-            try:
-                header.append(_nonnegative_int(line))
-            except ValueError:
-                raise file_error(path, line_number, f"expected the header integer {label}, found "
-                                                    f"{line.decode('utf-8', errors='replace').strip()!r}.") from None
-        n_docs, n_words, n_entries = header
+        n_docs, n_words, n_entries = read_uci_header(reader, path)
+        check_budget(path, -(-n_docs // rows_per_block) * TASK_BYTES, max_bytes,
+                     f"the Dask graph of D={n_docs} documents (its header) in blocks of {rows_per_block}", func)
+        _check_block(path, 0, min(rows_per_block, n_docs), n_words, max_bytes, func)
         offsets = [(0, handle.tell())]  # (first doc index of the block, byte offset)
         next_start, entries, in_block, previous = rows_per_block, 0, 0, 0
         while True:
@@ -281,8 +299,8 @@ def read_uci_blocks(docword_path, rows_per_block: int = 100_000, *, max_bytes: i
     Raises
     ------
     ValueError
-        A malformed header or line (named with its number), an entry outside
-        the header's D and W, a count above 2**53, docIDs out of order, a
+        A malformed header or line (named with its number; D and W must be
+        at least 1), an entry outside the header's D and W, a count above 2**53, docIDs out of order, a
         number of entries that differs from the header's NNZ, a block beyond
         the budget, a file that is not regular, a gzip file,
         ``rows_per_block < 1``.

@@ -22,9 +22,11 @@ import numpy as np
 from specinit._validation import (
     as_generator,
     bad_argument,
+    bad_stored,
     check_choice,
     check_int,
     check_positive,
+    stored_array,
 )
 
 if TYPE_CHECKING:
@@ -462,30 +464,24 @@ def feature_map_from_arrays(arrays: Mapping[str, np.ndarray],
     ValueError
         Missing arrays, inconsistent shapes, a bandwidth <= 0 or non-finite values.
     """
-    try:
-        bandwidth = np.asarray(arrays["bandwidth"], dtype=np.float64)
-        if "omega" in arrays:
-            feature_map = RandomFourierFeatures.__new__(RandomFourierFeatures)
-            feature_map.omega = np.asarray(arrays["omega"], dtype=np.float64)
-            feature_map.dim, half = feature_map.omega.shape
-            feature_map.rank = 2 * half
-            members, consistent = [feature_map.omega], True
-        else:
-            feature_map = NystromFeatures.__new__(NystromFeatures)
-            feature_map.landmarks = np.asarray(arrays["landmarks"], dtype=np.float64)
-            feature_map.projection = np.asarray(arrays["projection"], dtype=np.float64)
-            feature_map.dim = feature_map.landmarks.shape[1]
-            feature_map.rank = feature_map.projection.shape[1]
-            members = [feature_map.landmarks, feature_map.projection]
-            consistent = feature_map.projection.shape[0] == feature_map.landmarks.shape[0]
-        feature_map.bandwidth = bandwidth
-        whole = (consistent and bandwidth.shape == (feature_map.dim,) and np.all(bandwidth > 0)
-                 and all(np.all(np.isfinite(a)) for a in members))
-    except (KeyError, TypeError, ValueError):
-        whole = False
-    if not whole:
-        raise bad_argument(name, None, "an estimate whose stored feature maps are complete and finite",
-                           "a damaged feature map", describe=False)
+    what = "feature maps"
+    if "omega" in arrays:
+        feature_map = RandomFourierFeatures.__new__(RandomFourierFeatures)
+        feature_map.omega = stored_array(arrays, "omega", what, name, ndim=2)
+        feature_map.dim, half = feature_map.omega.shape
+        feature_map.rank = 2 * half
+    else:
+        feature_map = NystromFeatures.__new__(NystromFeatures)
+        feature_map.landmarks = stored_array(arrays, "landmarks", what, name, ndim=2)
+        feature_map.dim = feature_map.landmarks.shape[1]
+        feature_map.projection = stored_array(arrays, "projection", what, name, ndim=2)
+        if feature_map.projection.shape[0] != feature_map.landmarks.shape[0]:
+            raise bad_stored(name, what, "projection", f"{feature_map.landmarks.shape[0]} rows (one per row of "
+                             "'landmarks')", f"shape {feature_map.projection.shape}")
+        feature_map.rank = feature_map.projection.shape[1]
+    feature_map.bandwidth = stored_array(arrays, "bandwidth", what, name, shape=(feature_map.dim,))
+    if not np.all(feature_map.bandwidth > 0):
+        raise bad_stored(name, what, "bandwidth", "> 0", f"minimum {feature_map.bandwidth.min():g}")
     return feature_map
 
 

@@ -33,6 +33,7 @@ import scipy.sparse as sp
 from specinit._validation import (
     bad_argument,
     bad_stored,
+    stored_array,
     check_allocation,
     check_choice,
     check_positive,
@@ -431,20 +432,7 @@ class PairSums(_FirstOrder):
             code out of range, pair sums that are not symmetric or not a valid CSR structure.
         """
         def member(key, ndim, integer=False):
-            if key not in arrays:
-                raise bad_stored(name, "pair sums", key, "present", "none")
-            value = np.asarray(arrays[key])
-            kinds = "iu" if integer else "iuf"
-            if value.dtype.kind not in kinds or value.ndim != ndim:
-                raise bad_stored(name, "pair sums", key, f"a {ndim}-d {'integer' if integer else 'numeric'} array",
-                                 f"shape {value.shape} of {value.dtype}")
-            if not integer:
-                value = value.astype(np.float64)
-                if not np.all(np.isfinite(value)) or np.any(value < 0):
-                    raise bad_stored(name, "pair sums", key, "finite and non-negative",
-                                     "non-finite entries" if not np.all(np.isfinite(value)) else
-                                     f"minimum {value.min():g}")
-            return value
+            return stored_array(arrays, key, "pair sums", name, ndim=ndim, integer=integer, nonnegative=not integer)
 
         m1_sum = member("m1_sum", 1)
         V = m1_sum.shape[0]

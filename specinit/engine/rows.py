@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Literal, Mapping
 
 import numpy as np
 
-from specinit._validation import bad_argument, check_allocation, public
+from specinit._validation import bad_argument, bad_stored, check_allocation, public, stored_array
 from specinit.engine.backends import OnBackend, Passes, numba_kernel
 from specinit.engine.backends.numpy import pair_products
 from specinit.engine.cumulants import fourth_power_sum
@@ -235,18 +235,35 @@ class RowSums:
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], name: str = "estimate") -> "RowSums":
-        """The summary saved by :meth:`to_arrays` (shapes and values checked)."""
-        try:
-            d = np.asarray(arrays["origin"]).shape[0]
-            shapes = cls._shapes(d, 4 if "s4" in arrays else 3)
-            parts = {key: np.asarray(arrays[key], dtype=np.float64) for key in shapes}
-        except (KeyError, IndexError, TypeError, ValueError):
-            parts = None
-        if parts is None or any(parts[key].shape != shape for key, shape in shapes.items()) or not all(
-                np.all(np.isfinite(value)) for value in parts.values()) or parts["n"] < 1 or parts["scale"] <= 0:
-            raise bad_argument(name, None, "an estimate whose stored row sums are complete and finite",
-                               "damaged row sums", describe=False)
+        """The summary saved by :meth:`to_arrays`, every array checked (:func:`~specinit._validation.stored_array`:
+        a :class:`~specinit._validation.StoredArrayError` names the damaged one)."""
+        d = stored_array(arrays, "origin", "row sums", name, ndim=1).shape[0]
+        shapes = cls._shapes(d, 4 if "s4" in arrays else 3)
+        parts = {key: stored_array(arrays, key, "row sums", name, shape=shape) for key, shape in shapes.items()}
+        if not (parts["n"] >= 1 and parts["n"] == np.round(parts["n"])):
+            raise bad_stored(name, "row sums", "n", "the number of rows summed (a whole number >= 1)", parts["n"])
+        if not parts["scale"] > 0:
+            raise bad_stored(name, "row sums", "scale", "> 0", parts["scale"])
+        low, high, origin = parts["low"], parts["high"], parts["origin"]
+        with np.errstate(over="ignore", invalid="ignore"):
+            ranges = high - low
+            reach = np.max(np.maximum(high - origin, origin - low), initial=0.0) / parts["scale"]
+        if not np.all(np.isfinite(ranges) & (ranges >= 0)):
+            raise bad_stored(name, "row sums", "low", "at most 'high' in every column, by a range float64 holds",
+                             f"ranges {np.array2string(ranges, threshold=8)}")
+        if np.any((origin < low) | (origin > high)):
+            raise bad_stored(name, "row sums", "origin", "within ['low', 'high'] in every column (the mean of the "
+                             "first batch)", f"columns {np.flatnonzero((origin < low) | (origin > high)).tolist()} "
+                             "outside")
         powers = [parts[key] for key in shapes if key.startswith("s") and key != "scale"]
+        slack = 1.0 + 1e-6 + 8 * parts["n"] * np.finfo(np.float64).eps  # the rounding of n terms
+        for p, power in enumerate(powers, 1):  # every row is within 'reach' of the origin, in units of 'scale'
+            with np.errstate(over="ignore"):
+                bound = parts["n"] * reach**p * slack
+            if np.max(np.abs(power), initial=0.0) > bound:
+                raise bad_stored(name, "row sums", f"s{p}", f"at most n times the rows' largest distance from "
+                                 f"'origin' to the power {p} ({bound:.3g}) in absolute value",
+                                 f"{np.max(np.abs(power)):.3g}")
         return cls(int(parts["n"]), parts["low"], parts["high"], parts["origin"], float(parts["scale"]), *powers)
 
     @staticmethod

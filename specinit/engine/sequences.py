@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 
-from specinit._validation import bad_argument, check_allocation, check_magnitude, integer_symbols
+from specinit._validation import bad_argument, check_allocation, check_magnitude, integer_symbols, stored_array
 from specinit.engine.backends import numba_kernel
 from specinit.engine.sources import is_dask_array, is_jax_array
 from specinit.engine.views import MultiViewPopulation, SummedViews, multiview_population
@@ -331,20 +331,15 @@ class TripleCounts:
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], name: str = "estimate") -> "TripleCounts":
-        """The summary saved by :meth:`to_arrays` (shapes, finiteness and signs checked)."""
-        try:
-            parts = {key: np.asarray(arrays[key], dtype=np.float64) for key in ("triples", "first", "seen",
-                                                                                 "sequences")}
-            V = parts["first"].shape[0]
-            shapes_ok = (parts["triples"].shape == (V, V, V) and parts["seen"].shape == (V,)
-                         and parts["sequences"].shape == (2,))
-        except (KeyError, IndexError, TypeError, ValueError):
-            shapes_ok = False
-        if not shapes_ok or not all(np.all(np.isfinite(a)) and np.all(a >= 0) for a in parts.values()):
-            raise bad_argument(name, None, "an estimate whose stored triple counts are complete, finite and "
-                               "non-negative", "damaged triple counts", describe=False)
-        n_sequences, n_short = (int(v) for v in parts["sequences"])
-        return cls(parts["triples"], parts["first"], parts["seen"], n_sequences, n_short)
+        """The summary saved by :meth:`to_arrays`, every array checked (:func:`~specinit._validation.stored_array`:
+        a :class:`~specinit._validation.StoredArrayError` names the damaged one)."""
+        what = "triple counts"
+        first = stored_array(arrays, "first", what, name, ndim=1, nonnegative=True)
+        V = first.shape[0]
+        triples = stored_array(arrays, "triples", what, name, shape=(V, V, V), nonnegative=True)
+        seen = stored_array(arrays, "seen", what, name, shape=(V,), nonnegative=True)
+        n_sequences, n_short = stored_array(arrays, "sequences", what, name, shape=(2,), nonnegative=True)
+        return cls(triples, first, seen, int(n_sequences), int(n_short))
 
 
 def _window(block, following, need: int):

@@ -68,12 +68,14 @@ import scipy.sparse as sp
 from specinit._validation import (
     as_generator,
     bad_argument,
+    bad_stored,
     check_allocation,
     check_choice,
     check_int,
     checked_by_caller,
     current_entry,
     public,
+    stored_array,
     warn,
 )
 from specinit.engine.backends import OnBackend, Passes
@@ -311,26 +313,37 @@ class ViewSums:
 
     @classmethod
     def from_arrays(cls, arrays: Mapping[str, np.ndarray], name: str = "estimate") -> "ViewSums":
-        """The summary saved by :meth:`to_arrays` (every member present, shapes consistent, values finite)."""
-        try:
-            n, n_base = (int(c) for c in np.asarray(arrays["counts"]))
-            peaks = np.asarray(arrays["peaks"], dtype=np.float64)
-            firsts = [np.asarray(arrays[f"first_{v}"], dtype=np.float64) for v in range(peaks.size)]
-            dims = [f.size for f in firsts]
-            pairs = {key: np.asarray(arrays["pair_%d_%d" % key], dtype=np.float64)
-                     for key in combinations(range(peaks.size), 2)}
-            triples = {key: np.asarray(arrays["triple_%d_%d_%d" % key], dtype=np.float64)
-                       for key in combinations(range(n_base), 3)}
-            whole = (n >= 1 and 3 <= n_base <= peaks.size and peaks.ndim == 1
-                     and all(f.ndim == 1 for f in firsts)
-                     and all(value.shape == tuple(dims[v] for v in key) for table in (pairs, triples)
-                             for key, value in table.items())
-                     and all(np.all(np.isfinite(a)) for a in [peaks, *firsts, *pairs.values(), *triples.values()]))
-        except (KeyError, TypeError, ValueError):
-            whole = False
-        if not whole:
-            raise bad_argument(name, None, "an estimate whose stored view sums are complete and finite",
-                               "damaged view sums", describe=False)
+        """The summary saved by :meth:`to_arrays`, every array checked (:func:`~specinit._validation.stored_array`:
+        a :class:`~specinit._validation.StoredArrayError` names the damaged one)."""
+        what = "view sums"
+        counts = stored_array(arrays, "counts", what, name, shape=(2,), integer=True)
+        peaks = stored_array(arrays, "peaks", what, name, ndim=1, nonnegative=True)
+        n, n_base = (int(c) for c in counts)
+        if n < 1 or not 3 <= n_base <= peaks.size:
+            raise bad_stored(name, what, "counts", f"the rows (>= 1) and the model's views (3 to {peaks.size}, the "
+                             "views of 'peaks')", counts.tolist())
+        # a base view enters sums of triple products, a derived one sums of pair products: float64 must hold them
+        for v, peak in enumerate(peaks):
+            order = 3 if v < n_base else 2
+            largest = (np.finfo(np.float64).max / n) ** (1.0 / order)
+            if peak > largest:
+                raise bad_stored(name, what, "peaks", f"largest entries whose products of {order} over the n = {n} "
+                                 f"rows float64 holds (at most {largest:.3g} for view {v})", f"{peak:.3g}")
+        firsts = [stored_array(arrays, f"first_{v}", what, name, ndim=1) for v in range(peaks.size)]
+        dims = [f.size for f in firsts]
+        pairs = {key: stored_array(arrays, "pair_%d_%d" % key, what, name, shape=tuple(dims[v] for v in key))
+                 for key in combinations(range(peaks.size), 2)}
+        triples = {key: stored_array(arrays, "triple_%d_%d_%d" % key, what, name, shape=tuple(dims[v] for v in key))
+                   for key in combinations(range(n_base), 3)}
+        slack = 1.0 + 1e-6 + 8 * n * np.finfo(np.float64).eps  # the rounding of n terms
+        sums = {f"first_{v}": ((v,), f) for v, f in enumerate(firsts)}
+        sums.update({"pair_%d_%d" % key: (key, value) for key, value in pairs.items()})
+        sums.update({"triple_%d_%d_%d" % key: (key, value) for key, value in triples.items()})
+        for key, (views, value) in sums.items():  # each row adds at most the product of its views' peaks
+            bound = n * float(np.prod(peaks[list(views)])) * slack
+            if np.max(np.abs(value), initial=0.0) > bound:
+                raise bad_stored(name, what, key, f"at most n = {n} times the product of its views' peaks in "
+                                 f"absolute value ({bound:.3g})", f"{np.max(np.abs(value)):.3g}")
         return cls(n, n_base, peaks, firsts, pairs, triples)
 
 

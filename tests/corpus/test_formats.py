@@ -254,6 +254,14 @@ def test_uci_file_content_and_blank_lines(tmp_path):
         ("2\n3\n-1\n", r"d\.txt, line 3: the header NNZ \(number of entries\) must be non-negative"),
         ("2\n3\n3\n1 1 2\n2 1 1\n", r"d\.txt: the header \(line 3\) gives NNZ=3 but the file has 2 entries"),
         ("2\n3\n3\n", r"d\.txt: the header \(line 3\) gives NNZ=3 but the file has 0 entries"),
+        ("0\n3\n0\n", r"d\.txt, line 1: the header D \(number of documents\) must be at least 1"),
+        ("2\n0\n0\n", r"d\.txt, line 2: the header W \(vocabulary size\) must be at least 1"),
+        ("-2\n3\n0\n", r"d\.txt, line 1: the header D \(number of documents\) must be at least 1 .*, found -2"),
+        ("2\n3\n1\n1 1 -4\n", r"d\.txt, line 4: count must be a positive integer, found the entry '1 1 -4'"),
+        ("2 3\n3\n1\n1 1 1\n", r"d\.txt, line 1: expected the header integer D \(number of documents\), found '2 3'"),
+        ("", r"d\.txt, line 1: expected the header integer D"),
+        ("99999999999999999999999\n3\n1\n1 1 1\n", r"d\.txt: reading it needs about .* \(D=9+, W=3 and NNZ=1 in "
+                                                   r"its header\), more than the memory budget"),
     ],
 )
 def test_uci_errors_name_file_and_line(tmp_path, text, message):

@@ -80,6 +80,14 @@ def test_reader_errors(tmp_path):
     ("3\n4\n2\n1 1 2\n2 2 1.5\n", r"line 5: expected 'docID wordID count'"),
     ("3\n4\n2\n2 1 2\n1 2 1\n", r"line 5: docID 1 after docID 2"),
     ("3\nfour\n2\n", r"line 2: expected the header integer W"),
+    ("0\n4\n0\n", r"line 1: the header D \(number of documents\) must be at least 1"),
+    ("3\n0\n0\n", r"line 2: the header W \(vocabulary size\) must be at least 1"),
+    ("3\n4\n-1\n", r"line 3: the header NNZ \(number of entries\) must be non-negative"),
+    ("", r"line 1: expected the header integer D"),
+    ("99999999999999999999999\n4\n1\n1 1 1\n", r"docword\.txt: reading it needs about .* \(the Dask graph of "
+                                               r"D=9+ documents"),
+    ("3\n99999999999999999999999\n0\n", r"docword\.txt: reading it needs about .* \(a block of 2 documents with 0 "
+                                       r"entries over 9+ words\)"),
 ])
 def test_uci_blocks_never_lose_entries(tmp_path, body, problem):
     path = tmp_path / "docword.txt"
@@ -100,3 +108,32 @@ def test_ldac_blocks_refuse_what_they_cannot_keep(tmp_path, body, problem):
     path.write_bytes(body.encode())
     with pytest.raises(ValueError, match=problem):
         read_ldac_blocks(path, vocab_size=4, rows_per_block=1)
+
+
+@pytest.mark.parametrize("damage, problem", [
+    (lambda m: sp.csr_matrix((np.array([1.0, -2.0]), np.array([0, 1]), np.array([0, 2])), shape=(1, 3)),
+     r"must hold counts \(non-negative integers of at most 2\*\*53\); found -2"),
+    (lambda m: sp.csr_matrix((np.array([1.0, np.nan]), np.array([0, 1]), np.array([0, 2])), shape=(1, 3)),
+     r"must hold counts .*found nan"),
+    (lambda m: sp.csr_matrix((np.array([1.5]), np.array([0]), np.array([0, 1])), shape=(1, 3)),
+     r"must hold counts .*found 1\.5"),
+])
+def test_npz_shards_name_the_shard_that_holds_no_counts(tmp_path, damage, problem):
+    sp.save_npz(tmp_path / "a.npz", sp.csr_matrix(np.ones((1, 3))))
+    lazy = read_npz_shards(tmp_path)  # the folder scan reads the shapes only
+    sp.save_npz(tmp_path / "a.npz", damage(None))
+    with pytest.raises(ValueError, match=r"a\.npz: " + problem):
+        lazy.compute()
+
+
+def test_npz_shards_name_a_damaged_or_rewritten_shard(tmp_path):
+    sp.save_npz(tmp_path / "a.npz", sp.csr_matrix(np.ones((2, 3))), compressed=False)
+    lazy = read_npz_shards(tmp_path)
+    with np.load(tmp_path / "a.npz") as archive:
+        members = dict(archive)
+    np.savez(tmp_path / "a.npz", **{**members, "indices": members["indices"] + 7})  # columns beyond the shape
+    with pytest.raises(ValueError, match=r"a\.npz: a damaged sparse matrix \(ValueError: "):
+        lazy.compute()
+    sp.save_npz(tmp_path / "a.npz", sp.csr_matrix(np.ones((4, 3))))
+    with pytest.raises(ValueError, match=r"a\.npz: holds a matrix of shape \(4, 3\), not the \(2, 3\) it declared"):
+        lazy.compute()

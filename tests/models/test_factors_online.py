@@ -133,7 +133,8 @@ def test_update_errors_name_the_argument():
         factors.update(flat[:600], k=3)
     assert factors.update(flat[600:], factors.update(x[:600], k=3)).diagnostics["n_batches"] == 2  # constant in one
     with pytest.raises(ValueError, match=r"'estimate' argument of factors.update must be an estimate whose stored "
-                                         r"row sums are complete and finite"):
+                                         r"row sums are whole: 'moments/s3' must be a 3-d numeric array; got "
+                                         r"shape \(8, 8\)"):
         factors.update(x[500:], replace(first, state={**first.state, "moments/s3": np.zeros((8, 8))}))
 
 

@@ -123,7 +123,8 @@ def test_update_errors_name_the_argument():
                                          r"sequence of length >= 3"):
         gaussian_hmm.update([np.array([1.0, 2.0]), np.array([3.0, 4.0, 5.0, 6.0])[:2]], k=1, n_bins=2)
     with pytest.raises(ValueError, match=r"'estimate' argument of gaussian_hmm.update must be an estimate whose "
-                                         r"stored bin sums are complete and finite"):
+                                         r"stored bin sums are whole: 'moments/edges' must be of shape \(9,\); "
+                                         r"got shape \(4,\)"):
         gaussian_hmm.update(seqs[10:], replace(first, state={**first.state, "moments/edges": np.zeros(4)}))
     with pytest.raises(ValueError, match=r"'estimate' argument of gaussian_hmm.update must be an estimate whose "
                                          r"stored triple counts"):

@@ -91,6 +91,24 @@ def test_axis_aligned_recovers_loc_and_coordinate_variances():
     assert sorted(np.bincount(est.diagnostics["partition"])) == [10, 10, 10]
 
 
+@pytest.mark.parametrize("method", ["tpm", "svtd"])
+def test_axis_aligned_at_extreme_scales_equals_the_unscaled_fit_mapped_back(method):
+    """The fit runs on the data over their largest magnitude: at 1e-150 and 1e150 (whose cubes underflow or
+    overflow) the estimate is the unscaled one with loc, scale and the coordinate variances scaled back."""
+    rng = np.random.default_rng(3)
+    weights, loc = mixture(rng, 3, 12, spread=2.0)
+    x = sample(rng, weights, loc, rng.uniform(0.5, 1.5, size=(3, 12)), 1500)
+    plain = gmm.spectral_axis_aligned(x, 3, seed=0, method=method)
+    for s in (1e-150, 1.0, 1e150):
+        scaled = gmm.spectral_axis_aligned(x * s, 3, seed=0, method=method)
+        # the standardized data differ from the unscaled ones by a rounding per entry: 1e-8 is round-off
+        np.testing.assert_allclose(scaled.params["weights"], plain.params["weights"], rtol=1e-8)
+        np.testing.assert_allclose(scaled.params["loc"] / s, plain.params["loc"], rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(scaled.params["scale"] / s, plain.params["scale"], rtol=1e-8)
+        np.testing.assert_allclose(scaled.diagnostics["coordinate_variances"] / s**2,
+                                   plain.diagnostics["coordinate_variances"], rtol=1e-7, atol=1e-10)
+
+
 def test_bad_input():
     x = np.random.default_rng(0).normal(size=(20, 3))
     with pytest.raises(ValueError, match=r"'k' argument of gmm.spectral must be at most 10 when x has fewer"):

@@ -99,7 +99,8 @@ def test_update_errors_name_the_argument(wine):
     with pytest.raises(ValueError, match=r"'k' argument of gmm.update"):
         gmm.update(wine[50:], first, k=0)
     with pytest.raises(ValueError, match=r"'estimate' argument of gmm.update must be an estimate whose stored row "
-                                         r"sums are complete and finite"):
+                                         r"sums are whole: 'moments/s3' must be a 3-d numeric array; got shape "
+                                         r"\(13, 13\)"):
         gmm.update(wine[50:], replace(first, state={**first.state, "moments/s3": np.zeros((13, 13))}))
 
 

@@ -154,7 +154,8 @@ def test_update_errors_name_the_argument(planted, one_mib_budget):
                                                    if key != damaged}))
     bad = dict(first.state)
     bad["moments/features_0/bandwidth"] = -bad["moments/features_0/bandwidth"]
-    with pytest.raises(ValueError, match=r"stored feature maps are complete and finite"):
+    with pytest.raises(ValueError, match=r"stored feature maps are whole: 'moments/features_0/bandwidth' must be "
+                                         r"> 0"):
         km.update(batch, replace(first, state=bad))
     with pytest.raises(MemoryError, match=r"'rank' argument .*\(N, rank\) = \(3000, 16\) features for 3 views"):
         km.update([v[:3000] for v in views], first)  # a later batch's features, checked as the one fit's are

@@ -316,7 +316,7 @@ class NumpyPasses(Passes):
         self.n_threads = check_int(n_threads or os.cpu_count() or 1, "n_threads", minimum=1)
         self.chunk_rows = None if chunk_rows is None else check_int(chunk_rows, "chunk_rows", minimum=1)
 
-    def pair_products(self, A, rhs):
+    def pair_products(self, A: np.ndarray, rhs: np.ndarray) -> np.ndarray:
         """:func:`pair_products` on every core."""
         return pair_products(A, rhs, n_threads=os.cpu_count() or 1)
 
