@@ -36,10 +36,8 @@ from __future__ import annotations
 import functools
 import inspect
 import re
-import warnings
-from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import Any, Callable, Mapping
+from typing import Callable
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, DensityMixin, TransformerMixin
