@@ -33,7 +33,7 @@ def bound(X) -> float:
 @pytest.mark.parametrize("options", [{}, {"alpha0": 0.5}], ids=["default", "alpha0"])
 def test_peak_memory_is_the_input_plus_vk(corpus, options, numba, monkeypatch):
     """The NumPy allocations of a fit (traced by tracemalloc, which NumPy reports to) peak within :func:`bound`:
-    measured 35 MB against a bound of 77 MB on every path here."""
+    measured 33 MiB against a bound of 74 MiB on every path here."""
     if not numba:
         monkeypatch.setattr(_topics, "numba_kernel", lambda name: None)
         monkeypatch.setattr(anchors, "numba_kernel", lambda name: None)
