@@ -128,8 +128,9 @@ class LDA(TopicFamily):
         "alpha_sum": Param("float", "``sum(alpha)`` of the returned prior when ``alpha0=None`` or "
                            "``method=\"anchor\"`` (ignored when ``alpha0`` is given: the tensor's ``alpha_hat`` is "
                            "returned).", 1.0, Interval(float, 0.0, ALPHA0_MAX, open="low")),
-        "em_sweeps": Param("int", "EM sweeps over the corpus after the moment estimate (one pass each; ``0``: the "
-                           "moment estimate alone). They keep ``sum(alpha)``.", EM_SWEEPS, Interval(int, 0)),
+        "em_sweeps": Param("int", "Most EM sweeps over the corpus after the moment estimate (one pass each; fewer "
+                           "when they converge first, see ``closing_tol``; ``0``: the moment estimate alone). They "
+                           "keep ``sum(alpha)``.", EM_SWEEPS, Interval(int, 0)),
         "closing_tol": Param("float", "The closing sweeps stop before ``em_sweeps`` after the first sweep whose "
                              "training log-likelihood per token rose by less than this fraction over the previous "
                              "sweep's (``closing_sweeps`` in the diagnostics counts the sweeps run; ``0``: always "
@@ -802,7 +803,8 @@ def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topi
     return FAMILY.spectral(counts, k, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
                            decompose_options=decompose_options, backend=backend, weighting=weighting, alpha0=alpha0,
                            alpha_sum=alpha_sum, alpha0_grid=alpha0_grid, doc_topics=doc_topics, em_sweeps=em_sweeps,
-                           closing_tol=closing_tol, seed_words=seed_words, seed_anchor=seed_anchor, seed_prior=seed_prior)
+                           closing_tol=closing_tol, seed_words=seed_words, seed_anchor=seed_anchor,
+                           seed_prior=seed_prior)
 
 
 @face({**MODEL_ARGUMENTS, **LOCAL_STEP,
