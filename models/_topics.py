@@ -1086,8 +1086,8 @@ WARM_START = np.float16
 
 
 def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, floor: float,
-                 eta: float | np.ndarray = CLOSING_ETA,
-                 fold_in_steps: int = 3, prior_counts: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
+                 eta: float | np.ndarray = CLOSING_ETA, fold_in_steps: int = 3, prior_counts: np.ndarray | None = None,
+                 tol: float = 0.0) -> tuple[np.ndarray, np.ndarray, dict]:
     """A few EM sweeps over the corpus from given topics: the closing step of ``lda.spectral``.
 
     Each sweep streams the chunks of ``source`` once: per document,
@@ -1109,12 +1109,19 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
     expected topic-word counts of documents not in ``source`` (earlier
     batches), are added to every M-step's counts.
 
+    ``sweeps`` is the most sweeps. With ``tol > 0`` they stop after the
+    first sweep whose training log-likelihood per token rose by less than
+    ``tol`` (relative) over the previous sweep's; that sweep's M-step is
+    still taken (its expected counts are already summed), so stopping costs
+    no pass.
+
     Returns ``(beta, alpha, report)``; the report holds the training
-    log-likelihood per token before each M-step (``closing_log_likelihood``).
+    log-likelihood per token before each M-step (``closing_log_likelihood``)
+    and the sweeps run (``closing_sweeps``).
     """
     alpha = np.asarray(alpha, dtype=np.float64)
     k = beta.shape[0]
-    thetas, loglik = {}, []
+    thetas, loglik, done = {}, [], 0
 
     compiled = numba_kernel("closing_sweep")
 
@@ -1131,7 +1138,7 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
         return (i, theta, np.asarray(ratio.T @ theta).T, float(np.sum(X.data * np.log(X.data / ratio.data))),
                 float(X.data.sum()))
 
-    for _ in range(sweeps):
+    for done in range(1, sweeps + 1):
         stats, total, n_tokens = np.zeros_like(beta), 0.0, 0.0
         if compiled is not None:  # the kernel runs on every core over a chunk's documents, without temporaries
             results = map(partial(sweep, beta=beta, alpha=alpha), enumerate(source.chunks()))
@@ -1159,5 +1166,7 @@ def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, fl
         counts += eta
         counts /= counts.sum(axis=1, keepdims=True)
         beta, _ = project_to_simplex(counts, floor)
-    return beta, alpha, {"closing_sweeps": int(sweeps), "closing_eta": float(np.min(eta)),
+        if tol > 0 and done > 1 and loglik[-1] - loglik[-2] < tol * abs(loglik[-1]):
+            break
+    return beta, alpha, {"closing_sweeps": int(done), "closing_eta": float(np.min(eta)),
                          "closing_log_likelihood": np.asarray(loglik)}

@@ -92,6 +92,9 @@ NUM_PARTICLES = 128
 #: EM sweeps that close ``spectral`` by default (:func:`specinit.models._topics.close_topics`).
 EM_SWEEPS = 4
 
+#: Relative rise of the training log-likelihood per token below which the closing sweeps stop before ``em_sweeps``.
+CLOSING_TOL = 1e-3
+
 
 class LDA(TopicFamily):
     """Latent Dirichlet allocation: Dirichlet-corrected count moments, alpha0 from the data, anchor words."""
@@ -125,8 +128,13 @@ class LDA(TopicFamily):
         "alpha_sum": Param("float", "``sum(alpha)`` of the returned prior when ``alpha0=None`` or "
                            "``method=\"anchor\"`` (ignored when ``alpha0`` is given: the tensor's ``alpha_hat`` is "
                            "returned).", 1.0, Interval(float, 0.0, ALPHA0_MAX, open="low")),
-        "em_sweeps": Param("int", "EM sweeps over the corpus after the moment estimate (one pass each; ``0``: the "
-                           "moment estimate alone). They keep ``sum(alpha)``.", EM_SWEEPS, Interval(int, 0)),
+        "em_sweeps": Param("int", "Most EM sweeps over the corpus after the moment estimate (one pass each; fewer "
+                           "when they converge first, see ``closing_tol``; ``0``: the moment estimate alone). They "
+                           "keep ``sum(alpha)``.", EM_SWEEPS, Interval(int, 0)),
+        "closing_tol": Param("float", "The closing sweeps stop before ``em_sweeps`` after the first sweep whose "
+                             "training log-likelihood per token rose by less than this fraction over the previous "
+                             "sweep's (``closing_sweeps`` in the diagnostics counts the sweeps run; ``0``: always "
+                             "``em_sweeps``).", CLOSING_TOL, Interval(float, 0.0)),
         "seed_words": SEED_WORDS,
         "seed_anchor": Param("{'extreme', 'pooled', 'harmonic'}", "How a seed group makes its topic's anchor: "
                              "the word nearest the group's pooled co-occurrence row that is farthest from the other "
@@ -225,14 +233,14 @@ class LDA(TopicFamily):
         return {"alpha": alpha, "beta": beta}, report, {}
 
     def complete(self, params, counts, moments, *, rng, floor=1e-3, doc_topics="auto", em_sweeps=EM_SWEEPS,
-                 seed_words=None, seed_anchor="extreme", seed_prior=SEED_PRIOR, **options):
+                 closing_tol=CLOSING_TOL, seed_words=None, seed_anchor="extreme", seed_prior=SEED_PRIOR, **options):
         report = {}
         k, n_words = params["beta"].shape
         columns = () if seed_words is None else seed_words.columns(None, n_words, k)
         if em_sweeps:
             eta = CLOSING_ETA if seed_words is None else seed_words.closing_eta(columns, (k, n_words), seed_prior)
             beta, alpha, report = close_topics(moments.source, params["beta"], params["alpha"], em_sweeps, floor=floor,
-                                               eta=eta)
+                                               eta=eta, tol=closing_tol)
             params = {**params, "beta": beta, "alpha": alpha}
         if seed_words is not None:
             report.update(seed_words.closed(params["beta"], params["alpha"], moments.m1, columns, seed_anchor))
@@ -747,7 +755,7 @@ def spectral_from_moments(moments, k, alpha0, *, method, seed, vocabulary, floor
 
 @FAMILY.face()
 def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topics, floor, decompose_options, backend,
-             alpha0_grid, alpha_sum, em_sweeps, seed_words, seed_anchor, seed_prior) -> SpectralEstimate:
+             alpha0_grid, alpha_sum, em_sweeps, closing_tol, seed_words, seed_anchor, seed_prior) -> SpectralEstimate:
     """Method-of-moments estimate of LDA: anchor words on the cleaned pair moment (default) or a tensor path.
 
     The default (``method="anchor"``) uses the pair moment ``E2`` alone,
@@ -757,10 +765,12 @@ def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topi
     spectrum are estimator noise) and never formed: anchor words and the
     RecoverL2 weights come from the exact k-dimensional embedding of the
     row-normalized low-rank moment ([4]_, [5]_;
-    :func:`specinit.engine.anchors.fit_anchor`). Then ``em_sweeps`` EM
+    :func:`specinit.engine.anchors.fit_anchor`). Then at most ``em_sweeps`` EM
     sweeps over the corpus close the estimate (per-document fold-in of the
     topic proportions, topics from the expected counts plus ``eta = 0.1``;
-    :func:`specinit.models._topics.close_topics`). On the real corpora of
+    :func:`specinit.models._topics.close_topics`), stopping early once a
+    sweep raises the training log-likelihood per token by less than
+    ``closing_tol`` (relative). On the real corpora of
     ``benchmarks/bench_lda_real.py`` (docstrings, man pages, news) this
     path gives a held-out perplexity 0.5-0.9x that of the tensor path and
     of rectified anchor words (``anchortopics``), at similar cost; on data
@@ -842,7 +852,8 @@ def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topi
     return FAMILY.spectral(counts, k, method=method, seed=seed, vocabulary=vocabulary, floor=floor,
                            decompose_options=decompose_options, backend=backend, weighting=weighting, alpha0=alpha0,
                            alpha_sum=alpha_sum, alpha0_grid=alpha0_grid, doc_topics=doc_topics, em_sweeps=em_sweeps,
-                           seed_words=seed_words, seed_anchor=seed_anchor, seed_prior=seed_prior)
+                           closing_tol=closing_tol, seed_words=seed_words, seed_anchor=seed_anchor,
+                           seed_prior=seed_prior)
 
 
 @face({**MODEL_ARGUMENTS, **LOCAL_STEP,
