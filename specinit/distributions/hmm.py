@@ -194,7 +194,7 @@ def pad_sequences(sequences, *, categorical: bool = True) -> tuple[np.ndarray, n
     Parameters
     ----------
     sequences : array or list of 1-D arrays
-        See :func:`spectral`.
+        See :func:`specinit.models.hmm.spectral`.
     categorical : bool
         Integer symbols (True) or real observations (False).
 

@@ -201,8 +201,9 @@ class Passes:
 
         return pair_products(A, rhs, n_threads=os.cpu_count() or 1)
 
-    #: The deflated tensor power method where the passes run, or None: :func:`specinit.engine.decompose.
-    #: tensor_power_method` then runs its host iterations. A backend that provides one (JAX) defines
+    #: The deflated tensor power method where the passes run, or None:
+    #: :func:`specinit.engine.decompose.tensor_power_method` then runs its host iterations. A backend that
+    #: provides one (JAX) defines
     #: ``power_method(T, starts, n_iter, tol)`` with ``T`` (k, k, k), ``starts`` (k, k, n_restarts), and returns
     #: host arrays ``(weights, vectors, converged, stalled, iterations)`` as
     #: :func:`~specinit.engine.decompose.deflated_power_method` does.
