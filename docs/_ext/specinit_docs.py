@@ -168,7 +168,6 @@ def _resolve(app, env, node, contnode):
     if not (target.startswith("specinit") or any(c.startswith("specinit") for c in contexts)):
         return None
     domain = env.get_domain("py")
-    objtypes = set(domain.objtypes_for_role(node["reftype"]) or ())
 
     def link(name: str):
         entry = domain.objects[name]
@@ -181,8 +180,7 @@ def _resolve(app, env, node, contnode):
         if (where := _canonical(obj)) in domain.objects:
             return link(where)
     # A short name written elsewhere (``Site`` in a family's docstring): the documented object of that name.
-    candidates = [name for name, entry in domain.objects.items()
-                  if name.endswith("." + target) and entry.objtype in objtypes]
+    candidates = [name for name in domain.objects if name.endswith("." + target)]
     meant = {_canonical(_lookup(name)) or name for name in candidates}
     if len(meant) == 1:
         return link(min(candidates, key=lambda name: (domain.objects[name].aliased, len(name))))
