@@ -42,6 +42,7 @@ def _all_of(path: Path) -> list[str]:
 
 
 MODULES = _module_files()
+PUBLIC = {f"{module}.{name}" for module, path in MODULES.items() for name in _all_of(path)}
 
 
 def _autosummary_names(text: str) -> set[str]:
@@ -62,8 +63,7 @@ def _autosummary_names(text: str) -> set[str]:
     return names
 
 
-def _documented() -> set[str]:
-    return set().union(*(_autosummary_names(p.read_text()) for p in API.glob("*.rst")))
+DOCUMENTED = set().union(*(_autosummary_names(p.read_text()) for p in API.glob("*.rst")))
 
 
 def test_public_modules_found():
@@ -78,15 +78,12 @@ def test_autosummary_reader():
 
 
 def test_every_public_name_has_an_api_entry():
-    documented = _documented()
-    missing = sorted(f"{module}.{name}" for module, path in MODULES.items() for name in _all_of(path)
-                     if f"{module}.{name}" not in documented)
+    missing = sorted(PUBLIC - DOCUMENTED)
     assert not missing, f"add to the autosummary of docs/api/<module>.rst: {missing}"
 
 
 def test_api_lists_only_public_names():
-    public = {f"{module}.{name}" for module, path in MODULES.items() for name in _all_of(path)}
-    stale = sorted(_documented() - public)
+    stale = sorted(DOCUMENTED - PUBLIC)
     assert not stale, f"listed in docs/api but in no module's __all__: {stale}"
 
 
@@ -124,3 +121,28 @@ def test_pages_link_existing_tutorials():
                 assert (ROOT / "tutorials" / f"{name}.py").is_file(), f"{page.name} links a missing tutorial {name}"
         for source in re.findall(r"literalinclude:: \.\./\.\./(\S+)", text):
             assert (ROOT / source).is_file(), f"{page.name} includes a missing file {source}"
+
+
+def test_benchmark_figures_read_results_tables():
+    """The benchmark page's figures find their tables in benchmarks/RESULTS.md and draw a point per row."""
+    import importlib.util
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    spec = importlib.util.spec_from_file_location("benchmark_plots", DOCS / "benchmark_plots.py")
+    plots = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plots)
+    assert plots.number("**1,453**") == 1453.0 and plots.number("*386.7*") == 386.7 and plots.number("-2.92") == -2.92
+    assert plots.label("`lda.spectral(method=\"tpm\")` (alpha0 chosen: 0.01)") == 'lda.spectral(method="tpm")'
+    real_text = plots.tables(plots.section("Real text: spectral LDA vs variational Bayes and Gibbs"))[:3]
+    figure = plots.real_text_lda()
+    try:
+        drawn = [sum(len(c.get_offsets()) for c in ax.collections) for ax in figure.axes]
+        assert drawn == [len(rows) for _, rows in real_text] and min(drawn) >= 5
+    finally:
+        pyplot.close(figure)
+    for draw in (plots.synthetic_lda, plots.hmm_and_gmm):
+        pyplot.close(draw())
