@@ -173,20 +173,33 @@ def _resolve(app, env, node, contnode):
         entry = domain.objects[name]
         return make_refnode(app.builder, node["refdoc"], entry.docname, entry.node_id, contnode, name)
 
-    # The object the name designates from where it is written (or absolutely): the page where it is defined.
+    # The object the name designates from where it is written (or absolutely): the page where it is defined, or
+    # the page of a name bound to the same object; without one, it is shown as text (a private helper, a constant
+    # outside __all__).
     found = [obj for prefix in [*contexts, ""] if (obj := _lookup(f"{prefix}.{target}" if prefix else target))
              is not _MISSING]
     for obj in found:
         if (where := _canonical(obj)) in domain.objects:
             return link(where)
+    tail = "." + target.rsplit(".", 1)[-1]
+    if found:
+        for name in domain.objects:
+            if name.endswith(tail) and any(_same(_lookup(name), obj) for obj in found):
+                return link(name)
+        return contnode
     # A short name written elsewhere (``Site`` in a family's docstring): the documented object of that name.
     candidates = [name for name in domain.objects if name.endswith("." + target)]
     meant = {_canonical(_lookup(name)) or name for name in candidates}
     if len(meant) == 1:
         return link(min(candidates, key=lambda name: (domain.objects[name].aliased, len(name))))
-    if found and not candidates:
-        return contnode  # exists, but has no page (a private helper, a constant outside __all__): shown as text
     return None
+
+
+def _same(a, b) -> bool:
+    """Whether two looked-up values are one object (values such as None or numbers are not told apart)."""
+    if a is _MISSING or a is _FIELD or isinstance(a, (type(None), bool, int, float, str, bytes, tuple)):
+        return False
+    return a is b or (_canonical(a) is not None and _canonical(a) == _canonical(b))
 
 
 _REFERENCE = re.compile(r"\[(\d+)\]_")
