@@ -3,12 +3,15 @@
 * ``.. readme-code:: <README section title>`` shows a fenced code block of that
   README section (``:language:``, default ``python``; ``:nth:``, default 0), so
   the pages show the very code that ``tests/test_readme.py`` runs.
-* References inside specinit that Sphinx cannot resolve literally are resolved
-  as a reader means them: a short name (``Site``, ``choose_k``) to the one
-  documented object of that name (the one nearest the referring module when
-  several re-export it); a name that exists in the code but has no page (a
-  private helper, a type alias) is shown as text. A name that does not exist,
-  or that names several different objects, stays an error.
+* References inside specinit that Sphinx's exact lookup misses are resolved
+  as a reader means them: a name that exists where it is written (in the
+  referring class or module) links to the page of that object, or shows as
+  text when it has none (a private helper, a constant outside ``__all__``);
+  a name unknown there (``Site`` in a family's docstring) links to the one
+  documented object whose name ends with it. A name found nowhere, or whose
+  ending names several different objects, stays an error.
+* A class re-exported by several modules declares its canonical name once
+  (Sphinx would report the second declaration as a duplicate).
 * A function that cites its module's references (``[1]_``) gets those
   references appended, so that every page carries the papers it cites.
 * :func:`saved_figures` is a sphinx-gallery image scraper: the tutorials save
