@@ -253,8 +253,9 @@ class MultiView(Family):
     summary = ViewSums
     fit_kind = "multiview"
     options = {
-        "kinds": Param("sequence of {'categorical', 'gaussian'}, optional", "See :func:`check_views`.", None),
-        "dims": Param("sequence of int, optional", "See :func:`check_views`.", None),
+        "kinds": Param("sequence of {'categorical', 'gaussian'}, optional",
+                       "See :func:`~specinit.models.multiview.check_views`.", None),
+        "dims": Param("sequence of int, optional", "See :func:`~specinit.models.multiview.check_views`.", None),
         "target": Param("int", "View onto which the others are symmetrized "
                         "(:func:`specinit.engine.views.fit_multiview`).", -1, Interval(int)),
     }

@@ -1,14 +1,16 @@
-# %% [markdown]
-# # Documents as they arrive: online topic models
-#
-# A collection that grows -- tickets, messages, commits -- should not be refitted from
-# scratch every day. The moments the spectral fit reads are sums over documents, so
-# adding a batch is exact: the summary of the documents seen so far (their word-pair
-# sums) merges with the new batch's, and the topics are recovered from everything seen,
-# the eigensolver started from the previous fit. The earlier documents need not be
-# kept. Here: the standard library's docstrings arrive in ten batches, first as LDA
-# (`SpectralLDA.partial_fit`, or `lda.update` with estimates), then one-sentence
-# summaries as a mixture of unigrams (`SpectralTopicMixture.partial_fit`).
+"""Documents as they arrive: online topic models
+=============================================
+
+A collection that grows -- tickets, messages, commits -- should not be refitted from
+scratch every day. The moments the spectral fit reads are sums over documents, so
+adding a batch is exact: the summary of the documents seen so far (their word-pair
+sums) merges with the new batch's, and the topics are recovered from everything seen,
+the eigensolver started from the previous fit. The earlier documents need not be
+kept. Here: the standard library's docstrings arrive in ten batches, first as LDA
+(``SpectralLDA.partial_fit``, or ``lda.update`` with estimates), then one-sentence
+summaries as a mixture of unigrams (``SpectralTopicMixture.partial_fit``).
+"""
+
 
 # %%
 import os
@@ -40,11 +42,13 @@ def perplexity(beta, alpha):
     return document_completion(test, beta, alpha).perplexity
 
 
-# %% [markdown]
-# ## LDA, batch by batch
-# `partial_fit` merges the batch's pair sums with the stored ones and keeps the batch;
-# the topics are recovered when the model is next read (`components_`, `transform`,
-# `score`): anchor words on everything seen, the eigensolver warm-started from the last
+# %%
+# LDA, batch by batch
+# -------------------
+#
+# ``partial_fit`` merges the batch's pair sums with the stored ones and keeps the batch;
+# the topics are recovered when the model is next read (``components_``, ``transform``,
+# ``score``): anchor words on everything seen, the eigensolver warm-started from the last
 # recovery, then EM sweeps over the latest batch (the earlier documents enter them
 # through their word counts). A stream read only at the end pays one recovery; read
 # after every batch, one per batch. (The first read also loads the compiled kernels.)
@@ -66,10 +70,12 @@ for number, batch in enumerate(batches, 1):
 once = lda.spectral(train, k, seed=0, doc_topics=False)
 print(f"one fit on everything: held-out perplexity {perplexity(once.params['beta'], once.params['alpha']):.0f}")
 
-# %% [markdown]
-# ## Stop, save, continue in another process
-# The functional form `lda.update` recovers at every batch and returns an estimate that
-# keeps the merged moments in its `state`; `save` writes them, so the stream continues
+# %%
+# Stop, save, continue in another process
+# ---------------------------------------
+#
+# The functional form ``lda.update`` recovers at every batch and returns an estimate that
+# keeps the merged moments in its ``state``; ``save`` writes them, so the stream continues
 # after a restart.
 
 # %%
@@ -87,8 +93,10 @@ for batch in batches[5:]:
 assert np.array_equal(resumed.params["beta"], uninterrupted.params["beta"])
 print(f"resumed after batch 5: {resumed.diagnostics['n_batches']} batches, same topics as the uninterrupted stream")
 
-# %% [markdown]
-# ## Short texts: a mixture of unigrams, batch by batch
+# %%
+# Short texts: a mixture of unigrams, batch by batch
+# --------------------------------------------------
+#
 # One-sentence docstring summaries, labelled by package. The mixture of unigrams (one
 # topic per document) merges the same pair sums; its topics and weights come from anchor
 # words, and after the last batch they are those of one anchor fit on everything. No EM

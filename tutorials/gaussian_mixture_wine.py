@@ -1,24 +1,26 @@
-# %% [markdown]
-# # Spectral Gaussian mixtures on real data (wine, breast cancer), refined, then warm-started NUTS
-#
-# Two datasets bundled with scikit-learn (no download): 178 wines from three
-# cultivars (13 chemical measurements) and 569 breast-tumour biopsies, benign
-# or malignant (30 features). For each:
-#
-# 1. the method-of-moments estimate (`gmm.spectral`; Anandkumar et al. 2014,
-#    Thm 3.2/3.3): the data are centred and a constant coordinate appended,
-#    so standardized data need no shift; the noise is a per-coordinate
-#    variance from factor iterations on the covariance (`noise="factor"`),
-#    with spherical or diagonal covariances (`covariance=`);
-# 2. spectral then refine in one call (`gmm.refine`: EM in NumPy, float64),
-#    against scikit-learn's `GaussianMixture` (k-means initialisation) on
-#    log-likelihood, iterations, time and adjusted Rand index (ARI) against
-#    the labels;
-# 3. k from the data (`k="auto"`) against scikit-learn's BIC over k;
-# 4. NUTS from the refined estimate against NumPyro's default start
-#    (`specinit.compare.compare_nuts`): split R-hat over chains.
-#
-# Set `SPECINIT_TUTORIAL_SMALL=1` for a fast run (tiny NUTS runs).
+"""Spectral Gaussian mixtures on real data (wine, breast cancer), refined, then warm-started NUTS
+==============================================================================================
+
+Two datasets bundled with scikit-learn (no download): 178 wines from three
+cultivars (13 chemical measurements) and 569 breast-tumour biopsies, benign
+or malignant (30 features). For each:
+
+1. the method-of-moments estimate (``gmm.spectral``; Anandkumar et al. 2014,
+   Thm 3.2/3.3): the data are centred and a constant coordinate appended,
+   so standardized data need no shift; the noise is a per-coordinate
+   variance from factor iterations on the covariance (``noise="factor"``),
+   with spherical or diagonal covariances (``covariance=``);
+2. spectral then refine in one call (``gmm.refine``: EM in NumPy, float64),
+   against scikit-learn's ``GaussianMixture`` (k-means initialisation) on
+   log-likelihood, iterations, time and adjusted Rand index (ARI) against
+   the labels;
+3. k from the data (``k="auto"``) against scikit-learn's BIC over k;
+4. NUTS from the refined estimate against NumPyro's default start
+   (``specinit.compare.compare_nuts``): split R-hat over chains.
+
+Set ``SPECINIT_TUTORIAL_SMALL=1`` for a fast run (tiny NUTS runs).
+"""
+
 
 # %%
 import os
@@ -41,8 +43,10 @@ def standardize(x):
     return (x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
 
 
-# %% [markdown]
-# ## Spectral, spectral then EM, scikit-learn
+# %%
+# Spectral, spectral then EM, scikit-learn
+# ----------------------------------------
+#
 # Standardize the features (a spherical model needs comparable scales); the
 # same tolerance (1e-4 per observation) stops both EM runs.
 
@@ -68,9 +72,11 @@ for name, loader, k in (("wine", load_wine, 3), ("breast cancer", load_breast_ca
               f"in {peer.n_iter_} iterations ({t_peer:.2f} s)")
         fits[name, covariance] = (x, refined.estimate)
 
-# %% [markdown]
-# ## k from the data
-# `k="auto"` reads the spectrum of the second moment (its positive
+# %%
+# k from the data
+# ---------------
+#
+# ``k="auto"`` reads the spectrum of the second moment (its positive
 # eigenvalues bound the candidates; exact on population moments), then
 # scores each candidate by BIC after 30 EM steps from its spectral start.
 # scikit-learn's usual recipe, BIC over k with a full EM per k, beside it.
@@ -100,9 +106,11 @@ fig.tight_layout()
 fig.savefig("gaussian_mixture_k_auto.png", dpi=90)
 plt.close(fig)
 
-# %% [markdown]
-# ## NUTS warm vs default
-# The refined estimate (a `SpectralEstimate` keyed by the model's site
+# %%
+# NUTS warm vs default
+# --------------------
+#
+# The refined estimate (a ``SpectralEstimate`` keyed by the model's site
 # names) gives every chain a jittered start in the same labelling mode; the
 # default start lets chains settle in different label permutations, which
 # shows up as a large split R-hat.

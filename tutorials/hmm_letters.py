@@ -1,24 +1,26 @@
-# %% [markdown]
-# # Letters of English text as a hidden Markov model
-#
-# Text shipped with Python itself (the docstrings of a few standard-library
-# modules, `specinit.corpus.load_letter_sequences`; nothing is downloaded)
-# becomes sequences of 27 symbols (a-z and space), one sequence per paragraph. A 2-state HMM of
-# letters is the classic vowel/consonant example.
-#
-# 1. The spectral estimate on the raw text: real letters are NOT a 2-state
-#    HMM. The symmetric approach says so (an indefinite symmetrized moment);
-#    the default (`approach="auto"`) then falls back, with a warning, to the
-#    observable-operator approach (Jennrich), which needs no positive moment,
-#    and records it in `diagnostics["fallback"]`. The estimate is a starting
-#    point, not a fit: Baum-Welch (`hmm.refine`, spectral then refine in one
-#    call) takes it to a maximum-likelihood HMM, timed against hmmlearn, and
-#    NUTS warm-started from it is compared with NumPyro's default start.
-# 2. The 2-state HMM implied by labelling the letters vowel / consonant
-#    (counting; a reference model).
-# 3. On sequences generated from that HMM (the model is then true) the
-#    spectral estimate separates vowels from consonants without labels, in a
-#    fraction of a second, and warm-starts SVI.
+"""Letters of English text as a hidden Markov model
+================================================
+
+Text shipped with Python itself (the docstrings of a few standard-library
+modules, ``specinit.corpus.load_letter_sequences``; nothing is downloaded)
+becomes sequences of 27 symbols (a-z and space), one sequence per paragraph. A 2-state HMM of
+letters is the classic vowel/consonant example.
+
+1. The spectral estimate on the raw text: real letters are NOT a 2-state
+   HMM. The symmetric approach says so (an indefinite symmetrized moment);
+   the default (``approach="auto"``) then falls back, with a warning, to the
+   observable-operator approach (Jennrich), which needs no positive moment,
+   and records it in ``diagnostics["fallback"]``. The estimate is a starting
+   point, not a fit: Baum-Welch (``hmm.refine``, spectral then refine in one
+   call) takes it to a maximum-likelihood HMM, timed against hmmlearn, and
+   NUTS warm-started from it is compared with NumPyro's default start.
+2. The 2-state HMM implied by labelling the letters vowel / consonant
+   (counting; a reference model).
+3. On sequences generated from that HMM (the model is then true) the
+   spectral estimate separates vowels from consonants without labels, in a
+   fraction of a second, and warm-starts SVI.
+"""
+
 
 # %%
 import os
@@ -42,12 +44,14 @@ SMALL = os.environ.get("SPECINIT_TUTORIAL_SMALL") == "1"
 sequences = load_letter_sequences()
 print(f"{len(sequences)} paragraphs, {sum(s.size for s in sequences)} symbols")
 
-# %% [markdown]
-# ## 1. Spectral estimate on the raw text
+# %%
+# 1. Spectral estimate on the raw text
+# ------------------------------------
+#
 # Around the middle letter of every triple, the three letters would be
 # conditionally independent given a 2-valued state if the text were a
 # 2-state HMM; the symmetrized second moment would then be positive definite.
-# It is not, and the default approach refuses. `approach="jennrich"`
+# It is not, and the default approach refuses. ``approach="jennrich"``
 # (simultaneous diagonalization of the observable operators, Anandkumar, Hsu
 # & Kakade 2012, Algorithm B) takes no square root of a moment and always
 # returns an estimate; its diagnostics (a negative state weight, a large
@@ -76,12 +80,14 @@ for i, row in enumerate(raw.params["emission"]):
     top = "".join(LETTERS[c] for c in np.argsort(-row)[:12]).replace(" ", "_")
     print(f"raw-text state {i}: top letters {top}; vowel mass {row[vowels].sum():.2f}")
 
-# %% [markdown]
-# ## 1b. Spectral then refine, against hmmlearn; NUTS warm vs default
-# `hmm.refine` runs Baum-Welch (scaled forward-backward over all paragraphs
-# at once, float64) from the spectral estimate; hmmlearn's `CategoricalHMM`
+# %%
+# 1b. Spectral then refine, against hmmlearn; NUTS warm vs default
+# ----------------------------------------------------------------
+#
+# ``hmm.refine`` runs Baum-Welch (scaled forward-backward over all paragraphs
+# at once, float64) from the spectral estimate; hmmlearn's ``CategoricalHMM``
 # runs the same EM from its own random start (one restart here; the
-# benchmark `benchmarks/bench_real_mixtures.py` uses the best of three).
+# benchmark ``benchmarks/bench_real_mixtures.py`` uses the best of three).
 
 # %%
 from hmmlearn.hmm import CategoricalHMM  # noqa: E402
@@ -116,8 +122,10 @@ summary = nuts.summary()
 print(f"NUTS warm (spectral + EM) max split-R-hat {summary['warm_max_rhat']:.3f} in {summary['warm_time_s']:.1f} s; "
       f"default init {summary['cold_max_rhat']:.3f} in {summary['cold_time_s']:.1f} s")
 
-# %% [markdown]
-# ## 2. The vowel / consonant reference HMM
+# %%
+# 2. The vowel / consonant reference HMM
+# --------------------------------------
+#
 # Label each letter vowel (a, e, i, o, u) or consonant (everything else,
 # space included); counting gives the initial law, the label transition
 # matrix (row = from-state) and each label's letter frequencies.
@@ -135,8 +143,10 @@ reference = {
 reference = {name: value / value.sum(axis=-1, keepdims=True) for name, value in reference.items()}
 print("reference transition (consonant, vowel):\n", reference["transition"].round(2))
 
-# %% [markdown]
-# ## 3. Spectral estimate when the model is true
+# %%
+# 3. Spectral estimate when the model is true
+# -------------------------------------------
+#
 # Sequences generated from the reference HMM; the spectral fit sees only the
 # symbols. States are matched to the reference by emission L1 distance.
 
@@ -154,11 +164,13 @@ for i, j in zip(rows, cols):
     top = " ".join(repr(LETTERS[c]) for c in np.argsort(-estimate.params["emission"][i])[:8])
     print(f"spectral state {i} ~ {('consonant', 'vowel')[j]:9s} (emission L1 {cost[i, j]:.3f}): {top}")
 
-# %% [markdown]
-# ## Warm-started inference
+# %%
+# Warm-started inference
+# ----------------------
+#
 # Log-likelihood per symbol at the reference, at the spectral estimate and at
 # a uniform starting point; then a short MAP run (SVI with a point-mass guide)
-# starting from the spectral estimate (`init_loc_fn=estimate.init_strategy()`).
+# starting from the spectral estimate (``init_loc_fn=estimate.init_strategy()``).
 
 # %%
 uniform = {"init": np.full(2, 0.5), "transition": np.full((2, 2), 0.5),

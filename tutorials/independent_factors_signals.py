@@ -1,25 +1,27 @@
-# %% [markdown]
-# # Independent factors: unmixing signals by the fourth cumulant, then NumPyro
-#
-# Observations `x = loc + h @ loadings + noise` with independent, non-Gaussian,
-# unit-variance factors `h` (independent component analysis with isotropic
-# Gaussian noise). The method of moments (Anandkumar et al., "A Spectral
-# Algorithm for Latent Dirichlet Allocation", Sec. 3.1, Lemma 2; "Two SVDs
-# Suffice", Alg. 2) whitens the noise-corrected covariance and decomposes the
-# whitened fourth cumulant, a k x k x k x k tensor built straight from the
-# whitened data, with the order-4 tensor power method.
-#
-# 1. A "cocktail party": four audio-like signals synthesised deterministically
-#    (sine, square wave, sawtooth and a seeded speech-like burst signal), mixed
-#    into five noisy "microphones"; we know the truth, so we measure the
-#    recovery (Amari index) against scikit-learn's FastICA, start FastICA from
-#    the spectral estimate, and warm-start NUTS on the NumPyro model.
-# 2. Real data shipped with scikit-learn: the 8x8 digit images, whose
-#    independent components are shown as images.
-#
-# The figures are written to `independent_factors_signals.png` and
-# `independent_factors_digits.png` in the working directory.
-# Set `SPECINIT_TUTORIAL_SMALL=1` for a fast run (fewer samples and NUTS draws).
+"""Independent factors: unmixing signals by the fourth cumulant, then NumPyro
+==========================================================================
+
+Observations ``x = loc + h @ loadings + noise`` with independent, non-Gaussian,
+unit-variance factors ``h`` (independent component analysis with isotropic
+Gaussian noise). The method of moments (Anandkumar et al., "A Spectral
+Algorithm for Latent Dirichlet Allocation", Sec. 3.1, Lemma 2; "Two SVDs
+Suffice", Alg. 2) whitens the noise-corrected covariance and decomposes the
+whitened fourth cumulant, a k x k x k x k tensor built straight from the
+whitened data, with the order-4 tensor power method.
+
+1. A "cocktail party": four audio-like signals synthesised deterministically
+   (sine, square wave, sawtooth and a seeded speech-like burst signal), mixed
+   into five noisy "microphones"; we know the truth, so we measure the
+   recovery (Amari index) against scikit-learn's FastICA, start FastICA from
+   the spectral estimate, and warm-start NUTS on the NumPyro model.
+2. Real data shipped with scikit-learn: the 8x8 digit images, whose
+   independent components are shown as images.
+
+The figures are written to ``independent_factors_signals.png`` and
+``independent_factors_digits.png`` in the working directory.
+Set ``SPECINIT_TUTORIAL_SMALL=1`` for a fast run (fewer samples and NUTS draws).
+"""
+
 
 # %%
 import dataclasses
@@ -41,8 +43,10 @@ from specinit.models import factors  # noqa: E402
 
 SMALL = os.environ.get("SPECINIT_TUTORIAL_SMALL") == "1"
 
-# %% [markdown]
-# ## 1. Four signals, five microphones
+# %%
+# 1. Four signals, five microphones
+# ---------------------------------
+#
 #
 # Three periodic signals are sub-Gaussian (negative excess kurtosis: sine -1.5,
 # square -2, sawtooth -1.2); the bursts (Laplace noise gated by a slow
@@ -67,12 +71,12 @@ mixing = np.array([[1.0, 0.5, 1.5, 1.0, 0.3],
 x = sources @ mixing + 0.2 * rng.normal(size=(n, 5)) + np.array([1.0, -2.0, 0.5, 0.0, 3.0])
 print("data", x.shape)
 
-# %% [markdown]
-# The spectral estimate. `excess_kurtosis` comes with each factor; the loadings
+# %%
+# The spectral estimate. ``excess_kurtosis`` comes with each factor; the loadings
 # are fixed up to sign by the documented rule (the entry of largest magnitude
 # of each row is positive). The exponential-power family of the NumPyro model
 # reaches down to excess kurtosis -1.2 (the uniform); lower values (square
-# wave, sine) are clipped to its largest shape `power = 100`.
+# wave, sine) are clipped to its largest shape ``power = 100``.
 
 # %%
 estimate = factors.spectral(x, 4, "kurtosis", seed=0)
@@ -86,10 +90,10 @@ with warnings.catch_warnings():
     ica = FastICA(4, whiten="unit-variance", random_state=0).fit(x)
 print("Amari index, FastICA: ", round(factors.amari_index(mixing, ica.mixing_.T), 4), f"({ica.n_iter_} iterations)")
 
-# %% [markdown]
-# FastICA started from the spectral estimate: `w_init` is the unmixing matrix
-# in FastICA's whitened coordinates, `inv(K @ loadings.T)` with `K` FastICA's
-# whitening (eigenvectors of the covariance scaled by `1/sqrt(eigenvalue)`,
+# %%
+# FastICA started from the spectral estimate: ``w_init`` is the unmixing matrix
+# in FastICA's whitened coordinates, ``inv(K @ loadings.T)`` with ``K`` FastICA's
+# whitening (eigenvectors of the covariance scaled by ``1/sqrt(eigenvalue)``,
 # signs as FastICA fixes them).
 
 # %%
@@ -101,9 +105,9 @@ warm_ica = FastICA(4, whiten="unit-variance", random_state=0, w_init=np.linalg.i
 print("Amari index, FastICA from spectral:", round(factors.amari_index(mixing, warm_ica.mixing_.T), 4),
       f"({warm_ica.n_iter_} iterations)")
 
-# %% [markdown]
-# The recovered sources are the factor scores `E[h | x]` under the estimate
-# (the site `factors` of the NumPyro model). Match them to the truth for the
+# %%
+# The recovered sources are the factor scores ``E[h | x]`` under the estimate
+# (the site ``factors`` of the NumPyro model). Match them to the truth for the
 # figure (order and sign are arbitrary in any ICA).
 
 # %%
@@ -127,16 +131,18 @@ fig.tight_layout()
 fig.savefig("independent_factors_signals.png", dpi=90)
 plt.close(fig)
 
-# %% [markdown]
-# ## Warm-started NUTS on the NumPyro model
+# %%
+# Warm-started NUTS on the NumPyro model
+# --------------------------------------
+#
 #
 # The model keeps the factors as latent sites (one per observation and factor)
-# in the plate `data`; the estimate covers every latent site (`scores=True`),
-# so `init_params` starts each chain at the spectral point (the potential
+# in the plate ``data``; the estimate covers every latent site (``scores=True``),
+# so ``init_params`` starts each chain at the spectral point (the potential
 # energy and its gradient are checked finite there). NUTS runs on a subsample;
 # the moments are best estimated on all the data, so the global sites come
 # from the full-data estimate and only the subsample's factor scores are
-# recomputed (`factors.factor_scores`).
+# recomputed (``factors.factor_scores``).
 
 # %%
 n_fit = 150 if SMALL else 1_000
@@ -151,12 +157,14 @@ post_loadings = np.asarray(mcmc.get_samples()["loadings"]).mean(axis=0)
 print("Amari index, posterior mean of the loadings:", round(factors.amari_index(mixing, post_loadings), 4),
       "| spectral start:", round(factors.amari_index(mixing, sub_estimate.params["loadings"]), 4))
 
-# %% [markdown]
-# ## 2. Real images: independent components of the digits
+# %%
+# 2. Real images: independent components of the digits
+# ----------------------------------------------------
+#
 #
 # 1797 images of 8x8 pixels (bundled with scikit-learn). Three border pixels
 # are always blank: constant columns carry no factor and would bias the
-# isotropic noise estimate, so `factors.spectral` refuses them; we drop them.
+# isotropic noise estimate, so ``factors.spectral`` refuses them; we drop them.
 # The images are not an exact independent-factor model (the pixel noise is
 # not isotropic); the components are a description, compared with FastICA's.
 

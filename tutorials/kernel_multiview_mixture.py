@@ -1,21 +1,23 @@
-# %% [markdown]
-# # Nonparametric multi-view mixtures: kernel embeddings instead of Gaussians
-#
-# Three views of each observation, conditionally independent given a hidden
-# class, with component densities that are skewed (Gamma, Beta), heavy-tailed
-# (Laplace) or bimodal. A Gaussian mixture gets them wrong; the kernel
-# spectral method of Song, Anandkumar, Dai and Xie ("Nonparametric Estimation
-# of Multi-View Latent Variable Models", ICML 2014) recovers the mixing
-# weights and every component density without assuming a shape:
-# KernelSVD of the second-order kernel embedding (Alg. 1), the whitened
-# third-order embedding (eq. 39), the tensor power method (Alg. 2) and the
-# conditional embeddings (eq. 40), here with random Fourier features of rank
-# 128 (memory O(N r), never N x N) and the median-heuristic bandwidth.
-#
-# Then a real data set shipped with scikit-learn: handwritten digits, with
-# three bands of image rows as the three views.
-#
-# Set `SPECINIT_TUTORIAL_SMALL=1` for a fast run (smaller samples).
+"""Nonparametric multi-view mixtures: kernel embeddings instead of Gaussians
+=========================================================================
+
+Three views of each observation, conditionally independent given a hidden
+class, with component densities that are skewed (Gamma, Beta), heavy-tailed
+(Laplace) or bimodal. A Gaussian mixture gets them wrong; the kernel
+spectral method of Song, Anandkumar, Dai and Xie ("Nonparametric Estimation
+of Multi-View Latent Variable Models", ICML 2014) recovers the mixing
+weights and every component density without assuming a shape:
+KernelSVD of the second-order kernel embedding (Alg. 1), the whitened
+third-order embedding (eq. 39), the tensor power method (Alg. 2) and the
+conditional embeddings (eq. 40), here with random Fourier features of rank
+128 (memory O(N r), never N x N) and the median-heuristic bandwidth.
+
+Then a real data set shipped with scikit-learn: handwritten digits, with
+three bands of image rows as the three views.
+
+Set ``SPECINIT_TUTORIAL_SMALL=1`` for a fast run (smaller samples).
+"""
+
 
 # %%
 import os
@@ -35,8 +37,10 @@ from specinit.models import kernel_multiview as km
 SMALL = os.environ.get("SPECINIT_TUTORIAL_SMALL") == "1"
 rng = np.random.default_rng(0)
 
-# %% [markdown]
-# ## A planted mixture with non-Gaussian components
+# %%
+# A planted mixture with non-Gaussian components
+# ----------------------------------------------
+#
 #
 # k = 3 classes with weights (0.5, 0.3, 0.2); one dimension per view.
 
@@ -68,7 +72,7 @@ estimate = km.spectral(views, 3, seed=0)
 print(f"spectral fit, N = {n}: {time.perf_counter() - start:.2f} s")
 print("bandwidths (half the median distance):", [float(estimate.state[f"bandwidth_{v}"][0]) for v in range(3)])
 
-# %% [markdown]
+# %%
 # Components come out in an arbitrary order: match them to the truth on the
 # densities of view 0, then compare weights and densities (L1 distance on a grid).
 
@@ -102,13 +106,15 @@ fig.tight_layout()
 fig.savefig("kernel_multiview_densities.png", dpi=90)
 print("wrote kernel_multiview_densities.png")
 
-# %% [markdown]
-# ## Warm-started SVI on the NumPyro model
+# %%
+# Warm-started SVI on the NumPyro model
+# -------------------------------------
 #
-# `kernel_multiview.model` gives each component and view a mixture of m = 2
+#
+# ``kernel_multiview.model`` gives each component and view a mixture of m = 2
 # Gaussians (the parametric projection above), with the class summed out. A
 # MAP fit (AutoDelta) started at the projected spectral estimate is compared
-# with NumPyro's default start (`init_to_uniform`), same steps and step size.
+# with NumPyro's default start (``init_to_uniform``), same steps and step size.
 
 # %%
 from specinit.compare import compare_svi
@@ -119,8 +125,10 @@ svi = compare_svi(km.model, estimate, (subset,), {"k": 3, "m": 2}, guide="delta"
 print(f"SVI loss, spectral start: first {svi.warm_losses[0]:.1f}, last {svi.warm_losses[-1]:.1f}")
 print(f"SVI loss, default start:  first {svi.cold_losses[0]:.1f}, last {svi.cold_losses[-1]:.1f}")
 
-# %% [markdown]
-# ## Real data: digits, three bands of image rows as views
+# %%
+# Real data: digits, three bands of image rows as views
+# -----------------------------------------------------
+#
 #
 # scikit-learn's 8 x 8 digits (bundled, no download). Rows 0-2, 3-5 and 6-7
 # of each image are three views of the same digit; given the digit they are
@@ -166,16 +174,18 @@ fig.tight_layout()
 fig.savefig("kernel_multiview_digits.png", dpi=90)
 print("wrote kernel_multiview_digits.png")
 
-# %% [markdown]
-# ## Images arriving in batches
+# %%
+# Images arriving in batches
+# --------------------------
+#
 #
 # The estimator reads the cross moments of the feature views, which are sums
-# over observations: `km.update` merges a batch's feature sums with those the
-# estimate keeps (`state["moments/..."]`, saved by `save`) and re-estimates
+# over observations: ``km.update`` merges a batch's feature sums with those the
+# estimate keeps (``state["moments/..."]``, saved by ``save``) and re-estimates
 # from everything seen, with the first batch's feature maps and a density
 # support sampled uniformly from every image so far. After the last batch the
 # weights and embeddings are those of one fit with the same maps.
-# `SpectralKernelMultiView.partial_fit` does the same and waits for the first
+# ``SpectralKernelMultiView.partial_fit`` does the same and waits for the first
 # read of the model before it recovers.
 
 # %%

@@ -1,23 +1,25 @@
-# %% [markdown]
-# # Multi-view mixtures on real images: digits split into bands of rows
-#
-# scikit-learn's bundled digits (1797 images of 8 x 8 pixels, no download)
-# give three natural views of every image: the top three rows, the middle
-# three and the bottom two (24, 24 and 16 pixel intensities). A multi-view
-# mixture with k = 10 classes assumes the bands independent given the digit
-# (Anandkumar et al. 2014, Sec. 3.3; Gaussian views with diagonal
-# covariances here).
-#
-# 1. `multiview.spectral` runs by default: on real bands the symmetrized
-#    second moment is indefinite (neighbouring rows of one digit are not
-#    independent), and the default falls back to the observable-operator
-#    (Jennrich) approach with a warning, recorded in `diagnostics["fallback"]`.
-# 2. Spectral then refine (`multiview.refine`, EM), against k-means on the
-#    concatenated views: adjusted Rand index (ARI) against the digit labels.
-# 3. NUTS warm vs default on a smaller real multi-view problem (the wine
-#    measurements in three groups of columns, k = 3): split R-hat.
-#
-# Set `SPECINIT_TUTORIAL_SMALL=1` for a fast run.
+"""Multi-view mixtures on real images: digits split into bands of rows
+===================================================================
+
+scikit-learn's bundled digits (1797 images of 8 x 8 pixels, no download)
+give three natural views of every image: the top three rows, the middle
+three and the bottom two (24, 24 and 16 pixel intensities). A multi-view
+mixture with k = 10 classes assumes the bands independent given the digit
+(Anandkumar et al. 2014, Sec. 3.3; Gaussian views with diagonal
+covariances here).
+
+1. ``multiview.spectral`` runs by default: on real bands the symmetrized
+   second moment is indefinite (neighbouring rows of one digit are not
+   independent), and the default falls back to the observable-operator
+   (Jennrich) approach with a warning, recorded in ``diagnostics["fallback"]``.
+2. Spectral then refine (``multiview.refine``, EM), against k-means on the
+   concatenated views: adjusted Rand index (ARI) against the digit labels.
+3. NUTS warm vs default on a smaller real multi-view problem (the wine
+   measurements in three groups of columns, k = 3): split R-hat.
+
+Set ``SPECINIT_TUTORIAL_SMALL=1`` for a fast run.
+"""
+
 
 # %%
 import os
@@ -40,8 +42,9 @@ def standardize(x):
     return (x - x.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
 
 
-# %% [markdown]
-# ## Digits in three bands
+# %%
+# Digits in three bands
+# ---------------------
 
 # %%
 digits = load_digits()
@@ -68,12 +71,13 @@ kmeans = KMeans(10, n_init=1, random_state=0).fit(x)
 print(f"k-means on the concatenated views: ARI {adjusted_rand_score(labels, kmeans.labels_):.3f} "
       f"({time.perf_counter() - start:.2f} s)")
 
-# %% [markdown]
+# %%
 # The bands of one digit are strongly dependent, so the multi-view model is
 # far from true here and k-means does better on this data (see the README's
 # benchmark table for the full-size numbers).
 #
-# ## NUTS warm vs default: wine measurements as three views
+# NUTS warm vs default: wine measurements as three views
+# ------------------------------------------------------
 
 # %%
 wine = standardize(load_wine().data)

@@ -1,10 +1,12 @@
-# %% [markdown]
-# # Quick moment estimates on a corpus too large for MCMC
-#
-# The spectral fit reads the corpus in a few sparse passes and never forms a
-# V x V matrix. Here the corpus is streamed in row-chunks from a function (as
-# one would read shards from disk); moments from chunks merge by addition and
-# equal the whole-batch moments. We compare with scikit-learn's online LDA.
+"""Quick moment estimates on a corpus too large for MCMC
+=====================================================
+
+The spectral fit reads the corpus in a few sparse passes and never forms a
+V x V matrix. Here the corpus is streamed in row-chunks from a function (as
+one would read shards from disk); moments from chunks merge by addition and
+equal the whole-batch moments. We compare with scikit-learn's online LDA.
+"""
+
 
 # %%
 import os
@@ -30,8 +32,9 @@ def topic_error(beta_hat):
     return cost[rows, cols].mean()
 
 
-# %% [markdown]
-# ## Streaming: a callable that yields row-chunks (called once per pass)
+# %%
+# Streaming: a callable that yields row-chunks (called once per pass)
+# -------------------------------------------------------------------
 
 # %%
 def shards(size=max(1, n_docs // 8)):
@@ -43,7 +46,7 @@ start = time.perf_counter()
 estimate = lda.spectral(shards, k, alpha0=0.1 * k, doc_topics=False, seed=0)
 print(f"streamed fit: {time.perf_counter() - start:.2f} s, mean L1 topic error {topic_error(estimate.params['beta']):.3f}")
 
-# %% [markdown]
+# %%
 # Chunked and whole-batch first-order statistics agree to rounding:
 
 # %%
@@ -52,8 +55,9 @@ chunked = CountMoments(shards, alpha0=0.1 * k)
 print("max |M1 difference|:", np.abs(whole.m1 - chunked.m1).max())
 assert np.allclose(whole.m1, chunked.m1, atol=1e-12)
 
-# %% [markdown]
-# ## Against scikit-learn's online variational LDA (one pass over the data)
+# %%
+# Against scikit-learn's online variational LDA (one pass over the data)
+# ----------------------------------------------------------------------
 
 # %%
 from sklearn.decomposition import LatentDirichletAllocation

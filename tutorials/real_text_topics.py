@@ -1,13 +1,15 @@
-# %% [markdown]
-# # Topics of real text, offline: the Python standard library's docstrings
-#
-# A real English corpus that every Python installation ships: the docstrings of
-# the standard library, one document per paragraph (`load_python_docs`, parsed
-# with `ast`, nothing imported or downloaded). We fit LDA by the method of
-# moments (anchor words on the pair moment, closed by a few EM sweeps), judge it by held-out
-# document-completion perplexity and topic coherence, and read the topics.
-# (`load_man_pages()` gives a second, larger corpus on Debian/Ubuntu machines
-# with manual pages installed.)
+"""Topics of real text, offline: the Python standard library's docstrings
+======================================================================
+
+A real English corpus that every Python installation ships: the docstrings of
+the standard library, one document per paragraph (``load_python_docs``, parsed
+with ``ast``, nothing imported or downloaded). We fit LDA by the method of
+moments (anchor words on the pair moment, closed by a few EM sweeps), judge it by held-out
+document-completion perplexity and topic coherence, and read the topics.
+(``load_man_pages()`` gives a second, larger corpus on Debian/Ubuntu machines
+with manual pages installed.)
+"""
+
 
 # %%
 import os
@@ -25,8 +27,10 @@ corpus = load_python_docs(packages, min_df=3 if SMALL else 5)
 X = sp.csr_matrix(corpus.counts, dtype=np.float64)
 print(corpus)
 
-# %% [markdown]
-# ## Hold out documents
+# %%
+# Hold out documents
+# ------------------
+#
 # A seeded 20% of the paragraphs are held out; the fit never sees them.
 
 # %%
@@ -34,8 +38,10 @@ perm = np.random.default_rng(0).permutation(X.shape[0])
 n_test = X.shape[0] // 5
 train, test = X[perm[n_test:]], X[perm[:n_test]]
 
-# %% [markdown]
-# ## Spectral LDA: anchor words on the cleaned pair moment (the default)
+# %%
+# Spectral LDA: anchor words on the cleaned pair moment (the default)
+# -------------------------------------------------------------------
+#
 # The pair moment E2 (per-document estimate) is cut to its k largest positive
 # eigenpairs -- negative eigenvalues and the tail are estimator noise -- and
 # anchor words (Arora et al. 2013: a farthest-point search, every word a
@@ -53,9 +59,11 @@ print(f"fit in {seconds:.2f} s: method {d['method']}, {d['weighting']} weighting
       " ".join(corpus.vocabulary[i] for i in d["anchors"]))
 print("training log-likelihood per token before each closing EM sweep:", np.round(d["closing_log_likelihood"], 3))
 
-# %% [markdown]
-# ## Choosing k: the signed spectrum of the pair moment
-# `k_supported` counts its leading eigenvalues (by magnitude) that are
+# %%
+# Choosing k: the signed spectrum of the pair moment
+# --------------------------------------------------
+#
+# ``k_supported`` counts its leading eigenvalues (by magnitude) that are
 # positive; a sharp drop between consecutive eigenvalues marks a natural
 # cut-off.
 
@@ -63,11 +71,13 @@ print("training log-likelihood per token before each closing EM sweep:", np.roun
 print(f"k_supported = {d['k_supported']}; signed eigenvalues:",
       np.array2string(d["m2_eigenvalues"][: k + 5], formatter={"float_kind": "{:.2e}".format}))
 
-# %% [markdown]
-# ## Held-out perplexity and coherence
+# %%
+# Held-out perplexity and coherence
+# ---------------------------------
+#
 # Document completion: theta is folded in on half of each held-out document's
 # tokens, the other half is scored. The same function scores any method's
-# `(beta, alpha)`, e.g. scikit-learn's (see `benchmarks/bench_lda_real.py`).
+# ``(beta, alpha)``, e.g. scikit-learn's (see ``benchmarks/bench_lda_real.py``).
 
 # %%
 held = document_completion(test, estimate.params["beta"], estimate.params["alpha"], seed=0)
@@ -75,13 +85,15 @@ coherence = umass_coherence(estimate.params["beta"], train, n=10)
 print(f"held-out perplexity {held.perplexity:.0f} on {held.n_tokens} tokens of {held.n_documents} documents")
 print(f"mean UMass coherence {coherence.mean():.2f}")
 
-# %% [markdown]
-# ## The tensor path, alpha0 chosen from the data
-# `method="tpm"`: the Dirichlet-corrected third moment, decomposed for each
-# `alpha0` of a grid from one set of passes; each candidate is scored by the
+# %%
+# The tensor path, alpha0 chosen from the data
+# --------------------------------------------
+#
+# ``method="tpm"``: the Dirichlet-corrected third moment, decomposed for each
+# ``alpha0`` of a grid from one set of passes; each candidate is scored by the
 # pairwise composite likelihood of co-occurring words. It is the consistent
 # estimator for data drawn from LDA itself; on real text the anchor path
-# gives the lower held-out perplexity (see `benchmarks/bench_lda_real.py`).
+# gives the lower held-out perplexity (see ``benchmarks/bench_lda_real.py``).
 
 # %%
 start = time.perf_counter()
@@ -94,8 +106,10 @@ for a0, ok, score in zip(tensor.diagnostics["alpha0_grid"], tensor.diagnostics["
                          tensor.diagnostics["alpha0_criterion"]):
     print(f"  alpha0 {a0:8.3g}  {'pair log-lik %.4f' % score if ok else 'M2 indefinite on the top k'}")
 
-# %% [markdown]
-# ## The topics
+# %%
+# The topics
+# ----------
+#
 # Words ranked by relevance (Sievert & Shirley, lambda = 0.6).
 
 # %%
@@ -103,13 +117,15 @@ frequency = np.asarray(X.sum(axis=0)).ravel()  # whole-corpus word counts (every
 for i, words in enumerate(top_relevant_words(estimate.params["beta"], frequency, corpus.vocabulary, n=8)):
     print(f"topic {i:2d}  alpha {estimate.params['alpha'][i]:.3f}  UMass {coherence[i]:6.2f}  {' '.join(words)}")
 
-# %% [markdown]
-# ## Refinement with NumPyro: warm-started SVI
-# `lda.svi` runs minibatch SVI on the sparse NumPyro model. Its guide holds
-# `beta` and `alpha` as point values and computes each minibatch's `theta` in
-# closed form given `beta` (the online variational-Bayes E-step), so it
-# converges like scikit-learn's online LDA. `init=estimate` starts from the
-# spectral topics, `init=None` from NumPyro's default; the snapshots are scored
+# %%
+# Refinement with NumPyro: warm-started SVI
+# -----------------------------------------
+#
+# ``lda.svi`` runs minibatch SVI on the sparse NumPyro model. Its guide holds
+# ``beta`` and ``alpha`` as point values and computes each minibatch's ``theta`` in
+# closed form given ``beta`` (the online variational-Bayes E-step), so it
+# converges like scikit-learn's online LDA. ``init=estimate`` starts from the
+# spectral topics, ``init=None`` from NumPyro's default; the snapshots are scored
 # with the same held-out protocol.
 
 # %%
@@ -127,14 +143,16 @@ reached = next((step for step, value in runs["warm (spectral init)"][1] if value
 print(f"the warm run reaches the cold run's final perplexity ({cold_final:.0f}) at step {reached} of {steps}")
 refined = runs["warm (spectral init)"][0]
 
-# %% [markdown]
-# ## Spectral, refined and posterior side by side in ArviZ
+# %%
+# Spectral, refined and posterior side by side in ArviZ
+# -----------------------------------------------------
+#
 # Full MCMC on the whole corpus is what the spectral and SVI fits spare us,
 # but on a slice it shows how far the point estimates sit from the posterior:
 # NUTS on the documents richest in the most frequent words, over those words
 # only, from the refined topics (restricted and renormalized) and from
-# NumPyro's default start. `to_inference_data` aligns every draw's topic labels
-# to the estimate's; `compare_table` puts the estimate beside the posterior.
+# NumPyro's default start. ``to_inference_data`` aligns every draw's topic labels
+# to the estimate's; ``compare_table`` puts the estimate beside the posterior.
 
 # %%
 from specinit import posterior  # noqa: E402

@@ -1,10 +1,12 @@
-# %% [markdown]
-# # Topics of a real corpus in seconds: Reuters
-#
-# The 395 Reuters news stories shipped inside the `lda` package (LDA-C format,
-# 4,258 words). We fit LDA by the method of moments with each decomposition,
-# show the top words and UMass coherence of each topic, and time the fits.
-# Nothing is downloaded.
+"""Topics of a real corpus in seconds: Reuters
+===========================================
+
+The 395 Reuters news stories shipped inside the ``lda`` package (LDA-C format,
+4,258 words). We fit LDA by the method of moments with each decomposition,
+show the top words and UMass coherence of each topic, and time the fits.
+Nothing is downloaded.
+"""
+
 
 # %%
 import os
@@ -21,10 +23,12 @@ corpus = load_reuters()
 X = corpus.counts
 print(f"{X.shape[0]} documents, V={X.shape[1]}, {X.nnz} non-zeros, {int(X.sum())} tokens")
 
-# %% [markdown]
-# ## LDA with the tensor power method
-# `alpha0` (the sum of the Dirichlet parameters) must be given; the fit
-# reports `sum(alpha_hat)` beside it, a check for misspecification.
+# %%
+# LDA with the tensor power method
+# --------------------------------
+#
+# ``alpha0`` (the sum of the Dirichlet parameters) must be given; the fit
+# reports ``sum(alpha_hat)`` beside it, a check for misspecification.
 
 # %%
 k = 5 if SMALL else 10
@@ -35,7 +39,7 @@ coherence = umass_coherence(estimate.params["beta"], X, n=10)
 for i, words in enumerate(top_words(estimate.params["beta"], corpus.vocabulary, n=8)):
     print(f"topic {i}  alpha {estimate.params['alpha'][i]:.3f}  UMass {coherence[i]:6.2f}  {' '.join(words)}")
 
-# %% [markdown]
+# %%
 # Frequent words ("said", "year") dominate raw probabilities; relevance
 # (Sievert & Shirley, lambda = 0.6) re-ranks by lift over the corpus frequency.
 
@@ -43,8 +47,10 @@ for i, words in enumerate(top_words(estimate.params["beta"], corpus.vocabulary, 
 for i, words in enumerate(top_relevant_words(estimate.params["beta"], X, corpus.vocabulary, n=8, lam=0.6)):
     print(f"topic {i}: {' '.join(words)}")
 
-# %% [markdown]
-# ## Decompositions side by side
+# %%
+# Decompositions side by side
+# ---------------------------
+#
 # Same moments, four decompositions: time, mean coherence, and how much of the
 # estimate the projection onto the simplex had to repair (a warning says when
 # a topic was mostly negative mass before it: noisy moments for this k).

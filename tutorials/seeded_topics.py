@@ -1,13 +1,15 @@
-# %% [markdown]
-# # Seeded topics: name a few words per theme, get topics organized around them
-#
-# You often know the themes of a corpus before you fit it. Here the corpus is the
-# docstring paragraphs of eight packages of Python's standard library, and the themes
-# are the packages: for each we give the package's name and the words of its title in
-# the library reference ("email -- An email and MIME handling package"). With
-# `seed_words`, anchor-word recovery takes each group as the anchor of one topic:
-# topic i is group i's, from the moment estimate on, and the rest of each topic
-# follows from the pair moment. Nothing is downloaded.
+"""Seeded topics: name a few words per theme, get topics organized around them
+===========================================================================
+
+You often know the themes of a corpus before you fit it. Here the corpus is the
+docstring paragraphs of eight packages of Python's standard library, and the themes
+are the packages: for each we give the package's name and the words of its title in
+the library reference ("email -- An email and MIME handling package"). With
+``seed_words``, anchor-word recovery takes each group as the anchor of one topic:
+topic i is group i's, from the moment estimate on, and the rest of each topic
+follows from the pair moment. Nothing is downloaded.
+"""
+
 
 # %%
 import os
@@ -45,10 +47,12 @@ print(corpus, f"\n{len(train)} training paragraphs, {len(test)} held out, k = {k
 for name, words in seeds.items():
     print(f"  {name}: {' '.join(words)}")
 
-# %% [markdown]
-# ## The fit
-# Words are given by name with `vocabulary=` (or by column index). The diagnostics say
-# how strongly the data support each group: `seed/support` is the share of the seed
+# %%
+# The fit
+# -------
+#
+# Words are given by name with ``vocabulary=`` (or by column index). The diagnostics say
+# how strongly the data support each group: ``seed/support`` is the share of the seed
 # words' occurrences that their topic explains; a weak group, or two groups that name
 # one topic, would warn.
 
@@ -58,8 +62,10 @@ d = seeded.diagnostics
 for i, words in enumerate(top_words(seeded.params["beta"], corpus.vocabulary, n=8)):
     print(f"{d['seed/names'][i]:>16}  support {d['seed/support'][i]:.2f}  {' '.join(words)}")
 
-# %% [markdown]
-# ## Do the seeded topics pick out their packages?
+# %%
+# Do the seeded topics pick out their packages?
+# ---------------------------------------------
+#
 # Each held-out paragraph goes to its most probable topic. For the seeded fit topic i
 # is package i's by construction; the unseeded fit gets the best one-to-one matching
 # of its topics to the packages, which no user has without labels.
@@ -92,8 +98,10 @@ for label, estimate, assigned, topic_of in (("seeded", seeded, seeded_assigned, 
     print(f"{label:>24}: recall by package {np.array2string(recall_by_package(assigned, topic_of), precision=2)}, "
           f"NMI {normalized_mutual_info_score(truth, assigned):.3f}, held-out perplexity {perplexity:.0f}")
 
-# %% [markdown]
-# ## The picture
+# %%
+# The picture
+# -----------
+#
 # The seeded topics' top words, named after their groups.
 
 # %%
@@ -101,12 +109,14 @@ path = plot_topic_heatmap(seeded.params["beta"], "seeded_topics.png", vocabulary
                           topic_names=seeded.diagnostics["seed/names"])
 print(f"wrote {path}")
 
-# %% [markdown]
-# ## The seeds go on: online updates, refinement and the Bayesian model
-# The estimate keeps its seeds, so `lda.update` continues with topic i still group i's.
-# `lda.seed_prior` gives the (k, V) Dirichlet concentration with extra mass on each seed
-# word in its topic: pass it as `eta` to `lda.model`, `lda.kernel` or `lda.svi`, start
-# from the estimate (`init_params`), and the posterior stays organized around the seeds
+# %%
+# The seeds go on: online updates, refinement and the Bayesian model
+# ------------------------------------------------------------------
+#
+# The estimate keeps its seeds, so ``lda.update`` continues with topic i still group i's.
+# ``lda.seed_prior`` gives the (k, V) Dirichlet concentration with extra mass on each seed
+# word in its topic: pass it as ``eta`` to ``lda.model``, ``lda.kernel`` or ``lda.svi``, start
+# from the estimate (``init_params``), and the posterior stays organized around the seeds
 # where the data allow it; ArviZ names the topics after the groups.
 
 # %%

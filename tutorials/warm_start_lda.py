@@ -1,11 +1,13 @@
-# %% [markdown]
-# # Warm-starting LDA in NumPyro from the spectral estimate
-#
-# With NumPyro's default initialization, each NUTS chain settles on its own
-# labelling of the topics (label switching between chains): R-hat is huge and
-# the chains cannot be pooled without relabelling. Started from the spectral
-# estimate, every chain begins in the same mode. We also initialise SVI from
-# it, and compare spectral and posterior fits in ArviZ.
+"""Warm-starting LDA in NumPyro from the spectral estimate
+=======================================================
+
+With NumPyro's default initialization, each NUTS chain settles on its own
+labelling of the topics (label switching between chains): R-hat is huge and
+the chains cannot be pooled without relabelling. Started from the spectral
+estimate, every chain begins in the same mode. We also initialise SVI from
+it, and compare spectral and posterior fits in ArviZ.
+"""
+
 
 # %%
 import os
@@ -29,8 +31,9 @@ X = corpus.counts.toarray().astype(np.float32)
 estimate = lda.spectral(corpus.counts, k, alpha0=0.3 * k, seed=0)
 print("spectral mean L1 topic error:", round(topic_error(corpus.beta, estimate.params["beta"]), 3))
 
-# %% [markdown]
-# ## NUTS: spectral init vs default init (4 chains, same settings)
+# %%
+# NUTS: spectral init vs default init (4 chains, same settings)
+# -------------------------------------------------------------
 
 # %%
 with warnings.catch_warnings():
@@ -41,16 +44,18 @@ with warnings.catch_warnings():
 for key, value in nuts.summary().items():
     print(f"{key:24s} {value}" if isinstance(value, str) else f"{key:24s} {value:.3f}")
 
-# %% [markdown]
-# ## SVI: AutoNormal initialised at the estimate vs `init_to_uniform`
+# %%
+# SVI: AutoNormal initialised at the estimate vs ``init_to_uniform``
+# ------------------------------------------------------------------
 
 # %%
 svi = compare_svi(lda.model, estimate, model_args=(X,), model_kwargs={"k": k}, num_steps=100 if SMALL else 3000, seed=0)
 for key, value in svi.summary().items():
     print(f"{key:22s} {value:.3f}")
 
-# %% [markdown]
-# ## ArviZ: posterior aligned to the spectral labels, the estimate beside it
+# %%
+# ArviZ: posterior aligned to the spectral labels, the estimate beside it
+# -----------------------------------------------------------------------
 
 # %%
 idata = posterior.to_inference_data(nuts.warm, estimate)

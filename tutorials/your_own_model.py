@@ -1,38 +1,41 @@
-# %% [markdown]
-# # Warm-starting your own NumPyro model
-#
-# specinit's estimates are keyed by its own site names (`loc`, `transition`,
-# `emission`, ...). Your model has names of its own and, written the way
-# NumPyro's examples write mixtures and HMMs, discrete latent sites that
-# NumPyro enumerates. One mapping connects the two:
-#
-# ```python
-# sites = {"weights": "weights", "locs": "loc", "scale": lambda p: np.sqrt(np.mean(p["scale"] ** 2))}
-# init = estimate.init_params(model, num_chains, key, sites=sites, spread="laplace", model_args=(data,))
-# ```
-#
-# A value is an estimate parameter's name or a callable of the estimate's
-# parameters (here: one shared scale from the per-component ones). Every
-# continuous latent site of the model must get a value, or be named in
-# `fallback=` to start from NumPyro's default; a misspelled or missing site
-# is an error that lists the model's sites. The enumerated sites are left
-# to NumPyro. `spread="laplace"` scatters the chains' starts by the
-# estimate's own uncertainty (the curvature of the posterior at the
-# estimate, `specinit.warmstart.laplace`).
-#
-# Two models from NumPyro's documentation, written as their authors write them
-# (`specinit.examples`; their source is printed below, it is all the model code there is):
-#
-# 1. the Gaussian mixture of NumPyro's mixture tutorial (an enumerated
-#    assignment per row), on the standardized iris measurements;
-# 2. NumPyro's enumerated HMM example (`scan` over time, a mask past the end
-#    of each sequence), with categorical letters, on English text shipped
-#    with Python.
-#
-# For each: NUTS from the spectral estimate beside NumPyro's default start
-# (`specinit.compare.compare_nuts`), R-hat, and PSIS-LOO from the marginal
-# log-likelihood (the enumerated sites summed out per row) that
-# `specinit.posterior.to_inference_data` computes.
+"""Warm-starting your own NumPyro model
+====================================
+
+specinit's estimates are keyed by its own site names (``loc``, ``transition``,
+``emission``, ...). Your model has names of its own and, written the way
+NumPyro's examples write mixtures and HMMs, discrete latent sites that
+NumPyro enumerates. One mapping connects the two:
+
+.. code-block:: python
+
+   sites = {"weights": "weights", "locs": "loc", "scale": lambda p: np.sqrt(np.mean(p["scale"] ** 2))}
+   init = estimate.init_params(model, num_chains, key, sites=sites, spread="laplace", model_args=(data,))
+
+
+A value is an estimate parameter's name or a callable of the estimate's
+parameters (here: one shared scale from the per-component ones). Every
+continuous latent site of the model must get a value, or be named in
+``fallback=`` to start from NumPyro's default; a misspelled or missing site
+is an error that lists the model's sites. The enumerated sites are left
+to NumPyro. ``spread="laplace"`` scatters the chains' starts by the
+estimate's own uncertainty (the curvature of the posterior at the
+estimate, ``specinit.warmstart.laplace``).
+
+Two models from NumPyro's documentation, written as their authors write them
+(``specinit.examples``; their source is printed below, it is all the model code there is):
+
+1. the Gaussian mixture of NumPyro's mixture tutorial (an enumerated
+   assignment per row), on the standardized iris measurements;
+2. NumPyro's enumerated HMM example (``scan`` over time, a mask past the end
+   of each sequence), with categorical letters, on English text shipped
+   with Python.
+
+For each: NUTS from the spectral estimate beside NumPyro's default start
+(``specinit.compare.compare_nuts``), R-hat, and PSIS-LOO from the marginal
+log-likelihood (the enumerated sites summed out per row) that
+``specinit.posterior.to_inference_data`` computes.
+"""
+
 
 # %%
 import os
@@ -54,8 +57,9 @@ SMALL = os.environ.get("SPECINIT_TUTORIAL_SMALL") == "1"
 DRAWS = dict(num_chains=2, num_warmup=50, num_samples=50) if SMALL else dict(num_chains=4, num_warmup=300,
                                                                               num_samples=300)
 
-# %% [markdown]
-# ## 1. A Gaussian mixture with an enumerated assignment
+# %%
+# 1. A Gaussian mixture with an enumerated assignment
+# ---------------------------------------------------
 
 # %%
 print(inspect.getsource(enumerated_mixture))
@@ -86,13 +90,15 @@ with warnings.catch_warnings():
 print(f"LOO: elpd {mixture_loo.elpd_loo:.1f}, p_loo {mixture_loo.p_loo:.1f}, "
       f"{np.mean(np.asarray(mixture_loo.pareto_k) < 0.7):.0%} of rows with Pareto k < 0.7")
 
-# %% [markdown]
-# ## 2. NumPyro's enumerated HMM on letters of English
+# %%
+# 2. NumPyro's enumerated HMM on letters of English
+# -------------------------------------------------
+#
 # Each paragraph of the standard library's docstrings is a sequence of 27
 # symbols (a-z and space). The spectral estimate, refined by Baum-Welch,
-# gives `transition` and `emission`; the model calls them `probs_x` and
-# `probs_y`. Its first state follows row 0 of `probs_x` (the example's
-# convention), so no site takes the estimate's `init`.
+# gives ``transition`` and ``emission``; the model calls them ``probs_x`` and
+# ``probs_y``. Its first state follows row 0 of ``probs_x`` (the example's
+# convention), so no site takes the estimate's ``init``.
 
 # %%
 print(inspect.getsource(enumerated_hmm))
@@ -118,7 +124,7 @@ with warnings.catch_warnings():
 print(f"LOO per paragraph: elpd {letters_loo.elpd_loo:.1f}, "
       f"{np.mean(np.asarray(letters_loo.pareto_k) < 0.7):.0%} of paragraphs with Pareto k < 0.7")
 
-# %% [markdown]
+# %%
 # A short real-text posterior can be genuinely multimodal (several
 # labellings of letter classes fit almost equally well): the R-hat above is
 # what the chains did, not a tuned number. The default start lets each chain

@@ -160,7 +160,7 @@ def from_text_files(
     ----------
     directory : str or os.PathLike
         The directory holding the files.
-    pattern : str, default "*.txt"
+    pattern : str, default ``"*.txt"``
         Glob pattern selecting the files (``"**/*.txt"`` recurses).
     min_df, max_df : int or float, default 1 and 1.0
         Keep words whose document frequency lies in ``[min_df, max_df]``; an

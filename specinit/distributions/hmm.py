@@ -203,7 +203,7 @@ def pad_sequences(sequences: ArrayLike | Sequence[ArrayLike], *,
     Parameters
     ----------
     sequences : array or list of 1-D arrays
-        See :func:`spectral`.
+        See :func:`specinit.models.hmm.spectral`.
     categorical : bool
         Integer symbols (True) or real observations (False).
 

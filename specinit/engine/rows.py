@@ -2,8 +2,8 @@
 
 The rows are standardized once (centred, divided by their largest column
 range), so data in any unit -- scaled by 1e-150 or 1e150 -- give the same
-moments; callers map the recovered means and scales back with
-:attr:`RowMoments.shift` and :attr:`RowMoments.unit`. A constant coordinate
+moments; callers map the recovered means and scales back with the
+``shift`` and ``unit`` of :class:`RowMoments`. A constant coordinate
 is appended (centred or standardized data need no shift, the odd-order sign
 is fixed) and the noise is either isotropic (the smallest covariance
 eigenvalues, [1]_ Thm 3.2/3.3) or per-coordinate, from factor-analysis

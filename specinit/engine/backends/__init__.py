@@ -205,8 +205,9 @@ class Passes:
         """
         raise NotImplementedError(f"the {self.name} backend has no pair products")
 
-    #: The deflated tensor power method where the passes run, or None: :func:`specinit.engine.decompose.
-    #: tensor_power_method` then runs its host iterations. A backend that provides one (JAX) defines
+    #: The deflated tensor power method where the passes run, or None:
+    #: :func:`specinit.engine.decompose.tensor_power_method` then runs its host iterations. A backend that
+    #: provides one (JAX) defines
     #: ``power_method(T, starts, n_iter, tol)`` with ``T`` (k, k, k), ``starts`` (k, k, n_restarts), and returns
     #: host arrays ``(weights, vectors, converged, stalled, iterations)`` as
     #: :func:`~specinit.engine.decompose.deflated_power_method` does.
