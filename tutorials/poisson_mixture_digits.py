@@ -1,24 +1,26 @@
-# %% [markdown]
-# # A Poisson mixture of real counts: clustering handwritten digits
-#
-# scikit-learn's `load_digits` (bundled, no download) holds 1,797 images of
-# handwritten digits as 64 counts: each feature counts the set pixels of a
-# 4 x 4 block (0..16). A mixture of independent Poissons over the blocks is a
-# natural model of such rows, and the one users of count mixtures fit by EM
-# from random starts. Here:
-#
-# 1. the method-of-moments estimate (`poisson_mixture.spectral`): the
-#    factorial moments of the counts, `E[x x^T] - diag(E[x])` and its
-#    third-order analogue, equal `sum_i w_i rates_i^(x)2` and `sum_i w_i
-#    rates_i^(x)3`, whitened and decomposed in passes over the rows;
-# 2. spectral then refine (`poisson_mixture.refine`: EM from the estimate);
-# 3. the usual recipe beside it: EM from k-means++ starts, best of several
-#    restarts, and scikit-learn's `GaussianMixture` on the same counts;
-# 4. the estimate as values of the NumPyro program's sites.
-#
-# Every method is scored on held-out images (20%): log-likelihood per row,
-# adjusted Rand index (ARI) of the clusters against the digit labels, and
-# wall time. Set `SPECINIT_TUTORIAL_SMALL=1` for a fast run (fewer restarts).
+"""A Poisson mixture of real counts: clustering handwritten digits
+===============================================================
+
+scikit-learn's ``load_digits`` (bundled, no download) holds 1,797 images of
+handwritten digits as 64 counts: each feature counts the set pixels of a
+4 x 4 block (0..16). A mixture of independent Poissons over the blocks is a
+natural model of such rows, and the one users of count mixtures fit by EM
+from random starts. Here:
+
+1. the method-of-moments estimate (``poisson_mixture.spectral``): the
+   factorial moments of the counts, ``E[x x^T] - diag(E[x])`` and its
+   third-order analogue, equal ``sum_i w_i rates_i^(x)2`` and ``sum_i w_i
+   rates_i^(x)3``, whitened and decomposed in passes over the rows;
+2. spectral then refine (``poisson_mixture.refine``: EM from the estimate);
+3. the usual recipe beside it: EM from k-means++ starts, best of several
+   restarts, and scikit-learn's ``GaussianMixture`` on the same counts;
+4. the estimate as values of the NumPyro program's sites.
+
+Every method is scored on held-out images (20%): log-likelihood per row,
+adjusted Rand index (ARI) of the clusters against the digit labels, and
+wall time. Set ``SPECINIT_TUTORIAL_SMALL=1`` for a fast run (fewer restarts).
+"""
+
 
 # %%
 import os
@@ -52,8 +54,9 @@ def recorded(func, *args, **kwargs):
     return out, [str(w.message) for w in caught]
 
 
-# %% [markdown]
-# ## The counts
+# %%
+# The counts
+# ----------
 # Three blocks are empty in every image (the left and right edges of some
 # rows): they carry nothing, and a Gaussian's variance would collapse on
 # them, so they are left out. 80% of the images train, 20% are held out.
@@ -67,12 +70,13 @@ train, test = order[: int(0.8 * len(x))], order[int(0.8 * len(x)):]
 print(f"{x.shape[0]} images, d = {x.shape[1]} block counts (max {x.max()}), k = {K}; "
       f"{train.size} training, {test.size} held out")
 
-# %% [markdown]
-# ## Spectral, then EM
+# %%
+# Spectral, then EM
+# -----------------
 # The moment estimate warns about what it met: on real images, which are not
 # an exact ten-component Poisson mixture, some recovered rates come out at
 # or below zero and are floored inside the support (counted in
-# `diagnostics["floored_rates"]`), and the tensor decomposition may leave a
+# ``diagnostics["floored_rates"]``), and the tensor decomposition may leave a
 # component short of its tolerance. EM from the estimate repairs both.
 # The first calls in a process pay for imports; the timed ones are the second.
 
@@ -92,12 +96,13 @@ results["spectral + EM"] = (refined.estimate, results["spectral"][1] + time.perf
 print(f"EM from the spectral estimate: {refined.n_iter} steps, converged {refined.converged}, "
       f"training log-likelihood per row {refined.mean_log_likelihood:.2f}")
 
-# %% [markdown]
-# ## EM from random starts, and a Gaussian mixture
+# %%
+# EM from random starts, and a Gaussian mixture
+# ---------------------------------------------
 # The usual recipe: k-means++ centres of the counts as starting rates (floored
 # at 1e-3, equal weights), EM from each, the best training log-likelihood
-# kept. It runs the same EM (`poisson_mixture.refine` from a dict of site
-# values), so only the start differs. scikit-learn's `GaussianMixture` reads
+# kept. It runs the same EM (``poisson_mixture.refine`` from a dict of site
+# values), so only the start differs. scikit-learn's ``GaussianMixture`` reads
 # the counts as real values: its held-out score is a log-density at the
 # integer points, close to a log-probability only where the density is
 # smooth at unit scale (here it is not: blocks that are nearly always empty
@@ -119,8 +124,9 @@ start = time.perf_counter()
 gaussian = GaussianMixture(K, covariance_type="full", n_init=1 if SMALL else 10, random_state=0).fit(x[train])
 t_gaussian = time.perf_counter() - start
 
-# %% [markdown]
-# ## Held-out scores
+# %%
+# Held-out scores
+# ---------------
 
 # %%
 print(f"{'method':28s} {'held-out log-lik/row':>21s} {'ARI':>6s} {'time (s)':>9s}")
@@ -131,13 +137,14 @@ for name, (estimate, seconds) in results.items():
 print(f"{'GaussianMixture (full)':28s} {gaussian.score(x[test]):21.2f} "
       f"{adjusted_rand_score(labels[test], gaussian.predict(x[test])):6.3f} {t_gaussian:9.2f}   (a log-density)")
 
-# %% [markdown]
-# ## The rates as images, and the NumPyro program
+# %%
+# The rates as images, and the NumPyro program
+# --------------------------------------------
 # Each component's rates, put back on the 8 x 8 grid of blocks (the empty
 # blocks at zero), show the digit it stands for. The estimate holds the
-# values of the NumPyro program's sites (`weights`, `rates`): the model's
-# per-row log-likelihood at them is the family's `log_likelihood`, so the
-# estimate can start NumPyro's samplers (`specinit.warmstart`).
+# values of the NumPyro program's sites (``weights``, ``rates``): the model's
+# per-row log-likelihood at them is the family's ``log_likelihood``, so the
+# estimate can start NumPyro's samplers (``specinit.warmstart``).
 
 # %%
 estimate = results["spectral + EM"][0]
