@@ -61,8 +61,8 @@ html_show_sourcelink = False
 # -- API reference ----------------------------------------------------------------------------------------
 autosummary_generate = True
 autosummary_imported_members = True
-autodoc_typehints = "signature"
-autodoc_typehints_format = "short"
+# Types are in the numpydoc Parameters and Returns sections (as in scikit-learn's reference), not in signatures.
+autodoc_typehints = "none"
 autodoc_member_order = "bysource"
 autodoc_default_options = {"exclude-members": "__init__, __new__"}
 numpydoc_show_class_members = False

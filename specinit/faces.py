@@ -169,7 +169,7 @@ class Face:
     """How one family meets scikit-learn: what :class:`specinit.estimators.SpectralEstimator` reads.
 
     A family declares it (:meth:`specinit.family.Family.estimator_face`) and
-    :func:`specinit.estimators.estimator` builds the class; the callables
+    :func:`specinit.estimators.estimator_class` builds the class; the callables
     receive the estimator, the family's public functions
     (:attr:`specinit.family.Family.faces`: its module, or the family itself)
     and the data.
