@@ -231,4 +231,4 @@ def test_fit_help_lists_each_family_argument_from_its_declaration(capsys):
         main(["fit", "--help"])
     out = " ".join(capsys.readouterr().out.split())
     assert "--n-symbols VALUE hmm: V, the number of distinct symbols (int)" in out
-    assert "--covariance VALUE gmm:" in out and "--em-sweeps VALUE lda: EM sweeps over the corpus" in out
+    assert "--covariance VALUE gmm:" in out and "--em-sweeps VALUE lda: Most EM sweeps over the corpus" in out
