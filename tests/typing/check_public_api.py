@@ -1,5 +1,6 @@
 """Checked by mypy (tests/test_typing.py), never run: what a type checker infers for calls of the public API."""
 
+from pathlib import Path
 from typing import Any, Callable, assert_type
 
 import numpy as np
@@ -17,6 +18,7 @@ from specinit.engine.kernel_features import NystromFeatures, RandomFourierFeatur
 from specinit.engine.views import MultiViewFit, fit_multiview
 from specinit.refine import RefineResult
 from specinit.synthetic import SyntheticCorpus, sample_lda, sample_single_topic
+from specinit.warmstart import Laplace, SiteInfo, laplace, latent_sites, site_info
 
 counts = np.ones((20, 6))
 est = lda.spectral(counts, 2)
@@ -31,6 +33,12 @@ assert_type(est.init_params(lda.model, 2, None), dict[str, Any])
 assert_type(est.inverse_mass_matrix(lda.model), np.ndarray)
 assert_type(est.condition(lda.model), Callable[..., Any])
 assert_type(SpectralEstimate.load("estimate.npz"), SpectralEstimate)
+assert_type(est.save("estimate.npz"), Path)
+assert_type(est.init_strategy(["beta"]), Callable[..., Any])
+assert_type(laplace(est, lda.model, model_args=(counts, 2)), Laplace)
+assert_type(laplace(est, lda.model, model_args=(counts, 2)).covariance, np.ndarray)
+assert_type(latent_sites(lda.model, (counts, 2)), dict[str, tuple[int, ...]])
+assert_type(site_info(lda.model, (counts, 2)), dict[str, SiteInfo])
 
 mixture = gmm.spectral(counts, 2)
 assert_type(gmm.refine(counts, mixture), RefineResult)
