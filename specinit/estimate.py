@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     import jax
     from numpyro.infer.mcmc import MCMCKernel
 
+    from specinit.posterior import ArvizData
     from specinit.warmstart import Laplace, SiteMap
 
 __all__ = ["FORMAT_VERSION", "ModelFacts", "Site", "SpectralEstimate", "check_site_values"]
@@ -394,7 +395,7 @@ class SpectralEstimate:
 
         return condition(self, model, sites=sites)
 
-    def to_inference_data(self) -> Any:
+    def to_inference_data(self) -> ArvizData:
         """The estimate as an ArviZ object with a single draw (``InferenceData`` under ArviZ 0.x, ``DataTree`` 1.x).
 
         See :mod:`specinit.posterior`.

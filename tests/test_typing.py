@@ -21,7 +21,8 @@ CHECKED = HERE / "typing" / "check_public_api.py"
 #: Modules whose public functions and methods are all annotated (names in ``__all__`` defined there).
 ANNOTATED_MODULES = [
     "specinit.align", "specinit.compare", "specinit.conditional", "specinit.demo", "specinit.examples",
-    "specinit.estimate", "specinit.refine", "specinit.synthetic", "specinit.warmstart",
+    "specinit.estimate", "specinit.pointwise", "specinit.posterior", "specinit.refine", "specinit.synthetic",
+    "specinit.warmstart",
     "specinit.corpus.containers", "specinit.corpus.heldout", "specinit.corpus.quality", "specinit.corpus.shipped",
     "specinit.distributions", "specinit.distributions.continuous", "specinit.distributions.counts",
     "specinit.distributions.hmm", "specinit.distributions.mixtures",

@@ -3,12 +3,17 @@
 from pathlib import Path
 from typing import Any, Callable, assert_type
 
+import arviz as az
 import numpy as np
+import pandas as pd
+import xarray as xr
 
 from specinit import SpectralEstimate
 from specinit.models import factors, gmm, hmm, lda, multiview, single_topic
 from specinit.align import align_draws, amari_index, draw_permutations, match_components, topic_error
 from specinit.compare import NutsComparison, SviComparison, compare_nuts, compare_svi, local_sites
+from specinit.posterior import LooResult, compare_table, loo, max_rhat, to_inference_data
+from specinit.pointwise import RowLogLikelihood, row_log_likelihood
 from specinit.conditional import ExactGibbs, Structure, exact_kernel, find_structure
 from specinit.corpus import Corpus, HeldoutResult, corpus_from_texts, document_completion, fold_in, from_matrix
 from specinit.corpus import load_letter_sequences, top_words, umass_coherence
@@ -79,3 +84,13 @@ assert_type(posterior_marginals([np.arange(5)], chain), np.ndarray | list[np.nda
 assert_type(decompose(np.ones((3, 3, 3)), 2), Decomposition)
 assert_type(fit_multiview([counts, counts, counts], 2), MultiViewFit)
 assert_type(kernel_features(counts, rank=8), RandomFourierFeatures | NystromFeatures)
+
+# The hand-off to ArviZ.
+mcmc: Any = None
+idata = to_inference_data(mcmc, est)
+assert_type(idata, az.InferenceData | xr.DataTree)
+assert_type(est.to_inference_data(), az.InferenceData | xr.DataTree)
+assert_type(compare_table(idata, est), pd.DataFrame)
+assert_type(max_rhat(idata), float)
+assert_type(loo(idata), LooResult)
+assert_type(row_log_likelihood(lda.model, draws, (counts, 2)), RowLogLikelihood | None)
