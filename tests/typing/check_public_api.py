@@ -19,6 +19,7 @@ from specinit.corpus import Corpus, HeldoutResult, corpus_from_texts, document_c
 from specinit.corpus import load_letter_sequences, top_words, umass_coherence
 from specinit.distributions.hmm import posterior_marginals, viterbi
 from specinit.engine.decompose import Decomposition, decompose
+from specinit.engine.moments import CountMoments, PairSums
 from specinit.engine.kernel_features import NystromFeatures, RandomFourierFeatures, kernel_features
 from specinit.engine.views import MultiViewFit, fit_multiview
 from specinit.refine import RefineResult
@@ -94,3 +95,8 @@ assert_type(compare_table(idata, est), pd.DataFrame)
 assert_type(max_rhat(idata), float)
 assert_type(loo(idata), LooResult)
 assert_type(row_log_likelihood(lda.model, draws, (counts, 2)), RowLogLikelihood | None)
+
+# Moments of counts.
+assert_type(PairSums.from_counts(counts), PairSums)
+assert_type(PairSums.from_counts(counts) + PairSums.from_counts(counts), PairSums)
+assert_type(CountMoments(counts, 1.0).m2_matmat(counts.T[:, :2]), np.ndarray)
