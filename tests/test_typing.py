@@ -23,7 +23,8 @@ ANNOTATED_MODULES = [
     "specinit.align", "specinit.compare", "specinit.conditional", "specinit.demo", "specinit.examples",
     "specinit.estimate", "specinit.pointwise", "specinit.posterior", "specinit.refine", "specinit.synthetic",
     "specinit.warmstart",
-    "specinit.corpus.containers", "specinit.corpus.heldout", "specinit.corpus.quality", "specinit.corpus.shipped",
+    "specinit.corpus.containers", "specinit.corpus.formats", "specinit.corpus.heldout", "specinit.corpus.quality",
+    "specinit.corpus.shards", "specinit.corpus.shipped", "specinit.corpus.text_files",
     "specinit.distributions", "specinit.distributions.continuous", "specinit.distributions.counts",
     "specinit.distributions.hmm", "specinit.distributions.mixtures",
     "specinit.engine", "specinit.engine.anchors", "specinit.engine.cumulants", "specinit.engine.decompose",
@@ -33,7 +34,7 @@ ANNOTATED_MODULES = [
     "specinit.engine.sequences", "specinit.engine.sources", "specinit.engine.support", "specinit.engine.views",
     "specinit.engine.whitening",
     "specinit.engine.backends", "specinit.engine.backends.dask", "specinit.engine.backends.jax",
-    "specinit.engine.backends.numpy",
+    "specinit.engine.backends.numba", "specinit.engine.backends.numpy",
 ]
 
 

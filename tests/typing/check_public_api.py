@@ -17,6 +17,9 @@ from specinit.pointwise import RowLogLikelihood, row_log_likelihood
 from specinit.conditional import ExactGibbs, Structure, exact_kernel, find_structure
 from specinit.corpus import Corpus, HeldoutResult, corpus_from_texts, document_completion, fold_in, from_matrix
 from specinit.corpus import load_letter_sequences, top_words, umass_coherence
+from specinit.corpus.formats import load_ldac, load_uci_bow, read_vocabulary
+from specinit.corpus.shards import save_npz_shards
+from specinit.corpus.text_files import from_text_files
 from specinit.distributions.hmm import posterior_marginals, viterbi
 from specinit.engine.decompose import Decomposition, decompose
 from specinit.engine.moments import CountMoments, PairSums
@@ -100,3 +103,10 @@ assert_type(row_log_likelihood(lda.model, draws, (counts, 2)), RowLogLikelihood 
 assert_type(PairSums.from_counts(counts), PairSums)
 assert_type(PairSums.from_counts(counts) + PairSums.from_counts(counts), PairSums)
 assert_type(CountMoments(counts, 1.0).m2_matmat(counts.T[:, :2]), np.ndarray)
+
+# Corpora on disk.
+assert_type(load_ldac("corpus.ldac", "vocab.txt"), Corpus)
+assert_type(load_uci_bow(Path("docword.txt")), Corpus)
+assert_type(read_vocabulary("vocab.txt"), tuple[str, ...])
+assert_type(from_text_files("texts", stop_words="english", min_df=2, max_df=0.9), Corpus)
+assert_type(save_npz_shards(counts, "shards"), list[Path])
