@@ -20,7 +20,7 @@ CHECKED = HERE / "typing" / "check_public_api.py"
 
 #: Modules whose public functions and methods are all annotated (names in ``__all__`` defined there).
 ANNOTATED_MODULES = [
-    "specinit.align", "specinit.compare", "specinit.conditional", "specinit.demo", "specinit.examples",
+    "specinit.align", "specinit.cli", "specinit.compare", "specinit.conditional", "specinit.demo", "specinit.examples",
     "specinit.estimate", "specinit.pointwise", "specinit.posterior", "specinit.refine", "specinit.synthetic",
     "specinit.warmstart",
     "specinit.corpus.containers", "specinit.corpus.formats", "specinit.corpus.heldout", "specinit.corpus.quality",

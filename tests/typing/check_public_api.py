@@ -11,9 +11,8 @@ import xarray as xr
 from specinit import SpectralEstimate
 from specinit.models import factors, gmm, hmm, lda, multiview, single_topic
 from specinit.align import align_draws, amari_index, draw_permutations, match_components, topic_error
+from specinit.cli import main
 from specinit.compare import NutsComparison, SviComparison, compare_nuts, compare_svi, local_sites
-from specinit.posterior import LooResult, compare_table, loo, max_rhat, to_inference_data
-from specinit.pointwise import RowLogLikelihood, row_log_likelihood
 from specinit.conditional import ExactGibbs, Structure, exact_kernel, find_structure
 from specinit.corpus import Corpus, HeldoutResult, corpus_from_texts, document_completion, fold_in, from_matrix
 from specinit.corpus import load_letter_sequences, top_words, umass_coherence
@@ -22,9 +21,11 @@ from specinit.corpus.shards import save_npz_shards
 from specinit.corpus.text_files import from_text_files
 from specinit.distributions.hmm import posterior_marginals, viterbi
 from specinit.engine.decompose import Decomposition, decompose
-from specinit.engine.moments import CountMoments, PairSums
 from specinit.engine.kernel_features import NystromFeatures, RandomFourierFeatures, kernel_features
+from specinit.engine.moments import CountMoments, PairSums
 from specinit.engine.views import MultiViewFit, fit_multiview
+from specinit.pointwise import RowLogLikelihood, row_log_likelihood
+from specinit.posterior import LooResult, compare_table, loo, max_rhat, to_inference_data
 from specinit.refine import RefineResult
 from specinit.synthetic import SyntheticCorpus, sample_lda, sample_single_topic
 from specinit.warmstart import Laplace, SiteInfo, laplace, latent_sites, site_info
@@ -110,3 +111,6 @@ assert_type(load_uci_bow(Path("docword.txt")), Corpus)
 assert_type(read_vocabulary("vocab.txt"), tuple[str, ...])
 assert_type(from_text_files("texts", stop_words="english", min_df=2, max_df=0.9), Corpus)
 assert_type(save_npz_shards(counts, "shards"), list[Path])
+
+# The command line.
+assert_type(main(["fit", "--help"]), int)
