@@ -72,10 +72,10 @@ numpydoc_xref_param_type = False
 # intersphinx needs the network: external names (NumPy, JAX, NumPyro, ArviZ, scikit-learn, the standard
 # library) are left as text; every name inside specinit must resolve (nitpicky, -n).
 nitpicky = True
-_EXTERNAL = ("numpy", "np", "scipy", "jax", "jaxlib", "numpyro", "funsor", "arviz", "arviz_base", "arviz_stats",
-             "arviz_plots", "xarray", "xr", "pandas", "pd", "sklearn", "dask", "distributed", "numba", "matplotlib",
-             "h5py", "threadpoolctl", "collections", "typing", "types", "pathlib", "os", "io", "concurrent",
-             "dataclasses", "enum", "abc", "logging", "argparse", "builtins", "contextlib", "threading",
+_EXTERNAL = ("numpy", "np", "scipy", "sp", "jax", "jaxlib", "numpyro", "funsor", "arviz", "arviz_base",
+             "arviz_stats", "arviz_plots", "xarray", "xr", "pandas", "pd", "sklearn", "dask", "distributed", "numba",
+             "matplotlib", "h5py", "threadpoolctl", "collections", "typing", "types", "pathlib", "os", "io",
+             "concurrent", "dataclasses", "enum", "abc", "logging", "argparse", "builtins", "contextlib", "threading",
              "functools", "tempfile", "numbers", "optax", "gensim", "hmmlearn", "lda", "tensorly", "re", "ast",
              "inspect", "constraints", "warnings", "sys", "math", "json", "zipfile", "shutil", "weakref")
 _BUILTINS = ("int", "float", "complex", "str", "bool", "bytes", "dict", "list", "tuple", "set", "frozenset",

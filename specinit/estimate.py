@@ -32,11 +32,12 @@ from specinit._files import (FileError, check_max_bytes, check_path, check_targe
 from specinit._validation import StoredArrayError, bad_argument
 
 if TYPE_CHECKING:
+    import arviz as az
     import jax
+    import xarray as xr
     from numpyro.infer.mcmc import MCMCKernel
 
-    from specinit.posterior import ArvizData
-    from specinit.warmstart import Laplace, SiteMap
+    from specinit.warmstart import Laplace
 
 __all__ = ["FORMAT_VERSION", "ModelFacts", "Site", "SpectralEstimate", "check_site_values"]
 
@@ -362,14 +363,16 @@ class SpectralEstimate:
         check_site_values(self.params, self.sites, self.k, argument, func)
 
     # NumPyro hand-off ---------------------------------------------------------------------------
-    def init_strategy(self, sites: SiteMap = None, *, fallback: Collection[str] = ()) -> Callable[..., Any]:
+    def init_strategy(self, sites: Sequence[str] | Mapping[str, object] | None = None, *,
+                      fallback: Collection[str] = ()) -> Callable[..., Any]:
         """An init strategy with these (constrained) values; see :func:`specinit.warmstart.init_strategy`."""
         from specinit.warmstart import init_strategy
 
         return init_strategy(self, sites, fallback=fallback)
 
     def init_params(self, model: Callable[..., Any], num_chains: int, key: jax.Array, *,
-                    spread: float | Literal["laplace"] | Laplace = 0.0, sites: SiteMap = None,
+                    spread: float | Literal["laplace"] | Laplace = 0.0,
+                    sites: Sequence[str] | Mapping[str, object] | None = None,
                     fallback: Collection[str] = (), model_args: Sequence[Any] = (),
                     model_kwargs: Mapping[str, Any] | None = None, kernel: MCMCKernel | None = None) -> dict[str, Any]:
         """Per-chain UNCONSTRAINED initial values; see :func:`specinit.warmstart.init_params`."""
@@ -378,7 +381,8 @@ class SpectralEstimate:
         return init_params(self, model, num_chains, key, spread=spread, sites=sites, fallback=fallback,
                            model_args=model_args, model_kwargs=model_kwargs, kernel=kernel)
 
-    def inverse_mass_matrix(self, model: Callable[..., Any], *, sites: SiteMap = None, fallback: Collection[str] = (),
+    def inverse_mass_matrix(self, model: Callable[..., Any], *,
+                            sites: Sequence[str] | Mapping[str, object] | None = None, fallback: Collection[str] = (),
                             model_args: Sequence[Any] = (), model_kwargs: Mapping[str, Any] | None = None,
                             over: Collection[str] | None = None, dense: bool | None = None, max_variance: float = 1.0,
                             coupled: bool = False) -> np.ndarray:
@@ -389,13 +393,14 @@ class SpectralEstimate:
                                    model_kwargs=model_kwargs, over=over, dense=dense, max_variance=max_variance,
                                    coupled=coupled)
 
-    def condition(self, model: Callable[..., Any], sites: SiteMap = None) -> Callable[..., Any]:
+    def condition(self, model: Callable[..., Any],
+                  sites: Sequence[str] | Mapping[str, object] | None = None) -> Callable[..., Any]:
         """The model with these values fixed (a point estimate); see :func:`specinit.warmstart.condition`."""
         from specinit.warmstart import condition
 
         return condition(self, model, sites=sites)
 
-    def to_inference_data(self) -> ArvizData:
+    def to_inference_data(self) -> az.InferenceData | xr.DataTree:
         """The estimate as an ArviZ object with a single draw (``InferenceData`` under ArviZ 0.x, ``DataTree`` 1.x).
 
         See :mod:`specinit.posterior`.

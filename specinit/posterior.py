@@ -61,7 +61,7 @@ from matplotlib.figure import Figure
 from specinit._validation import bad_argument, check_int, check_positive, warn
 from specinit.align import align_draws
 from specinit.pointwise import row_log_likelihood
-from specinit.warmstart import map_sites
+from specinit.warmstart import SiteMap, map_sites
 
 if TYPE_CHECKING:
     import os
@@ -70,10 +70,9 @@ if TYPE_CHECKING:
     from numpyro.infer import MCMC
 
     from specinit.estimate import SpectralEstimate
-    from specinit.warmstart import SiteMap
 
-    #: An ArviZ container of either generation: ``InferenceData`` (ArviZ 0.x) or ``DataTree`` (ArviZ 1.x).
-    ArvizData: TypeAlias = az.InferenceData | xr.DataTree
+#: An ArviZ container of either generation: ``InferenceData`` (ArviZ 0.x) or ``DataTree`` (ArviZ 1.x).
+ArvizData: TypeAlias = "az.InferenceData | xr.DataTree"
 
 __all__ = [
     "LooResult",

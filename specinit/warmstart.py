@@ -82,9 +82,9 @@ from specinit.estimate import Site, SpectralEstimate
 if TYPE_CHECKING:
     from numpyro.infer.mcmc import MCMCKernel
 
-    #: A model's sites and their sources: the estimate's names, or model site -> parameter name (str) or callable
-    #: (a dict literal mixing both is inferred as ``dict[str, object]``, which this accepts).
-    SiteMap: TypeAlias = Sequence[str] | Mapping[str, object] | None
+#: A model's sites and their sources: the estimate's names, or model site -> parameter name (str) or callable (a
+#: dict literal mixing both is inferred as ``dict[str, object]``, which this accepts).
+SiteMap: TypeAlias = Sequence[str] | Mapping[str, object] | None
 
 __all__ = [
     "Laplace",

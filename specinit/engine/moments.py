@@ -45,13 +45,12 @@ from specinit._validation import (
 )
 from specinit.engine.backends import FirstOrderStats, OnBackend, WhitenedStats, namespace, numba_kernel
 from specinit.engine.backends.numpy import document_weights, first_order_stats, usable_documents
-from specinit.engine.sources import CountSource
+from specinit.engine.sources import Counts, CountSource
 
 if TYPE_CHECKING:
     import jax
 
     from specinit.engine.backends import Passes
-    from specinit.engine.sources import Counts
 
 __all__ = ["COUNT_PASSES", "CountMoments", "FirstOrderStats", "PairSums", "WhitenedStats"]
 

@@ -30,11 +30,11 @@ if TYPE_CHECKING:
     import jax
     from numpy.typing import ArrayLike
 
-    #: An (N, V) matrix of counts, or its row chunks: what :class:`CountSource` reads.
-    CountMatrix: TypeAlias = ArrayLike | sp.sparray | sp.spmatrix | jax.Array
-    #: Every form of count corpus the engine reads (:class:`CountSource`).
-    Counts: TypeAlias = (CountMatrix | dask.array.Array | Sequence[CountMatrix] | Callable[[], Iterator[CountMatrix]]
-                         | CountSource)
+#: An (N, V) matrix of counts, or one of its row chunks.
+CountMatrix: TypeAlias = "ArrayLike | sp.sparray | sp.spmatrix | jax.Array"
+#: Every form of count corpus the engine reads (:class:`CountSource`).
+Counts: TypeAlias = ("CountMatrix | dask.array.Array | Sequence[CountMatrix] | Callable[[], Iterator[CountMatrix]] "
+                     "| CountSource")
 
 __all__ = ["CountSource", "ViewSource", "as_float_block", "check_row_blocks", "check_rows", "from_jax",
            "is_dask_array", "is_jax_array", "row_ranges", "row_view", "transpose_view"]

@@ -48,12 +48,11 @@ import scipy.sparse as sp
 
 from specinit._validation import optional_import
 from specinit.engine.backends import WhitenedStats
-from specinit.engine.backends.numpy import NumpyPasses, document_weights, usable_documents, weighted_cubes
+from specinit.engine.backends.numpy import NumpyPasses, PlacedCounts, document_weights, usable_documents, weighted_cubes
 from specinit.engine.rows import factor_noise_iterations as _factor_noise_iterations
 from specinit.engine.sources import row_ranges
 
 if TYPE_CHECKING:
-    from specinit.engine.backends.numpy import PlacedCounts
     from specinit.engine.sequences import SequenceBatch
 
 numba = optional_import("numba", "fast", "the Numba backend (backend=\"numba\")")
