@@ -72,20 +72,22 @@ numpydoc_xref_param_type = False
 # intersphinx needs the network: external names (NumPy, JAX, NumPyro, ArviZ, scikit-learn, the standard
 # library) are left as text; every name inside specinit must resolve (nitpicky, -n).
 nitpicky = True
-_EXTERNAL = ("numpy", "np", "scipy", "jax", "jaxlib", "numpyro", "funsor", "arviz", "arviz_base", "arviz_stats",
-             "arviz_plots", "xarray", "xr", "pandas", "pd", "sklearn", "dask", "distributed", "numba", "matplotlib",
-             "h5py", "threadpoolctl", "collections", "typing", "types", "pathlib", "os", "io", "concurrent",
-             "dataclasses", "enum", "abc", "logging", "argparse", "builtins", "contextlib", "threading",
+_EXTERNAL = ("numpy", "np", "scipy", "sp", "jax", "jaxlib", "numpyro", "funsor", "arviz", "az", "arviz_base",
+             "arviz_stats", "arviz_plots", "xarray", "xr", "pandas", "pd", "sklearn", "dask", "distributed", "numba",
+             "matplotlib", "h5py", "threadpoolctl", "collections", "typing", "types", "pathlib", "os", "io",
+             "concurrent", "dataclasses", "enum", "abc", "logging", "argparse", "builtins", "contextlib", "threading",
              "functools", "tempfile", "numbers", "optax", "gensim", "hmmlearn", "lda", "tensorly", "re", "ast",
              "inspect", "constraints", "warnings", "sys", "math", "json", "zipfile", "shutil", "weakref")
 _BUILTINS = ("int", "float", "complex", "str", "bool", "bytes", "dict", "list", "tuple", "set", "frozenset",
              "object", "None", "type", "callable", "Callable", "Any", "Path", "Sequence", "Mapping", "Iterable",
              "Iterator", "Generator", "Exception", "ValueError", "TypeError", "RuntimeError", "KeyError",
              "UserWarning", "MemoryError", "OSError", "NotImplementedError", "Literal", "TypeVar", "Self",
-             "NamedTuple", "ndarray", "Array", "ArrayLike", "DataTree", "InferenceData", "Dataset", "DataArray",
-             "DataFrame", "spmatrix", "sparray", "csr_matrix", "csr_array", "ModuleType", "PathLike", "Enum",
-             "Distribution", "Sample", "MCMC", "NUTS", "SVI", "HMC", "MCMCKernel", "Figure", "Axes", "Lock",
-             "Executor", "ThreadPoolExecutor", "Random", "Generator", "RandomState", "BaseEstimator")
+             "NamedTuple", "ndarray", "Array", "ArrayLike", "DTypeLike", "DataTree", "InferenceData", "Dataset",
+             "DataArray", "DataFrame", "spmatrix", "sparray", "csr_matrix", "csr_array", "ModuleType", "PathLike",
+             "Enum", "Distribution", "Sample", "MCMC", "NUTS", "SVI", "HMC", "MCMCKernel", "Figure", "Axes", "Lock",
+             "Executor", "ThreadPoolExecutor", "Random", "Generator", "RandomState", "BaseEstimator",
+             # the engine's aliases for unions of external types (count corpora, views), shown as text
+             "Counts", "View")
 # Unreferenced and repeated citations of a module's references (its docstring is shown on its page and on the
 # page of a name that re-exports it) are not broken links.
 suppress_warnings = ["ref.citation"]

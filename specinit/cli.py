@@ -16,6 +16,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 __all__ = ["EXIT_FAILED", "EXIT_INPUT", "EXIT_OK", "EXIT_UNSUPPORTED", "main"]
 
@@ -438,7 +439,7 @@ def build_parser(family_flags: bool = True) -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``specinit`` command line.
 
     Parameters

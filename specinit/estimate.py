@@ -22,7 +22,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Callable, Collection, Literal, Mapping, Sequence
 
 import numpy as np
 
@@ -30,6 +30,14 @@ from specinit import _registry
 from specinit._files import (FileError, check_max_bytes, check_path, check_target, new_file_beside, npz_members,
                              open_regular, remove_stale_beside, signals_clean_up)
 from specinit._validation import StoredArrayError, bad_argument
+
+if TYPE_CHECKING:
+    import arviz as az
+    import jax
+    import xarray as xr
+    from numpyro.infer.mcmc import MCMCKernel
+
+    from specinit.warmstart import Laplace
 
 __all__ = ["FORMAT_VERSION", "ModelFacts", "Site", "SpectralEstimate", "check_site_values"]
 
@@ -355,22 +363,29 @@ class SpectralEstimate:
         check_site_values(self.params, self.sites, self.k, argument, func)
 
     # NumPyro hand-off ---------------------------------------------------------------------------
-    def init_strategy(self, sites=None, *, fallback=()) -> Callable[..., Any]:
+    def init_strategy(self, sites: Sequence[str] | Mapping[str, object] | None = None, *,
+                      fallback: Collection[str] = ()) -> Callable[..., Any]:
         """An init strategy with these (constrained) values; see :func:`specinit.warmstart.init_strategy`."""
         from specinit.warmstart import init_strategy
 
         return init_strategy(self, sites, fallback=fallback)
 
-    def init_params(self, model, num_chains: int, key, *, spread=0.0, sites=None, fallback=(), model_args=(),
-                    model_kwargs=None, kernel=None) -> dict[str, Any]:
+    def init_params(self, model: Callable[..., Any], num_chains: int, key: jax.Array, *,
+                    spread: float | Literal["laplace"] | Laplace = 0.0,
+                    sites: Sequence[str] | Mapping[str, object] | None = None,
+                    fallback: Collection[str] = (), model_args: Sequence[Any] = (),
+                    model_kwargs: Mapping[str, Any] | None = None, kernel: MCMCKernel | None = None) -> dict[str, Any]:
         """Per-chain UNCONSTRAINED initial values; see :func:`specinit.warmstart.init_params`."""
         from specinit.warmstart import init_params
 
         return init_params(self, model, num_chains, key, spread=spread, sites=sites, fallback=fallback,
                            model_args=model_args, model_kwargs=model_kwargs, kernel=kernel)
 
-    def inverse_mass_matrix(self, model, *, sites=None, fallback=(), model_args=(), model_kwargs=None, over=None,
-                            dense=None, max_variance: float = 1.0, coupled: bool = False) -> np.ndarray:
+    def inverse_mass_matrix(self, model: Callable[..., Any], *,
+                            sites: Sequence[str] | Mapping[str, object] | None = None, fallback: Collection[str] = (),
+                            model_args: Sequence[Any] = (), model_kwargs: Mapping[str, Any] | None = None,
+                            over: Collection[str] | None = None, dense: bool | None = None, max_variance: float = 1.0,
+                            coupled: bool = False) -> np.ndarray:
         """An initial inverse mass matrix for NUTS; see :func:`specinit.warmstart.inverse_mass_matrix`."""
         from specinit.warmstart import inverse_mass_matrix
 
@@ -378,13 +393,14 @@ class SpectralEstimate:
                                    model_kwargs=model_kwargs, over=over, dense=dense, max_variance=max_variance,
                                    coupled=coupled)
 
-    def condition(self, model, sites=None) -> Callable[..., Any]:
+    def condition(self, model: Callable[..., Any],
+                  sites: Sequence[str] | Mapping[str, object] | None = None) -> Callable[..., Any]:
         """The model with these values fixed (a point estimate); see :func:`specinit.warmstart.condition`."""
         from specinit.warmstart import condition
 
         return condition(self, model, sites=sites)
 
-    def to_inference_data(self) -> Any:
+    def to_inference_data(self) -> az.InferenceData | xr.DataTree:
         """The estimate as an ArviZ object with a single draw (``InferenceData`` under ArviZ 0.x, ``DataTree`` 1.x).
 
         See :mod:`specinit.posterior`.
@@ -394,7 +410,7 @@ class SpectralEstimate:
         return estimate_to_inference_data(self)
 
     # persistence ----------------------------------------------------------------------------------
-    def save(self, path) -> Path:
+    def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the estimate to an ``.npz`` file that :meth:`load` reads back exactly.
 
         The file is written to a temporary file beside ``path``, flushed to
@@ -486,7 +502,7 @@ class SpectralEstimate:
         return path
 
     @classmethod
-    def load(cls, path, *, max_bytes: int | None = None) -> "SpectralEstimate":
+    def load(cls, path: str | os.PathLike[str], *, max_bytes: int | None = None) -> SpectralEstimate:
         """Read an estimate written by :meth:`save` (this version or specinit 0.2).
 
         Only a regular file is opened (a FIFO, device or directory is refused

@@ -27,11 +27,12 @@ move the posterior but would move the ELPD).
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 from numpyro import distributions as dist
 from numpyro import handlers
 
@@ -76,7 +77,8 @@ def _row_plate(info: dict, func: str) -> tuple[str, list]:
     return plate, observed
 
 
-def enumerable(model, model_args=(), model_kwargs=None):
+def enumerable(model: Callable[..., Any], model_args: Sequence[Any] = (),
+               model_kwargs: Mapping[str, Any] | None = None) -> Callable[..., Any]:
     """``model`` under NumPyro's ``enum`` handler, its enumeration dims allocated left of its plates.
 
     Parameters
@@ -100,7 +102,9 @@ def enumerable(model, model_args=(), model_kwargs=None):
     return enum(config_enumerate(model), -nesting - 1)
 
 
-def enumerated_log_likelihood(model, params: dict, model_args=(), model_kwargs=None, *, plate: str):
+def enumerated_log_likelihood(model: Callable[..., Any], params: Mapping[str, ArrayLike],
+                              model_args: Sequence[Any] = (), model_kwargs: Mapping[str, Any] | None = None, *,
+                              plate: str) -> jax.Array:
     """Marginal log-likelihood of each row of ``plate`` at one value of the continuous sites.
 
     Parameters
@@ -174,7 +178,9 @@ def enumerated_log_likelihood(model, params: dict, model_args=(), model_kwargs=N
     return funsor.optimizer.apply_optimizer(lazy).data
 
 
-def row_log_likelihood(model, samples: dict, model_args=(), model_kwargs=None, *, batch_size: int = 64):
+def row_log_likelihood(model: Callable[..., Any], samples: Mapping[str, ArrayLike], model_args: Sequence[Any] = (),
+                       model_kwargs: Mapping[str, Any] | None = None, *,
+                       batch_size: int = 64) -> RowLogLikelihood | None:
     """The pointwise log-likelihood LOO can use, chosen from the model (module notes).
 
     Parameters

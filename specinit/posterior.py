@@ -46,6 +46,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence, TypeAlias
 
 # NumPyro before ArviZ: ArviZ 1.x registers ``numpyro`` as a lazily loaded module when it is imported first
 # (see _bind_numpyro_submodules).
@@ -60,7 +61,18 @@ from matplotlib.figure import Figure
 from specinit._validation import bad_argument, check_int, check_positive, warn
 from specinit.align import align_draws
 from specinit.pointwise import row_log_likelihood
-from specinit.warmstart import map_sites
+from specinit.warmstart import SiteMap, map_sites
+
+if TYPE_CHECKING:
+    import os
+
+    from numpy.typing import ArrayLike
+    from numpyro.infer import MCMC
+
+    from specinit.estimate import SpectralEstimate
+
+#: An ArviZ container of either generation: ``InferenceData`` (ArviZ 0.x) or ``DataTree`` (ArviZ 1.x).
+ArvizData: TypeAlias = "az.InferenceData | xr.DataTree"
 
 __all__ = [
     "LooResult",
@@ -121,7 +133,7 @@ def _make(groups: dict):
     return az.InferenceData(**groups)
 
 
-def group_names(data) -> list:
+def group_names(data: ArvizData) -> list[str]:
     """Names of the groups of an ArviZ object, for either ArviZ generation.
 
     Parameters
@@ -137,7 +149,7 @@ def group_names(data) -> list:
     return list(data.children) if _ARVIZ_1 else list(data.groups())
 
 
-def group(data, name: str) -> xr.Dataset:
+def group(data: ArvizData, name: str) -> xr.Dataset:
     """Group ``name`` of an ArviZ object as an ``xarray.Dataset``, for either ArviZ generation.
 
     Parameters
@@ -277,7 +289,7 @@ def _site_dims(name: str, ndim: int, facts) -> list:
     return list(dims) if dims is not None and len(dims) == ndim else [f"{name}_dim_{i}" for i in range(ndim)]
 
 
-def estimate_to_inference_data(estimate):
+def estimate_to_inference_data(estimate: SpectralEstimate) -> ArvizData:
     """The estimate as an ArviZ object with one chain and one draw.
 
     Parameters
@@ -329,7 +341,8 @@ def _check_shapes(posterior: xr.Dataset, estimate, func: str) -> None:
             )
 
 
-def to_inference_data(mcmc, estimate=None, *, sites=None, align: bool = True, log_likelihood: bool = True):
+def to_inference_data(mcmc: MCMC, estimate: SpectralEstimate | None = None, *, sites: SiteMap = None,
+                      align: bool = True, log_likelihood: bool = True) -> ArvizData:
     """Convert a NumPyro MCMC run to ArviZ, with the spectral estimate beside it.
 
     Parameters
@@ -426,7 +439,8 @@ def _check_prob(hdi_prob, func: str) -> float:
     return hdi_prob
 
 
-def compare_table(idata, estimate, var_names=None, hdi_prob: float = 0.94) -> pd.DataFrame:
+def compare_table(idata: ArvizData, estimate: SpectralEstimate, var_names: str | Sequence[str] | None = None,
+                  hdi_prob: float = 0.94) -> pd.DataFrame:
     """Spectral values against posterior summaries, one row per scalar parameter.
 
     Parameters
@@ -488,7 +502,8 @@ def _draws(data, var_names, func: str) -> xr.Dataset:
     return draws[names]
 
 
-def convergence(data, var_names=None) -> pd.DataFrame:
+def convergence(data: ArvizData | Mapping[str, ArrayLike],
+                var_names: str | Sequence[str] | None = None) -> pd.DataFrame:
     """Worst rank-normalized split R-hat and bulk ESS of each variable.
 
     The one convergence measure of specinit (ArviZ's ``rhat`` with
@@ -535,7 +550,7 @@ def convergence(data, var_names=None) -> pd.DataFrame:
     )
 
 
-def max_rhat(idata, var_names=None) -> float:
+def max_rhat(idata: ArvizData | Mapping[str, ArrayLike], var_names: str | Sequence[str] | None = None) -> float:
     """Largest rank-normalized split R-hat over ``var_names``.
 
     Parameters
@@ -555,7 +570,7 @@ def max_rhat(idata, var_names=None) -> float:
     return float(convergence(idata, var_names)["r_hat"].max())
 
 
-def loo(idata, *, pointwise: bool = False) -> LooResult:
+def loo(idata: ArvizData, *, pointwise: bool = False) -> LooResult:
     """PSIS-LOO of the per-document log-likelihood (``az.loo``).
 
     Parameters
@@ -588,7 +603,8 @@ def _save(fig: Figure, path) -> Path:
     return path
 
 
-def plot_forest_with_spectral(idata, estimate, var_names, path, *, hdi_prob: float = 0.94) -> Path:
+def plot_forest_with_spectral(idata: ArvizData, estimate: SpectralEstimate, var_names: str | Sequence[str],
+                              path: str | os.PathLike[str], *, hdi_prob: float = 0.94) -> Path:
     """Forest plot of the posterior (``az.plot_forest``) with the spectral values marked.
 
     One row per scalar parameter: the posterior mean, its highest-density
@@ -629,7 +645,8 @@ def plot_forest_with_spectral(idata, estimate, var_names, path, *, hdi_prob: flo
     return path
 
 
-def plot_topic_heatmap(beta, path, vocabulary=None, top_n: int = 10, topic_names=None) -> Path:
+def plot_topic_heatmap(beta: ArrayLike, path: str | os.PathLike[str], vocabulary: Sequence[str] | None = None,
+                       top_n: int = 10, topic_names: Sequence[str] | None = None) -> Path:
     """Heat map of topic-word probabilities over each topic's top words.
 
     Parameters
@@ -673,7 +690,7 @@ def plot_topic_heatmap(beta, path, vocabulary=None, top_n: int = 10, topic_names
     return _save(fig, path)
 
 
-def plot_elbo_traces(traces: dict, path) -> Path:
+def plot_elbo_traces(traces: Mapping[str, ArrayLike], path: str | os.PathLike[str]) -> Path:
     """Loss (negative ELBO) per step of several SVI runs on one axis.
 
     Parameters

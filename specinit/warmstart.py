@@ -58,10 +58,10 @@ from __future__ import annotations
 import functools
 import numbers
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, ParamSpec, TypeAlias, TypeVar
 
 import jax
 import jax.numpy as jnp
@@ -78,6 +78,13 @@ from numpyro.infer.util import initialize_model
 
 from specinit._validation import bad_argument, check_int, check_positive, warn
 from specinit.estimate import Site, SpectralEstimate
+
+if TYPE_CHECKING:
+    from numpyro.infer.mcmc import MCMCKernel
+
+#: A model's sites and their sources: the estimate's names, or model site -> parameter name (str) or callable (a
+#: dict literal mixing both is inferred as ``dict[str, object]``, which this accepts).
+SiteMap: TypeAlias = Sequence[str] | Mapping[str, object] | None
 
 __all__ = [
     "Laplace",
@@ -117,9 +124,9 @@ class SiteInfo(NamedTuple):
         The site's support.
     """
 
-    shape: tuple
+    shape: tuple[int, ...]
     observed: bool
-    plates: tuple
+    plates: tuple[str, ...]
     discrete: bool
     support: constraints.Constraint
 
@@ -143,11 +150,15 @@ class SiteInfo(NamedTuple):
 TRACE_LOCK = threading.RLock()
 
 
-def _one_trace_at_a_time(func):
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _one_trace_at_a_time(func: Callable[_P, _R]) -> Callable[_P, _R]:
     """``func`` run while holding :data:`TRACE_LOCK` (NumPyro's handler stack is shared by every thread)."""
 
     @functools.wraps(func)
-    def serialized(*args, **kwargs):
+    def serialized(*args: _P.args, **kwargs: _P.kwargs) -> _R:
         with TRACE_LOCK:
             return func(*args, **kwargs)
 
@@ -155,7 +166,8 @@ def _one_trace_at_a_time(func):
 
 
 @_one_trace_at_a_time
-def site_info(model, model_args=(), model_kwargs=None) -> dict:
+def site_info(model: Callable[..., Any], model_args: Sequence[Any] = (),
+              model_kwargs: Mapping[str, Any] | None = None) -> dict[str, SiteInfo]:
     """Every sample site of ``model``, traced abstractly (``jax.eval_shape``: nothing is computed).
 
     Parameters
@@ -196,7 +208,8 @@ def site_info(model, model_args=(), model_kwargs=None) -> dict:
     return {name: SiteInfo(tuple(shapes[name].shape), *flags[name]) for name in shapes}
 
 
-def latent_sites(model, model_args=(), model_kwargs=None) -> dict:
+def latent_sites(model: Callable[..., Any], model_args: Sequence[Any] = (),
+                 model_kwargs: Mapping[str, Any] | None = None) -> dict[str, tuple[int, ...]]:
     """Shapes of the continuous latent sites of ``model``: the sites an estimate gives values to.
 
     Parameters
@@ -247,7 +260,7 @@ def _source_value(estimate, site: str, source, func: str) -> tuple[np.ndarray, S
     return value, None
 
 
-def map_sites(estimate, sites=None, *, func: str = "map_sites") -> SpectralEstimate:
+def map_sites(estimate: SpectralEstimate, sites: SiteMap = None, *, func: str = "map_sites") -> SpectralEstimate:
     """The estimate with its parameters renamed (or derived) to a model's sites.
 
     Parameters
@@ -379,7 +392,8 @@ def _as_jax(params: Mapping) -> dict:
     return {name: jnp.asarray(value, dtype=dtype) for name, value in params.items()}
 
 
-def init_strategy(estimate, sites=None, *, fallback=()) -> Callable[..., Any]:
+def init_strategy(estimate: SpectralEstimate, sites: SiteMap = None, *,
+                  fallback: Collection[str] = ()) -> Callable[..., Any]:
     """An init strategy with the estimate's constrained values.
 
     Parameters
@@ -434,7 +448,7 @@ def _start(estimate, model, sites, fallback, model_args, model_kwargs, func: str
     return _Start(info.param_info.z, info.potential_fn, info.model_trace)
 
 
-def unconstrained_sites(kernel, z: Mapping) -> tuple:
+def unconstrained_sites(kernel: MCMCKernel | None, z: Collection[str]) -> tuple[str, ...]:
     """The sites a kernel moves in the unconstrained space: all but those of a Gibbs composite's non-HMC blocks.
 
     Parameters
@@ -487,8 +501,10 @@ def _check_finite(potential_fn, chains: dict, num_chains: int, func: str) -> Non
 
 
 @_one_trace_at_a_time
-def init_params(estimate, model, num_chains: int, key, *, spread=0.0, sites=None, fallback=(), model_args=(),
-                model_kwargs=None, kernel=None) -> dict[str, Any]:
+def init_params(estimate: SpectralEstimate, model: Callable[..., Any], num_chains: int, key: jax.Array, *,
+                spread: float | Literal["laplace"] | Laplace = 0.0, sites: SiteMap = None,
+                fallback: Collection[str] = (), model_args: Sequence[Any] = (),
+                model_kwargs: Mapping[str, Any] | None = None, kernel: MCMCKernel | None = None) -> dict[str, Any]:
     """Per-chain unconstrained initial values for ``MCMC.run(..., init_params=...)``.
 
     Parameters
@@ -613,8 +629,8 @@ class Laplace:
         ``(d,)`` variances (diagonal form) or the ``(d, d)`` covariance.
     """
 
-    sites: tuple
-    mean: dict
+    sites: tuple[str, ...]
+    mean: dict[str, jax.Array]
     covariance: np.ndarray
 
     @property
@@ -622,7 +638,7 @@ class Laplace:
         """Whether the covariance is a full matrix."""
         return self.covariance.ndim == 2
 
-    def decoupled(self, sites) -> Laplace:
+    def decoupled(self, sites: Collection[str]) -> Laplace:
         """The Gaussian with the coordinates of ``sites`` independent, of unit variance (NumPyro's default there).
 
         Parameters
@@ -651,7 +667,7 @@ class Laplace:
             covariance[mask] = 1.0
         return Laplace(self.sites, self.mean, covariance)
 
-    def sample(self, key, num: int) -> dict:
+    def sample(self, key: jax.Array, num: int) -> dict[str, jax.Array]:
         """``num`` draws, a dict of arrays with a leading axis of length ``num``."""
         flat, unravel = ravel_pytree({name: self.mean[name] for name in self.sites})
         noise = np.asarray(jax.random.normal(key, (num, flat.size)), dtype=np.float64)
@@ -695,8 +711,10 @@ def _laplace(start: _Start, over: tuple, *, dense=None, max_variance: float = 1.
 
 
 @_one_trace_at_a_time
-def laplace(estimate, model, *, sites=None, fallback=(), model_args=(), model_kwargs=None, over=None, dense=None,
-            max_variance: float = 1.0) -> Laplace:
+def laplace(estimate: SpectralEstimate, model: Callable[..., Any], *, sites: SiteMap = None,
+            fallback: Collection[str] = (), model_args: Sequence[Any] = (),
+            model_kwargs: Mapping[str, Any] | None = None, over: Collection[str] | None = None,
+            dense: bool | None = None, max_variance: float = 1.0) -> Laplace:
     """The estimate's uncertainty: a Gaussian from the curvature of the posterior at the estimate.
 
     In NumPyro's unconstrained coordinates (where NUTS moves and where its
@@ -762,8 +780,10 @@ def laplace(estimate, model, *, sites=None, fallback=(), model_args=(), model_kw
 
 
 @_one_trace_at_a_time
-def inverse_mass_matrix(estimate, model, *, sites=None, fallback=(), model_args=(), model_kwargs=None, over=None,
-                        dense=None, max_variance: float = 1.0, coupled: bool = False) -> np.ndarray:
+def inverse_mass_matrix(estimate: SpectralEstimate, model: Callable[..., Any], *, sites: SiteMap = None,
+                        fallback: Collection[str] = (), model_args: Sequence[Any] = (),
+                        model_kwargs: Mapping[str, Any] | None = None, over: Collection[str] | None = None,
+                        dense: bool | None = None, max_variance: float = 1.0, coupled: bool = False) -> np.ndarray:
     """An initial inverse mass matrix for NUTS from the estimate's uncertainty (:func:`laplace`).
 
     Hamiltonian Monte Carlo moves efficiently when its inverse mass matrix
@@ -811,7 +831,7 @@ def inverse_mass_matrix(estimate, model, *, sites=None, fallback=(), model_args=
 
 # --- point estimates ------------------------------------------------------------------------------------------------
 
-def condition(estimate, model, sites=None) -> Callable[..., Any]:
+def condition(estimate: SpectralEstimate, model: Callable[..., Any], sites: SiteMap = None) -> Callable[..., Any]:
     """The model with the estimate's values fixed (``numpyro.handlers.condition``; a point estimate).
 
     Parameters

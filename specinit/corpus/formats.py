@@ -6,6 +6,7 @@ Errors in files name the file, the line number and what was wrong.
 from __future__ import annotations
 
 import gzip
+import os
 import warnings
 from pathlib import Path
 
@@ -30,7 +31,8 @@ from specinit.corpus.containers import Corpus, check_corpus, duplicate_words
 __all__ = ["read_vocabulary", "write_vocabulary", "load_ldac", "load_reuters", "load_uci_bow", "save_ldac", "save_uci_bow"]
 
 
-def read_vocabulary(vocab_path, func: str = "read_vocabulary", *, max_bytes: int | None = None) -> tuple[str, ...]:
+def read_vocabulary(vocab_path: str | os.PathLike[str], func: str = "read_vocabulary", *,
+                    max_bytes: int | None = None) -> tuple[str, ...]:
     """Read a vocabulary file, one distinct word per line (gzip for ``.gz`` names).
 
     Parameters
@@ -80,7 +82,7 @@ def read_vocabulary(vocab_path, func: str = "read_vocabulary", *, max_bytes: int
     return tuple(words)
 
 
-def write_vocabulary(corpus: Corpus, vocab_path, func: str = "write_vocabulary") -> None:
+def write_vocabulary(corpus: Corpus, vocab_path: str | os.PathLike[str], func: str = "write_vocabulary") -> None:
     """Write ``corpus.vocabulary``, one word per line (gzip for ``.gz`` names).
 
     Parameters
@@ -205,7 +207,8 @@ def _first_bad_uci_entry(entries: np.ndarray, n_docs: int, n_words: int):
     return None
 
 
-def load_uci_bow(docword_path, vocab_path=None, *, max_bytes: int | None = None) -> Corpus:
+def load_uci_bow(docword_path: str | os.PathLike[str], vocab_path: str | os.PathLike[str] | None = None, *,
+                 max_bytes: int | None = None) -> Corpus:
     """Read a corpus in the UCI bag-of-words format.
 
     ``docword.*.txt`` starts with three header lines D (documents), W
@@ -280,7 +283,8 @@ def load_uci_bow(docword_path, vocab_path=None, *, max_bytes: int | None = None)
     return Corpus(counts, vocabulary)
 
 
-def save_uci_bow(corpus: Corpus, docword_path, vocab_path=None) -> None:
+def save_uci_bow(corpus: Corpus, docword_path: str | os.PathLike[str],
+                 vocab_path: str | os.PathLike[str] | None = None) -> None:
     """Write ``corpus`` in the UCI bag-of-words format (gzip for ``.gz`` names).
 
     Parameters
@@ -338,7 +342,8 @@ def _parse_ldac_line(line: str, path, line_number: int) -> tuple[np.ndarray, np.
     return terms, counts
 
 
-def load_ldac(path, vocab_path=None, *, max_bytes: int | None = None) -> Corpus:
+def load_ldac(path: str | os.PathLike[str], vocab_path: str | os.PathLike[str] | None = None, *,
+              max_bytes: int | None = None) -> Corpus:
     """Read a corpus in the LDA-C format.
 
     Each non-blank line is one document ``M term_1:count_1 ... term_M:count_M``
@@ -405,7 +410,7 @@ def load_ldac(path, vocab_path=None, *, max_bytes: int | None = None) -> Corpus:
     return Corpus(counts, vocabulary)
 
 
-def save_ldac(corpus: Corpus, path, vocab_path=None) -> None:
+def save_ldac(corpus: Corpus, path: str | os.PathLike[str], vocab_path: str | os.PathLike[str] | None = None) -> None:
     """Write ``corpus`` in the LDA-C format (gzip for ``.gz`` names).
 
     Trailing vocabulary columns without any count are only recovered by

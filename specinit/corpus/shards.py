@@ -23,6 +23,7 @@ References
 
 from __future__ import annotations
 
+import os
 import zipfile
 import zlib
 from pathlib import Path
@@ -49,6 +50,7 @@ from specinit.corpus.formats import read_uci_header
 
 if TYPE_CHECKING:
     import dask.array
+    from numpy.typing import ArrayLike
 
 __all__ = ["read_ldac_blocks", "read_npz_shards", "read_uci_blocks", "save_npz_shards"]
 
@@ -56,7 +58,8 @@ __all__ = ["read_ldac_blocks", "read_npz_shards", "read_uci_blocks", "save_npz_s
 TASK_BYTES = 256
 
 
-def save_npz_shards(counts, folder, rows_per_shard: int = 100_000) -> list:
+def save_npz_shards(counts: ArrayLike | sp.sparray | sp.spmatrix, folder: str | os.PathLike[str],
+                    rows_per_shard: int = 100_000) -> list[Path]:
     """Write an (N, V) count matrix as CSR ``.npz`` shards of at most ``rows_per_shard`` rows.
 
     Parameters
@@ -133,7 +136,8 @@ def _from_blocks(tasks, shapes, n_cols: int):
     return parts[0] if len(parts) == 1 else da.concatenate(parts, axis=0)
 
 
-def read_npz_shards(folder, pattern: str = "*.npz", *, max_bytes: int | None = None) -> dask.array.Array:
+def read_npz_shards(folder: str | os.PathLike[str], pattern: str = "*.npz", *,
+                    max_bytes: int | None = None) -> dask.array.Array:
     """A folder of scipy.sparse ``.npz`` shards as one Dask array of row blocks (one block per shard).
 
     Parameters
@@ -273,7 +277,8 @@ def _read_uci_block(path: str, start_doc: int, stop_doc: int, offset: int, n_wor
     return matrix
 
 
-def read_uci_blocks(docword_path, rows_per_block: int = 100_000, *, max_bytes: int | None = None) -> dask.array.Array:
+def read_uci_blocks(docword_path: str | os.PathLike[str], rows_per_block: int = 100_000, *,
+                    max_bytes: int | None = None) -> dask.array.Array:
     """A UCI bag-of-words ``docword`` file as a Dask array of row blocks, read block by block.
 
     Parameters
@@ -389,7 +394,7 @@ def _read_ldac_block(path: str, offset: int, n_rows: int, n_cols: int) -> sp.csr
     return matrix
 
 
-def read_ldac_blocks(path, vocab_size: int, rows_per_block: int = 100_000, *,
+def read_ldac_blocks(path: str | os.PathLike[str], vocab_size: int, rows_per_block: int = 100_000, *,
                      max_bytes: int | None = None) -> dask.array.Array:
     """An LDA-C file as a Dask array of row blocks, read block by block.
 

@@ -8,6 +8,7 @@ import os
 import re
 import stat
 from pathlib import Path
+from typing import Collection, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -136,11 +137,11 @@ def _count_tokens(files: list[Path], tokenize, encoding: str, max_bytes: int, fu
 
 
 def from_text_files(
-    directory,
+    directory: str | os.PathLike[str],
     pattern: str = "*.txt",
-    min_df=1,
-    max_df=1.0,
-    stop_words=None,
+    min_df: int | float = 1,
+    max_df: int | float = 1.0,
+    stop_words: Literal["english"] | Collection[str] | None = None,
     lowercase: bool = True,
     token_pattern: str = r"(?u)\b[a-zA-Z][a-zA-Z]+\b",
     encoding: str = "utf-8",

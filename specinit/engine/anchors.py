@@ -9,12 +9,18 @@ the (V, V) pair moment.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Literal, Sequence
+
 import numpy as np
 
 from specinit._validation import as_generator
 from specinit.engine.backends import numba_kernel, resident_scope
 from specinit.engine.support import project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
+
+if TYPE_CHECKING:
+    from specinit.engine.protocols import ExchangeableMoments
+    from specinit.engine.whitening import RitzSubspace
 
 __all__ = ["OVERSAMPLE", "SEED_NEIGHBOURS", "WARM_NOISE_TOL", "anchor_weights_step", "fit_anchor",
            "positive_eigenspace", "positive_ritz", "seed_report", "simplex_projection", "supported_k"]
@@ -119,8 +125,9 @@ def anchor_weights_step(Y: np.ndarray, product: np.ndarray, H: np.ndarray, C: np
     return move
 
 
-def positive_eigenspace(raw, k: int, *, seed, oversample: int = OVERSAMPLE, max_passes: int = 13, tol: float = 1e-2,
-                        noise_tol: float = 0.0, start: np.ndarray | None = None):
+def positive_eigenspace(raw: ExchangeableMoments, k: int, *, seed: int | np.random.Generator,
+                        oversample: int = OVERSAMPLE, max_passes: int = 13, tol: float = 1e-2, noise_tol: float = 0.0,
+                        start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, RitzSubspace]:
     """The top-k positive eigenpairs of ``E2`` (block Krylov, matrix-free): ``E2 ~ U diag(s) U^T``.
 
     Negative eigenvalues -- the sampling noise of the unbiased pair
@@ -201,9 +208,11 @@ def positive_eigenspace(raw, k: int, *, seed, oversample: int = OVERSAMPLE, max_
     return U, space.ritz[positive], leading, space
 
 
-def fit_anchor(raw, k: int, *, func: str, seed, floor: float = 1e-3, alpha_sum: float = 1.0,
-               n_candidates: int | None = None, n_iter: int = 60, start: np.ndarray | None = None,
-               noise_tol: float = 0.0, seed_groups: tuple = (), seed_anchor: str = "extreme"):
+def fit_anchor(raw: ExchangeableMoments, k: int, *, func: str, seed: int | np.random.Generator, floor: float = 1e-3,
+               alpha_sum: float = 1.0, n_candidates: int | None = None, n_iter: int = 60,
+               start: np.ndarray | None = None, noise_tol: float = 0.0, seed_groups: Sequence[np.ndarray] = (),
+               seed_anchor: Literal["extreme", "pooled", "harmonic"] = "extreme",
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
     """Anchor-word recovery (RecoverL2) from the top-k positive eigenspace of the pair moment ``E2``.
 
     ([1]_ Alg. 2 FastAnchorWords, Alg. 3 RecoverL2 on the low-rank pair

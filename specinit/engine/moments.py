@@ -26,6 +26,8 @@ from __future__ import annotations
 
 import functools
 import operator
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 import scipy.sparse as sp
@@ -43,7 +45,12 @@ from specinit._validation import (
 )
 from specinit.engine.backends import FirstOrderStats, OnBackend, WhitenedStats, namespace, numba_kernel
 from specinit.engine.backends.numpy import document_weights, first_order_stats, usable_documents
-from specinit.engine.sources import CountSource
+from specinit.engine.sources import Counts, CountSource
+
+if TYPE_CHECKING:
+    import jax
+
+    from specinit.engine.backends import Passes
 
 __all__ = ["COUNT_PASSES", "CountMoments", "FirstOrderStats", "PairSums", "WhitenedStats"]
 
@@ -150,13 +157,13 @@ class CountMoments(_FirstOrder, OnBackend):
     @public
     def __init__(
         self,
-        counts,
+        counts: Counts,
         alpha0: float | None = None,
-        weighting: str = "pooled",
+        weighting: Literal["pooled", "per-document"] = "pooled",
         chunk_rows: int | None = None,
         n_threads: int | None = None,
-        backend=None,
-    ):
+        backend: Literal["numpy", "numba", "jax", "dask"] | Passes | None = None,
+    ) -> None:
         self.weighting = check_choice(weighting, "weighting", None, WEIGHTINGS)
         self.alpha0 = None if alpha0 is None else check_positive(alpha0, "alpha0")
         source = counts if isinstance(counts, CountSource) else CountSource(counts)
@@ -177,7 +184,7 @@ class CountMoments(_FirstOrder, OnBackend):
     def _shift(self) -> float:
         return 0.0 if self.alpha0 is None else self.alpha0 / (self.alpha0 + 1.0)
 
-    def resident(self, A: np.ndarray):
+    def resident(self, A: np.ndarray) -> np.ndarray | jax.Array:
         """``A`` where the passes run (a device array for ``backend="jax"``, ``A`` itself on CPU backends).
 
         :meth:`m2_matmat`, :meth:`whitened_stats` and the tall intermediates
@@ -185,7 +192,7 @@ class CountMoments(_FirstOrder, OnBackend):
         """
         return self.passes.resident(A)
 
-    def scope(self):
+    def scope(self) -> AbstractContextManager[Any]:
         """Context for arithmetic on :meth:`resident` arrays (float64 on a JAX device)."""
         return self.passes.scope()
 
@@ -282,7 +289,9 @@ class PairSums(_FirstOrder):
 
     alpha0 = None
 
-    def __init__(self, stats: FirstOrderStats, pairs, weighting: str, word_counts: np.ndarray):
+    def __init__(self, stats: FirstOrderStats,
+                 pairs: sp.sparray | sp.spmatrix | np.ndarray | list[sp.sparray | sp.spmatrix],
+                 weighting: Literal["pooled", "per-document"], word_counts: np.ndarray) -> None:
         self.stats, self.weighting = stats, weighting
         self.word_counts = np.asarray(word_counts, dtype=np.float64)
         self.n_features = stats.m1_sum.shape[0]
@@ -302,7 +311,7 @@ class PairSums(_FirstOrder):
             else [pairs]
 
     @property
-    def pairs(self):
+    def pairs(self) -> np.ndarray | sp.sparray | sp.spmatrix:
         """The word-pair sums: a dense (V, V) array or a CSR matrix (the pending parts added up on first read)."""
         if isinstance(self._pairs, np.ndarray):
             return self._pairs
@@ -316,8 +325,8 @@ class PairSums(_FirstOrder):
         return isinstance(self._pairs, np.ndarray)
 
     @classmethod
-    def from_counts(cls, counts, weighting: str = "pooled", name: str = "counts", *,
-                    dense: bool = False) -> "PairSums":
+    def from_counts(cls, counts: Counts, weighting: Literal["pooled", "per-document"] = "pooled", name: str = "counts",
+                    *, dense: bool = False) -> PairSums:
         """The summary of a batch of documents, in one pass over its chunks.
 
         Parameters

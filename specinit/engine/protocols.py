@@ -60,7 +60,7 @@ class MultiViewMoments(Protocol):
         """Number of views (at least 3)."""
 
     @property
-    def dims(self) -> tuple:
+    def dims(self) -> tuple[int, ...]:
         """The views' dimensions ``d_v``."""
 
     def pairs_matmat(self, a: int, b: int, Q: np.ndarray) -> np.ndarray:

@@ -18,7 +18,7 @@ are validated block by block where the blocks are computed.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence, TypeAlias
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,6 +29,12 @@ if TYPE_CHECKING:
     import dask.array
     import jax
     from numpy.typing import ArrayLike
+
+#: An (N, V) matrix of counts, or one of its row chunks.
+CountMatrix: TypeAlias = "ArrayLike | sp.sparray | sp.spmatrix | jax.Array"
+#: Every form of count corpus the engine reads (:class:`CountSource`).
+Counts: TypeAlias = ("CountMatrix | dask.array.Array | Sequence[CountMatrix] | Callable[[], Iterator[CountMatrix]] "
+                     "| CountSource")
 
 __all__ = ["CountSource", "ViewSource", "as_float_block", "check_row_blocks", "check_rows", "from_jax",
            "is_dask_array", "is_jax_array", "row_ranges", "row_view", "transpose_view"]

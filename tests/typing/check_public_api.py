@@ -1,22 +1,34 @@
 """Checked by mypy (tests/test_typing.py), never run: what a type checker infers for calls of the public API."""
 
+from pathlib import Path
 from typing import Any, Callable, assert_type
 
+import arviz as az
 import numpy as np
+import pandas as pd
+import xarray as xr
 
 from specinit import SpectralEstimate
 from specinit.models import factors, gmm, hmm, lda, multiview, single_topic
 from specinit.align import align_draws, amari_index, draw_permutations, match_components, topic_error
+from specinit.cli import main
 from specinit.compare import NutsComparison, SviComparison, compare_nuts, compare_svi, local_sites
 from specinit.conditional import ExactGibbs, Structure, exact_kernel, find_structure
 from specinit.corpus import Corpus, HeldoutResult, corpus_from_texts, document_completion, fold_in, from_matrix
 from specinit.corpus import load_letter_sequences, top_words, umass_coherence
+from specinit.corpus.formats import load_ldac, load_uci_bow, read_vocabulary
+from specinit.corpus.shards import save_npz_shards
+from specinit.corpus.text_files import from_text_files
 from specinit.distributions.hmm import posterior_marginals, viterbi
 from specinit.engine.decompose import Decomposition, decompose
 from specinit.engine.kernel_features import NystromFeatures, RandomFourierFeatures, kernel_features
+from specinit.engine.moments import CountMoments, PairSums
 from specinit.engine.views import MultiViewFit, fit_multiview
+from specinit.pointwise import RowLogLikelihood, row_log_likelihood
+from specinit.posterior import LooResult, compare_table, loo, max_rhat, to_inference_data
 from specinit.refine import RefineResult
 from specinit.synthetic import SyntheticCorpus, sample_lda, sample_single_topic
+from specinit.warmstart import Laplace, SiteInfo, laplace, latent_sites, site_info
 
 counts = np.ones((20, 6))
 est = lda.spectral(counts, 2)
@@ -31,6 +43,12 @@ assert_type(est.init_params(lda.model, 2, None), dict[str, Any])
 assert_type(est.inverse_mass_matrix(lda.model), np.ndarray)
 assert_type(est.condition(lda.model), Callable[..., Any])
 assert_type(SpectralEstimate.load("estimate.npz"), SpectralEstimate)
+assert_type(est.save("estimate.npz"), Path)
+assert_type(est.init_strategy(["beta"]), Callable[..., Any])
+assert_type(laplace(est, lda.model, model_args=(counts, 2)), Laplace)
+assert_type(laplace(est, lda.model, model_args=(counts, 2)).covariance, np.ndarray)
+assert_type(latent_sites(lda.model, (counts, 2)), dict[str, tuple[int, ...]])
+assert_type(site_info(lda.model, (counts, 2)), dict[str, SiteInfo])
 
 mixture = gmm.spectral(counts, 2)
 assert_type(gmm.refine(counts, mixture), RefineResult)
@@ -71,3 +89,28 @@ assert_type(posterior_marginals([np.arange(5)], chain), np.ndarray | list[np.nda
 assert_type(decompose(np.ones((3, 3, 3)), 2), Decomposition)
 assert_type(fit_multiview([counts, counts, counts], 2), MultiViewFit)
 assert_type(kernel_features(counts, rank=8), RandomFourierFeatures | NystromFeatures)
+
+# The hand-off to ArviZ.
+mcmc: Any = None
+idata = to_inference_data(mcmc, est)
+assert_type(idata, az.InferenceData | xr.DataTree)
+assert_type(est.to_inference_data(), az.InferenceData | xr.DataTree)
+assert_type(compare_table(idata, est), pd.DataFrame)
+assert_type(max_rhat(idata), float)
+assert_type(loo(idata), LooResult)
+assert_type(row_log_likelihood(lda.model, draws, (counts, 2)), RowLogLikelihood | None)
+
+# Moments of counts.
+assert_type(PairSums.from_counts(counts), PairSums)
+assert_type(PairSums.from_counts(counts) + PairSums.from_counts(counts), PairSums)
+assert_type(CountMoments(counts, 1.0).m2_matmat(counts.T[:, :2]), np.ndarray)
+
+# Corpora on disk.
+assert_type(load_ldac("corpus.ldac", "vocab.txt"), Corpus)
+assert_type(load_uci_bow(Path("docword.txt")), Corpus)
+assert_type(read_vocabulary("vocab.txt"), tuple[str, ...])
+assert_type(from_text_files("texts", stop_words="english", min_df=2, max_df=0.9), Corpus)
+assert_type(save_npz_shards(counts, "shards"), list[Path])
+
+# The command line.
+assert_type(main(["fit", "--help"]), int)

@@ -41,15 +41,19 @@ import math
 import signal
 import threading
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
 from specinit._validation import optional_import
 from specinit.engine.backends import WhitenedStats
-from specinit.engine.backends.numpy import NumpyPasses, document_weights, usable_documents, weighted_cubes
+from specinit.engine.backends.numpy import NumpyPasses, PlacedCounts, document_weights, usable_documents, weighted_cubes
 from specinit.engine.rows import factor_noise_iterations as _factor_noise_iterations
 from specinit.engine.sources import row_ranges
+
+if TYPE_CHECKING:
+    from specinit.engine.sequences import SequenceBatch
 
 numba = optional_import("numba", "fast", "the Numba backend (backend=\"numba\")")
 
@@ -63,7 +67,7 @@ CALL_WORK = 2**27
 
 
 @contextmanager
-def interrupts_between_calls():
+def interrupts_between_calls() -> Iterator[None]:
     """Hold SIGINT while a compiled call runs, and deliver it to the previous handler when the call is over.
 
     A signal that arrives during a Numba call would otherwise raise
@@ -164,7 +168,7 @@ def _parts(n_threads: int) -> int:
     return numba.get_num_threads()
 
 
-def csr_matmat(matrix, Q: np.ndarray) -> np.ndarray:
+def csr_matmat(matrix: sp.csr_array | sp.csr_matrix, Q: np.ndarray) -> np.ndarray:
     """``matrix @ Q`` for a CSR matrix and a dense (n, r) ``Q``, rows split over Numba's threads.
 
     SciPy's product runs on one thread; this one is the gather half of the
@@ -275,7 +279,7 @@ def _two_phase(shape, work: np.ndarray, kernel, upper: int):
     return sp.csr_matrix((out_data, out_indices, out_indptr.astype(index, copy=False)), shape=(m, n))
 
 
-def sum_csr(parts):
+def sum_csr(parts: Sequence[sp.csr_array | sp.csr_matrix]) -> sp.csr_matrix:
     """The sum of CSR matrices of one shape on Numba's threads, :data:`SUM_ARITY` of them in each pass.
 
     SciPy adds two sparse matrices at a time on one thread, so adding ``p``
@@ -315,7 +319,7 @@ def sum_csr(parts):
         indptrs, indices, datas, n, n_blocks, start, stop, *out), int(work[-1]))
 
 
-def product_csr(A, B):
+def product_csr(A: sp.csr_array | sp.csr_matrix, B: sp.csr_array | sp.csr_matrix) -> sp.csr_matrix:
     """The sparse product ``A @ B`` of two CSR matrices on Numba's threads.
 
     SciPy's product runs on one thread; this one is the same row-by-row
@@ -362,7 +366,7 @@ class NumbaPasses(NumpyPasses):
     def _splits(self) -> int:
         return 1
 
-    def count_m2(self, placed, Q: np.ndarray) -> np.ndarray:
+    def count_m2(self, placed: PlacedCounts, Q: np.ndarray) -> np.ndarray:
         Q = np.ascontiguousarray(Q, dtype=np.float64)
 
         def partial(chunk):
@@ -373,7 +377,7 @@ class NumbaPasses(NumpyPasses):
 
         return self._reduce(self._chunks(placed), partial, workers=1)
 
-    def count_whitened(self, placed, W: np.ndarray) -> WhitenedStats:
+    def count_whitened(self, placed: PlacedCounts, W: np.ndarray) -> WhitenedStats:
         W = np.ascontiguousarray(W, dtype=np.float64)
 
         def partial(chunk):
@@ -406,7 +410,7 @@ def _pair_sums_kernel(indptr, indices, data, a, n_parts, start, stop, out):  # p
                     row[indices[jj]] += x * data[jj]
 
 
-def add_pair_sums(chunk, a: np.ndarray, out: np.ndarray) -> None:
+def add_pair_sums(chunk: sp.csr_array | sp.csr_matrix, a: np.ndarray, out: np.ndarray) -> None:
     """Add ``sum_d a_d c_d c_d^T`` over the rows of a CSR chunk to a dense (V, V) array, in place, compiled.
 
     The word-pair sums of :class:`specinit.engine.moments.PairSums` held
@@ -487,7 +491,8 @@ def _forward_backward_kernel(active, offsets, init, transition, likelihood):  # 
     return alpha[: active[0]].sum(axis=0), trans_counts, alpha, log_likelihood
 
 
-def forward_backward(batch, init: np.ndarray, transition: np.ndarray, likelihood: np.ndarray):
+def forward_backward(batch: SequenceBatch, init: np.ndarray, transition: np.ndarray,
+                     likelihood: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
     """:func:`specinit.engine.sequences.forward_backward`, compiled: one loop over time steps and sequences.
 
     The same recursions in the same order (scaled forward pass, backward pass
@@ -581,7 +586,8 @@ def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, s
                 theta[d, j] = th[j]
 
 
-def closing_sweep(chunk, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray, steps: int):
+def closing_sweep(chunk: sp.csr_array | sp.csr_matrix, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray,
+                  steps: int) -> tuple[np.ndarray, np.ndarray, float]:
     """One closing EM sweep over a CSR chunk, compiled: fold-in steps per document, then its expected counts.
 
     The unit of :func:`specinit.models._topics.close_topics`: ``steps``
@@ -671,7 +677,8 @@ def _power_kernel(T, U, n_iter, tol, patience, window, out, iterations, converge
                 break
 
 
-def power_iterate(T: np.ndarray, U: np.ndarray, n_iter: int, tol: float, patience: int, window: int):
+def power_iterate(T: np.ndarray, U: np.ndarray, n_iter: int, tol: float, patience: int,
+                  window: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The power iterations of :func:`specinit.engine.decompose._power_iterate` for a third-order tensor, compiled.
 
     Each column iterates on its own, ``T(I, u, u)`` as a triple loop (the
