@@ -116,7 +116,8 @@ def test_a_member_declaring_more_than_the_address_space_allows_is_refused_naming
     assert "8.94 GiB" in message and "address-space limit (RLIMIT_AS, ulimit -v)" in message
     # a max_bytes above what the process can map does not let it through: the limit refuses it
     message = _run_limited(tmp_path / "doctored.npz", 2**40)["load"]
-    assert message.startswith("ValueError: ") and "that the address-space limit (RLIMIT_AS, ulimit -v) leaves" in message
+    assert message.startswith("ValueError: ")
+    assert "that the address-space limit (RLIMIT_AS, ulimit -v) leaves" in message
     assert f"member {member!r}" in message and "SpectralEstimate.load" in message
     # the intact file loads under the same limit
     assert _run_limited(tmp_path / "fit.npz")["load"] == "loaded"
