@@ -207,7 +207,7 @@ def _package_docstrings(packages, func: str):
         raise ValueError(f"{func}: no docstring found in packages={tuple(packages)!r}.")
 
 
-def load_python_docs(packages: Sequence[str] = ("stdlib"), *, min_df: int = 5, max_df: float = 0.5,
+def load_python_docs(packages: Sequence[str] = ("stdlib",), *, min_df: int = 5, max_df: float = 0.5,
                      max_words: int = 10_000, min_tokens: int = 5, max_documents: int | None = None) -> Corpus:
     """Paragraphs of the docstrings of installed Python packages as a corpus.
 

@@ -39,6 +39,12 @@ def test_python_docs_is_a_real_deterministic_corpus(stdlib_slice):
     assert again.vocabulary == corpus.vocabulary and (again.counts != corpus.counts).nnz == 0
 
 
+def test_python_docs_defaults_to_the_standard_library():
+    corpus = load_python_docs(max_documents=20)
+    assert corpus.counts.shape[0] == 20
+    assert corpus.names[0].split("/")[0] == "stdlib"
+
+
 def test_python_docs_pruning_and_errors():
     small = load_python_docs(("json",), min_df=2, max_words=50, max_documents=20)
     assert small.counts.shape[0] == 20 and small.counts.shape[1] <= 50
