@@ -50,11 +50,13 @@ import logging
 import time
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Callable
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 import numpyro
 from jax.scipy.special import digamma
 from numpyro.handlers import replay, seed
@@ -65,6 +67,10 @@ from specinit._validation import Interval, Options, bad_argument, check_count_ma
 from specinit.distributions.continuous import ALR, TRANSFORMS
 from specinit.distributions.counts import HIGHEST, DocumentCounts, ModelData, _bucket, from_csr
 from specinit.faces import Param
+
+if TYPE_CHECKING:
+    import scipy.sparse as sp
+    from specinit.estimate import SpectralEstimate
 
 LOGGER = logging.getLogger("specinit")
 
@@ -118,7 +124,7 @@ LOCAL_STEP = {
 }
 
 
-def svi_batch(counts) -> DocumentCounts:
+def svi_batch(counts: sp.spmatrix | DocumentCounts) -> DocumentCounts:
     """The sparse minibatch a topic-model guide receives, validated.
 
     Parameters
@@ -135,7 +141,7 @@ def svi_batch(counts) -> DocumentCounts:
     return data.sparse
 
 
-def local_gamma(alpha, beta, data: DocumentCounts, steps: int):
+def local_gamma(alpha: jax.Array, beta: jax.Array, data: DocumentCounts, steps: int) -> jax.Array:
     """Online-VB E-step: variational Dirichlet parameters ``gamma`` (n_docs, k) given ``alpha``, ``beta``.
 
     Parameters
@@ -367,8 +373,11 @@ def _progress_bar(progress, total: int, func: str):
     return None
 
 
-def run_svi(model, guide, shapes: dict, counts, k: int, *, init, num_steps, max_steps, tol, batch_size, seed,
-            progress, lr, decay_steps, snapshot_every, model_kwargs: dict, guide_options=None) -> TopicSVIResult:
+def run_svi(model: Callable[..., Any], guide: Callable[..., Any], shapes: dict,
+            counts: ArrayLike | sp.spmatrix | DocumentCounts, k: int, *,
+            init: SpectralEstimate | Mapping[str, Any] | None, num_steps: int | None, max_steps: int, tol: float,
+            batch_size: int, seed: int, progress: bool, lr: float, decay_steps: float, snapshot_every: int | None,
+            model_kwargs: dict, guide_options: Mapping[str, Any] | None = None) -> TopicSVIResult:
     """Shared minibatch SVI loop of ``lda.svi`` and ``single_topic.svi`` (see the module notes).
 
     The stopping rule (``num_steps=None``): a fixed, seeded batch of

@@ -15,9 +15,13 @@ import os
 import warnings
 from dataclasses import dataclass
 from functools import partial
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from specinit._validation import (
     as_generator,
@@ -37,12 +41,20 @@ from specinit.engine.backends import numba_kernel, one_blas_thread
 from specinit.engine.backends.numpy import in_order
 from specinit.engine.decompose import check_options, decompose
 from specinit.engine.moments import WEIGHTINGS, CountMoments, PairSums
+from specinit.engine.population import FactoredMoments
 from specinit.engine.sources import CountSource, row_ranges
 from specinit.engine.support import fix_signs_by_mass, project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 from specinit.estimate import SpectralEstimate
 from specinit.faces import Param
 from specinit.family import COMMON_OPTIONS, DEFERRED_ESTIMATE, MOMENTS_STATE, Family, k_param
+
+if TYPE_CHECKING:
+    import jax
+    from specinit.engine.backends import Passes
+    from specinit.engine.exchangeable import ExchangeableFit
+    from specinit.engine.sources import Counts
+    from specinit.family import Stream
 
 __all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "POPULATION_TOPICS", "SEED_ANCHORS", "SEED_PRIOR",
            "SEED_WORDS", "UPDATE_ARGUMENTS", "AnchorUpdate", "SeedWords", "TopicData", "TopicFamily",
@@ -63,7 +75,8 @@ MODEL_ARGUMENTS = {
                     "minibatches are evaluated from the nonzeros only (memory O(nnz * k)); a minibatch with "
                     "``num_documents`` larger than its rows scales the document terms by ``num_documents / rows`` "
                     "(what ``svi`` feeds). ``None`` generates documents of lengths ``doc_lengths`` "
-                    "(``numpyro.infer.Predictive``).", None),
+                    "(``numpyro.infer.Predictive``).", None,
+                    annotation=ArrayLike | sp.spmatrix | DocumentCounts | None),
     "k": Param("int", "Number of topics.", constraint=Interval(int, 1)),
     "vocab_size": Param("int, optional", "V, needed only when ``counts`` is None (checked against the counts "
                         "otherwise).", None),
@@ -76,7 +89,7 @@ MODEL_ARGUMENTS = {
                             "counts; sparse counts are subsampled by feeding minibatches.", None),
 }
 
-def check_eta(name: str, value):
+def check_eta(name: str, value: ArrayLike) -> float | np.ndarray:
     """``eta`` as a float, or a finite positive float64 array (of shape (k, V), checked by the model)."""
     if np.ndim(value) == 0:
         return Interval(float, 0.0, open="low").check(name, value)
@@ -87,7 +100,7 @@ def check_eta(name: str, value):
     return array.astype(np.float64)
 
 
-def topic_concentration(eta, k: int, n_words: int):
+def topic_concentration(eta: ArrayLike, k: int, n_words: int) -> jax.Array:
     """The topics' Dirichlet concentration, (V,) for a number and (k, V) for an array (checked against k and V)."""
     if np.ndim(eta) == 0:
         return jnp.full(n_words, eta)
@@ -112,7 +125,8 @@ class TopicData:
 #: The arguments every topic family's ``update`` declares the same way (its ``weighting`` is its own).
 UPDATE_ARGUMENTS = {
     "counts": Param("array-like, scipy.sparse matrix, list of chunks or callable",
-                    "The new (n, V) counts (any input :func:`spectral` reads, except Dask)."),
+                    "The new (n, V) counts (any input :func:`spectral` reads, except Dask).",
+                    annotation=ArrayLike | sp.spmatrix | Sequence[Any] | Callable[..., Any]),
     "estimate": DEFERRED_ESTIMATE,
     "k": Param("int, optional", "Number of topics: required for the first batch; with ``estimate`` it must be None or "
                "``estimate.k``.", None, Interval(int, 1, none=True)),
@@ -190,7 +204,7 @@ class SeedWords:
     given: tuple | None = None
 
     @classmethod
-    def check(cls, name: str, value) -> "SeedWords | None":
+    def check(cls, name: str, value: Any) -> "SeedWords | None":
         """The :class:`~specinit.faces.Param` constraint: ``value`` as a :class:`SeedWords` (None stays None).
 
         Raises
@@ -235,13 +249,13 @@ class SeedWords:
         names = names or ["/".join(map(str, group[:3])) for group in checked]
         return cls(tuple(names), tuple(checked))
 
-    def resolved(self, vocabulary) -> "SeedWords":
+    def resolved(self, vocabulary: Sequence[str]) -> "SeedWords":
         """The same groups with every word as its column in ``vocabulary`` (checked as in :meth:`columns`)."""
         columns = self.columns(vocabulary, len(vocabulary), None)
         return SeedWords(self.names, tuple(tuple(int(c) for c in group) for group in columns),
                          self.given or self.groups)
 
-    def columns(self, vocabulary, n_words: int, k: int | None, name: str = "seed_words") -> tuple:
+    def columns(self, vocabulary: Sequence[str] | None, n_words: int, k: int | None, name: str = "seed_words") -> tuple:
         """Each group's column indices, checked against the vocabulary, ``V = n_words`` and ``k`` (None: unchecked).
 
         Raises
@@ -306,7 +320,7 @@ class SeedWords:
                 "seed_group": np.repeat(np.arange(len(columns)), [len(group) for group in columns])}
 
     @classmethod
-    def stored(cls, estimate) -> "SeedWords | None":
+    def stored(cls, estimate: SpectralEstimate) -> "SeedWords | None":
         """The seeds an estimate was fitted with (:meth:`state` and the ``seed/names`` diagnostics), or None."""
         columns, group = estimate.state.get("seed_columns"), estimate.state.get("seed_group")
         if columns is None:
@@ -350,7 +364,7 @@ SEED_WORDS = Param("dict of str -> sequence, or sequence of sequences, optional"
                     "topic ``i`` is group ``i``'s, its anchor made from the group (``seed_anchor``), the "
                     "other ``k - len(seed_words)`` topics found from the data. ``diagnostics`` report how "
                     "strongly the data support each group (``seed/*``); a weak or duplicated group warns.",
-                    None, SeedWords.check)
+                    None, SeedWords.check, annotation=Mapping[str, Sequence[Any]] | Sequence[Sequence[Any]] | None)
 
 
 @dataclass(frozen=True)
@@ -397,7 +411,8 @@ class TopicFamily(Family):
         "counts": Param("array-like or scipy.sparse matrix, shape (N, V)", "Non-negative integer word counts (or "
                         "chunks; see :class:`specinit.engine.moments.CountMoments`)."),
         "moments": Param("CountMoments or FactoredMoments", "Empirical moments (:class:`specinit.engine.moments."
-                         "CountMoments`), or exact ones (:func:`population_moments`)."),
+                         "CountMoments`), or exact ones (:func:`population_moments`).",
+                         annotation=CountMoments | FactoredMoments),
         "k": k_param("Number of topics, ``1 <= k < V``.", "the held-out score"),
         "floor": COMMON_OPTIONS["floor"].documented("Topic-word probabilities are floored at ``floor / V``."),
     }
@@ -408,17 +423,19 @@ class TopicFamily(Family):
     # eigenspace.
     whitening_eigenspace = "positive"
 
-    def moments(self, counts, *, k, backend, weighting: str = "pooled", **options) -> CountMoments:
+    def moments(self, counts: Counts, *, k: int, backend: str | Passes | None, weighting: str = "pooled",
+                **options: Any) -> CountMoments:
         return CountMoments(counts, alpha0=options.get("alpha0"), weighting=weighting, backend=backend)
 
-    def max_components(self, moments) -> tuple[int, str]:
+    def max_components(self, moments: CountMoments | FactoredMoments) -> tuple[int, str]:
         limits = [(moments.n_features - 1, f"smaller than the vocabulary size V={moments.n_features}")]
         n_docs = getattr(moments, "n_documents", None)
         if n_docs is not None:
             limits.append((n_docs, f"at most the number of usable documents ({n_docs} with >= 3 tokens)"))
         return min(limits)
 
-    def topics(self, fit, moments, k: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    def topics(self, fit: ExchangeableFit, moments: CountMoments | FactoredMoments,
+               k: int) -> tuple[np.ndarray, np.ndarray, dict]:
         """Sign-fixed topic rows and tensor eigenvalues of an exchangeable fit, with the shared checks."""
         if not np.all(np.abs(fit.eigenvalues) > 1e-12 * max(1.0, np.max(np.abs(fit.eigenvalues)))):
             raise ValueError(
@@ -435,18 +452,19 @@ class TopicFamily(Family):
                  "restarts).")
         return raw, eig, report
 
-    def batch_summary(self, counts, stored, n_batches: int, *, weighting: str, **options) -> PairSums:
+    def batch_summary(self, counts: Counts, stored: PairSums | None, n_batches: int, *, weighting: str,
+                      **options: Any) -> PairSums:
         """A batch's pair sums, weighted as the stored ones (the first batch fixes ``weighting``)."""
         return self._batch_sums(CountSource(counts), stored, weighting)
 
-    def check_state(self, estimate) -> None:
+    def check_state(self, estimate: SpectralEstimate) -> None:
         """The stored pair sums, the eigensolver's start block (``eigenspace``) and the seeds, when kept."""
         super().check_state(estimate)
         if "eigenspace" in estimate.state:
             _stored_eigenspace(estimate, estimate.params["beta"].shape[-1])
         SeedWords.stored(estimate)
 
-    def continued(self, estimate, k, func: str) -> tuple:
+    def continued(self, estimate: SpectralEstimate | Stream | None, k: int | None, func: str) -> tuple:
         """:meth:`~specinit.family.Family.continued`, and ``k`` must be the estimate's (its eigenspace is the warm
         start)."""
         stored, previous, k, n_batches = super().continued(estimate, k, func)
@@ -462,7 +480,8 @@ class TopicFamily(Family):
             return PairSums.from_counts(source, weighting, "counts")
         return PairSums.from_counts(source, stored.weighting, "counts", dense=stored.dense)
 
-    def anchor_update(self, counts, estimate, k, *, weighting: str, vocabulary, seed, floor: float,
+    def anchor_update(self, counts: Counts, estimate: SpectralEstimate | Stream | None, k: int | None, *,
+                      weighting: str, vocabulary: Sequence[str] | None, seed: int | np.random.Generator, floor: float,
                       alpha_sum: float = 1.0, noise_tol: float = 0.0,
                       seed_words: SeedWords | None = None) -> "AnchorUpdate":
         """The moment half of an online update: a batch's pair sums merged with the stored ones, anchor words.
@@ -544,12 +563,12 @@ class TopicFamily(Family):
         return AnchorUpdate(source, batch, merged, beta, alpha, {**report, "n_batches": n_batches}, state, vocabulary,
                             seed_words, columns)
 
-    def held_out(self, train, test, estimate: SpectralEstimate) -> float:
+    def held_out(self, train: sp.csr_matrix, test: sp.csr_matrix, estimate: SpectralEstimate) -> float:
         """The held-out log-likelihood of the documents ``test`` under ``estimate`` (fitted to ``train``), as the
         family's estimator scores them: what :meth:`k_score` averages over folds."""
         raise NotImplementedError(f"{self.name} scores no held-out documents")
 
-    def k_score(self, counts, k: int, rng, **spectral_kw) -> float:
+    def k_score(self, counts: Counts, k: int, rng: np.random.Generator, **spectral_kw: Any) -> float:
         """Held-out log-likelihood of the k-topic fit, averaged over :data:`K_FOLDS` folds of the documents.
 
         The documents are shuffled and cut into :data:`K_FOLDS` folds; each fold is scored by the fit to the
@@ -568,7 +587,8 @@ class TopicFamily(Family):
             total += self.held_out(X[train], X[np.sort(test)], estimate)
         return total / K_FOLDS
 
-    def estimate_counts(self, counts, estimate):
+    def estimate_counts(self, counts: ArrayLike | sp.spmatrix,
+                        estimate: SpectralEstimate | Mapping[str, Any]) -> sp.csr_matrix:
         """``counts`` as validated CSR with the estimate's number of columns."""
         V = estimate.params["beta"].shape[1]
         X = check_count_matrix(counts, "counts")
@@ -576,14 +596,15 @@ class TopicFamily(Family):
             raise bad_argument("counts", None, f"{V} columns (the estimate's V)", X)
         return X
 
-    def refine_data(self, counts, estimate, **options) -> TopicData:
+    def refine_data(self, counts: ArrayLike | sp.spmatrix, estimate: SpectralEstimate | Mapping[str, Any],
+                    **options: Any) -> TopicData:
         X = self.estimate_counts(counts, estimate)
         return TopicData(X, from_csr(X, dtype=np.float64))
 
     def n_observations(self, data: TopicData) -> int:
         return int(data.csr.shape[0])
 
-    def component_log_prob(self, params, data: TopicData):
+    def component_log_prob(self, params: Mapping[str, Any], data: TopicData) -> jax.Array:
         return topic_components(jnp.asarray(params["beta"]), data.documents)
 
 
@@ -628,8 +649,8 @@ class RawSubspace:
     passes: int
 
 
-def raw_subspace(raw, k: int, *, oversample: int = 10, n_iter: int = 1, max_iter: int = 12, tol: float = 1e-2,
-                 seed=0) -> RawSubspace:
+def raw_subspace(raw: CountMoments, k: int, *, oversample: int = 10, n_iter: int = 1, max_iter: int = 12,
+                 tol: float = 1e-2, seed: int | np.random.Generator = 0) -> RawSubspace:
     """Block Krylov eigenspace of ``E2`` (with ``m1`` in it), then one whitened pass on a basis of it.
 
     ``raw`` is a :class:`~specinit.engine.moments.CountMoments` with
@@ -750,7 +771,7 @@ ALPHA0_MAX = 1e8
 ALPHA0 = Interval(float, 0.0, ALPHA0_MAX, open="low", none=True)
 
 
-def check_alpha0_grid(name: str, grid) -> np.ndarray | None:
+def check_alpha0_grid(name: str, grid: ArrayLike | None) -> np.ndarray | None:
     """``alpha0_grid`` as a sorted float array of values in ``(0, ALPHA0_MAX]``, or None (the default grid)."""
     if grid is None:
         return None
@@ -777,8 +798,10 @@ PAIR_TIE = 2e-3
 ALPHA_SCALES = np.geomspace(1e-2, 1e2, 9)
 
 
-def fit_lda_grid(raw, k: int, grid, pairs, *, func: str, method: str, seed, floor: float, decompose_options,
-                 alpha_sum: float = 1.0):
+def fit_lda_grid(raw: CountMoments, k: int, grid: ArrayLike, pairs: tuple[np.ndarray, np.ndarray, np.ndarray], *,
+                 func: str, method: str, seed: int | np.random.Generator, floor: float,
+                 decompose_options: Mapping[str, Any] | None,
+                 alpha_sum: float = 1.0) -> tuple[np.ndarray, np.ndarray, dict]:
     """Fit LDA at every ``alpha0`` of ``grid`` from one set of passes and keep the best pair likelihood.
 
     For each ``alpha0`` of ``grid`` where ``M2(alpha0)`` is positive definite
@@ -911,7 +934,8 @@ def _warn_topics(func: str, k: int, report: dict) -> None:
              f"supports k <= {report.get('k_supported', k)}) or more documents.")
 
 
-def word_pairs(counts, max_pairs: int = 100_000, seed=0):
+def word_pairs(counts: ArrayLike | sp.spmatrix, max_pairs: int = 100_000,
+               seed: int | np.random.Generator = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Ordered pairs of distinct tokens within documents, with multiplicities, from a sample of documents.
 
     Returns ``(first, second, weight)``: word ids and the number of ordered
@@ -966,7 +990,8 @@ def pair_log_likelihood(pairs, beta: np.ndarray, alpha: np.ndarray, terms=None) 
     return float(np.sum(weight * np.log(np.maximum(p, 1e-300))) / max(weight.sum(), 1.0))
 
 
-def document_topics(counts, beta, alpha, *, n_iter: int = 30, tol: float = 1e-4) -> np.ndarray:
+def document_topics(counts: ArrayLike | sp.spmatrix, beta: ArrayLike, alpha: ArrayLike, *, n_iter: int = 30,
+                    tol: float = 1e-4) -> np.ndarray:
     """Per-document topic proportions given topics and the Dirichlet prior.
 
     Fixed-point iteration of the expected topic counts,
@@ -1085,7 +1110,7 @@ CLOSING_ETA = 0.1
 WARM_START = np.float16
 
 
-def close_topics(source, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, floor: float,
+def close_topics(source: CountSource, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, floor: float,
                  eta: float | np.ndarray = CLOSING_ETA, fold_in_steps: int = 3, prior_counts: np.ndarray | None = None,
                  tol: float = 0.0) -> tuple[np.ndarray, np.ndarray, dict]:
     """A few EM sweeps over the corpus from given topics: the closing step of ``lda.spectral``.

@@ -65,9 +65,12 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 
@@ -83,6 +86,10 @@ from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import RANDOM_STATE, Face, Param, face, mean_log_likelihood
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import MAP_OPTIONS, RefineResult, map_estimate
+
+if TYPE_CHECKING:
+    from specinit.engine.backends import Passes
+    from specinit.engine.exchangeable import ExchangeableFit
 
 __all__ = [
     "FACTS",
@@ -109,7 +116,7 @@ _SHAPE_RANGE = (1e-2, 1e6)       # Gamma shape: skewness between 2e-3 and 20
 
 
 @public
-def model(x=None, *, k: int, dim: int | None = None, n: int | None = None, cumulant: str = "skew",
+def model(x: ArrayLike | None = None, *, k: int, dim: int | None = None, n: int | None = None, cumulant: str = "skew",
           prior_scale: float = 10.0) -> None:
     """NumPyro independent-factor model ``x = loc + h @ loadings + noise``.
 
@@ -208,7 +215,7 @@ class FactorMoments:
 
     unit = 1.0
 
-    def whitened_cumulant(self, W) -> np.ndarray:
+    def whitened_cumulant(self, W: np.ndarray) -> np.ndarray:
         """``sum_i c_i (W^T o_i)^(x)3`` (skew) or ``^(x)4`` (kurtosis)."""
         V = self.loadings @ W
         if self.cumulant == "skew":
@@ -234,7 +241,7 @@ class _DataMoments:
     def covariance(self) -> np.ndarray:
         return self.z.T @ self.z / self.n_samples
 
-    def whitened_cumulant(self, W) -> np.ndarray:
+    def whitened_cumulant(self, W: np.ndarray) -> np.ndarray:
         y = self.z @ W
         return whitened_third_cumulant(y) if self.cumulant == "skew" else whitened_fourth_cumulant(y)
 
@@ -255,7 +262,7 @@ class _SummedMoments:
     def covariance(self) -> np.ndarray:
         return self._covariance
 
-    def whitened_cumulant(self, W) -> np.ndarray:
+    def whitened_cumulant(self, W: np.ndarray) -> np.ndarray:
         if self.cumulant == "skew":
             return self._sums.projected_central(W, order=3)[1]
         second, _, fourth = self._sums.projected_central(W, order=4)
@@ -308,7 +315,7 @@ class Factors(Family):
             "FactorMoments or the moments of data",
             "Anything with ``cumulant``, ``n_features``, ``mean``, ``n_samples``, ``covariance()`` and "
             "``whitened_cumulant(W)`` (:func:`population_moments`, or the data moments built by "
-            ":func:`spectral`)."),
+            ":func:`spectral`).", annotation=FactorMoments | _DataMoments | _SummedMoments),
         "k": k_param("Number of factors, ``1 <= k <= d`` (``k < d`` to estimate the noise)."),
         "method": Param(
             "{'tpm', 'svtd', 'eca', 'als'}",
@@ -331,7 +338,7 @@ class Factors(Family):
     refine_methods = ("map",)
     advice = "Fewer than k factors stand out of the isotropic noise: try a smaller k."
 
-    def site_table(self, params=None, **options):
+    def site_table(self, params: Mapping[str, Any] | None = None, **options: Any) -> tuple[dict, str | None]:
         skew = "power" not in (params or {}) and options.get("cumulant", "skew") == "skew"
         extra = "shape" if skew else "power"
         sites = {
@@ -344,7 +351,8 @@ class Factors(Family):
         }
         return sites, "loadings"
 
-    def choose_k(self, x, *, rng, backend=None, k_max: int = 10, **spectral_kw) -> tuple[int, dict]:
+    def choose_k(self, x: ArrayLike, *, rng: np.random.Generator, backend: str | Passes | None = None, k_max: int = 10,
+                 **spectral_kw: Any) -> tuple[int, dict]:
         """``k`` from the data: the eigengap of the noise-corrected covariance (factors standing out of the noise).
 
         The factors' likelihood has no closed form, so no score after a refinement is compared; see
@@ -355,14 +363,16 @@ class Factors(Family):
         k, report = self.spectrum_k(moments, min(k_max, moments.n_features), rng, **options)
         return k, {**report, "k_auto/chosen": k}
 
-    def moments(self, x, *, k, backend, cumulant="skew", noise="isotropic", scores=True):
+    def moments(self, x: ArrayLike, *, k: int, backend: str | Passes | None, cumulant: str = "skew",
+                noise: str = "isotropic", scores: bool = True) -> _DataMoments:
         x = check_rows(x)
         _check_no_constant_columns(x.max(axis=0) - x.min(axis=0), np.max(np.abs(x)))
         if backend not in (None, "numpy"):
             raise bad_argument("backend", None, "None or 'numpy' (the cumulant passes run in memory)", backend)
         return _DataMoments(x, cumulant)
 
-    def population_moments(self, params, cumulant=None, **options) -> FactorMoments:
+    def population_moments(self, params: Mapping[str, Any], cumulant: str | None = None,
+                           **options: Any) -> FactorMoments:
         if cumulant is None:
             cumulant = "kurtosis" if params.get("shape") is None and params.get("power") is not None else "skew"
         loadings, shape, power = params["loadings"], params.get("shape"), params.get("power")
@@ -385,22 +395,26 @@ class Factors(Family):
             raise bad_argument("loc", None, f"a finite array of shape ({d},)", loc)
         return FactorMoments(loadings, cumulants, float(noise) ** 2, loc, cumulant)
 
-    def max_components(self, moments) -> tuple[int, str]:
+    def max_components(self, moments: FactorMoments | _DataMoments | _SummedMoments) -> tuple[int, str]:
         return moments.n_features, f"at most the dimension d = {moments.n_features} (a factor model has at most d " \
                                    "independent factors identifiable by its covariance)"
 
-    def tensor_order(self, cumulant="skew", **options) -> int:
+    def tensor_order(self, cumulant: str = "skew", **options: Any) -> int:
         return 3 if cumulant == "skew" else 4
 
-    def fit_input(self, moments, k, noise="isotropic", **options) -> CorrectedCovariance:
+    def fit_input(self, moments: FactorMoments | _DataMoments | _SummedMoments, k: int, noise: str = "isotropic",
+                  **options: Any) -> CorrectedCovariance:
         return CorrectedCovariance(moments.covariance(), moments.whitened_cumulant, k, noise)
 
-    def recover(self, moments, k, *, cumulant="skew", **options):
+    def recover(self, moments: FactorMoments | _DataMoments | _SummedMoments, k: int, *, cumulant: str = "skew",
+                **options: Any) -> tuple[dict, dict, dict]:
         if moments.cumulant != cumulant:
             raise bad_argument("cumulant", None, f"the moments' cumulant ({moments.cumulant!r})", cumulant)
         return super().recover(moments, k, cumulant=cumulant, **options)
 
-    def unwhiten(self, fit, moments, k, floor, cumulant="skew", noise="isotropic", **options):
+    def unwhiten(self, fit: ExchangeableFit, moments: FactorMoments | _DataMoments | _SummedMoments, k: int,
+                 floor: float, cumulant: str = "skew", noise: str = "isotropic",
+                 **options: Any) -> tuple[dict, dict, dict]:
         corrected = self.fit_input(moments, k, noise)
         values, loadings = fit.eigenvalues, fit.components * moments.unit
         se = _standard_error(cumulant, moments.n_samples)
@@ -443,12 +457,13 @@ class Factors(Family):
                   "noise": np.asarray(noise_sd)}
         return params, diagnostics, {}
 
-    def complete(self, params, x, moments, *, rng, scores=True, **options):
+    def complete(self, params: dict, x: ArrayLike, moments: FactorMoments | _DataMoments | _SummedMoments, *,
+                 rng: np.random.Generator, scores: bool = True, **options: Any) -> tuple[dict, dict]:
         if not scores:
             return params, {}
         return {**params, "factors": _scores(params, check_rows(x), 0.05)}, {}
 
-    def model_inputs(self, x, estimate, **options):
+    def model_inputs(self, x: ArrayLike, estimate: SpectralEstimate, **options: Any) -> tuple[Callable, tuple, dict]:
         """``(model, args, kwargs)`` of the NumPyro program for ``x`` (the ``map`` refinement)."""
         x = check_rows(x)
         if x.shape[1] != estimate.params["loadings"].shape[1]:
@@ -464,7 +479,7 @@ class Factors(Family):
                                f"a largest entry of {unit_of(x):.3g}", describe=False)
         return model, (x,), {"k": estimate.k, "cumulant": "skew" if "shape" in estimate.params else "kurtosis"}
 
-    def refine_map(self, x, estimate, **options):
+    def refine_map(self, x: ArrayLike, estimate: SpectralEstimate, **options: Any) -> RefineResult:
         """The posterior mode from ``estimate``, its factor scores filled in when absent."""
         if "factors" not in estimate.params:
             estimate = self.estimate(estimate.k, {**estimate.params,
@@ -472,10 +487,10 @@ class Factors(Family):
                                      estimate.diagnostics)
         return map_estimate(self, x, estimate, **options)
 
-    def n_observations(self, x) -> int:
+    def n_observations(self, x: ArrayLike) -> int:
         return int(np.shape(x)[0])
 
-    def log_likelihood(self, x, estimate) -> np.ndarray:
+    def log_likelihood(self, x: ArrayLike, estimate: SpectralEstimate | Mapping[str, Any]) -> np.ndarray:
         from specinit.refine import check_estimate
 
         estimate = check_estimate(self, estimate)
@@ -611,7 +626,7 @@ def _scores(params, x, margin) -> np.ndarray:
 
 
 @public
-def factor_scores(estimate, x, *, margin: float = 0.05) -> np.ndarray:
+def factor_scores(estimate: SpectralEstimate, x: ArrayLike, *, margin: float = 0.05) -> np.ndarray:
     """Initial values of the site ``factors``: the linear posterior mean ``E[h | x]``.
 
     ``h_hat = (L L^T + noise^2 I)^{-1} L (x - loc)`` (the posterior mean if

@@ -7,9 +7,12 @@ The hidden chain is that of :mod:`specinit.models.hmm`; state ``h_t`` emits
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 from scipy.stats import norm
@@ -24,6 +27,11 @@ from specinit.faces import Face, Param, chain_face
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, k_param, site_values
 from specinit.models.hmm import HMM
 from specinit.refine import RefineResult
+
+if TYPE_CHECKING:
+    from specinit.engine.backends import Passes
+    from specinit.engine.protocols import Moments, MultiViewMoments
+    from specinit.engine.views import MultiViewFit
 
 __all__ = ["FACTS", "FAMILY", "BinnedSums", "GaussianHMM", "GaussianHMMMoments", "GaussianHMMFamily", "binned_moments",
            "log_likelihood", "model", "population_moments", "quantile_edges", "refine", "spectral",
@@ -60,7 +68,7 @@ class GaussianHMMMoments:
     center: float = 0.0
 
     @property
-    def views(self):
+    def views(self) -> MultiViewMoments:
         """The bin views of the triples (what the multi-view fit decomposes)."""
         return self.chain.views
 
@@ -113,7 +121,7 @@ def _binned(seqs: list, edges: np.ndarray) -> tuple[list, np.ndarray, np.ndarray
     return binned, middle, following
 
 
-def binned_moments(seqs: list, edges: np.ndarray, backend=None) -> GaussianHMMMoments:
+def binned_moments(seqs: list, edges: np.ndarray, backend: str | Passes | None = None) -> GaussianHMMMoments:
     """The moments of :func:`spectral` for real sequences binned by given edges.
 
     Parameters
@@ -177,7 +185,8 @@ class BinnedSums:
         What ``next_sums`` are taken about (0 in summaries saved before it was stored).
     """
 
-    def __init__(self, edges, counts: TripleCounts, next_sums, pooled, shift: float = 0.0):
+    def __init__(self, edges: ArrayLike, counts: TripleCounts, next_sums: ArrayLike, pooled: ArrayLike,
+                 shift: float = 0.0) -> None:
         self.edges, self.counts = np.asarray(edges, dtype=np.float64), counts
         self.next_sums, self.pooled = (np.asarray(a, dtype=np.float64) for a in (next_sums, pooled))
         self.shift = float(shift)
@@ -273,9 +282,10 @@ class GaussianHMMFamily(HMM):
                                Interval(int, 1, none=True))}
     arguments = {
         **HMM.arguments,
-        "sequences": Param("1-D float array, 2-D array or list/tuple of 1-D arrays", "Real observations (finite)."),
+        "sequences": Param("1-D float array, 2-D array or list/tuple of 1-D arrays", "Real observations (finite).",
+                           annotation=ArrayLike | Sequence[ArrayLike]),
         "moments": Param("GaussianHMMMoments", "From :func:`population_moments` or built from data by "
-                         ":func:`spectral`."),
+                         ":func:`spectral`.", annotation=GaussianHMMMoments),
         "k": k_param("Number of hidden states, ``1 <= k <= n_bins``."),
         "floor": COMMON_OPTIONS["floor"].documented(
             "Probabilities are floored at ``floor / d``; variances at ``floor`` times the overall variance (so the "
@@ -285,14 +295,15 @@ class GaussianHMMFamily(HMM):
     }
     advice = "The binned observations may not follow a k-state HMM: try a smaller k, or approach='jennrich'."
 
-    def fit_input(self, moments: GaussianHMMMoments, k, **options):
+    def fit_input(self, moments: GaussianHMMMoments, k: int, **options: Any) -> Moments:
         return moments.chain.views
 
-    def moments(self, sequences, *, k, backend, n_bins=None) -> GaussianHMMMoments:
+    def moments(self, sequences: ArrayLike | Sequence[ArrayLike], *, k: int, backend: str | Passes | None,
+                n_bins: int | None = None) -> GaussianHMMMoments:
         seqs = as_sequences(sequences, categorical=False)
         return binned_moments(seqs, quantile_edges(seqs, k, n_bins), backend)
 
-    def population_moments(self, params, n_bins=None) -> GaussianHMMMoments:
+    def population_moments(self, params: Mapping[str, Any], n_bins: int | None = None) -> GaussianHMMMoments:
         init, T, loc, scale = (np.asarray(params[n], dtype=np.float64) for n in ("init", "transition", "loc", "scale"))
         if scale.shape != loc.shape or np.any(scale <= 0) or not np.all(np.isfinite(scale)):
             raise bad_argument("scale", None, f"finite and > 0, of shape {loc.shape}", scale)
@@ -314,7 +325,8 @@ class GaussianHMMFamily(HMM):
                           f"n_bins = {moments.n_bins})")
         return moments.n_bins, f"at most the number of quantile bins n_bins = {moments.n_bins}"
 
-    def unwhiten(self, fit, moments: GaussianHMMMoments, k, floor, **options):
+    def unwhiten(self, fit: MultiViewFit, moments: GaussianHMMMoments, k: int, floor: float,
+                 **options: Any) -> tuple[dict, dict, dict]:
         params, report, state = super().unwhiten(fit, moments.chain, k, floor)
         # x_t and x_t^2 are views of the middle state, conditionally independent of the NEXT bin (view 2).
         first, second = conditional_means(moments.extended, 3, 2, fit.means[2], fit.weights).T
@@ -332,30 +344,35 @@ class GaussianHMMFamily(HMM):
     def scale_floor(self, estimate: SpectralEstimate) -> float | None:
         return estimate.diagnostics.get("scale_floor")
 
-    def occupancy(self, stats) -> np.ndarray:
+    def occupancy(self, stats: Any) -> np.ndarray:
         return np.asarray(stats[2]).sum(axis=0)
 
-    def refined_scale_floor(self, prepared, options: dict) -> float | None:
+    def refined_scale_floor(self, prepared: SequenceBatch, options: dict) -> float | None:
         return float(np.sqrt(options["reg"] * prepared.variance))
 
-    def refine(self, data, estimate, *, method: str | None = None, **options):
+    def refine(self, data: ArrayLike | Sequence[ArrayLike], estimate: SpectralEstimate, *, method: str | None = None,
+               **options: Any) -> RefineResult:
         options.setdefault("reg", REFINE_REG)  # the variance floor of every refinement (internal ones included)
         return super().refine(data, estimate, method=method, **options)
 
     # EM ------------------------------------------------------------------------------------------------------
-    def refine_data(self, sequences, estimate: SpectralEstimate, **options):
+    def refine_data(self, sequences: ArrayLike | Sequence[ArrayLike], estimate: SpectralEstimate,
+                    **options: Any) -> SequenceBatch:
         seqs = as_sequences(sequences, categorical=False)
         batch = SequenceBatch(seqs)
         batch.variance = float(np.var(batch.values))
         return batch
 
-    def e_step(self, params, batch: SequenceBatch):
+    def e_step(self, params: Mapping[str, np.ndarray],
+               batch: SequenceBatch) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], float]:
         likelihood = norm.pdf(batch.values[:, None], params["loc"], params["scale"])
         init_counts, trans_counts, gamma, ll = forward_backward(batch, params["init"], params["transition"],
                                                                 np.maximum(likelihood, np.finfo(float).tiny))
         return (init_counts, trans_counts, gamma), ll
 
-    def split_merge(self, params, batch: SequenceBatch, stats, rng, attempt=0):
+    def split_merge(self, params: Mapping[str, np.ndarray], batch: SequenceBatch,
+                    stats: tuple[np.ndarray, np.ndarray, np.ndarray], rng: np.random.Generator,
+                    attempt: int = 0) -> dict | None:
         # The least visited state leaves (a state that lost its data, or one squeezed onto a few points); the
         # attempt // 2-th most visited other state is split in two, in location (loc -/+ scale / 2) on even attempts
         # and in scale (scale * exp(-/+ 1/2)) on odd ones (volatility regimes share a location), its transitions
@@ -382,7 +399,8 @@ class GaussianHMMFamily(HMM):
             rows[:, [leaving, split]] = rows[:, [split]] / 2
         return {"init": init, "transition": transition, "loc": loc, "scale": scale}
 
-    def m_step(self, batch, stats, params, reg: float = REFINE_REG, **options):
+    def m_step(self, batch: SequenceBatch, stats: tuple[np.ndarray, np.ndarray, np.ndarray], params: Mapping[str, Any],
+               reg: float = REFINE_REG, **options: Any) -> dict:
         init, transition, gamma = stats
         weight = gamma.sum(axis=0) + 10 * np.finfo(float).eps
         loc = gamma.T @ batch.values / weight
@@ -419,7 +437,7 @@ FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
 @public
-def model(sequences=None, *, k: int, lengths=None, concentration: float = 1.0,
+def model(sequences: ArrayLike | None = None, *, k: int, lengths: ArrayLike | None = None, concentration: float = 1.0,
                    loc_scale: float = 10.0, scale_scale: float = 5.0) -> None:
     """NumPyro HMM with scalar Gaussian emissions, hidden states summed out.
 
@@ -551,7 +569,8 @@ def spectral(sequences, k, *, n_bins, method, approach, seed, floor, decompose_o
 
 
 @FAMILY.refine_face(
-    sequences=Param("1-D float array, 2-D array or list/tuple of 1-D arrays", "Real observations."),
+    sequences=Param("1-D float array, 2-D array or list/tuple of 1-D arrays", "Real observations.",
+                    annotation=ArrayLike | Sequence[ArrayLike]),
     estimate=Param("SpectralEstimate or dict", "Starting ``init``, ``transition``, ``loc``, ``scale`` (checked)."),
     method=Param("{'em'}", "Baum-Welch (EM for the hidden chain).", "em"), max_iter=1000, tol=1e-7, restarts=6,
     reg=Param("float", "Added to every state's variance, relative to the data's variance (so the result does not "
@@ -607,7 +626,8 @@ def refine(sequences, estimate, *, method, max_iter, tol, floor, reg, restarts, 
 
 @FAMILY.face(
     sequences=Param("1-D float array, 2-D array or list/tuple of 1-D arrays", "The new sequences (real, finite; "
-                    "whole sequences: a sequence is not continued across batches)."),
+                    "whole sequences: a sequence is not continued across batches).",
+                    annotation=ArrayLike | Sequence[ArrayLike]),
     estimate=UPDATED_ESTIMATE,
     k=Param("int, optional", "Number of hidden states: required for the first batch; with ``estimate`` None means "
             "``estimate.k`` (at most the bins' number).", None, Interval(int, 1, none=True)),

@@ -47,9 +47,12 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 
@@ -65,6 +68,11 @@ from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import RANDOM_STATE, Face, Param, mean_log_likelihood, predicted, responsibilities
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import RefineResult, component_share, split_merge_pair
+
+if TYPE_CHECKING:
+    import dask.array
+    from specinit.engine.backends import Passes
+    from specinit.engine.exchangeable import ExchangeableFit
 
 __all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "lkj_sites",
            "log_likelihood", "model", "population_moments", "predict", "refine", "scale_tril_sites", "spectral",
@@ -173,7 +181,8 @@ class GaussianMixture(Family):
         "x": Param("array, shape (N, d)", "Observations. Constant or duplicated columns are allowed (they lower the "
                    "rank, which must stay >= k when d >= k)."),
         "moments": Param("MixtureMoments or the moments of data", ":func:`population_moments`, or the data moments "
-                         "built by :func:`spectral` (:class:`specinit.engine.rows.RowMoments`)."),
+                         "built by :func:`spectral` (:class:`specinit.engine.rows.RowMoments`).",
+                         annotation=MixtureMoments | RowMoments),
         "k": k_param("Number of components. ``d < k`` (one-dimensional data with several components) is fitted by "
                    ":func:`lifted_fit`: the one-dimensional method of moments on the principal axis "
                    "(Hermite-corrected moments of the lifted features ``[1, t, t^2, ..., t^(2k)]``), with a common "
@@ -192,7 +201,7 @@ class GaussianMixture(Family):
     }
     advice = "The component means must be linearly independent (k <= d); try a smaller k."
 
-    def site_table(self, params=None, **options):
+    def site_table(self, params: Mapping[str, Any] | None = None, **options: Any) -> tuple[dict, str | None]:
         params = params or {}
         scale = np.asarray(params.get("scale", 1.0))
         scale_dims = {0: (), 1: ("components",), 2: ("components", "dim")}[min(scale.ndim, 2)]
@@ -215,7 +224,8 @@ class GaussianMixture(Family):
         k, d = covariance.shape[:2]
         return total - covariance.size - estimate.params["scale"].size + k * d * (d + 1) // 2
 
-    def moments(self, x, *, k, backend, covariance="common", noise="factor", assign_steps=0):
+    def moments(self, x: ArrayLike | dask.array.Array, *, k: int, backend: str | Passes | None,
+                covariance: str = "common", noise: str = "factor", assign_steps: int = 0) -> RowMoments:
         if not is_dask_array(x):
             x = check_rows(x, min_columns=k)
         elif assign_steps:
@@ -223,7 +233,7 @@ class GaussianMixture(Family):
                                assign_steps)
         return RowMoments(x, k, covariance, noise, backend)
 
-    def population_moments(self, params, **options) -> "MixtureMoments":
+    def population_moments(self, params: Mapping[str, Any], **options: Any) -> "MixtureMoments":
         loc = np.asarray(params["loc"], dtype=np.float64)
         weights = np.asarray(params["weights"], dtype=np.float64)
         scale = np.asarray(params["scale"], dtype=np.float64)
@@ -232,12 +242,13 @@ class GaussianMixture(Family):
         variances = np.broadcast_to(scale**2, weights.shape)
         return MixtureMoments(loc, weights, weights, sigma2=float(weights @ variances), m1=(weights * variances) @ loc)
 
-    def max_components(self, moments) -> tuple[int, str]:
+    def max_components(self, moments: MixtureMoments | RowMoments) -> tuple[int, str]:
         if isinstance(moments, RowMoments):
             return moments.rank, f"at most the rank of the covariance of x ({moments.rank})"
         return moments.n_features, f"at most the dimension d = {moments.n_features}"
 
-    def unwhiten(self, fit, moments, k, floor, covariance="common", **options):
+    def unwhiten(self, fit: ExchangeableFit, moments: MixtureMoments | RowMoments, k: int, floor: float,
+                 covariance: str = "common", **options: Any) -> tuple[dict, dict, dict]:
         lam = fit.eigenvalues
         weights, rows = 1.0 / lam**2, fit.components * lam[:, None]
         rowdata = isinstance(moments, RowMoments)
@@ -276,7 +287,9 @@ class GaussianMixture(Family):
                                factor_converged=moments.factor_converged, factor_identified=moments.factor_identified)
         return {"weights": weights, "loc": loc, "scale": scale}, diagnostics, {}
 
-    def complete(self, params, x, moments, *, rng, covariance="common", assign_steps=0, **options):
+    def complete(self, params: dict, x: ArrayLike | dask.array.Array, moments: MixtureMoments | RowMoments, *,
+                 rng: np.random.Generator, covariance: str = "common", assign_steps: int = 0,
+                 **options: Any) -> tuple[dict, dict]:
         if not assign_steps:
             return params, {"assign_steps": 0}
         data = RowData(np.asarray(x, dtype=np.float64), covariance, float(np.mean(np.var(x, axis=0))))
@@ -287,7 +300,8 @@ class GaussianMixture(Family):
         return params, {"assign_steps": int(assign_steps)}
 
     # EM ------------------------------------------------------------------------------------------------------
-    def refine_data(self, x, estimate: SpectralEstimate, covariance=None, **options) -> RowData:
+    def refine_data(self, x: ArrayLike, estimate: SpectralEstimate, covariance: str | None = None,
+                    **options: Any) -> RowData:
         loc = estimate.params["loc"]
         x = check_rows(x, min_rows=1)
         if loc.shape != (estimate.k, x.shape[1]):
@@ -309,7 +323,7 @@ class GaussianMixture(Family):
     def unit_offset(self, data: RowData) -> float:
         return float(data.x.size * np.log(unit_of(data.x)))
 
-    def component_log_prob(self, params, data: RowData):
+    def component_log_prob(self, params: Mapping[str, Any], data: RowData) -> np.ndarray:
         # NumPy (float64 products): EM's E-step on rows is a few matrix products, cheaper than a JAX dispatch
         if data.covariance == "full":
             return _full_log_prob(data.x, params["loc"], params["covariance"], REPAIR_FLOOR * data.variance)
@@ -317,7 +331,7 @@ class GaussianMixture(Family):
         return gaussian_components_host(data.x, params["loc"], scale[:, None] if scale.ndim == 1 else scale,
                                         x_squared=data.x_squared)
 
-    def e_step(self, params, data: RowData):
+    def e_step(self, params: Mapping[str, np.ndarray], data: RowData) -> tuple[np.ndarray, float]:
         # with the [fast] extra: one pass, no (k, N) temporaries (full covariances: NumPy only)
         compiled = numba_kernel("gaussian_e_step") if data.covariance != "full" else None
         if compiled is None:
@@ -326,7 +340,8 @@ class GaussianMixture(Family):
         return compiled(data.x, params["weights"], loc, np.broadcast_to(scale[:, None] if scale.ndim == 1 else scale,
                                                                         np.shape(loc)))
 
-    def em_step(self, data: RowData, resp, params, sites, floor, reg: float = 1e-6, **options):
+    def em_step(self, data: RowData, resp: np.ndarray, params: Mapping[str, np.ndarray], sites: Mapping[str, Site],
+                floor: float, reg: float = 1e-6, **options: Any) -> tuple[dict, np.ndarray, float]:
         # with the [fast] extra: M-step, projection and E-step fused (full covariances: NumPy only)
         compiled = numba_kernel("gaussian_em_step") if data.covariance != "full" else None
         if compiled is None:
@@ -339,7 +354,8 @@ class GaussianMixture(Family):
             project(params, sites, floor)  # names the site with non-finite entries
         return params, resp, log_likelihood
 
-    def m_step(self, data: RowData, resp, params, reg: float = 1e-6, **options):
+    def m_step(self, data: RowData, resp: np.ndarray, params: Mapping[str, np.ndarray], reg: float = 1e-6,
+               **options: Any) -> dict:
         x = data.x
         nk = resp.sum(axis=0) + 10 * np.finfo(float).eps
         loc = (resp.T @ x) / nk[:, None]
@@ -358,7 +374,8 @@ class GaussianMixture(Family):
             var = np.asarray(float((nk @ var.mean(axis=1)) / nk.sum()))
         return {"weights": nk, "loc": loc, "scale": np.sqrt(var + reg * data.variance)}
 
-    def split_merge(self, params, data: RowData, resp, rng, attempt=0):
+    def split_merge(self, params: Mapping[str, np.ndarray], data: RowData, resp: np.ndarray, rng: np.random.Generator,
+                    attempt: int = 0) -> dict | None:
         # merge: the component whose removal costs the least log-likelihood leaves; split: the attempt-th
         # heaviest other component, its mean moved one standard deviation either way along its principal axis
         pair = split_merge_pair(self, params, data, attempt)
@@ -393,8 +410,10 @@ class GaussianMixture(Family):
                 moved[name][leaving] = moved[name][split]
         return moved
 
-    def spectral(self, data, k, *, method="tpm", approach="auto", seed=0, floor=1e-3, decompose_options=None,
-                 backend=None, vocabulary=None, **options):
+    def spectral(self, data: ArrayLike | dask.array.Array, k: int | Literal["auto"], *, method: str = "tpm",
+                 approach: str = "auto", seed: int | np.random.Generator = 0, floor: float = 1e-3,
+                 decompose_options: Mapping[str, Any] | None = None, backend: str | Passes | None = None,
+                 vocabulary: Sequence[str] | None = None, **options: Any) -> SpectralEstimate:
         if isinstance(k, str) or is_dask_array(data):
             return super().spectral(data, k, method=method, approach=approach, seed=seed, floor=floor,
                                     decompose_options=decompose_options, backend=backend, vocabulary=vocabulary,
@@ -418,13 +437,14 @@ class GaussianMixture(Family):
         return self.estimate(k, params, {**diagnostics, **repairs, **extra, "covariance": covariance},
                              vocabulary=vocabulary, options=options)
 
-    def largest_candidate(self, data, report: dict, limit: int, k_max: int) -> int:
+    def largest_candidate(self, data: ArrayLike | dask.array.Array, report: dict, limit: int, k_max: int) -> int:
         # every direction of the data carries signal: the spectrum bounds nothing, the lifted fits (k > d) compete
         if not is_dask_array(data) and report["k_auto/signal"] >= limit and np.shape(data)[1] < k_max:
             return k_max
         return super().largest_candidate(data, report, limit, k_max)
 
-    def refine(self, data, estimate, *, method=None, covariance=None, **options):
+    def refine(self, data: ArrayLike, estimate: SpectralEstimate, *, method: str | None = None,
+               covariance: str | None = None, **options: Any) -> RefineResult:
         from specinit.refine import check_estimate
 
         estimate = check_estimate(self, estimate)
@@ -693,8 +713,8 @@ FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
 @public
-def model(x=None, *, k: int, n: int | None = None, dim: int | None = None, common_scale: bool = True,
-          covariance: str | None = None) -> None:
+def model(x: ArrayLike | None = None, *, k: int, n: int | None = None, dim: int | None = None,
+          common_scale: bool = True, covariance: str | None = None) -> None:
     """NumPyro spherical Gaussian mixture with the component summed out.
 
     Parameters

@@ -47,9 +47,12 @@ References
 from __future__ import annotations
 
 from dataclasses import replace
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 
@@ -80,6 +83,12 @@ from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import Face, Param, chain_face
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import RefineResult
+
+if TYPE_CHECKING:
+    import dask.array
+    from specinit.engine.backends import Passes
+    from specinit.engine.protocols import Moments, MultiViewMoments
+    from specinit.engine.views import MultiViewFit
 
 __all__ = [
     "FACTS",
@@ -118,7 +127,7 @@ def solve_rows(emission: np.ndarray, targets: np.ndarray) -> tuple[np.ndarray, f
     return solution, float(residual)
 
 
-def operator_transition(views, emission: np.ndarray) -> np.ndarray:
+def operator_transition(views: MultiViewMoments, emission: np.ndarray) -> np.ndarray:
     """The transition matrix from the lag-one and lag-two pair moments, in the states' basis set by ``emission``.
 
     With ``G = O Q`` (``Q`` an orthonormal basis of the row space of the
@@ -175,7 +184,8 @@ EMPTY_STATE_WEIGHT = 1e-3
 POINT_MASS_TOL = 1e-3
 
 
-def degeneracy(params, *, floor: float, weights, scale_floor: float | None = None) -> dict:
+def degeneracy(params: Mapping[str, np.ndarray], *, floor: float, weights: np.ndarray,
+               scale_floor: float | None = None) -> dict:
     """Degenerate parts of an HMM estimate, as flat diagnostics (``degenerate/...``; state indices as int arrays).
 
     Parameters
@@ -279,8 +289,10 @@ class HMM(Family):
                            "Sequences shorter than 3 inform only ``init`` (counted in "
                            "``diagnostics[\"n_short_sequences\"]``). One long sequence may also be a 1-D "
                            "``dask.array``: the triples' one-hot views are built block by block where the symbols "
-                           "live (:func:`specinit.engine.sequences.triple_views`)."),
-        "moments": Param("ChainViews", "From :func:`population_moments` or the sliding triples of data."),
+                           "live (:func:`specinit.engine.sequences.triple_views`).",
+                           annotation=ArrayLike | Sequence[ArrayLike]),
+        "moments": Param("ChainViews", "From :func:`population_moments` or the sliding triples of data.",
+                         annotation=ChainViews),
         "k": k_param("Number of hidden states, ``1 <= k <= n_symbols``."),
         "method": Param("{'tpm', 'svtd', 'eca', 'als'}", "Tensor decomposition (:mod:`specinit.engine.decompose`); "
                         "``approach=\"symmetric\"`` only.", "tpm"),
@@ -300,13 +312,14 @@ class HMM(Family):
     }
     advice = "The symbol triples may not follow a k-state HMM: try a smaller k, or approach='jennrich'."
 
-    def target(self, **options) -> int:
+    def target(self, **options: Any) -> int:
         return 1
 
-    def fit_input(self, moments: ChainViews, k, **options):
+    def fit_input(self, moments: ChainViews, k: int, **options: Any) -> Moments:
         return moments.views
 
-    def sequences(self, sequences, n_symbols: int):
+    def sequences(self, sequences: ArrayLike | Sequence[ArrayLike],
+                  n_symbols: int) -> list[np.ndarray] | dask.array.Array:
         """Validated symbol sequences (a Dask 1-D array passes through), checked against ``n_symbols``."""
         if is_dask_array(sequences):
             return sequences
@@ -314,14 +327,15 @@ class HMM(Family):
         check_symbols(seqs, n_symbols)
         return seqs
 
-    def moments(self, sequences, *, k, backend, n_symbols: int) -> ChainViews:
+    def moments(self, sequences: ArrayLike | Sequence[ArrayLike], *, k: int, backend: str | Passes | None,
+                n_symbols: int) -> ChainViews:
         # The emission matrix and the projection's temporaries: about four (k, n_symbols) float64 arrays.
         check_allocation(4 * 8 * float(k) * n_symbols, "n_symbols", f"(k, n_symbols) = ({k}, {n_symbols}) emissions")
         chain = triple_views(self.sequences(sequences, n_symbols), n_symbols)
         return ChainViews(ViewMoments(chain.views, backend=backend), chain.first_mean, chain.counts, chain.symbols,
                           chain.n_symbols)
 
-    def population_moments(self, params, **options) -> ChainViews:
+    def population_moments(self, params: Mapping[str, Any], **options: Any) -> ChainViews:
         return chain_population(params["init"], params["transition"], params["emission"])
 
     def max_components(self, moments: ChainViews) -> tuple[int, str]:
@@ -330,7 +344,8 @@ class HMM(Family):
             return observed, f"at most the number of symbols n_symbols = {observed}"
         return observed, f"at most the number of symbols observed ({observed} of n_symbols = {moments.n_symbols})"
 
-    def unwhiten(self, fit, moments: ChainViews, k, floor, **options):
+    def unwhiten(self, fit: MultiViewFit, moments: ChainViews, k: int, floor: float,
+                 **options: Any) -> tuple[dict, dict, dict]:
         emission = fit.means[1]
         # Two estimates of the transition: the regression T O = E[x_{t+1} | h_t], and the observable operator of the
         # lag-one and lag-two pairs (its eigenvalues from second moments only). The one nearer the simplex is kept:
@@ -367,24 +382,27 @@ class HMM(Family):
         _warn_degenerate(report, estimate.k or len(estimate.params["init"]), self.spectral_advice)
         return replace(estimate, diagnostics={**estimate.diagnostics, **report})
 
-    def spectral_from_moments(self, moments, k, *, floor: float = 1e-3, **options) -> SpectralEstimate:
+    def spectral_from_moments(self, moments: ChainViews, k: int | Literal["auto"], *, floor: float = 1e-3,
+                              **options: Any) -> SpectralEstimate:
         return self.checked(super().spectral_from_moments(moments, k, floor=floor, **options), floor)
 
-    def spectral(self, data, k, *, floor: float = 1e-3, **options) -> SpectralEstimate:
+    def spectral(self, data: ArrayLike | Sequence[ArrayLike], k: int | Literal["auto"], *, floor: float = 1e-3,
+                 **options: Any) -> SpectralEstimate:
         estimate = super().spectral(data, k, floor=floor, **options)
         if isinstance(k, str):  # k="auto": the fit at the chosen k was checked
             return estimate
         return self.checked(estimate, floor)
 
-    def occupancy(self, stats) -> np.ndarray:
+    def occupancy(self, stats: Any) -> np.ndarray:
         """Expected visits of every state, from :meth:`e_step`'s statistics."""
         return np.asarray(stats[2]).sum(axis=1)
 
-    def refined_scale_floor(self, prepared, options: dict) -> float | None:
+    def refined_scale_floor(self, prepared: Any, options: dict) -> float | None:
         """The smallest emission scale EM allows (None: categorical emissions)."""
         return None
 
-    def refine(self, data, estimate, *, method: str | None = None, **options):
+    def refine(self, data: ArrayLike | Sequence[ArrayLike], estimate: SpectralEstimate, *, method: str | None = None,
+               **options: Any) -> RefineResult:
         from specinit.refine import EM_OPTIONS
 
         result = super().refine(data, estimate, method=method, **options)
@@ -401,7 +419,8 @@ class HMM(Family):
         return result
 
     # EM (Baum-Welch) -----------------------------------------------------------------------------------------
-    def refine_data(self, sequences, estimate: SpectralEstimate, n_symbols: int | None = None):
+    def refine_data(self, sequences: ArrayLike | Sequence[ArrayLike], estimate: SpectralEstimate,
+                    n_symbols: int | None = None) -> SequenceBatch:
         V = estimate.params["emission"].shape[1]
         if n_symbols is not None and Interval(int, 1).check("n_symbols", n_symbols) != V:
             raise bad_argument("n_symbols", None, f"the number of emission columns ({V})", n_symbols)
@@ -412,16 +431,20 @@ class HMM(Family):
     def n_observations(self, batch: SequenceBatch) -> int:
         return batch.n_observations
 
-    def e_step(self, params, batch: SequenceBatch):
+    def e_step(self, params: Mapping[str, np.ndarray],
+               batch: SequenceBatch) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], float]:
         init_counts, trans_counts, gamma, ll = forward_backward(batch, params["init"], params["transition"],
                                                                 params["emission"].T[batch.values])
         return (init_counts, trans_counts, np.asarray(batch.one_hot.T @ gamma).T), ll
 
-    def m_step(self, batch, stats, params, **options):
+    def m_step(self, batch: SequenceBatch, stats: tuple[np.ndarray, np.ndarray, np.ndarray], params: Mapping[str, Any],
+               **options: Any) -> dict:
         init, transition, emission = stats
         return {"init": init, "transition": transition, "emission": emission}
 
-    def split_merge(self, params, batch, stats, rng, attempt=0):
+    def split_merge(self, params: Mapping[str, np.ndarray], batch: SequenceBatch,
+                    stats: tuple[np.ndarray, np.ndarray, np.ndarray], rng: np.random.Generator,
+                    attempt: int = 0) -> dict | None:
         # merge: the least visited state leaves, the chain's moves into it going to the other states in
         # proportion; split: the attempt-th most visited other state, its emission row tilted both ways along a
         # random direction, its transitions copied and the moves into it shared half and half
@@ -443,7 +466,8 @@ class HMM(Family):
             weights[:, [leaving, split]] = weights[:, [split]] / 2
         return {"init": init, "transition": transition, "emission": emission / emission.sum(axis=1, keepdims=True)}
 
-    def log_likelihood(self, sequences, estimate) -> np.ndarray:
+    def log_likelihood(self, sequences: ArrayLike | Sequence[ArrayLike],
+                       estimate: SpectralEstimate | Mapping[str, Any]) -> np.ndarray:
         from specinit.refine import check_estimate, in_float64
 
         estimate = check_estimate(self, estimate)
@@ -485,7 +509,8 @@ FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
 @public
-def model(sequences=None, *, k: int, n_symbols: int | None = None, lengths=None, concentration: float = 1.0) -> None:
+def model(sequences: ArrayLike | None = None, *, k: int, n_symbols: int | None = None, lengths: ArrayLike | None = None,
+          concentration: float = 1.0) -> None:
     """NumPyro HMM with categorical emissions, hidden states summed out.
 
     Parameters
@@ -615,8 +640,8 @@ def spectral(sequences, k, n_symbols, *, method, approach, seed, floor, decompos
 
 
 @FAMILY.refine_face(
-    sequences=Param(HMM.arguments["sequences"].type, "As for :func:`spectral` (every sequence of length >= 1 is "
-                    "used)."),
+    sequences=HMM.arguments["sequences"].documented("As for :func:`spectral` (every sequence of length >= 1 is "
+                                                    "used)."),
     estimate=Param("SpectralEstimate or dict", "Starting ``init`` (k,), ``transition`` (k, k) and ``emission`` (k, "
                    "V), strictly inside their simplices (checked, never repaired silently)."),
     n_symbols=Param("int, optional", "V; default ``emission.shape[1]``.", None),
@@ -677,8 +702,8 @@ def refine(sequences, estimate, *, n_symbols, method, max_iter, tol, rtol, floor
 
 
 @FAMILY.face(
-    sequences=Param(HMM.arguments["sequences"].type, "The new sequences (whole sequences: a sequence is not "
-                    "continued across batches)."),
+    sequences=HMM.arguments["sequences"].documented("The new sequences (whole sequences: a sequence is not "
+                                                    "continued across batches)."),
     estimate=UPDATED_ESTIMATE,
     k=Param("int, optional", "Number of hidden states: required for the first batch; with ``estimate`` None means "
             "``estimate.k`` (the stored counts fit any k).", None, Interval(int, 1, none=True)),

@@ -42,9 +42,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 from scipy.special import logsumexp
@@ -61,6 +64,7 @@ from specinit.engine.kernel_densities import (
 )
 from specinit.engine.kernel_features import (
     FEATURES,
+    NystromFeatures,
     RandomFourierFeatures,
     check_bandwidth,
     check_no_constant_columns,
@@ -75,6 +79,13 @@ from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Face, Param, view_face
 from specinit.family import COMMON_OPTIONS, DEFERRED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import RefineResult
+
+if TYPE_CHECKING:
+    import jax
+    from specinit.engine.backends import Passes
+    from specinit.engine.exchangeable import ExchangeableFit
+    from specinit.engine.protocols import Moments
+    from specinit.engine.views import MultiViewFit
 
 __all__ = [
     "FAMILY",
@@ -99,7 +110,7 @@ _EM_POINTS = 1000  # support points (a random subset; the support is in random o
 
 
 @public
-def check_views(views) -> list[np.ndarray]:
+def check_views(views: Sequence[ArrayLike]) -> list[np.ndarray]:
     """Validate real-valued views: at least 3, same number of rows, finite, no constant column.
 
     Parameters
@@ -201,7 +212,7 @@ def _feature_maps(views, *, bandwidth, rank, features, exchangeable, seed) -> tu
 
 
 @public
-def reservoir(keys, views, size: int) -> tuple[np.ndarray, tuple]:
+def reservoir(keys: np.ndarray, views: Sequence[np.ndarray], size: int) -> tuple[np.ndarray, tuple]:
     """The rows of ``views`` with the ``size`` smallest ``keys``, in the order of their keys.
 
     With keys drawn uniformly at random for every observation, these rows
@@ -260,7 +271,7 @@ class KernelSums:
     """
 
     def __init__(self, sums: ViewSums, features: tuple, units: tuple, rank: int, exchangeable: bool, capacity: int,
-                 keys, support: tuple):
+                 keys: ArrayLike, support: tuple) -> None:
         self.sums, self.features, self.units = sums, tuple(features), tuple(float(u) for u in units)
         self.rank, self.exchangeable, self.capacity = int(rank), bool(exchangeable), int(capacity)
         self.keys, self.support = np.asarray(keys, dtype=np.float64), tuple(support)
@@ -408,7 +419,7 @@ class KernelMultiview(Family):
             "float, or sequence with one entry (float or (d_v,) vector) per view, optional",
             "Gaussian kernel length scale(s); default: half the median distance per view on standardized "
             "columns (:func:`specinit.engine.kernel_features.median_bandwidth`; pooled over the views when "
-            "``exchangeable``).", None),
+            "``exchangeable``).", None, annotation=float | Sequence[float | ArrayLike] | None),
         "rank": Param(
             "int",
             "Feature rank ``r``: memory ``O(N r)`` per view.", 128, Interval(int, 2)),
@@ -440,7 +451,7 @@ class KernelMultiview(Family):
             "column."),
         "moments": Param(
             "KernelMoments",
-            "From :func:`population_moments` or built from data by :func:`spectral`."),
+            "From :func:`population_moments` or built from data by :func:`spectral`.", annotation=KernelMoments),
         "k": k_param("Number of classes, at most ``rank``; the ``k`` embedded conditional distributions of "
                    "each view must be linearly independent."),
         "method": Param(
@@ -458,7 +469,8 @@ class KernelMultiview(Family):
     advice = ("The views may not follow a k-class multi-view mixture in this kernel: try a smaller k, a larger "
               "rank, another bandwidth, or exchangeable=False.")
 
-    def site_table(self, params=None, target: int = -1, **options):
+    def site_table(self, params: Mapping[str, Any] | None = None, target: int = -1,
+                   **options: Any) -> tuple[dict, str | None]:
         n_views = _n_views(params or {})
         sites = {"weights": Site("simplex", (0,), ("components",), ("components",))}
         for v in range(n_views):
@@ -494,11 +506,14 @@ class KernelMultiview(Family):
                 positive(f"density_bandwidth_{v}", (k, d))
                 positive(f"density_norm_{v}", (k,))
 
-    def target(self, target: int = -1, **options) -> int:
+    def target(self, target: int = -1, **options: Any) -> int:
         return target
 
-    def moments(self, views, *, k, backend, bandwidth=None, rank=128, features="rff", exchangeable=False, seed=0,
-                max_support=4000, **options) -> KernelMoments:
+    def moments(self, views: Sequence[ArrayLike], *, k: int, backend: str | Passes | None,
+                bandwidth: float | Sequence[float | ArrayLike] | None = None, rank: int = 128,
+                features: Literal["rff", "nystrom"] | Sequence[RandomFourierFeatures | NystromFeatures] | None = "rff",
+                exchangeable: bool = False, seed: int | np.random.Generator = 0, max_support: int = 4000,
+                **options: Any) -> KernelMoments:
         views = check_views(views)
         rank = Interval(int, 2).check("rank", rank)
         _check_feature_memory(views, rank, exchangeable)
@@ -509,8 +524,11 @@ class KernelMultiview(Family):
         return KernelMoments(maps, ViewMoments([fm.transform(x) for fm, x in zip(maps, views)], backend=backend),
                              bool(exchangeable), support, units)
 
-    def population_moments(self, params, features=None, bandwidth=None, rank=128, exchangeable=False, seed=0,
-                           **options) -> KernelMoments:
+    def population_moments(self, params: Mapping[str, Any],
+                           features: Sequence[RandomFourierFeatures | NystromFeatures] | None = None,
+                           bandwidth: float | Sequence[float | ArrayLike] | None = None, rank: int = 128,
+                           exchangeable: bool = False, seed: int | np.random.Generator = 0,
+                           **options: Any) -> KernelMoments:
         if "weights" not in params:
             raise bad_argument("params", None, "a dict with the site 'weights'", sorted(params))
         n_views = 0
@@ -565,14 +583,15 @@ class KernelMultiview(Family):
         rank = min(moments.moments.dims)
         return rank, f"<= the kernel feature rank ({rank}); increase rank"
 
-    def kind_of(self, exchangeable=False, **options) -> str:
+    def kind_of(self, exchangeable: bool = False, **options: Any) -> str:
         return "exchangeable" if exchangeable else "multiview"
 
-    def fit_input(self, moments: KernelMoments, k, exchangeable=False, **options):
+    def fit_input(self, moments: KernelMoments, k: int, exchangeable: bool = False, **options: Any) -> Moments:
         return ExchangeableViews(moments.moments) if exchangeable else moments.moments
 
-    def unwhiten(self, fit, moments: KernelMoments, k, floor, rng=None, m=2, max_support=4000, exchangeable=False,
-                 **options):
+    def unwhiten(self, fit: ExchangeableFit | MultiViewFit, moments: KernelMoments, k: int, floor: float,
+                 rng: np.random.Generator | None = None, m: int = 2, max_support: int = 4000,
+                 exchangeable: bool = False, **options: Any) -> tuple[dict, dict, dict]:
         if moments.support is not None:
             n_rows, width = moments.support[0].shape[0], max(x.shape[1] for x in moments.support)
             check_allocation(4 * 8 * float(n_rows) * k * m * width, "m",
@@ -624,8 +643,12 @@ class KernelMultiview(Family):
             params[f"scale_{v}"] = units[v] * np.stack([f[2] for f in fits])
         return params, diagnostics, state
 
-    def batch_summary(self, views, stored: KernelSums | None, n_batches: int, *, bandwidth=None, rank=None,
-                      features=None, exchangeable=None, max_support=None, seed=0, **options) -> KernelSums:
+    def batch_summary(self, views: Sequence[ArrayLike], stored: KernelSums | None, n_batches: int, *,
+                      bandwidth: float | Sequence[float | ArrayLike] | None = None, rank: int | None = None,
+                      features: (Literal["rff", "nystrom"] | Sequence[RandomFourierFeatures | NystromFeatures]
+                                 | None) = None,
+                      exchangeable: bool | None = None, max_support: int | None = None,
+                      seed: int | np.random.Generator = 0, **options: Any) -> KernelSums:
         """One batch's :class:`KernelSums`: the first builds the feature maps, later ones use the stored ones."""
         views = check_views(views) if stored is None else _finite_views(views)
         # the maps' and every batch's support keys' own streams: the decomposition's draws do not depend on batches
@@ -661,7 +684,7 @@ class KernelMultiview(Family):
                                    stored.rank, stored.exchangeable, stored.capacity, keys_rng)
 
     # EM ------------------------------------------------------------------------------------------------------
-    def refine_data(self, views, estimate: SpectralEstimate, **options) -> KernelData:
+    def refine_data(self, views: Sequence[ArrayLike], estimate: SpectralEstimate, **options: Any) -> KernelData:
         views = check_views(views)
         k = estimate.k
         for v, x in enumerate(views):
@@ -675,12 +698,13 @@ class KernelMultiview(Family):
     def n_observations(self, data: KernelData) -> int:
         return int(data.stacked.shape[0])
 
-    def component_log_prob(self, params, data: KernelData):
+    def component_log_prob(self, params: Mapping[str, Any], data: KernelData) -> jax.Array:
         spec = {"params": [tuple(jnp.asarray(params[f"{s}_{v}"]) for s in ("mix", "loc", "scale"))
                            for v in range(len(data.views))], "dims": [x.shape[1] for x in data.views]}
         return kernel_components(spec, jnp.asarray(data.stacked))
 
-    def m_step(self, data: KernelData, resp, params, reg: float = 1e-6, **options):
+    def m_step(self, data: KernelData, resp: np.ndarray, params: Mapping[str, Any], reg: float = 1e-6,
+               **options: Any) -> dict:
         out = {"weights": resp.sum(axis=0)}
         for v, x in enumerate(data.views):
             mix, loc, scale = (params[f"{s}_{v}"] for s in ("mix", "loc", "scale"))
@@ -714,7 +738,8 @@ FAMILY = KernelMultiview()
 
 
 @public
-def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, prior_scale: float = 10.0) -> None:
+def model(views: Sequence[ArrayLike] | None = None, *, k: int, m: int = 2, n: int | None = None,
+          dims: Sequence[int] | None = None, prior_scale: float = 10.0) -> None:
     """NumPyro multi-view mixture with a mixture of ``m`` Gaussians per component and view.
 
     Parameters
@@ -788,7 +813,8 @@ def model(views=None, *, k: int, m: int = 2, n: int | None = None, dims=None, pr
     params=Param("dict or SpectralEstimate", "``weights`` (k,) and, per view ``v``, ``mix_<v>`` (k, m), ``loc_<v>`` "
                  "and ``scale_<v>`` (k, m, d_v) (the sites of :func:`model`)."),
     features=Param("sequence of feature maps, optional", "One per view (or one shared map when ``exchangeable``); "
-                   "default: random Fourier features of rank ``rank``.", None),
+                   "default: random Fourier features of rank ``rank``.", None,
+                   annotation=Sequence[RandomFourierFeatures | NystromFeatures] | None),
     bandwidth=KernelMultiview.options["bandwidth"].documented(
         "Kernel length scale(s) per view (a number, or one entry per view); default: the per-column standard "
         "deviation of each view's marginal (a population stand-in for the median heuristic)."),
@@ -1056,7 +1082,7 @@ def _points(estimate, view, points, func):
 
 
 @public
-def conditional_density(estimate: SpectralEstimate, view: int, points) -> np.ndarray:
+def conditional_density(estimate: SpectralEstimate, view: int, points: ArrayLike) -> np.ndarray:
     """Kernel density of every component of one view at ``points``: an (n_points, k) array.
 
     ``p_{v,i}(y) = max(sum_n c_{i,n} N(y; x_{v,n}, diag(h_i^2)), 0) / Z_i``
@@ -1104,7 +1130,7 @@ def conditional_density(estimate: SpectralEstimate, view: int, points) -> np.nda
 
 
 @public
-def projected_density(estimate: SpectralEstimate, view: int, points) -> np.ndarray:
+def projected_density(estimate: SpectralEstimate, view: int, points: ArrayLike) -> np.ndarray:
     """The Gaussian-mixture projection (the model's sites) of every component of one view at ``points``.
 
     Parameters

@@ -33,11 +33,14 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
@@ -46,7 +49,7 @@ from numpyro.infer.mcmc import MCMCKernel
 from specinit.conditional import ExactGibbs
 from specinit._validation import Interval, Options, as_generator, bad_argument, current_entry, public, warn
 from specinit.distributions.continuous import TRANSFORMS, LogRatioDirichlet, point_mass
-from specinit.distributions.counts import HIGHEST, DenseTopicCounts, ModelData, as_document_counts, \
+from specinit.distributions.counts import HIGHEST, DenseTopicCounts, DocumentCounts, ModelData, as_document_counts, \
     lda_augmented_step, lda_loglik, lda_marginal_loglik_draws
 from specinit.engine.backends import one_blas_thread
 from specinit.engine.moments import CountMoments
@@ -55,7 +58,7 @@ from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import RANDOM_STATE, Face, Param, face, n_components_param
 from specinit.family import COMMON_OPTIONS, site_values
 from specinit.engine.anchors import WARM_NOISE_TOL, fit_anchor
-from specinit.models._svi import LOCAL_STEP, SVI_OPTIONS, local_gamma, run_svi, svi_batch
+from specinit.models._svi import LOCAL_STEP, SVI_OPTIONS, TopicSVIResult, local_gamma, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS as TOPIC_MODEL_ARGUMENTS
 from specinit.models._topics import (
     ALPHA0,
@@ -78,6 +81,11 @@ from specinit.models._topics import (
     word_pairs,
 )
 from specinit.refine import PLATEAU_TOL, RefineResult, check_estimate, in_float64, plateau, refined
+
+if TYPE_CHECKING:
+    from specinit.engine.backends import Passes
+    from specinit.engine.exchangeable import ExchangeableFit
+    from specinit.engine.sources import Counts
 
 __all__ = ["FACTS", "FAMILY", "LDA", "document_topics", "guide", "kernel", "log_likelihood", "model",
            "pointwise_log_likelihood", "population_moments", "refine", "seed_prior", "spectral",
@@ -160,7 +168,7 @@ class LDA(TopicFamily):
     advice = "For LDA, alpha0 may be misspecified: try another alpha0 (smaller for sparse topic mixtures)."
     refine_methods = ("svi",)
 
-    def resolve(self, method, options):
+    def resolve(self, method: str | None, options: Mapping[str, Any]) -> tuple[str, dict]:
         """``method=None``: anchor words, or the tensor power method when ``alpha0`` is given; ``weighting=None``:
         per-document estimators for anchor words, pooled for the tensor path."""
         method = ("anchor" if options.get("alpha0") is None else "tpm") if method is None else method
@@ -168,16 +176,19 @@ class LDA(TopicFamily):
             options = {**options, "weighting": "per-document" if method == "anchor" else "pooled"}
         return method, dict(options)
 
-    def moments(self, counts, *, k, backend, weighting="pooled", alpha0=None, **options) -> CountMoments:
+    def moments(self, counts: Counts, *, k: int, backend: str | Passes | None, weighting: str = "pooled",
+                alpha0: float | None = None, **options: Any) -> CountMoments:
         return CountMoments(counts, alpha0=alpha0, weighting=weighting, backend=backend)
 
-    def population_moments(self, params, **options) -> FactoredMoments:
+    def population_moments(self, params: Mapping[str, Any], **options: Any) -> FactoredMoments:
         beta = np.asarray(params["beta"], dtype=np.float64)
         alpha = np.asarray(params["alpha"], dtype=np.float64)
         a0 = alpha.sum()
         return FactoredMoments(beta, alpha / ((a0 + 1) * a0), 2 * alpha / ((a0 + 2) * (a0 + 1) * a0))
 
-    def recover(self, moments, k, *, method, approach, rng, floor, decompose_options, **options):
+    def recover(self, moments: CountMoments | FactoredMoments, k: int, *, method: str, approach: str,
+                rng: np.random.Generator, floor: float, decompose_options: Mapping[str, Any] | None,
+                **options: Any) -> tuple[dict, dict, dict]:
         # The recovery's dense linear algebra is small (eigenproblems of k + 10 columns, (V, k) products, k^3
         # tensors): extra BLAS threads only add lock waits and fight the passes, whose sparse products run on
         # their own threads (bench_lda_real.py on 2 busy cores: 0.6 s with one BLAS thread, 5.8 s with two).
@@ -221,7 +232,8 @@ class LDA(TopicFamily):
         return super().recover(moments, k, method=method, approach=approach, rng=rng, floor=floor,
                                decompose_options=decompose_options, alpha0=alpha0, **options)
 
-    def unwhiten(self, fit, moments, k, floor, alpha0, **options):
+    def unwhiten(self, fit: ExchangeableFit, moments: CountMoments | FactoredMoments, k: int, floor: float,
+                 alpha0: float, **options: Any) -> tuple[dict, dict, dict]:
         beta, eig, report = self.topics(fit, moments, k)
         a0 = alpha0
         alpha = 4 * a0 * (a0 + 1) / ((a0 + 2) ** 2 * eig**2)
@@ -232,8 +244,11 @@ class LDA(TopicFamily):
                  "k is wrong.")
         return {"alpha": alpha, "beta": beta}, report, {}
 
-    def complete(self, params, counts, moments, *, rng, floor=1e-3, doc_topics="auto", em_sweeps=EM_SWEEPS,
-                 closing_tol=CLOSING_TOL, seed_words=None, seed_anchor="extreme", seed_prior=SEED_PRIOR, **options):
+    def complete(self, params: dict, counts: Counts, moments: CountMoments, *, rng: np.random.Generator,
+                 floor: float = 1e-3, doc_topics: bool | Literal["auto"] = "auto", em_sweeps: int = EM_SWEEPS,
+                 closing_tol: float = CLOSING_TOL, seed_words: SeedWords | None = None,
+                 seed_anchor: Literal["extreme", "pooled", "harmonic"] = "extreme", seed_prior: float = SEED_PRIOR,
+                 **options: Any) -> tuple[dict, dict]:
         report = {}
         k, n_words = params["beta"].shape
         columns = () if seed_words is None else seed_words.columns(None, n_words, k)
@@ -251,13 +266,14 @@ class LDA(TopicFamily):
                                                     for chunk in moments.source.chunks()])}
         return params, {**report, "doc_topics": doc_topics}
 
-    def held_out(self, train, test, estimate) -> float:
+    def held_out(self, train: sp.csr_matrix, test: sp.csr_matrix, estimate: SpectralEstimate) -> float:
         """Document-completion log-likelihood of ``test`` under ``estimate``."""
         from specinit.corpus import document_completion
 
         return float(document_completion(test, estimate.params["beta"], estimate.params["alpha"]).log_likelihood)
 
-    def log_likelihood(self, counts, estimate, **options) -> np.ndarray:
+    def log_likelihood(self, counts: ArrayLike | sp.spmatrix, estimate: SpectralEstimate | Mapping[str, Any],
+                       **options: Any) -> np.ndarray:
         """``log p(c_d | theta_d, beta)`` of every document; ``theta`` from the estimate or the fixed-topic fold-in."""
         estimate = check_estimate(self, estimate)
         data = self.refine_data(counts, estimate)
@@ -267,8 +283,9 @@ class LDA(TopicFamily):
             theta = document_topics(data.csr, params["beta"], params["alpha"])
         return in_float64(lambda: lda_loglik(jnp.asarray(theta), jnp.asarray(params["beta"]), data.documents))
 
-    def refine_svi(self, counts, estimate, *, num_steps: int = 500, batch_size: int | None = None, seed: int = 0,
-                   lr: float = 0.05, tol: float = 1e-4, progress=False) -> RefineResult:
+    def refine_svi(self, counts: ArrayLike | sp.spmatrix, estimate: SpectralEstimate, *, num_steps: int = 500,
+                   batch_size: int | None = None, seed: int = 0, lr: float = 0.05, tol: float = 1e-4,
+                   progress: bool = False) -> RefineResult:
         """Variational EM from the estimate (full-batch :func:`svi`), ``theta`` from the fixed-topic E-step."""
         data = self.refine_data(counts, estimate)
         X = data.csr
@@ -301,7 +318,8 @@ class LDA(TopicFamily):
                                       "(:func:`specinit.models.lda.refine`); 0: none.", 0),
                 "seed_words": Param("dict of str -> sequence, or sequence of sequences, optional", "Seeded topics "
                                     "(:func:`specinit.models.lda.spectral`'s ``seed_words``): a few words per topic, "
-                                    "by column index or, with ``vocabulary``, by word; topic i is group i's.", None),
+                                    "by column index or, with ``vocabulary``, by word; topic i is group i's.", None,
+                                    annotation=Mapping[str, Sequence[Any]] | Sequence[Sequence[Any]] | None),
                 "vocabulary": Param("sequence of str, optional", "The columns' words (e.g. "
                                     "``CountVectorizer().get_feature_names_out()``): seed words by name, and the fit's "
                                     "``estimate_.vocabulary``.", None),
@@ -339,11 +357,12 @@ FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 #: The arguments of :func:`model`: the topic models' ones and the prior of ``alpha``.
 MODEL_ARGUMENTS = {**TOPIC_MODEL_ARGUMENTS,
-                   "alpha_prior": Param("(float, float)", "Gamma(shape, rate) prior on each ``alpha_i``.", (1.0, 1.0))}
+                   "alpha_prior": Param("(float, float)", "Gamma(shape, rate) prior on each ``alpha_i``.", (1.0, 1.0),
+                                        annotation=tuple[float, float])}
 
 
 @face(MODEL_ARGUMENTS)
-def model(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_size):
+def model(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_size) -> None:
     """NumPyro LDA with per-word topics summed out.
 
     Raises
@@ -414,7 +433,8 @@ def model(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_siz
 @face({
     **MODEL_ARGUMENTS,
     "counts": Param("array, scipy.sparse matrix or DocumentCounts, shape (N, V)", "The observed word counts of the "
-                    "whole corpus (as for :func:`model`; pass the same value to ``MCMC.run``)."),
+                    "whole corpus (as for :func:`model`; pass the same value to ``MCMC.run``).",
+                    annotation=ArrayLike | sp.spmatrix | DocumentCounts),
     "subsample_size": Param("None", "Not supported: the data-augmentation step needs every document.", None),
     "gibbs_sweeps": Param("int", "Data-augmentation updates of ``(beta, theta)`` per NUTS step (each leaves the "
                           "conditional invariant). A sweep costs one pass over the tokens, a fraction of a NUTS step; "
@@ -548,10 +568,11 @@ model.kernel = kernel
                      "``mcmc.get_samples(group_by_chain=True)``: ``\"alpha\"`` (chain, draw, k) and ``\"beta\"`` "
                      "(chain, draw, k, V). Other sites (``theta``) are ignored: ``theta`` is integrated out."),
     "counts": Param("array, scipy.sparse matrix or DocumentCounts, shape (N, V)", "The observed counts, as given to "
-                    ":func:`model`.", None),
+                    ":func:`model`.", None, annotation=ArrayLike | sp.spmatrix | DocumentCounts),
     "doc_lengths": Param("array, optional", "Unused (the lengths are those of ``counts``).", None),
     "eta": Param("float", "Unused (a prior, not part of the likelihood).", 0.1),
-    "alpha_prior": Param("(float, float)", "Unused (a prior, not part of the likelihood).", (1.0, 1.0)),
+    "alpha_prior": Param("(float, float)", "Unused (a prior, not part of the likelihood).", (1.0, 1.0),
+                         annotation=tuple[float, float]),
     "subsample_size": Param("int, optional", "Unused: every document is scored.", None),
     "num_particles": Param("int", "S, importance-sampling particles per document and draw.", NUM_PARTICLES,
                            Interval(int, 1)),
@@ -858,8 +879,8 @@ def spectral(counts, k, alpha0, *, method, weighting, seed, vocabulary, doc_topi
 
 @face({**MODEL_ARGUMENTS, **LOCAL_STEP,
        "counts": Param("scipy.sparse matrix or DocumentCounts", "The counts of the minibatch (as for :func:`model`).",
-                       None)})
-def guide(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_size, local_steps, local):
+                       None, annotation=sp.spmatrix | DocumentCounts)})
+def guide(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_size, local_steps, local) -> None:
     """NumPyro guide of :func:`model` on sparse counts: global point masses, closed-form local ``theta``.
 
     Its parameters ``alpha_unconstrained`` (k,) and ``beta_unconstrained``
@@ -879,7 +900,7 @@ def guide(counts, *, k, vocab_size, doc_lengths, eta, alpha_prior, subsample_siz
 
 @face({**MODEL_ARGUMENTS, **LOCAL_STEP, **SVI_OPTIONS})
 def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progress, lr, decay_steps, local_steps, local,
-        eta, alpha_prior, snapshot_every):
+        eta, alpha_prior, snapshot_every) -> TopicSVIResult:
     """Minibatch SVI of sparse LDA with closed-form per-document updates (online-VB style).
 
     Runs ``numpyro.infer.SVI`` on :func:`model` fed by minibatches of
@@ -1016,7 +1037,7 @@ def update(counts, estimate, *, k, alpha_sum, em_sweeps, seed, floor, weighting,
     "tol": PLATEAU_TOL,
     "progress": replace(SVI_OPTIONS["progress"], default=False),
 })
-def refine(counts, estimate, *, num_steps, batch_size, seed, lr, tol, progress):
+def refine(counts, estimate, *, num_steps, batch_size, seed, lr, tol, progress) -> RefineResult:
     """Spectral then refine: variational EM from an estimate, ready to warm-start NUTS.
 
     Runs :func:`svi` from ``estimate`` on the whole corpus (full-batch steps

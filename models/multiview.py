@@ -31,9 +31,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
@@ -54,6 +57,12 @@ from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Face, Param, view_face
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import RefineResult
+
+if TYPE_CHECKING:
+    import jax
+    from specinit.engine.backends import Passes
+    from specinit.engine.protocols import Moments
+    from specinit.engine.views import MultiViewFit
 
 __all__ = [
     "FAMILY",
@@ -83,7 +92,8 @@ def _numeric_views(views, kinds, sizes) -> list:
 
 
 @public
-def check_views(views, kinds=None, dims=None, func: str | None = None):
+def check_views(views: Sequence[ArrayLike], kinds: Sequence[Literal["categorical", "gaussian"]] | None = None,
+                dims: Sequence[int] | None = None, func: str | None = None) -> tuple[list[np.ndarray], tuple, tuple]:
     """Validate views and resolve ``kinds`` and ``dims``.
 
     Parameters
@@ -262,7 +272,7 @@ class MultiView(Family):
     arguments = {
         "views": Param("sequence of arrays", "At least 3 views with the same observations (see :func:`check_views`)."),
         "moments": Param("MultiViewMoments", "From :func:`population_moments`, or built from data by "
-                         ":func:`spectral`."),
+                         ":func:`spectral`.", annotation=MultiViewMoments),
         "k": k_param("Number of classes; every view used by the tensor step needs ``V_v >= k`` "
                    "(categorical) or ``d_v >= k`` (Gaussian) with linearly independent class means."),
         "floor": COMMON_OPTIONS["floor"].documented(
@@ -273,7 +283,8 @@ class MultiView(Family):
     advice = ("The views may not follow a k-class multi-view mixture: try a smaller k, another target view, or "
               "approach='jennrich'.")
 
-    def site_table(self, params=None, target: int = -1, **options):
+    def site_table(self, params: Mapping[str, Any] | None = None, target: int = -1,
+                   **options: Any) -> tuple[dict, str | None]:
         kinds = _kinds_of(params or {})
         sites = {"weights": Site("simplex", (0,), ("components",), ("components",))}
         for v, kind in enumerate(kinds):
@@ -288,10 +299,12 @@ class MultiView(Family):
         t = target % len(kinds)
         return sites, f"beta_{t}" if kinds[t] == "categorical" else f"loc_{t}"
 
-    def target(self, target: int = -1, **options) -> int:
+    def target(self, target: int = -1, **options: Any) -> int:
         return target
 
-    def moments(self, views, *, k, backend, kinds=None, dims=None, target=-1) -> MultiViewMoments:
+    def moments(self, views: Sequence[ArrayLike], *, k: int, backend: str | Passes | None,
+                kinds: Sequence[Literal["categorical", "gaussian"]] | None = None, dims: Sequence[int] | None = None,
+                target: int = -1) -> MultiViewMoments:
         views, kinds, sizes = check_views(views, kinds, dims)
         for v, (kind, size) in enumerate(zip(kinds, sizes)):
             # The whitening's randomized range finder keeps a few (size, k + 10) blocks per view.
@@ -305,7 +318,9 @@ class MultiView(Family):
         return MultiViewMoments(ViewMoments(fit_views, backend=backend), with_squares(fit_views, gaussian, backend),
                                 kinds, variances, n_obs, units)
 
-    def population_moments(self, params, kinds=None, **options) -> MultiViewMoments:
+    def population_moments(self, params: Mapping[str, Any],
+                           kinds: Sequence[Literal["categorical", "gaussian"]] | None = None,
+                           **options: Any) -> MultiViewMoments:
         kinds = _kinds_of(params) if kinds is None else tuple(
             check_choice(kind, f"kinds[{v}]", None, KINDS) for v, kind in enumerate(kinds))
         if len(kinds) < 3:
@@ -324,7 +339,7 @@ class MultiView(Family):
         return MultiViewMoments(multiview_population(means, weights),
                                 multiview_population(means + [second[v] for v in gaussian], weights), kinds, variances)
 
-    def fit_input(self, moments: MultiViewMoments, k, **options):
+    def fit_input(self, moments: MultiViewMoments, k: int, **options: Any) -> Moments:
         return moments.views
 
     def max_components(self, moments: MultiViewMoments) -> tuple[int, str]:
@@ -333,7 +348,8 @@ class MultiView(Family):
             limits.append((moments.n_observations, f"at most the number of observations ({moments.n_observations})"))
         return min(limits)
 
-    def unwhiten(self, fit, moments: MultiViewMoments, k, floor, rng=None, **options):
+    def unwhiten(self, fit: MultiViewFit, moments: MultiViewMoments, k: int, floor: float,
+                 rng: np.random.Generator | None = None, **options: Any) -> tuple[dict, dict, dict]:
         params, report = {"weights": fit.weights}, {}
         if moments.n_observations is not None:
             report.update(self.independence(moments, fit, k, rng))
@@ -350,7 +366,7 @@ class MultiView(Family):
                 params[f"scale_{v}"] = unit * np.sqrt(np.maximum(variances[v], minimum))
         return params, report, {}
 
-    def independence(self, moments: MultiViewMoments, fit, k: int, rng) -> dict:
+    def independence(self, moments: MultiViewMoments, fit: MultiViewFit, k: int, rng: np.random.Generator) -> dict:
         """Check the model's premise on data: the views conditionally independent given the k classes.
 
         :func:`specinit.engine.views.pair_misfit` compares every cross moment of the data with the one the fit
@@ -369,7 +385,9 @@ class MultiView(Family):
                 "independence_holds": bool(np.max(misfit) <= level)}
 
     # EM ------------------------------------------------------------------------------------------------------
-    def refine_data(self, views, estimate: SpectralEstimate, kinds=None, dims=None, **options) -> ViewData:
+    def refine_data(self, views: Sequence[ArrayLike], estimate: SpectralEstimate,
+                    kinds: Sequence[Literal["categorical", "gaussian"]] | None = None,
+                    dims: Sequence[int] | None = None, **options: Any) -> ViewData:
         kinds = _kinds_of(estimate.params) if kinds is None else kinds
         if dims is None and len(kinds) == len(_kinds_of(estimate.params)):  # the estimate's sizes: a batch of views
             # need not show every category
@@ -391,11 +409,12 @@ class MultiView(Family):
     def n_observations(self, data: ViewData) -> int:
         return int(data.stacked.shape[0])
 
-    def component_log_prob(self, params, data: ViewData):
+    def component_log_prob(self, params: Mapping[str, Any], data: ViewData) -> jax.Array:
         return view_components({"params": _view_params(params, data.kinds), "kinds": data.kinds},
                                jnp.asarray(data.stacked))
 
-    def m_step(self, data: ViewData, resp, params, reg: float = 1e-6, **options):
+    def m_step(self, data: ViewData, resp: np.ndarray, params: Mapping[str, Any], reg: float = 1e-6,
+               **options: Any) -> dict:
         nk = resp.sum(axis=0) + 10 * np.finfo(float).eps
         out = {"weights": nk}
         for v, kind in enumerate(data.kinds):
@@ -425,7 +444,8 @@ FAMILY = MultiView()
 
 
 @public
-def model(views=None, *, k: int, kinds, n: int | None = None, dims=None) -> None:
+def model(views: Sequence[ArrayLike] | None = None, *, k: int, kinds: Sequence[Literal["categorical", "gaussian"]],
+          n: int | None = None, dims: Sequence[int] | None = None) -> None:
     """NumPyro multi-view mixture with the class summed out.
 
     Parameters

@@ -37,9 +37,12 @@ References
 from __future__ import annotations
 
 from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
@@ -57,6 +60,10 @@ from specinit.faces import (RANDOM_STATE, Face, Param, max_iter_param, mean_log_
                             predicted, refined, responsibilities)
 from specinit.family import UPDATED_ESTIMATE, Family, site_values
 from specinit.refine import RefineResult
+
+if TYPE_CHECKING:
+    from specinit.engine.backends import Passes
+    from specinit.engine.exchangeable import ExchangeableFit
 
 __all__ = ["FAMILY", "PoissonMixture", "PoissonMoments", "log_likelihood", "model", "population_moments", "predict",
            "refine", "spectral", "spectral_from_moments", "update"]
@@ -91,7 +98,7 @@ class PoissonMoments(OnBackend):
     """
 
     @public
-    def __init__(self, counts, backend=None):
+    def __init__(self, counts: ArrayLike | sp.spmatrix | RowSums, backend: str | Passes | None = None) -> None:
         if isinstance(counts, RowSums):  # x = mean + unit * z with the central moments of z
             self._run_on("numpy", "memory", ROW_PASSES)
             self.n, self._sums, self._placed = counts.n, counts, None
@@ -171,27 +178,28 @@ class PoissonMixture(Family):
         "counts": Param("array-like or scipy.sparse matrix, shape (N, d)", "Non-negative integer counts, one row per "
                         "observation (a dense array or CSR, as scikit-learn takes them)."),
         "moments": Param("PoissonMoments or FactoredMoments", "The data moments (:class:`PoissonMoments`) or "
-                         ":func:`population_moments`."),
+                         ":func:`population_moments`.", annotation=PoissonMoments | FactoredMoments),
         "backend": Param("{'numpy', 'jax'} or None", "Where the passes over the rows run "
                          "(:mod:`specinit.engine.backends`); ``None``: JAX when an accelerator is present, NumPy "
                          "otherwise.", None),
     }
 
-    def moments(self, counts, *, k, backend):
+    def moments(self, counts: ArrayLike | sp.spmatrix, *, k: int, backend: str | Passes | None) -> PoissonMoments:
         return PoissonMoments(counts, backend)
 
-    def population_moments(self, params, **options) -> FactoredMoments:
+    def population_moments(self, params: Mapping[str, Any], **options: Any) -> FactoredMoments:
         rates = np.asarray(params["rates"], dtype=np.float64)
         weights = np.asarray(params["weights"], dtype=np.float64)
         if rates.ndim != 2 or not np.all(np.isfinite(rates)) or np.any(rates < 0):
             raise bad_argument("rates", None, "a (k, d) array of finite non-negative rates", rates)
         return FactoredMoments(rates, weights, weights)
 
-    def max_components(self, moments) -> tuple[int, str]:
+    def max_components(self, moments: PoissonMoments | FactoredMoments) -> tuple[int, str]:
         d = moments.n_features
         return d, f"at most the number of features d = {d} (the rates of k components must be linearly independent)"
 
-    def unwhiten(self, fit, moments, k, floor, **options):
+    def unwhiten(self, fit: ExchangeableFit, moments: PoissonMoments | FactoredMoments, k: int, floor: float,
+                 **options: Any) -> tuple[dict, dict, dict]:
         components, eig, flips = fix_signs_by_mass(fit.components, fit.eigenvalues)
         if flips:
             warn(f"{current_entry()}: {flips} recovered component(s) had negative total rate before sign fixing; the "
@@ -201,7 +209,7 @@ class PoissonMixture(Family):
                 {"sign_flips": flips, "weights_sum_before_normalization": float(weights.sum())}, {})
 
     # EM ------------------------------------------------------------------------------------------------------
-    def refine_data(self, counts, estimate: SpectralEstimate, **options) -> CountRows:
+    def refine_data(self, counts: ArrayLike | sp.spmatrix, estimate: SpectralEstimate, **options: Any) -> CountRows:
         matrix = check_count_matrix(counts, "counts")
         d = estimate.params["rates"].shape[1]
         if matrix.shape[1] != d:
@@ -214,12 +222,12 @@ class PoissonMixture(Family):
     def n_observations(self, data: CountRows) -> int:
         return int(data.csr.shape[0])
 
-    def component_log_prob(self, params, data: CountRows):
+    def component_log_prob(self, params: Mapping[str, Any], data: CountRows) -> np.ndarray:
         rates = np.asarray(params["rates"], dtype=np.float64)
         log_rates = np.log(np.maximum(rates, np.finfo(np.float64).tiny))
         return np.asarray(data.csr @ log_rates.T) - rates.sum(axis=1) - data.log_factorials[:, None]
 
-    def m_step(self, data: CountRows, resp, params, **options):
+    def m_step(self, data: CountRows, resp: np.ndarray, params: Mapping[str, Any], **options: Any) -> dict:
         totals = resp.sum(axis=0) + 10 * np.finfo(np.float64).eps
         return {"weights": totals, "rates": np.asarray(data.csr.T @ resp).T / totals[:, None]}
 
@@ -251,7 +259,8 @@ FAMILY = PoissonMixture()
 
 
 @public
-def model(counts=None, *, k: int, n: int | None = None, dim: int | None = None, rate_mean: float = 10.0) -> None:
+def model(counts: ArrayLike | None = None, *, k: int, n: int | None = None, dim: int | None = None,
+          rate_mean: float = 10.0) -> None:
     """NumPyro Poisson mixture with the component of each row summed out.
 
     Parameters

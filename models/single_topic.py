@@ -21,9 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import partial
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
+from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
@@ -32,16 +35,20 @@ from scipy.special import gammaln
 from specinit._validation import Interval, Options
 from specinit.family import site_values
 from specinit.distributions.continuous import TRANSFORMS, point_mass
-from specinit.distributions.counts import ModelData, mixture_loglik, topic_components
+from specinit.distributions.counts import DocumentCounts, ModelData, mixture_loglik, topic_components
 from specinit.distributions.mixtures import MixtureLikelihood
 from specinit.engine.population import FactoredMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
 from specinit.faces import RANDOM_STATE, Face, Param, face, n_components_param, predicted
 from specinit.faces import responsibilities as posterior_topics
-from specinit.models._svi import SVI_OPTIONS, run_svi, svi_batch
+from specinit.models._svi import SVI_OPTIONS, TopicSVIResult, run_svi, svi_batch
 from specinit.models._topics import MODEL_ARGUMENTS, POPULATION_TOPICS, SEED_WORDS, UPDATE_ARGUMENTS, SeedWords, \
     TopicFamily, topic_concentration, warn_seeds
-from specinit.refine import check_estimate, component_share, mixture_e_step, split_merge_pair
+from specinit.refine import RefineResult, check_estimate, component_share, mixture_e_step, split_merge_pair
+
+if TYPE_CHECKING:
+    from specinit.engine.exchangeable import ExchangeableFit
+    from specinit.engine.moments import CountMoments
 
 __all__ = ["FACTS", "FAMILY", "SingleTopic", "guide", "log_likelihood", "model", "population_moments", "predict", "refine",
            "responsibilities", "spectral", "spectral_from_moments", "svi", "update"]
@@ -61,49 +68,53 @@ class SingleTopic(TopicFamily):
     match_site = "beta"
     advice = "The documents may not follow a k-topic mixture: try a smaller k."
 
-    def population_moments(self, params, **options) -> FactoredMoments:
+    def population_moments(self, params: Mapping[str, Any], **options: Any) -> FactoredMoments:
         weights = np.asarray(params["weights"], dtype=np.float64)
         return FactoredMoments(np.asarray(params["beta"], dtype=np.float64), weights, weights)
 
-    def unwhiten(self, fit, moments, k, floor, **options):
+    def unwhiten(self, fit: ExchangeableFit, moments: CountMoments | FactoredMoments, k: int, floor: float,
+                 **options: Any) -> tuple[dict, dict, dict]:
         beta, eig, report = self.topics(fit, moments, k)
         report["weights_sum_before_normalization"] = float(np.sum(1.0 / eig**2))
         return {"weights": 1.0 / eig**2, "beta": beta}, report, {}
 
-    def held_out(self, train, test, estimate) -> float:
+    def held_out(self, train: sp.csr_matrix, test: sp.csr_matrix, estimate: SpectralEstimate) -> float:
         """Marginal log-likelihood of ``test`` (multinomial coefficients left out) after 30 MAP-EM steps on ``train``."""
         estimate = self.refine(train, estimate, max_iter=30, tol=None, rtol=2e-6, restarts=0, pseudo_count=0.1,
                                window=10).estimate
         return self.token_log_likelihood(test, estimate)
 
-    def token_log_likelihood(self, counts, estimate) -> float:
+    def token_log_likelihood(self, counts: ArrayLike | sp.spmatrix,
+                             estimate: SpectralEstimate | Mapping[str, Any]) -> float:
         """Log-likelihood of the documents' token sequences (topic summed out, no multinomial coefficient)."""
         estimate = check_estimate(self, estimate)
         data = self.refine_data(counts, estimate)
         return float(np.sum(mixture_e_step(self, estimate.params, data, per_observation=True)[1] - data.log_coefficient))
 
-    def refine_data(self, counts, estimate, pseudo_count: float = 0.0, **options) -> "UnigramData":
+    def refine_data(self, counts: ArrayLike | sp.spmatrix, estimate: SpectralEstimate | Mapping[str, Any],
+                    pseudo_count: float = 0.0, **options: Any) -> "UnigramData":
         X = self.estimate_counts(counts, estimate).astype(np.float64)
         log_factorials = X.copy()
         log_factorials.data = gammaln(X.data + 1.0)
         coefficient = gammaln(np.asarray(X.sum(axis=1)).ravel() + 1.0) - np.asarray(log_factorials.sum(axis=1)).ravel()
         return UnigramData(X, coefficient, PSEUDO_COUNT.check("pseudo_count", pseudo_count))
 
-    def component_log_prob(self, params, data: "UnigramData"):
+    def component_log_prob(self, params: Mapping[str, Any], data: "UnigramData") -> np.ndarray:
         log_beta = np.log(np.maximum(np.asarray(params["beta"], dtype=np.float64), np.finfo(np.float64).tiny))
         return np.asarray(data.csr @ log_beta.T) + data.log_coefficient[:, None]
 
-    def e_step(self, params, data: "UnigramData"):
+    def e_step(self, params: Mapping[str, Any], data: "UnigramData") -> tuple[np.ndarray, float]:
         resp, total = mixture_e_step(self, params, data)
         if data.pseudo_count:
             total += data.pseudo_count * sum(float(np.sum(np.log(params[name]))) for name in ("weights", "beta"))
         return resp, total
 
-    def m_step(self, data: "UnigramData", resp, params, **options):
+    def m_step(self, data: "UnigramData", resp: np.ndarray, params: Mapping[str, Any], **options: Any) -> dict:
         return {"weights": resp.sum(axis=0) + data.pseudo_count,
                 "beta": np.asarray(data.csr.T @ resp).T + data.pseudo_count}
 
-    def split_merge(self, params, data: "UnigramData", resp, rng, attempt=0):
+    def split_merge(self, params: Mapping[str, Any], data: "UnigramData", resp: np.ndarray, rng: np.random.Generator,
+                    attempt: int = 0) -> dict | None:
         # merge: the topic whose removal costs the least log-likelihood leaves; split: the attempt-th heaviest
         # other topic, its documents divided along the principal axis of their word frequencies (power iteration
         # on the responsibility-weighted covariance, matrix-free on the sparse counts), each half's word counts
@@ -190,7 +201,7 @@ FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
 @face(MODEL_ARGUMENTS)
-def model(counts, *, k, vocab_size, doc_lengths, eta, subsample_size):
+def model(counts, *, k, vocab_size, doc_lengths, eta, subsample_size) -> None:
     """NumPyro single-topic model with the topic of each document summed out.
 
     Raises
@@ -315,7 +326,7 @@ def spectral(counts, k, *, method, weighting, seed, vocabulary, floor, decompose
                        "``benchmarks/bench_short_text.py`` among 0.01, 0.03, 0.1, 0.3 and 1.", 0.1),
     window=10, split_merge=2)
 def refine(counts, estimate, *, method, max_iter, tol, floor, restarts, seed, pseudo_count, window, split_merge,
-           accelerate):
+           accelerate) -> RefineResult:
     """Spectral then refine: MAP-EM for the mixture of unigrams started from an estimate.
 
     The objective is the log posterior under a symmetric Dirichlet(1 + ``pseudo_count``) prior on every
@@ -458,8 +469,8 @@ def log_likelihood(counts, estimate) -> np.ndarray:
 
 
 @face({**MODEL_ARGUMENTS, "counts": Param("scipy.sparse matrix or DocumentCounts", "The counts of the minibatch "
-                                            "(as for :func:`model`).", None)})
-def guide(counts, *, k, vocab_size, doc_lengths, eta, subsample_size):
+                                            "(as for :func:`model`).", None, annotation=sp.spmatrix | DocumentCounts)})
+def guide(counts, *, k, vocab_size, doc_lengths, eta, subsample_size) -> None:
     """NumPyro guide of :func:`model` on sparse counts: point masses for ``weights`` and ``beta`` (topics summed out).
 
     Its parameters ``weights_unconstrained`` (k-1,) and ``beta_unconstrained``
@@ -473,7 +484,7 @@ def guide(counts, *, k, vocab_size, doc_lengths, eta, subsample_size):
 
 @face({**MODEL_ARGUMENTS, **SVI_OPTIONS})
 def svi(counts, k, *, init, max_steps, tol, num_steps, batch_size, seed, progress, lr, decay_steps, eta,
-        snapshot_every):
+        snapshot_every) -> TopicSVIResult:
     """Minibatch SVI of the sparse single-topic model (point masses for ``weights`` and ``beta``).
 
     Runs ``numpyro.infer.SVI`` on :func:`model` fed by minibatches of

@@ -26,7 +26,9 @@ import stat
 import threading
 import zipfile
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, BinaryIO
 
 import numpy as np
 
@@ -74,14 +76,14 @@ _KINDS = (
 )
 
 
-def check_path(path, name, func) -> Path:
+def check_path(path: str | os.PathLike, name: str, func: str | None) -> Path:
     """``path`` as a :class:`~pathlib.Path`; TypeError naming ``name`` when it is not a path."""
     if not isinstance(path, (str, os.PathLike)):
         raise bad_argument(name, func, "a path (str or os.PathLike)", path, kind=TypeError)
     return Path(path)
 
 
-def check_max_bytes(max_bytes, func) -> int:
+def check_max_bytes(max_bytes: int | None, func: str | None) -> int:
     """The memory budget in bytes: :func:`specinit.memory_limit` for None, else a positive integer."""
     return memory_limit() if max_bytes is None else check_int(max_bytes, "max_bytes", func, minimum=1)
 
@@ -90,12 +92,13 @@ class FileError(ValueError):
     """A ValueError whose message already names the file (readers re-raise it unchanged)."""
 
 
-def file_error(path, line_number, problem) -> FileError:
+def file_error(path: str | os.PathLike, line_number: int | None, problem: str) -> FileError:
     """A ValueError naming the file and, when ``line_number`` is not None, the line."""
     return FileError(f"{path}, line {line_number}: {problem}" if line_number is not None else f"{path}: {problem}")
 
 
-def check_budget(path, needed: float, max_bytes: int, what: str, func: str, detail: str = "") -> None:
+def check_budget(path: str | os.PathLike, needed: float, max_bytes: int, what: str, func: str,
+                 detail: str = "") -> None:
     """Refuse ``path`` when reading it needs more than ``max_bytes`` or than the process's address-space limits leave.
 
     ``what`` says where the size comes from; ``detail`` (e.g. the largest member of an archive) follows the sizes.
@@ -125,7 +128,7 @@ def _not_regular(path, mode, name, func) -> ValueError:
                         f"the {file_kind(mode)} {str(path)!r}", describe=False)
 
 
-def open_regular(path, name, func):
+def open_regular(path: str | os.PathLike, name: str, func: str | None) -> BinaryIO:
     """Open ``path`` for binary reading after checking that it is a regular file.
 
     The check runs before the file is opened (``os.stat``) and again on the
@@ -150,7 +153,7 @@ def open_regular(path, name, func):
     return os.fdopen(fd, "rb")
 
 
-def check_target(path, name, func) -> Path:
+def check_target(path: str | os.PathLike, name: str, func: str | None) -> Path:
     """``path`` as a file a writer may create or replace: refuse an existing node that is not a regular file.
 
     A symbolic link is judged by what it points to (a link to ``/dev/null``
@@ -268,7 +271,7 @@ class _Terminated(BaseException):
 
 
 @contextlib.contextmanager
-def signals_clean_up():
+def signals_clean_up() -> Iterator[None]:
     """Run the body with SIGTERM turned into an exception, so that a writer's clean-up runs as it does on SIGINT.
 
     Only where SIGTERM would end the process (its handler is the default one) and only in the main thread (the
@@ -300,7 +303,7 @@ def signals_clean_up():
             signal.raise_signal(sigterm)
 
 
-def read_held(path, name, func, max_bytes: int, *, gunzip: bool = False) -> bytes:
+def read_held(path: str | os.PathLike, name: str, func: str | None, max_bytes: int, *, gunzip: bool = False) -> bytes:
     """The bytes of a regular file read whole (inflated when ``gunzip``), at most ``max_bytes // HELD_FRACTION``.
 
     Raises
@@ -349,12 +352,13 @@ class LineReader:
         The number of the last line read.
     """
 
-    def __init__(self, handle, path, max_bytes: int, func: str, *, total: bool = True, encoding: str | None = None):
+    def __init__(self, handle: IO, path: str | os.PathLike, max_bytes: int, func: str, *, total: bool = True,
+                 encoding: str | None = None) -> None:
         self.handle, self.path, self.func, self.encoding = handle, path, func, encoding
         self.max_bytes, self.max_line, self.total = max_bytes, max(max_bytes // HELD_FRACTION, 1), total
         self.line_number, self.characters = 0, 0
 
-    def readline(self):
+    def readline(self) -> str | bytes:
         """The next line (with its line break), or an empty line at the end of the file."""
         line = self.handle.readline(self.max_line + 1)
         if not line:
@@ -385,7 +389,7 @@ class LineReader:
 
 
 @contextlib.contextmanager
-def read_text(path, name, func, max_bytes: int):
+def read_text(path: str | os.PathLike, name: str, func: str | None, max_bytes: int) -> Iterator[LineReader]:
     """A :class:`LineReader` over the UTF-8 lines of ``path`` (through gzip when its name ends in ``.gz``).
 
     Decompression errors become a ValueError naming the file and the line
@@ -405,7 +409,7 @@ def read_text(path, name, func, max_bytes: int):
         raw.close()
 
 
-def npy_header(handle) -> tuple[tuple, np.dtype]:
+def npy_header(handle: IO[bytes]) -> tuple[tuple, np.dtype]:
     """``(shape, dtype)`` from the header of the ``.npy`` stream ``handle`` (left just past the header).
 
     Raises
@@ -431,7 +435,7 @@ def _member_header(archive: zipfile.ZipFile, info: zipfile.ZipInfo):
         return shape, dtype, member.tell()
 
 
-def npz_members(handle, path, max_bytes: int, func: str) -> dict:
+def npz_members(handle: IO[bytes], path: str | os.PathLike, max_bytes: int, func: str) -> dict:
     """Shape and dtype of every array of an ``.npz`` archive, read from the member headers only.
 
     Each member's header (the ``.npy`` magic, shape and dtype) is inflated,

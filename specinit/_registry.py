@@ -9,7 +9,10 @@ registered by defining it (its module imported), as the built-in ones are.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from specinit.family import Family
 
 __all__ = ["declare", "declared", "lookup", "names", "register"]
 
@@ -51,7 +54,7 @@ def declared() -> tuple:
     return tuple(_MODULES)
 
 
-def lookup(name: str):
+def lookup(name: str) -> Family | None:
     """The instance of the family ``name``, importing its declared module first; None for an unknown name.
 
     Raises

@@ -188,7 +188,8 @@ def _describe(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-def bad_argument(name: str, func: str | None, constraint: str, found: Any, *, kind=ValueError, describe=True):
+def bad_argument(name: str, func: str | None, constraint: str, found: Any, *, kind: type[Exception] = ValueError,
+                 describe: bool = True) -> Exception:
     """Build the uniform validation error (the caller raises it); ``func=None`` names the current public entry."""
     got = _describe(found) if describe else str(found)
     return kind(f"The '{name}' argument of {func or current_entry()} must be {constraint}; got {got} instead.")
@@ -206,7 +207,7 @@ class StoredArrayError(ValueError):
         What is wrong, without the argument (``"must be ...; got ... instead"``).
     """
 
-    def __init__(self, message: str, key: str, problem: str):
+    def __init__(self, message: str, key: str, problem: str) -> None:
         super().__init__(message)
         self.key, self.problem = key, problem
 
@@ -275,7 +276,8 @@ def stored_array(arrays: Mapping, key: str, what: str, name: str = "estimate", *
     return value
 
 
-def check_int(value: Any, name: str, func: str | None = None, *, minimum: int | None = None, maximum: int | None = None) -> int:
+def check_int(value: Any, name: str, func: str | None = None, *, minimum: int | None = None,
+              maximum: int | None = None) -> int:
     """Return ``value`` as ``int`` after checking its type and range."""
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise bad_argument(name, func, "an integer", value, kind=TypeError)
@@ -776,7 +778,7 @@ class Interval:
         text = what + (" " + " and ".join(bounds) if bounds else "")
         return text + (" or None" if self.none else "")
 
-    def check(self, name: str, value: Any):
+    def check(self, name: str, value: Any) -> Any:
         if value is None and self.none:
             return None
         integral = isinstance(value, numbers.Integral) and not isinstance(value, bool)
@@ -803,7 +805,7 @@ class Options:
 
     values: tuple
 
-    def check(self, name: str, value: Any):
+    def check(self, name: str, value: Any) -> Any:
         return check_choice(value, name, None, self.values)
 
 

@@ -37,7 +37,7 @@ import functools
 import inspect
 import re
 from numbers import Integral, Real
-from typing import Callable
+from typing import Any, Callable, Self, TypeVar, cast
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, DensityMixin, TransformerMixin
@@ -106,7 +106,11 @@ def _parameter_constraints(name: str, face: Face) -> dict:
 _ARGUMENT_ERROR = re.compile(r"The '(?P<name>[^']+)' argument of (?P<entry>\S+) (?P<rest>.*)", re.DOTALL)
 
 
-def _speaks(method: str) -> Callable:
+#: A method of :class:`SpectralEstimator` (its type kept by :func:`_speaks`).
+_Method = TypeVar("_Method", bound=Callable[..., Any])
+
+
+def _speaks(method: str) -> Callable[[_Method], _Method]:
     """``method`` re-raising the family's errors about its arguments under the estimator's names.
 
     An error naming a ``spectral`` (or refinement) argument that a parameter sets becomes scikit-learn's
@@ -114,7 +118,7 @@ def _speaks(method: str) -> Callable:
     ``X`` and ``Estimator.method``. The message's substance is kept.
     """
 
-    def decorate(func: Callable) -> Callable:
+    def decorate(func: _Method) -> _Method:
         @functools.wraps(func)
         def wrapper(self, *args, **kwargs):
             try:
@@ -125,7 +129,7 @@ def _speaks(method: str) -> Callable:
                     raise
                 raise translated from error
 
-        return wrapper
+        return cast(_Method, wrapper)
 
     return decorate
 
@@ -201,7 +205,7 @@ class SpectralEstimator:
         return {**arguments, **self.face.fixed, "seed": self._seed}
 
     @_speaks("fit")
-    def fit(self, X, y=None):
+    def fit(self, X: Any, y: object = None) -> Self:
         """Fit the family to ``X``: its ``spectral`` (then its refinement, as the parameters ask).
 
         Parameters
@@ -237,7 +241,7 @@ class SpectralEstimator:
 
     @available_if(_answers("partial_fit"))
     @_speaks("partial_fit")
-    def partial_fit(self, X, y=None):
+    def partial_fit(self, X: Any, y: object = None) -> Self:
         """Add a batch to the fit (online: the family's ``update``).
 
         The first call fits the batch; each later call merges the batch's
@@ -337,7 +341,7 @@ class SpectralEstimator:
 
     @available_if(lambda estimator: estimator.face.transform is not None)
     @_speaks("transform")
-    def transform(self, X):
+    def transform(self, X: Any) -> np.ndarray:
         """The fitted model's representation of every row (topic proportions, posterior memberships).
 
         Parameters
@@ -354,7 +358,7 @@ class SpectralEstimator:
 
     @available_if(lambda estimator: estimator.face.predict_proba is not None)
     @_speaks("predict_proba")
-    def predict_proba(self, X):
+    def predict_proba(self, X: Any) -> np.ndarray | list[np.ndarray]:
         """Posterior component probabilities of every row (of every step, for sequences).
 
         Parameters
@@ -370,7 +374,7 @@ class SpectralEstimator:
 
     @available_if(lambda estimator: estimator.face.predict_proba is not None)
     @_speaks("predict")
-    def predict(self, X):
+    def predict(self, X: Any) -> np.ndarray | list[np.ndarray]:
         """Most probable component of every row (the most probable state path of every sequence).
 
         Parameters
@@ -388,7 +392,7 @@ class SpectralEstimator:
 
     @available_if(_answers("score_samples"))
     @_speaks("score_samples")
-    def score_samples(self, X):
+    def score_samples(self, X: Any) -> np.ndarray:
         """Log-likelihood of every row (of every sequence).
 
         Parameters
@@ -403,7 +407,7 @@ class SpectralEstimator:
         return self._faces.log_likelihood(self._data(X, reset=False), self.estimate_)
 
     @_speaks("score")
-    def score(self, X, y=None) -> float:
+    def score(self, X: Any, y: object = None) -> float:
         """The face's score of ``X`` (higher is better; what ``GridSearchCV`` maximizes).
 
         Topic faces: the held-out log-likelihood of the documents' tokens, a
@@ -438,7 +442,7 @@ class SpectralEstimator:
 
     @available_if(_answers("perplexity"))
     @_speaks("perplexity")
-    def perplexity(self, X) -> float:
+    def perplexity(self, X: Any) -> float:
         """``exp(-log-likelihood / number of tokens)`` of the documents (lower is better).
 
         Parameters
@@ -456,7 +460,7 @@ class SpectralEstimator:
 
     @available_if(_answers("bic"))
     @_speaks("bic")
-    def bic(self, X) -> float:
+    def bic(self, X: Any) -> float:
         """Bayesian information criterion on ``X`` (lower is better).
 
         Parameters
@@ -472,7 +476,7 @@ class SpectralEstimator:
 
     @available_if(_answers("bic"))
     @_speaks("aic")
-    def aic(self, X) -> float:
+    def aic(self, X: Any) -> float:
         """Akaike information criterion on ``X`` (lower is better).
 
         Parameters
@@ -533,9 +537,9 @@ def estimator_class(family: Family | str) -> type:
     name = face.class_name
     self_parameter = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
     parameters = [inspect.Parameter(param_name, inspect.Parameter.POSITIONAL_OR_KEYWORD if i == 0 else
-                                    inspect.Parameter.KEYWORD_ONLY, default=param.default)
+                                    inspect.Parameter.KEYWORD_ONLY, default=param.default, annotation=param.annotation)
                   for i, (param_name, param) in enumerate(face.parameters.items())]
-    signature = inspect.Signature([self_parameter, *parameters])
+    signature = inspect.Signature([self_parameter, *parameters], return_annotation=None)
 
     def __init__(self, *args, **kwargs):
         bound = signature.bind(self, *args, **kwargs)
@@ -623,7 +627,7 @@ _PARTIAL_FIT_AFTER_FIT = ("the check calls partial_fit on a model fitted by fit,
                           "with; partial_fit refuses and says so")
 
 
-def expected_failed_checks(estimator) -> dict:
+def expected_failed_checks(estimator: SpectralEstimator) -> dict[str, str]:
     """The checks of scikit-learn's ``check_estimator`` that cannot apply to ``estimator``, each with the reason.
 
     For ``check_estimator(estimator, expected_failed_checks=expected_failed_checks(estimator))`` (or

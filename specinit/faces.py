@@ -1,13 +1,15 @@
 """Public faces built from declarations: each argument of a family's public calls is declared once.
 
 A :class:`Param` holds what a user needs to know about one argument: its
-numpydoc type, its default, its constraint and its documentation. A family
+numpydoc type, its annotation, its default, its constraint and its
+documentation. A family
 declares its own in one table (:attr:`specinit.family.Family.options` and
 :attr:`~specinit.family.Family.arguments`, beside the common ones of
 :data:`specinit.family.COMMON_OPTIONS`); :func:`face` turns a template --
 a function whose ``def`` line names the arguments and whose docstring holds
 everything but the ``Parameters`` section -- into the public function:
-signature (``__signature__``, with the declared defaults and types),
+signature (``__signature__``, with the declared defaults and annotations, and
+the template's return annotation),
 ``Parameters`` section assembled from the table, and the entry scope of
 :func:`specinit._validation.public`. The scikit-learn estimators
 (:mod:`specinit.estimators`) and the command line (:mod:`specinit.cli`) read
@@ -18,14 +20,24 @@ from __future__ import annotations
 
 import functools
 import inspect
+import operator
 import re
 import textwrap
+from types import GenericAlias
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
+import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from specinit._validation import Interval, current_entry, public
+from specinit.estimate import SpectralEstimate
+
+if TYPE_CHECKING:
+    from specinit.estimators import SpectralEstimator
+    from specinit.family import Family
 
 __all__ = ["RANDOM_STATE", "REQUIRED", "Face", "Param", "chain_face", "face", "max_iter_param", "mean_log_likelihood",
            "n_components_param", "parameters_section", "predicted", "refined", "responsibilities", "view_face"]
@@ -41,9 +53,67 @@ _LATER_SECTIONS = re.compile(r"^\s*(Returns|Yields|Receives|Other Parameters|Rai
 _WIDTH = 116
 
 
+#: The annotations of the numpydoc type words a :class:`Param` reads its annotation off (quoted strings and
+#: ``{...}`` sets of them read as ``Literal``, ``sequence of <word>`` as a ``Sequence``).
+_TYPE_WORDS: dict[str, Any] = {
+    "int": int, "float": float, "bool": bool, "str": str, "dict": dict, "None": None, "object": Any,
+    "array": ArrayLike, "array-like": ArrayLike, "arrays": ArrayLike, "scipy.sparse matrix": sp.spmatrix,
+    "numpy.random.Generator": np.random.Generator, "SpectralEstimate": SpectralEstimate,
+}
+
+#: What separates the alternatives of a numpydoc type line: ", ", " or ", ", or " or " / " outside a ``{...}`` set.
+_ALTERNATIVES = re.compile(r"(?:,? or |, | / )(?![^{]*\})")
+
+#: The shapes a numpydoc type line states (``", shape (N, d)"``, ``" of shape (k,)"``), which annotations omit.
+_SHAPE = re.compile(r",? (?:of )?shape \([^)]*\)")
+
+
+def _word_annotation(word: str) -> Any:
+    """The annotation of one alternative of a numpydoc type line; ``...`` (Ellipsis) when it is not a simple one."""
+    if word.startswith(("{", "'")):
+        choices = [choice.strip() for choice in word.strip("{}").split(",")]
+        if not all(len(choice) > 1 and choice[0] == choice[-1] == "'" for choice in choices):
+            return ...
+        return Literal[tuple(choice[1:-1] for choice in choices)]
+    if word.startswith("sequence of "):
+        item = _word_annotation(word.removeprefix("sequence of "))
+        return ... if item is ... else GenericAlias(Sequence, (item,))  # Sequence[item], built at run time
+    return _TYPE_WORDS.get(word, ...)
+
+
+def annotation_of(type_text: str, default: Any = REQUIRED) -> Any:
+    """The annotation a numpydoc type line states, when it is made of simple words; ``...`` (Ellipsis) otherwise.
+
+    The alternatives (separated by ``" or "``, ``", "`` or ``" / "``; shapes left out) are the words of
+    :data:`_TYPE_WORDS`, quoted strings and ``{...}`` sets of quoted strings (a ``Literal``), each possibly after
+    ``"sequence of "``; ``", optional"`` adds None when the default is None.
+
+    Parameters
+    ----------
+    type_text : str
+        A numpydoc type line (``"{'pooled', 'per-document'} or None"``, ``"array, shape (k,), optional"``).
+    default : object, optional
+        The argument's default.
+
+    Returns
+    -------
+    object
+        The annotation (``Literal["pooled", "per-document"] | None``), or ``...`` for a line with other words
+        (``"ChainViews"``).
+    """
+    text = _SHAPE.sub("", type_text)
+    optional = text.endswith(", optional")
+    alternatives = [_word_annotation(word) for word in _ALTERNATIVES.split(text.removesuffix(", optional"))]
+    if ... in alternatives:
+        return ...
+    if optional and default is None and None not in alternatives:
+        alternatives.append(None)
+    return functools.reduce(operator.or_, alternatives) if len(alternatives) > 1 else alternatives[0]
+
+
 @dataclass(frozen=True)
 class Param:
-    """One declared argument: numpydoc type, default, constraint and documentation.
+    """One declared argument: numpydoc type, default, constraint, documentation and annotation.
 
     Parameters
     ----------
@@ -56,12 +126,29 @@ class Param:
     constraint : object, optional
         An :class:`~specinit._validation.Interval`, :class:`~specinit._validation.Options`, or a callable
         ``(name, value) -> value``; None: any value (checked where it is used).
+    annotation : object, optional
+        The annotation of the argument in the public signatures (a type or a ``typing`` form); ``...``
+        (default): read off ``type`` (:func:`annotation_of`), which must then be made of simple words.
+
+    Raises
+    ------
+    TypeError
+        No ``annotation`` for a ``type`` that :func:`annotation_of` cannot read.
     """
 
     type: str
     doc: str
     default: Any = REQUIRED
     constraint: Any = None
+    annotation: Any = ...
+
+    def __post_init__(self) -> None:
+        if self.annotation is ...:
+            annotation = annotation_of(self.type, self.default)
+            if annotation is ...:
+                raise TypeError(f"Param: the type {self.type!r} is not made of simple words (faces.annotation_of): "
+                                f"declare its annotation (annotation=...).")
+            object.__setattr__(self, "annotation", annotation)
 
     def check(self, name: str, value: Any) -> Any:
         """``value`` checked against the constraint (and normalised), or as it is when there is none."""
@@ -83,7 +170,7 @@ class Param:
         return f"{name} : {self.type}\n{body}"
 
 
-def parameters_section(table: Mapping[str, Param], names) -> str:
+def parameters_section(table: Mapping[str, Param], names: Iterable[str]) -> str:
     """The numpydoc ``Parameters`` section of ``names`` (unindented), from ``table``."""
     return "Parameters\n----------\n" + "\n".join(table[name.lstrip("*")].numpydoc(name) for name in names)
 
@@ -97,6 +184,17 @@ def _with_parameters(doc: str, section: str) -> str:
     return f"{head}\n\n{section}\n\n{tail}".rstrip() + "\n"
 
 
+def _evaluated(annotation: Any, template: Callable) -> Any:
+    """A template's return annotation as an object: a string (postponed annotations) evaluated in the template's
+    module, kept as written when it names what the module imports for type checkers only."""
+    if not isinstance(annotation, str):
+        return annotation
+    try:
+        return eval(annotation, template.__globals__)  # noqa: S307 (the module's own annotation text)
+    except NameError:
+        return annotation
+
+
 #: The return type of a template, kept by its public function (a type checker sees the template's annotation).
 R = TypeVar("R")
 
@@ -108,7 +206,8 @@ def face(table: Mapping[str, Param], *, validate: bool = True) -> Callable[[Call
     after it; ``**name`` for keyword arguments forwarded as they are); ``table`` gives each named argument its
     default and its documentation (type and description). Calls bind to the declared signature (missing
     defaults filled in, unknown names refused as Python refuses them), every argument with a constraint is
-    checked against it (and normalised), and the template receives every argument named.
+    checked against it (and normalised), and the template receives every argument named. The signature carries
+    each argument's declared annotation (:attr:`Param.annotation`) and the template's return annotation.
 
     Parameters
     ----------
@@ -135,8 +234,10 @@ def face(table: Mapping[str, Param], *, validate: bool = True) -> Callable[[Call
         for name, parameter in declared.parameters.items():
             param = table[name]
             keyword = parameter.kind is inspect.Parameter.VAR_KEYWORD
-            parameters.append(parameter if keyword else parameter.replace(default=param.default))
-        signature = declared.replace(parameters=parameters)
+            default = parameter.default if keyword else param.default
+            parameters.append(parameter.replace(default=default, annotation=param.annotation))
+        signature = declared.replace(parameters=parameters,
+                                     return_annotation=_evaluated(declared.return_annotation, template))
         names = [f"**{name}" if p.kind is inspect.Parameter.VAR_KEYWORD else name
                  for name, p in declared.parameters.items()]
         checked = [name for name in names if validate and not name.startswith("**")
@@ -245,7 +346,7 @@ class Face:
     refine_arguments: Mapping[str, str] = field(default_factory=dict)
 
 
-def n_components_param(what: str, default, rule: str) -> Param:
+def n_components_param(what: str, default: int | Literal["auto"], rule: str) -> Param:
     """The ``n_components`` of a face: what it counts, its default, and the ``"auto"`` rule of ``rule``."""
     return Param("int or 'auto'", f"Number of {what}; ``\"auto\"``: chosen from the data by the rule of "
                  f"``{rule}`` (:meth:`specinit.family.Family.choose_k`: the spectrum of the second moment bounds it, "
@@ -263,7 +364,7 @@ def max_iter_param(refine: Callable, steps: str) -> Param:
                  f"defaults); 0: the spectral estimate alone.", default)
 
 
-def refined(estimator, faces, X, estimate):
+def refined(estimator: SpectralEstimator, faces: Any, X: Any, estimate: SpectralEstimate) -> SpectralEstimate:
     """The family's ``refine`` from the spectral estimate (its defaults, ``max_iter`` and the seed), unless
     ``max_iter`` is 0."""
     if not estimator.max_iter:
@@ -271,17 +372,17 @@ def refined(estimator, faces, X, estimate):
     return faces.refine(X, estimate, max_iter=estimator.max_iter, seed=estimator._seed).estimate
 
 
-def mean_log_likelihood(estimator, faces, X) -> float:
+def mean_log_likelihood(estimator: SpectralEstimator, faces: Any, X: Any) -> float:
     """The mean log-likelihood per row (``GaussianMixture.score``)."""
     return float(np.mean(faces.log_likelihood(X, estimator.estimate_)))
 
 
-def predicted(estimator, estimate, X):
+def predicted(estimator: SpectralEstimator, estimate: SpectralEstimate, X: Any) -> np.ndarray:
     """The fitted attribute ``labels_``: the most probable component of every training row."""
     return estimator.predict(X)
 
 
-def responsibilities(estimator, faces, X):
+def responsibilities(estimator: SpectralEstimator, faces: Any, X: Any) -> np.ndarray:
     """Posterior component probabilities of every row (the family's ``predict``)."""
     return faces.predict(X, estimator.estimate_)[0]
 
@@ -303,7 +404,7 @@ def _total_log_likelihood(estimator, faces, X) -> float:
 
 
 def chain_face(class_name: str, name: str, refine: Callable, summary: str, parameters: dict, spectral: dict,
-               attributes: dict, from_data=None, answers: frozenset = frozenset(),
+               attributes: dict, from_data: Callable | None = None, answers: frozenset = frozenset(),
                constraints: dict | None = None) -> Face:
     """A hidden Markov model's face: sequences in, Baum-Welch after the moments, hmmlearn's attribute names."""
     return Face(
@@ -333,7 +434,7 @@ _VIEW_CONSTRAINTS = {"kinds": ["array-like", None], "dims": ["array-like", None]
                      "exchangeable": ["boolean"]}
 
 
-def view_face(class_name: str, family, refine: Callable, summary: str, options: tuple,
+def view_face(class_name: str, family: Family, refine: Callable, summary: str, options: tuple,
               answers: frozenset = frozenset()) -> Face:
     """A multi-view mixture's face: a list of views in, EM after the moments, classes out."""
     declared = family.declared()

@@ -88,9 +88,10 @@ from __future__ import annotations
 import sys
 import warnings
 from dataclasses import dataclass, replace
-from typing import Any, Callable, ClassVar, Mapping
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal, Mapping, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from specinit import _registry
 from specinit._validation import (
@@ -113,6 +114,10 @@ from specinit.engine.whitening import IndefiniteMomentError, negative_spectrum, 
 from specinit.estimate import Site, SpectralEstimate
 from specinit.faces import Face, Param, R, face
 
+if TYPE_CHECKING:
+    from specinit.engine.backends import Passes
+    from specinit.refine import RefineResult
+
 __all__ = ["COMMON_OPTIONS", "DEFERRED_ESTIMATE", "Family", "MOMENTS_STATE", "NEGATIVE_PROBE", "NOISE_FACTOR",
            "REQUIRED_HOOKS", "SCORED_ESTIMATE", "Stream", "UPDATED_ESTIMATE", "family", "k_param", "noise_edge",
            "registered", "site_values", "stored_moments"]
@@ -128,7 +133,7 @@ REQUIRED_HOOKS = (("moments",), ("population_moments",), ("unwhiten", "recover")
 NEGATIVE_PROBE = 8
 
 
-def noise_edge(magnitudes) -> float:
+def noise_edge(magnitudes: ArrayLike) -> float:
     """The edge of the negative eigenvalues' bulk: the largest magnitude that is not an isolated spike.
 
     A few magnitudes far above the others are spikes -- directions in which the estimator fluctuates far more
@@ -240,10 +245,10 @@ UPDATED_ESTIMATE = Param("SpectralEstimate, optional", "The fit to update (from 
 #: The ``estimate`` argument of an ``update`` whose family defers recoveries (:meth:`Family.defer`).
 DEFERRED_ESTIMATE = Param("SpectralEstimate or Stream, optional", UPDATED_ESTIMATE.doc + " A :class:`Stream` (batches "
                           "taken in by :meth:`Family.defer`, the parameters not yet recovered) continues like the "
-                          "estimate it started from.", None)
+                          "estimate it started from.", None, annotation=SpectralEstimate | Stream | None)
 
 
-def site_values(value, first: str | None = None, /, **others) -> dict:
+def site_values(value: Any, first: str | None = None, /, **others: Any) -> dict:
     """The parameters given to a ``population_moments`` face, as a dict of site values.
 
     Parameters
@@ -277,7 +282,7 @@ def site_values(value, first: str | None = None, /, **others) -> dict:
 MOMENTS_STATE = "moments/"
 
 
-def stored_moments(estimate, model: str, func: str) -> dict:
+def stored_moments(estimate: Any, model: str, func: str) -> dict:
     """The moment summary an online estimate keeps (its ``state`` under :data:`MOMENTS_STATE`, prefix removed).
 
     Parameters
@@ -479,7 +484,7 @@ class Family:
         :func:`specinit.estimators.estimator_class` builds its estimator; None (default): no estimator."""
         return None
 
-    def site_table(self, params: Mapping | None = None, **options) -> tuple[dict, str | None]:
+    def site_table(self, params: Mapping | None = None, **options: Any) -> tuple[dict, str | None]:
         """``(sites, match_site)`` for estimates with these parameters (default: the declared table)."""
         return dict(self.sites), self.match_site
 
@@ -509,11 +514,11 @@ class Family:
         except StoredArrayError as exc:
             raise exc.under(MOMENTS_STATE) from None
 
-    def moments(self, data, *, k: int, backend, **options) -> Moments:
+    def moments(self, data: Any, *, k: int, backend: str | Passes | None, **options: Any) -> Moments:
         """Required: the data's moments (:mod:`specinit.engine.protocols`; one validated pass, on ``backend``)."""
         raise NotImplementedError(f"{type(self).__name__} does not build moments from data")
 
-    def population_moments(self, params: Mapping, **options) -> Moments:
+    def population_moments(self, params: Mapping, **options: Any) -> Moments:
         """Required: exact moments (:mod:`specinit.engine.protocols`) of the model with parameters ``params``
         (a dict of site values)."""
         raise NotImplementedError(f"{type(self).__name__} has no population moments")
@@ -525,24 +530,24 @@ class Family:
             return min(moments.dims), f"at most the smallest view dimension ({min(moments.dims)})"
         return moments.n_features, f"at most the number of features ({moments.n_features})"
 
-    def target(self, **options) -> int:
+    def target(self, **options: Any) -> int:
         """The target view of a multi-view fit."""
         return -1
 
-    def kind_of(self, **options) -> str:
+    def kind_of(self, **options: Any) -> str:
         """The engine fit for these options (default: :attr:`fit_kind`)."""
         return self.fit_kind
 
-    def tensor_order(self, **options) -> int:
+    def tensor_order(self, **options: Any) -> int:
         """Order of the whitened tensor of an exchangeable fit (default: :attr:`order`)."""
         return self.order
 
-    def fit_input(self, moments: Moments, k: int, **options) -> Moments:
+    def fit_input(self, moments: Moments, k: int, **options: Any) -> Moments:
         """What the engine fit decomposes: the family's moments, or a view of them (default: themselves)."""
         return moments
 
     def unwhiten(self, fit: ExchangeableFit | MultiViewFit, moments: Moments, k: int, floor: float,
-                 **options) -> tuple[dict, dict, dict]:
+                 **options: Any) -> tuple[dict, dict, dict]:
         """Required unless :meth:`recover` is overridden: ``(params, report, state)`` from an engine fit: values
         of every latent site, flat diagnostics, and the fitted arrays that are not sites but that the estimate
         keeps (saved with it; usually none).
@@ -551,13 +556,14 @@ class Family:
         """
         raise NotImplementedError(f"{type(self).__name__} does not unwhiten an engine fit")
 
-    def complete(self, params: dict, data, moments: Moments, *, rng, **options) -> tuple[dict, dict]:
+    def complete(self, params: dict, data: Any, moments: Moments, *, rng: np.random.Generator,
+                 **options: Any) -> tuple[dict, dict]:
         """Data-dependent additions after recovery (document topics, factor scores, closing steps; ``floor`` is
         :meth:`spectral`'s); default: none."""
         return params, {}
 
     # ---- the skeleton ---------------------------------------------------------------------------------------
-    def estimate(self, k: int | None, params: Mapping, diagnostics: Mapping, *, vocabulary=None,
+    def estimate(self, k: int | None, params: Mapping, diagnostics: Mapping, *, vocabulary: Sequence[str] | None = None,
                  state: Mapping | None = None, options: Mapping | None = None) -> SpectralEstimate:
         """Package values as this family's :class:`~specinit.estimate.SpectralEstimate` (the one place estimates are built).
 
@@ -582,7 +588,8 @@ class Family:
         return SpectralEstimate(self.name, dict(params), dict(diagnostics), vocabulary, k=k, sites=sites,
                                 match_site=match, state=dict(state or {}))
 
-    def stream(self, estimate, k, summary: type, func: str) -> tuple[Any, int, int]:
+    def stream(self, estimate: SpectralEstimate | None, k: int | None, summary: type,
+               func: str) -> tuple[Any, int, int]:
         """Where an online fit stands before a batch: ``(stored summary or None, k, number of this batch)``.
 
         Parameters
@@ -615,7 +622,8 @@ class Family:
         stored = self._stored_summary(summary, estimate, func)
         return stored, estimate.k if k is None else k, int(estimate.diagnostics.get("n_batches", 1)) + 1
 
-    def continued(self, estimate, k, func: str) -> tuple[Any, Any, int, int]:
+    def continued(self, estimate: SpectralEstimate | Stream | None, k: int | None,
+                  func: str) -> tuple[Any, Any, int, int]:
         """Where an online fit stands before a batch, a :class:`Stream` included: ``(stored summary or None, last
         recovered fit or None, k, number of this batch)``.
 
@@ -644,7 +652,7 @@ class Family:
         stored, k, n_batches = self.stream(estimate, k, self.summary, func)
         return stored, estimate, k, n_batches
 
-    def batch_summary(self, data, stored, n_batches: int, **options):
+    def batch_summary(self, data: Any, stored: Any, n_batches: int, **options: Any) -> Any:
         """The summary (:attr:`summary`) of one batch, read as ``stored`` was (None: the first batch fixes how).
 
         Parameters
@@ -664,7 +672,7 @@ class Family:
         """
         raise NotImplementedError(f"{self.name} does not defer online updates")
 
-    def defer(self, data, estimate, k, **options) -> Stream:
+    def defer(self, data: Any, estimate: SpectralEstimate | Stream | None, k: int | None, **options: Any) -> Stream:
         """The first half of an online update alone: a batch's summary merged with what came before, no recovery.
 
         Parameters
@@ -691,7 +699,8 @@ class Family:
         batch = self.batch_summary(data, stored, n_batches, **options)
         return Stream(previous, batch if stored is None else stored + batch, n_batches, k)
 
-    def streamed(self, fit: SpectralEstimate, previous, merged, n_batches: int, **diagnostics) -> SpectralEstimate:
+    def streamed(self, fit: SpectralEstimate, previous: SpectralEstimate | None, merged: Any, n_batches: int,
+                 **diagnostics: Any) -> SpectralEstimate:
         """The estimate after a batch: ``fit`` with the component labels of ``previous`` (matched on the match
         site; every site permuted along its component axes, and the :attr:`component_state`), ``n_batches`` and
         ``diagnostics`` added, the merged summary kept in its ``state`` (:data:`MOMENTS_STATE`) for the next batch
@@ -751,15 +760,15 @@ class Family:
                             f"{self.name!r}: {', '.join(self.options) or 'none'}).")
         return check_arguments(self.options, options)
 
-    def check_k(self, k: int, moments) -> int:
+    def check_k(self, k: int, moments: Moments) -> int:
         """``k`` (an int >= 1, checked at the entry) within ``max_components(moments)``: its data-dependent check."""
         limit, constraint = self.max_components(moments)
         if k > limit:
             raise bad_argument("k", None, constraint, k)
         return k
 
-    def recover(self, moments, k: int, *, method: str, approach: str, rng, floor: float, decompose_options,
-                **options) -> tuple[dict, dict, dict]:
+    def recover(self, moments: Moments, k: int, *, method: str, approach: str, rng: np.random.Generator, floor: float,
+                decompose_options: Mapping[str, Any] | None, **options: Any) -> tuple[dict, dict, dict]:
         """Engine fit (with the fallback of ``approach="auto"``) and :meth:`unwhiten`: ``(params, report, state)``."""
         fit_moments = self.fit_input(moments, k, **options)
         if self.kind_of(**options) == "multiview":
@@ -803,9 +812,10 @@ class Family:
                  f"(diagnostics['floored_{match_site}']); the moments are noisy for k={k}: try a smaller k or more "
                  "data.")
 
-    def spectral_from_moments(self, moments, k, *, method: str | None = None, approach: str = "auto", seed=0,
-                              floor: float = 1e-3, decompose_options: dict | None = None, vocabulary=None,
-                              **options) -> SpectralEstimate:
+    def spectral_from_moments(self, moments: Moments, k: int | Literal["auto"], *, method: str | None = None,
+                              approach: str = "auto", seed: int | np.random.Generator = 0, floor: float = 1e-3,
+                              decompose_options: dict | None = None, vocabulary: Sequence[str] | None = None,
+                              **options: Any) -> SpectralEstimate:
         """Recover the parameters from moments (data or population): the skeleton without the data pass.
 
         Parameters
@@ -844,8 +854,10 @@ class Family:
         return self.estimate(k, params, {**diagnostics, **report}, vocabulary=vocabulary, state=state,
                              options=options)
 
-    def spectral(self, data, k, *, method: str | None = None, approach: str = "auto", seed=0, floor: float = 1e-3,
-                 decompose_options: dict | None = None, backend=None, vocabulary=None, **options) -> SpectralEstimate:
+    def spectral(self, data: Any, k: int | Literal["auto"], *, method: str | None = None, approach: str = "auto",
+                 seed: int | np.random.Generator = 0, floor: float = 1e-3, decompose_options: dict | None = None,
+                 backend: str | Passes | None = None, vocabulary: Sequence[str] | None = None,
+                 **options: Any) -> SpectralEstimate:
         """Method-of-moments estimate from data: :meth:`moments`, then the skeleton, then :meth:`complete`.
 
         Parameters
@@ -894,7 +906,7 @@ class Family:
             total += value.size - (value.size // value.shape[-1] if site.support == "simplex" and value.ndim else 0)
         return int(total)
 
-    def k_score(self, data, k: int, rng, **spectral_kw) -> float:
+    def k_score(self, data: Any, k: int, rng: np.random.Generator, **spectral_kw: Any) -> float:
         """Minus half the BIC of the k-component fit (after 30 EM steps when the family has EM); higher is better."""
         estimate = self.spectral(data, k, seed=rng, **spectral_kw)
         if "em" in self.refine_methods:
@@ -902,7 +914,7 @@ class Family:
         n = self.n_observations(self.refine_data(data, estimate))
         return float(np.sum(self.log_likelihood(data, estimate)) - 0.5 * self.n_free_parameters(estimate) * np.log(n))
 
-    def spectrum_k(self, moments, k_max: int, rng, **options) -> tuple[int, dict]:
+    def spectrum_k(self, moments: Moments, k_max: int, rng: np.random.Generator, **options: Any) -> tuple[int, dict]:
         """The number of components the second moment supports, from its spectrum.
 
         The signed eigenvalues of the exchangeable moment (or the singular values of a cross moment of the
@@ -960,7 +972,8 @@ class Family:
         return gap_k, {"k_auto/spectrum": spectrum, "k_auto/positive": positive, "k_auto/noise_level": noise,
                        "k_auto/signal": signal, "k_auto/eigengap_k": gap_k}
 
-    def choose_k(self, data, *, rng, backend=None, k_max: int = 10, **spectral_kw) -> tuple[int, dict]:
+    def choose_k(self, data: Any, *, rng: np.random.Generator, backend: str | Passes | None = None, k_max: int = 10,
+                 **spectral_kw: Any) -> tuple[int, dict]:
         """``k`` from the data: the spectrum of the second moment bounds it, a score after a cheap refine picks it.
 
         The one rule of ``k="auto"`` (and of the scikit-learn faces' ``n_components="auto"``): the spectrum
@@ -1015,37 +1028,38 @@ class Family:
         return best, {**report, "k_auto/candidates": np.asarray(candidates), "k_auto/score": np.asarray(scores),
                       "k_auto/chosen": best}
 
-    def largest_candidate(self, data, report: Mapping, limit: int, k_max: int) -> int:
+    def largest_candidate(self, data: Any, report: Mapping, limit: int, k_max: int) -> int:
         """The largest k :meth:`choose_k` scores: the signal values of the spectrum (:meth:`spectrum_k`'s
         report), within ``limit`` (the data's and ``k_max``'s)."""
         return min(limit, max(report["k_auto/signal"], 1))
 
     # ---- likelihood, refinement, prediction -----------------------------------------------------------------
-    def component_log_prob(self, params: Mapping, data) -> Any:
+    def component_log_prob(self, params: Mapping, data: Any) -> Any:
         """``log p(x_n | h = i)`` for every observation and component, shape (N, k) (JAX or NumPy; mixtures)."""
         raise NotImplementedError(f"{self.name} is not a mixture with a per-component likelihood")
 
-    def refine_data(self, data, estimate: SpectralEstimate, **options) -> Any:
+    def refine_data(self, data: Any, estimate: SpectralEstimate, **options: Any) -> Any:
         """The data in the form :meth:`component_log_prob`, :meth:`e_step` and :meth:`m_step` read (validated
         against the estimate); default: as given."""
         return data
 
-    def model_inputs(self, data, estimate: SpectralEstimate, **options) -> tuple[Callable, tuple, dict]:
+    def model_inputs(self, data: Any, estimate: SpectralEstimate, **options: Any) -> tuple[Callable, tuple, dict]:
         """``(model, args, kwargs)``: the NumPyro program and its arguments for ``data``, as the ``map``
         refinement (:func:`specinit.refine.map_estimate`) runs it."""
         raise NotImplementedError(f"{self.name} has no MAP refinement")
 
-    def e_step(self, params: Mapping, data) -> tuple[Any, float]:
+    def e_step(self, params: Mapping, data: Any) -> tuple[Any, float]:
         """``(expected statistics, total log-likelihood)``; default: mixture responsibilities."""
         from specinit.refine import mixture_e_step
 
         return mixture_e_step(self, params, data)
 
-    def m_step(self, data, stats, params: Mapping, **options) -> dict:
+    def m_step(self, data: Any, stats: Any, params: Mapping, **options: Any) -> dict:
         """Parameters maximizing the expected complete-data log-likelihood (before projection)."""
         raise NotImplementedError(f"{self.name} has no EM refinement")
 
-    def em_step(self, data, stats, params: Mapping, sites: Mapping, floor: float, **options) -> tuple[dict, Any, float]:
+    def em_step(self, data: Any, stats: Any, params: Mapping, sites: Mapping, floor: float,
+                **options: Any) -> tuple[dict, Any, float]:
         """One EM step from the expected statistics ``stats`` at ``params``: the M-step projected inside the
         sites' supports (:func:`~specinit.engine.support.project` at ``floor``), then the E-step there;
         ``(params, stats, total log-likelihood)``. Families with a compiled step override it."""
@@ -1053,7 +1067,8 @@ class Family:
         stats, log_likelihood = self.e_step(params, data)
         return params, stats, log_likelihood
 
-    def split_merge(self, params: Mapping, data, stats, rng: np.random.Generator, attempt: int = 0) -> dict | None:
+    def split_merge(self, params: Mapping, data: Any, stats: Any, rng: np.random.Generator,
+                    attempt: int = 0) -> dict | None:
         """A split-merge move for EM: the least needed component taken away, another split in two (mixtures).
 
         Parameters
@@ -1076,17 +1091,18 @@ class Family:
         """
         raise NotImplementedError(f"{self.name} has no split-merge move for EM")
 
-    def n_observations(self, data) -> int:
+    def n_observations(self, data: Any) -> int:
         """What divides the log-likelihood gain in EM's stopping rule (observations, symbols)."""
         return int(np.shape(data)[0])
 
-    def unit_offset(self, data) -> float:
+    def unit_offset(self, data: Any) -> float:
         """What makes the log-likelihood of ``data`` free of the data's unit (added to it by EM's relative
         stopping rule): ``N d log(unit)`` for densities of real-valued data, whose log-likelihood shifts by
         ``-N d log(s)`` when the data are multiplied by ``s``; 0 for discrete data (default)."""
         return 0.0
 
-    def refine(self, data, estimate, *, method: str | None = None, **options):
+    def refine(self, data: Any, estimate: SpectralEstimate, *, method: str | None = None,
+               **options: Any) -> RefineResult:
         """Spectral then refine: a driver of :mod:`specinit.refine` started from ``estimate``.
 
         Parameters
@@ -1120,7 +1136,7 @@ class Family:
         estimate = check_estimate(self, estimate)
         return mixture_e_step(self, estimate.params, self.refine_data(data, estimate, **options), per_observation=True)
 
-    def predict(self, data, estimate, **options) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, data: Any, estimate: SpectralEstimate | Mapping, **options: Any) -> tuple[np.ndarray, np.ndarray]:
         """Posterior component probabilities of every observation, and the most probable component.
 
         Parameters
@@ -1140,7 +1156,7 @@ class Family:
         resp, _ = self._score(data, estimate, **options)
         return resp, resp.argmax(axis=1)
 
-    def log_likelihood(self, data, estimate, **options) -> np.ndarray:
+    def log_likelihood(self, data: Any, estimate: SpectralEstimate | Mapping, **options: Any) -> np.ndarray:
         """Log-likelihood of every observation (document, sequence, row) under ``estimate``.
 
         Parameters

@@ -689,7 +689,7 @@ def _split_merge(family, prepared, run: _Run, sites, floor, rule, max_iter, hori
 
 @face({
     **EM_OPTIONS,
-    "family": Param("Family", "The family (its E-step, M-step and moves)."),
+    "family": Param("Family", "The family (its E-step, M-step and moves).", annotation="Family"),
     "data": Param("object", "The family's data."),
     "estimate": Param("SpectralEstimate", "A checked start (:func:`check_estimate`)."),
     "options": Param("dict", "The family's M-step options (covariance kind, regularization, prior)."),
@@ -808,7 +808,8 @@ MAP_OPTIONS = {
 
 @face({
     **MAP_OPTIONS,
-    "family": Param("Family", "Provides ``model_inputs(data, estimate, **options) -> (model, args, kwargs)``."),
+    "family": Param("Family", "Provides ``model_inputs(data, estimate, **options) -> (model, args, kwargs)``.",
+                    annotation="Family"),
     "data": Param("object", "The family's data."),
     "estimate": Param("SpectralEstimate", "The start (every latent site of the model must have a value)."),
     "options": Param("dict", "Passed to ``model_inputs``."),

@@ -5,6 +5,7 @@ the modules in ``ANNOTATED_MODULES`` annotates its parameters and its return."""
 import importlib
 import inspect
 import os
+import pkgutil
 import re
 import subprocess
 import sys
@@ -18,24 +19,19 @@ import specinit.models
 HERE = Path(__file__).parent
 CHECKED = HERE / "typing" / "check_public_api.py"
 
-#: Modules whose public functions and methods are all annotated (names in ``__all__`` defined there).
-ANNOTATED_MODULES = [
-    "specinit.align", "specinit.cli", "specinit.compare", "specinit.conditional", "specinit.demo", "specinit.examples",
-    "specinit.estimate", "specinit.pointwise", "specinit.posterior", "specinit.refine", "specinit.synthetic",
-    "specinit.warmstart",
-    "specinit.corpus.containers", "specinit.corpus.formats", "specinit.corpus.heldout", "specinit.corpus.quality",
-    "specinit.corpus.shards", "specinit.corpus.shipped", "specinit.corpus.text_files",
-    "specinit.distributions", "specinit.distributions.continuous", "specinit.distributions.counts",
-    "specinit.distributions.hmm", "specinit.distributions.mixtures",
-    "specinit.engine", "specinit.engine.anchors", "specinit.engine.cumulants", "specinit.engine.decompose",
-    "specinit.engine.decompose4", "specinit.engine.exchangeable", "specinit.engine.jennrich",
-    "specinit.engine.kernel_densities", "specinit.engine.kernel_features", "specinit.engine.kernels",
-    "specinit.engine.moments", "specinit.engine.population", "specinit.engine.protocols", "specinit.engine.rows",
-    "specinit.engine.sequences", "specinit.engine.sources", "specinit.engine.support", "specinit.engine.views",
-    "specinit.engine.whitening",
-    "specinit.engine.backends", "specinit.engine.backends.dask", "specinit.engine.backends.jax",
-    "specinit.engine.backends.numba", "specinit.engine.backends.numpy",
-]
+
+def _modules() -> list[str]:
+    """Every module of ``specinit`` and ``specinit.models`` (the command line's ``__main__`` aside)."""
+    names = []
+    for package in (specinit, specinit.models):
+        names.append(package.__name__)
+        names += [info.name for info in pkgutil.walk_packages(package.__path__, package.__name__ + ".")
+                  if not info.name.endswith(".__main__")]
+    return sorted(names)
+
+
+#: Modules whose public functions and methods are all annotated (names in ``__all__`` defined there): all of them.
+ANNOTATED_MODULES = _modules()
 
 
 def _search_path(tmp_path) -> tuple[dict, Path]:
@@ -94,7 +90,7 @@ def _public_callables(module) -> dict:
     ``__call__`` included, properties by their getter) its classes define there (not the ``__init__`` that
     ``typing.Protocol`` puts on a protocol class)."""
     found = {}
-    for name in module.__all__:
+    for name in getattr(module, "__all__", ()):
         obj = getattr(module, name)
         if getattr(obj, "__module__", None) != module.__name__:
             continue
@@ -107,7 +103,7 @@ def _public_callables(module) -> dict:
                 if inspect.isfunction(value) and value.__module__ == module.__name__:
                     found[f"{name}.{attr}"] = value
         elif inspect.isfunction(inspect.unwrap(obj)):
-            found[name] = inspect.unwrap(obj)
+            found[name] = obj  # its signature as callers see it (a face's declared one)
     return found
 
 
