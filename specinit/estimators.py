@@ -501,10 +501,10 @@ _MIXINS = {"cluster": ClusterMixin, "feature_names": ClassNamePrefixFeaturesOutM
            "density": DensityMixin}
 
 #: Family class -> its estimator class (each built once).
-_CLASSES: dict[type, type] = {}
+_CLASSES: dict[type, type[SpectralEstimator]] = {}
 
 
-def estimator_class(family: Family | str) -> type:
+def estimator_class(family: Family | str) -> type[SpectralEstimator]:
     """The scikit-learn estimator of a registered family: signature, docstring and mixins from its face.
 
     The class is built once per family from :meth:`specinit.family.Family.estimator_face`; the built-in
@@ -554,10 +554,11 @@ def estimator_class(family: Family | str) -> type:
            f"Attributes\n----------\nestimate_ : SpectralEstimate\n    The fitted estimate (NumPyro warm starts).\n"
            f"{attributes}\nn_features_in_ : int\n")
     builtin = family.name in FAMILIES  # found by pickle under this module's name
-    cls = type(name, (SpectralEstimator, *(_MIXINS[mixin] for mixin in face.mixins), BaseEstimator),
-               {"face": face, "family": family, "__init__": __init__, "__doc__": doc,
-                "__module__": __name__ if builtin else type(family).__module__, "__qualname__": name,
-                "_parameter_constraints": _parameter_constraints(name, face)})
+    bases = (SpectralEstimator, *(_MIXINS[mixin] for mixin in face.mixins), BaseEstimator)
+    cls = cast(type[SpectralEstimator], type(name, bases, {
+        "face": face, "family": family, "__init__": __init__, "__doc__": doc,
+        "__module__": __name__ if builtin else type(family).__module__, "__qualname__": name,
+        "_parameter_constraints": _parameter_constraints(name, face)}))
     _CLASSES[type(family)] = cls
     return cls
 

@@ -39,8 +39,9 @@ if TYPE_CHECKING:
     from specinit.estimators import SpectralEstimator
     from specinit.family import Family
 
-__all__ = ["RANDOM_STATE", "REQUIRED", "Face", "Param", "chain_face", "face", "max_iter_param", "mean_log_likelihood",
-           "n_components_param", "parameters_section", "predicted", "refined", "responsibilities", "view_face"]
+__all__ = ["RANDOM_STATE", "REQUIRED", "Face", "Param", "annotation_of", "chain_face", "face", "max_iter_param",
+           "mean_log_likelihood", "n_components_param", "parameters_section", "predicted", "refined", "responsibilities",
+           "view_face"]
 
 #: The default of an argument that has none.
 REQUIRED = inspect.Parameter.empty

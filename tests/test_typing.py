@@ -9,12 +9,18 @@ import pkgutil
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
+import numpy as np
 import pytest
+from numpy.typing import ArrayLike
 
 import specinit
 import specinit.models
+from specinit.estimate import SpectralEstimate
+from specinit.faces import REQUIRED, Param, annotation_of
 
 HERE = Path(__file__).parent
 CHECKED = HERE / "typing" / "check_public_api.py"
@@ -138,3 +144,43 @@ def test_the_annotation_walk_sees_an_unannotated_callable():
     assert "Passes.triples" in _public_callables(importlib.import_module("specinit.engine.backends"))
     protocol = _public_callables(importlib.import_module("specinit.engine.protocols"))
     assert "MultiViewMoments.pairs_matmat" in protocol and "MultiViewMoments.__init__" not in protocol
+
+
+def test_a_face_signature_carries_the_declared_annotations_and_the_templates_return():
+    from specinit.estimators import SpectralLDA
+    from specinit.models import gmm, lda
+
+    spectral = inspect.signature(lda.spectral)
+    assert spectral.return_annotation is SpectralEstimate
+    assert spectral.parameters["k"].annotation == int | Literal["auto"]
+    assert spectral.parameters["alpha0"].annotation == float | None
+    assert spectral.parameters["weighting"].annotation == Literal["pooled", "per-document"] | None
+    assert inspect.signature(gmm.predict).return_annotation == tuple[np.ndarray, np.ndarray]
+    init = inspect.signature(SpectralLDA.__init__)
+    assert init.parameters["n_components"].annotation == int | Literal["auto"]
+    assert init.parameters["random_state"].annotation == int | None
+    assert init.return_annotation is None
+
+
+@pytest.mark.parametrize("text, default, expected", [
+    ("int", REQUIRED, int),
+    ("float, optional", None, float | None),
+    ("float, optional", 0.5, float),
+    ("int or 'auto'", 2, int | Literal["auto"]),
+    ("{'pooled', 'per-document'} or None", None, Literal["pooled", "per-document"] | None),
+    ("None, bool or int", None, None | bool | int),
+    ("array, shape (k,), or dict / SpectralEstimate", REQUIRED, ArrayLike | dict | SpectralEstimate),
+    ("sequence of {'categorical', 'gaussian'}, optional", None, Sequence[Literal["categorical", "gaussian"]] | None),
+    ("int or numpy.random.Generator", 0, int | np.random.Generator),
+    ("ChainViews", REQUIRED, ...),
+    ("sequence of feature maps, optional", None, ...),
+])
+def test_a_param_reads_its_annotation_off_a_simple_numpydoc_type(text, default, expected):
+    assert annotation_of(text, default) == expected
+
+
+def test_a_param_whose_type_is_not_simple_declares_its_annotation():
+    with pytest.raises(TypeError, match="'ChainViews' is not made of simple words"):
+        Param("ChainViews", "The views.")
+    assert Param("ChainViews", "The views.", annotation=tuple).annotation is tuple
+    assert Param("int", "A count.", annotation=float).annotation is float

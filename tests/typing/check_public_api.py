@@ -24,6 +24,8 @@ from specinit.engine.decompose import Decomposition, decompose
 from specinit.engine.kernel_features import NystromFeatures, RandomFourierFeatures, kernel_features
 from specinit.engine.moments import CountMoments, PairSums
 from specinit.engine.views import MultiViewFit, fit_multiview
+from specinit.estimators import SpectralEstimator, estimator_class
+from specinit.family import Family, family
 from specinit.pointwise import RowLogLikelihood, row_log_likelihood
 from specinit.posterior import LooResult, compare_table, loo, max_rhat, to_inference_data
 from specinit.refine import RefineResult
@@ -114,3 +116,23 @@ assert_type(save_npz_shards(counts, "shards"), list[Path])
 
 # The command line.
 assert_type(main(["fit", "--help"]), int)
+
+# The family layer: the faces generated from declarations, the Family skeleton, the scikit-learn estimators.
+assert_type(lda.spectral_from_moments(lda.population_moments(est.params["beta"], est.params["alpha"]), 2),
+            SpectralEstimate)
+assert_type(lda.update(counts, None, k=2), SpectralEstimate)
+assert_type(lda.refine(counts, est), RefineResult)
+assert_type(lda.log_likelihood(counts, est), np.ndarray)
+assert_type(gmm.predict(counts, mixture), tuple[np.ndarray, np.ndarray])
+assert_type(gmm.update(counts, None, k=2), SpectralEstimate)
+assert_type(single_topic.refine(counts, single_topic.spectral(counts, 2)), RefineResult)
+assert_type(lda.FAMILY.spectral(counts, 2), SpectralEstimate)
+assert_type(lda.FAMILY.refine(counts, est), RefineResult)
+assert_type(gmm.FAMILY.predict(counts, mixture), tuple[np.ndarray, np.ndarray])
+assert_type(family("gmm"), Family)
+assert_type(estimator_class("lda"), type[SpectralEstimator])
+
+
+def fitted(estimator: SpectralEstimator) -> None:
+    assert_type(estimator.fit(counts), SpectralEstimator)
+    assert_type(estimator.score(counts), float)
