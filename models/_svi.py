@@ -48,17 +48,17 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Callable
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpy.typing import ArrayLike
 import numpyro
 from jax.scipy.special import digamma
+from numpy.typing import ArrayLike
 from numpyro.handlers import replay, seed
 from numpyro.infer import SVI, Trace_ELBO
 from numpyro.infer.util import compute_log_probs

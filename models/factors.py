@@ -64,15 +64,15 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
-from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
+from numpy.typing import ArrayLike
 
 from specinit._validation import (Interval, Options, bad_argument, check_arguments, check_choice, check_positive,
                                  current_entry, public, warn)

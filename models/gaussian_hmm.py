@@ -6,15 +6,15 @@ The hidden chain is that of :mod:`specinit.models.hmm`; state ``h_t`` emits
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
-from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
+from numpy.typing import ArrayLike
 from scipy.stats import norm
 
 from specinit._validation import Interval, StoredArrayError, bad_argument, bad_stored, public, stored_array

@@ -46,15 +46,15 @@ References
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 import jax.numpy as jnp
 import numpy as np
-from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
+from numpy.typing import ArrayLike
 
 from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, current_entry, public
 from specinit.distributions.mixtures import gaussian_components_host

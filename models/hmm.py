@@ -46,15 +46,15 @@ References
 
 from __future__ import annotations
 
-from dataclasses import replace
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import jax.numpy as jnp
 import numpy as np
-from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
+from numpy.typing import ArrayLike
 
 from specinit._validation import Interval, bad_argument, check_allocation, current_entry, public, warn
 from specinit.distributions.hmm import (

@@ -40,16 +40,16 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import jax.numpy as jnp
 import numpy as np
-from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
+from numpy.typing import ArrayLike
 from scipy.special import logsumexp
 
 from specinit._validation import Interval, Options, StoredArrayError, as_generator, bad_argument, bad_stored, \

@@ -40,10 +40,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import jax
 import jax.numpy as jnp
 import numpy as np
-from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 from numpyro.infer.mcmc import MCMCKernel
 
 from specinit.conditional import ExactGibbs

@@ -29,17 +29,17 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
 import jax.numpy as jnp
 import numpy as np
-from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 
 from specinit._validation import Interval, bad_argument, check_allocation, check_choice, check_int, check_magnitude, \
     current_entry, integer_symbols, public, warn

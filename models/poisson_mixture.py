@@ -36,16 +36,16 @@ References
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
-from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 from scipy.special import gammaln
 
 from specinit._validation import Interval, bad_argument, check_count_matrix, current_entry, public, warn

@@ -19,17 +19,17 @@ References
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from functools import partial
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
-from numpy.typing import ArrayLike
 import numpyro
 import numpyro.distributions as dist
 import scipy.sparse as sp
+from numpy.typing import ArrayLike
 from scipy.special import gammaln
 
 from specinit._validation import Interval, Options

@@ -2,14 +2,14 @@
 
 A :class:`Param` holds what a user needs to know about one argument: its
 numpydoc type, its annotation, its default, its constraint and its
-documentation. A family
-declares its own in one table (:attr:`specinit.family.Family.options` and
+documentation. A family declares its own in one table
+(:attr:`specinit.family.Family.options` and
 :attr:`~specinit.family.Family.arguments`, beside the common ones of
 :data:`specinit.family.COMMON_OPTIONS`); :func:`face` turns a template --
 a function whose ``def`` line names the arguments and whose docstring holds
 everything but the ``Parameters`` section -- into the public function:
-signature (``__signature__``, with the declared defaults and annotations, and
-the template's return annotation),
+signature (``__signature__``, with the declared defaults and annotations,
+and the template's return annotation),
 ``Parameters`` section assembled from the table, and the entry scope of
 :func:`specinit._validation.public`. The scikit-learn estimators
 (:mod:`specinit.estimators`) and the command line (:mod:`specinit.cli`) read
@@ -23,9 +23,9 @@ import inspect
 import operator
 import re
 import textwrap
-from types import GenericAlias
-from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import GenericAlias
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 import numpy as np
@@ -39,12 +39,16 @@ if TYPE_CHECKING:
     from specinit.estimators import SpectralEstimator
     from specinit.family import Family
 
-__all__ = ["RANDOM_STATE", "REQUIRED", "Face", "Param", "annotation_of", "chain_face", "face", "max_iter_param",
-           "mean_log_likelihood", "n_components_param", "parameters_section", "predicted", "refined", "responsibilities",
-           "view_face"]
+__all__ = ["NO_ANNOTATION", "RANDOM_STATE", "REQUIRED", "Face", "Param", "annotation_of", "chain_face", "face",
+           "max_iter_param", "mean_log_likelihood", "n_components_param", "parameters_section", "predicted", "refined",
+           "responsibilities", "view_face"]
 
 #: The default of an argument that has none.
 REQUIRED = inspect.Parameter.empty
+
+#: The annotation of an argument that has none (a :class:`Param` whose type is not made of simple words, unless
+#: it declares one).
+NO_ANNOTATION = inspect.Parameter.empty
 
 #: Sections a ``Parameters`` section goes before (numpydoc order).
 _LATER_SECTIONS = re.compile(r"^\s*(Returns|Yields|Receives|Other Parameters|Raises|Warns|Warnings|See Also|Notes|"
@@ -70,20 +74,21 @@ _SHAPE = re.compile(r",? (?:of )?shape \([^)]*\)")
 
 
 def _word_annotation(word: str) -> Any:
-    """The annotation of one alternative of a numpydoc type line; ``...`` (Ellipsis) when it is not a simple one."""
+    """The annotation of one alternative of a numpydoc type line; :data:`NO_ANNOTATION` when it is not a simple
+    one."""
     if word.startswith(("{", "'")):
         choices = [choice.strip() for choice in word.strip("{}").split(",")]
         if not all(len(choice) > 1 and choice[0] == choice[-1] == "'" for choice in choices):
-            return ...
+            return NO_ANNOTATION
         return Literal[tuple(choice[1:-1] for choice in choices)]
     if word.startswith("sequence of "):
         item = _word_annotation(word.removeprefix("sequence of "))
-        return ... if item is ... else GenericAlias(Sequence, (item,))  # Sequence[item], built at run time
-    return _TYPE_WORDS.get(word, ...)
+        return item if item is NO_ANNOTATION else GenericAlias(Sequence, (item,))  # Sequence[item] at run time
+    return _TYPE_WORDS.get(word, NO_ANNOTATION)
 
 
 def annotation_of(type_text: str, default: Any = REQUIRED) -> Any:
-    """The annotation a numpydoc type line states, when it is made of simple words; ``...`` (Ellipsis) otherwise.
+    """The annotation a numpydoc type line states, when it is made of simple words; :data:`NO_ANNOTATION` otherwise.
 
     The alternatives (separated by ``" or "``, ``", "`` or ``" / "``; shapes left out) are the words of
     :data:`_TYPE_WORDS`, quoted strings and ``{...}`` sets of quoted strings (a ``Literal``), each possibly after
@@ -99,14 +104,14 @@ def annotation_of(type_text: str, default: Any = REQUIRED) -> Any:
     Returns
     -------
     object
-        The annotation (``Literal["pooled", "per-document"] | None``), or ``...`` for a line with other words
-        (``"ChainViews"``).
+        The annotation (``Literal["pooled", "per-document"] | None``), or :data:`NO_ANNOTATION` for a line with
+        other words (``"ChainViews"``).
     """
     text = _SHAPE.sub("", type_text)
     optional = text.endswith(", optional")
     alternatives = [_word_annotation(word) for word in _ALTERNATIVES.split(text.removesuffix(", optional"))]
-    if ... in alternatives:
-        return ...
+    if NO_ANNOTATION in alternatives:
+        return NO_ANNOTATION
     if optional and default is None and None not in alternatives:
         alternatives.append(None)
     return functools.reduce(operator.or_, alternatives) if len(alternatives) > 1 else alternatives[0]
@@ -129,12 +134,8 @@ class Param:
         ``(name, value) -> value``; None: any value (checked where it is used).
     annotation : object, optional
         The annotation of the argument in the public signatures (a type or a ``typing`` form); ``...``
-        (default): read off ``type`` (:func:`annotation_of`), which must then be made of simple words.
-
-    Raises
-    ------
-    TypeError
-        No ``annotation`` for a ``type`` that :func:`annotation_of` cannot read.
+        (default): read off ``type`` (:func:`annotation_of`; :data:`NO_ANNOTATION` when it is not made of
+        simple words).
     """
 
     type: str
@@ -145,11 +146,7 @@ class Param:
 
     def __post_init__(self) -> None:
         if self.annotation is ...:
-            annotation = annotation_of(self.type, self.default)
-            if annotation is ...:
-                raise TypeError(f"Param: the type {self.type!r} is not made of simple words (faces.annotation_of): "
-                                f"declare its annotation (annotation=...).")
-            object.__setattr__(self, "annotation", annotation)
+            object.__setattr__(self, "annotation", annotation_of(self.type, self.default))
 
     def check(self, name: str, value: Any) -> Any:
         """``value`` checked against the constraint (and normalised), or as it is when there is none."""
