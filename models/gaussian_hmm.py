@@ -350,8 +350,8 @@ class GaussianHMMFamily(HMM):
     def refined_scale_floor(self, prepared: SequenceBatch, options: dict) -> float | None:
         return float(np.sqrt(options["reg"] * prepared.variance))
 
-    def refine(self, data: ArrayLike | Sequence[ArrayLike], estimate: SpectralEstimate, *, method: str | None = None,
-               **options: Any) -> RefineResult:
+    def refine(self, data: ArrayLike | Sequence[ArrayLike], estimate: SpectralEstimate | Mapping[str, ArrayLike], *,
+               method: str | None = None, **options: Any) -> RefineResult:
         options.setdefault("reg", REFINE_REG)  # the variance floor of every refinement (internal ones included)
         return super().refine(data, estimate, method=method, **options)
 

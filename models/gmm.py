@@ -443,8 +443,8 @@ class GaussianMixture(Family):
             return k_max
         return super().largest_candidate(data, report, limit, k_max)
 
-    def refine(self, data: ArrayLike, estimate: SpectralEstimate, *, method: str | None = None,
-               covariance: str | None = None, **options: Any) -> RefineResult:
+    def refine(self, data: ArrayLike, estimate: SpectralEstimate | Mapping[str, ArrayLike], *,
+               method: str | None = None, covariance: str | None = None, **options: Any) -> RefineResult:
         from specinit.refine import check_estimate
 
         estimate = check_estimate(self, estimate)

@@ -401,8 +401,8 @@ class HMM(Family):
         """The smallest emission scale EM allows (None: categorical emissions)."""
         return None
 
-    def refine(self, data: ArrayLike | Sequence[ArrayLike], estimate: SpectralEstimate, *, method: str | None = None,
-               **options: Any) -> RefineResult:
+    def refine(self, data: ArrayLike | Sequence[ArrayLike], estimate: SpectralEstimate | Mapping[str, ArrayLike], *,
+               method: str | None = None, **options: Any) -> RefineResult:
         from specinit.refine import EM_OPTIONS
 
         result = super().refine(data, estimate, method=method, **options)

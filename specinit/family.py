@@ -1101,7 +1101,7 @@ class Family:
         ``-N d log(s)`` when the data are multiplied by ``s``; 0 for discrete data (default)."""
         return 0.0
 
-    def refine(self, data: Any, estimate: SpectralEstimate, *, method: str | None = None,
+    def refine(self, data: Any, estimate: SpectralEstimate | Mapping[str, ArrayLike], *, method: str | None = None,
                **options: Any) -> RefineResult:
         """Spectral then refine: a driver of :mod:`specinit.refine` started from ``estimate``.
 
@@ -1136,7 +1136,8 @@ class Family:
         estimate = check_estimate(self, estimate)
         return mixture_e_step(self, estimate.params, self.refine_data(data, estimate, **options), per_observation=True)
 
-    def predict(self, data: Any, estimate: SpectralEstimate | Mapping, **options: Any) -> tuple[np.ndarray, np.ndarray]:
+    def predict(self, data: Any, estimate: SpectralEstimate | Mapping[str, ArrayLike],
+                **options: Any) -> tuple[np.ndarray, np.ndarray]:
         """Posterior component probabilities of every observation, and the most probable component.
 
         Parameters
@@ -1156,7 +1157,8 @@ class Family:
         resp, _ = self._score(data, estimate, **options)
         return resp, resp.argmax(axis=1)
 
-    def log_likelihood(self, data: Any, estimate: SpectralEstimate | Mapping, **options: Any) -> np.ndarray:
+    def log_likelihood(self, data: Any, estimate: SpectralEstimate | Mapping[str, ArrayLike],
+                       **options: Any) -> np.ndarray:
         """Log-likelihood of every observation (document, sequence, row) under ``estimate``.
 
         Parameters
