@@ -90,9 +90,10 @@ def _word_annotation(word: str) -> Any:
 def annotation_of(type_text: str, default: Any = REQUIRED) -> Any:
     """The annotation a numpydoc type line states, when it is made of simple words; :data:`NO_ANNOTATION` otherwise.
 
-    The alternatives (separated by ``" or "``, ``", "`` or ``" / "``; shapes left out) are the words of
-    :data:`_TYPE_WORDS`, quoted strings and ``{...}`` sets of quoted strings (a ``Literal``), each possibly after
-    ``"sequence of "``; ``", optional"`` adds None when the default is None.
+    The alternatives (separated by ``" or "``, ``", "`` or ``" / "``; shapes left out) are ``int``, ``float``,
+    ``bool``, ``str``, ``dict``, ``None``, ``object``, ``array``, ``array-like``, ``scipy.sparse matrix``,
+    ``numpy.random.Generator``, ``SpectralEstimate``, quoted strings and ``{...}`` sets of quoted strings (a
+    ``Literal``), each possibly after ``"sequence of "``; ``", optional"`` adds None when the default is None.
 
     Parameters
     ----------
@@ -205,7 +206,8 @@ def face(table: Mapping[str, Param], *, validate: bool = True) -> Callable[[Call
     default and its documentation (type and description). Calls bind to the declared signature (missing
     defaults filled in, unknown names refused as Python refuses them), every argument with a constraint is
     checked against it (and normalised), and the template receives every argument named. The signature carries
-    each argument's declared annotation (:attr:`Param.annotation`) and the template's return annotation.
+    each argument's declared annotation (the ``annotation`` of its :class:`Param`) and the template's return
+    annotation.
 
     Parameters
     ----------
