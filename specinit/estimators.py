@@ -151,6 +151,14 @@ class SpectralEstimator:
     def _faces(self):
         return self.family.faces
 
+    def __reduce_ex__(self, protocol):
+        # A user's family's class is built at run time and named in no module: its instances pickle by the
+        # family's class (which unpickling imports, registering the family) and rebuild the estimator class.
+        cls = type(self)
+        if cls.__module__ == __name__ or _CLASSES.get(type(self.family)) is not cls:
+            return super().__reduce_ex__(protocol)
+        return _empty_estimator, (type(self.family),), self.__getstate__()
+
     @property
     def _seed(self) -> int:
         return 0 if self.random_state is None else self.random_state
@@ -561,6 +569,12 @@ def estimator_class(family: Family | str) -> type[SpectralEstimator]:
         "_parameter_constraints": _parameter_constraints(name, face)}))
     _CLASSES[type(family)] = cls
     return cls
+
+
+def _empty_estimator(family_class: type) -> SpectralEstimator:
+    """An estimator of ``family_class`` with no attributes set (unpickling; :meth:`SpectralEstimator.__reduce_ex__`)."""
+    cls = estimator_class(registered_family(family_class.name))
+    return cls.__new__(cls)
 
 
 #: The built-in families' estimators, by class name.

@@ -327,9 +327,8 @@ def _fallback(fallback, func: str) -> frozenset:
     return frozenset(fallback)
 
 
-def _check_model(mapped: SpectralEstimate, fallback: frozenset, model, model_args, model_kwargs, func: str) -> dict:
-    """Check the mapped values against the model's continuous latent sites; return their shapes."""
-    latent = latent_sites(model, model_args, model_kwargs)
+def _check_model(mapped: SpectralEstimate, fallback: frozenset, latent: Mapping[str, tuple], func: str) -> None:
+    """Check the mapped values against the model's continuous latent sites (name -> shape)."""
     listing = f"the model's continuous latent sites ({sorted(latent)})"
     for name, values in (("sites", mapped.params), ("fallback", fallback)):
         unknown = sorted(set(values) - set(latent))
@@ -343,30 +342,42 @@ def _check_model(mapped: SpectralEstimate, fallback: frozenset, model, model_arg
         if value.shape != tuple(latent[name]):
             raise bad_argument("sites", func, f"values of the model's shapes ({name!r}: {tuple(latent[name])})",
                                f"shape {value.shape} for {name!r}", describe=False)
-    return latent
 
 
-def _init_to_estimate(site=None, *, values, fallback, func):
-    """NumPyro init strategy: the estimate's value, ``init_to_uniform`` for fallback and discrete sites."""
+def _init_to_estimate(site=None, *, values, fallback, func, problems=None):
+    """NumPyro init strategy: the estimate's value, ``init_to_uniform`` for fallback and discrete sites.
+
+    With ``problems`` (a dict), a site without a value, with a value of another shape or outside its support is
+    recorded there (site name -> the error) and given ``init_to_uniform``'s value instead, so that the model runs
+    on and its trace lists every site (:func:`_start` raises after it); without, such a site raises at once.
+    """
     if site is None:
-        return partial(_init_to_estimate, values=values, fallback=fallback, func=func)
+        return partial(_init_to_estimate, values=values, fallback=fallback, func=func, problems=problems)
     if site["type"] != "sample" or site["is_observed"]:
         return None
     name = site["name"]
     if name not in values:
         if site["fn"].support.is_discrete or name in fallback:
             return init_to_uniform(site)
-        raise bad_argument("sites", func, f"a mapping that covers the model's site {name!r} (mapped: "
-                           f"{sorted(values)}; list sites left to NumPyro's default initialisation in 'fallback')",
-                           f"no value for {name!r}", describe=False)
-    value = values[name]
-    inside = site["fn"].support(value)
-    if not isinstance(inside, jax.core.Tracer) and not bool(np.all(np.asarray(inside))):
-        finite = bool(np.all(np.isfinite(np.asarray(value))))
-        raise bad_argument("sites", func, f"values inside each site's support ({name!r}: {site['fn'].support})",
-                           f"values outside it for {name!r}"
-                           f"{'' if finite else ' (NaN or infinite entries)'}", describe=False)
-    return _representable(value, site["fn"].support)
+        error = bad_argument("sites", func, f"a mapping that covers the model's site {name!r} (mapped: "
+                             f"{sorted(values)}; list sites left to NumPyro's default initialisation in 'fallback')",
+                             f"no value for {name!r}", describe=False)
+    else:
+        value = values[name]
+        if problems is not None and value.shape != site["fn"].shape(site["kwargs"].get("sample_shape", ())):
+            error = None  # reported by _check_model, which lists the model's shapes
+        else:
+            inside = site["fn"].support(value)
+            if isinstance(inside, jax.core.Tracer) or bool(np.all(np.asarray(inside))):
+                return _representable(value, site["fn"].support)
+            finite = bool(np.all(np.isfinite(np.asarray(value))))
+            error = bad_argument("sites", func, f"values inside each site's support ({name!r}: "
+                                 f"{site['fn'].support})", f"values outside it for {name!r}"
+                                 f"{'' if finite else ' (NaN or infinite entries)'}", describe=False)
+    if problems is None:
+        raise error
+    problems.setdefault(name, error)
+    return init_to_uniform(site)
 
 
 def _representable(value, support):
@@ -432,19 +443,36 @@ class _Start(NamedTuple):
     model_trace: dict
 
 
+def _raise_first(problems: Mapping) -> None:
+    """Raise the first error recorded by :func:`_init_to_estimate` (a shape's is None: :func:`_check_model`'s)."""
+    for error in problems.values():
+        if error is not None:
+            raise error
+
+
 def _start(estimate, model, sites, fallback, model_args, model_kwargs, func: str) -> _Start:
+    """The estimate's start in the model: the model traced once, by NumPyro's ``initialize_model``, whose trace
+    gives the sites the mapping is checked against (a value the model could not run on is replaced by
+    ``init_to_uniform``'s while the model runs, and reported after)."""
     mapped = map_sites(estimate, sites, func=func)
     fallback = _fallback(fallback, func)
     model_kwargs = dict(model_kwargs or {})
-    _check_model(mapped, fallback, model, model_args, model_kwargs, func)
-    strategy = _init_to_estimate(values=_as_jax(mapped.params), fallback=fallback, func=func)
+    problems: dict = {}
+    strategy = _init_to_estimate(values=_as_jax(mapped.params), fallback=fallback, func=func, problems=problems)
     try:
         info = initialize_model(jax.random.PRNGKey(0), model, init_strategy=strategy, model_args=tuple(model_args),
                                 model_kwargs=model_kwargs)
     except RuntimeError as exc:
+        if problems:  # the mapping's error, named against the model's sites (a trace on this error path only)
+            _check_model(mapped, fallback, latent_sites(model, model_args, model_kwargs), func)
+            _raise_first(problems)
         raise bad_argument("estimate", func, "values at which the model's potential energy and its gradient are "
                            "finite", f"{exc} (check the floor of the estimate and the sites' values)",
                            describe=False) from None
+    latent = {name: tuple(jnp.shape(site["value"])) for name, site in info.model_trace.items()
+              if site["type"] == "sample" and not site["is_observed"] and not site["fn"].support.is_discrete}
+    _check_model(mapped, fallback, latent, func)
+    _raise_first(problems)
     return _Start(info.param_info.z, info.potential_fn, info.model_trace)
 
 
@@ -475,20 +503,12 @@ def unconstrained_sites(kernel: MCMCKernel | None, z: Collection[str]) -> tuple[
 def _check_finite(potential_fn, chains: dict, num_chains: int, func: str) -> None:
     """Raise unless every chain's start has a finite potential energy and gradient.
 
-    Up to ``EAGER_CHECK_CHAINS`` chains are evaluated op by op, chain by
-    chain: NumPyro's ``initialize_model`` has just run the same operations
-    at these shapes, so they are compiled already (a jitted, vmapped check
-    compiles the model's gradient anew: 2.3 s on ``lda.model`` with 150
-    documents, against 0.5 s for four chains op by op). More chains are
-    checked at once, compiled.
+    The chains are evaluated at once (``jax.vmap``: the model runs once whatever their number); up to
+    ``EAGER_CHECK_CHAINS`` chains op by op, without compiling (a compiled check compiles the model's gradient
+    anew: 2.3 s on ``lda.model`` with 150 documents), more compiled.
     """
-    value_and_grad = jax.value_and_grad(potential_fn)
-    if num_chains <= EAGER_CHECK_CHAINS:
-        energy, grads = zip(*(value_and_grad({name: value[chain] for name, value in chains.items()})
-                              for chain in range(num_chains)))
-        energy, grads = np.stack(energy), jax.tree_util.tree_map(lambda *g: np.stack(g), *grads)
-    else:
-        energy, grads = jax.jit(jax.vmap(value_and_grad))(chains)
+    value_and_grad = jax.vmap(jax.value_and_grad(potential_fn))
+    energy, grads = (value_and_grad if num_chains <= EAGER_CHECK_CHAINS else jax.jit(value_and_grad))(chains)
     bad = ~np.isfinite(np.asarray(energy))
     for g in jax.tree_util.tree_leaves(grads):
         bad |= ~np.all(np.isfinite(np.asarray(g)).reshape(num_chains, -1), axis=1)
@@ -588,7 +608,8 @@ def init_params(estimate: SpectralEstimate, model: Callable[..., Any], num_chain
         keys = jax.random.split(key, len(start.z))
         chains = {name: value[None] + spread * jax.random.normal(k_, (num_chains, *value.shape), value.dtype)
                   for (name, value), k_ in zip(sorted(start.z.items()), keys)}
-    _check_finite(start.potential_fn, chains, num_chains, func)
+    if by_laplace or spread > 0:  # at the estimate itself, initialize_model found both finite
+        _check_finite(start.potential_fn, chains, num_chains, func)
     chains = {name: value if name in unconstrained else biject_to(start.model_trace[name]["fn"].support)(value)
               for name, value in chains.items()}
     return chains if num_chains > 1 else {name: value[0] for name, value in chains.items()}

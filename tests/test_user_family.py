@@ -3,6 +3,9 @@ registry, the scikit-learn estimator, save and load, the command line (``module:
 
 from __future__ import annotations
 
+import pickle
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -99,6 +102,16 @@ def test_estimator_save_load_and_warm_start(tmp_path):
     np.testing.assert_array_equal(loaded.params["faces"], estimate.params["faces"])
     init = loaded.init_params(model, 1, jax.random.PRNGKey(0), model_kwargs={"throws": throws[:50], "k": 2})
     assert set(init) == {"weights", "faces"}
+
+
+def test_the_estimator_of_a_user_family_pickles_without_a_name_in_its_module():
+    throws = _throws(2000, seed=1)
+    fitted = estimator_class(ThreeThrows())(2, random_state=0).fit(throws)
+    assert not hasattr(sys.modules[__name__], type(fitted).__name__)  # found by no name: rebuilt from the family
+    again = pickle.loads(pickle.dumps(fitted))
+    assert type(again) is type(fitted) and again.get_params() == fitted.get_params()
+    np.testing.assert_array_equal(again.estimate_.params["faces"], fitted.estimate_.params["faces"])
+    np.testing.assert_array_equal(again.predict(throws[:20]), fitted.predict(throws[:20]))
 
 
 def test_the_command_line_fits_a_family_named_by_module_and_class(tmp_path, capsys):

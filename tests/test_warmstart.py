@@ -71,6 +71,25 @@ def test_init_params_single_chain_has_no_chain_axis(small_lda):
         np.testing.assert_array_equal(np.asarray(value), np.asarray(two[name][0]))
 
 
+def test_init_params_runs_the_model_as_often_as_initialize_model_alone(small_lda, jittered_chains):
+    """The model is traced once, inside NumPyro's ``initialize_model`` (its trace gives the sites the mapping is
+    checked against); a spread adds one evaluation of the chains' starts, whatever their number."""
+    X, est = small_lda
+    calls = []
+
+    def model(counts, k):  # a user's model, counting its runs
+        calls.append(k)
+        lda.model(counts=counts, k=k)
+
+    kwargs = dict(counts=X, k=3)
+    initialize_model(jax.random.PRNGKey(0), model, init_strategy=est.init_strategy(), model_kwargs=kwargs)
+    alone = len(calls)
+    for num_chains, spread, evaluations in ((1, 0.0, 0), (N_CHAINS, 0.0, 0), (1, 0.1, 1), (N_CHAINS, 0.1, 1)):
+        calls.clear()
+        est.init_params(model, num_chains, jax.random.PRNGKey(0), spread=spread, model_kwargs=kwargs)
+        assert len(calls) == alone + evaluations, (num_chains, spread)
+
+
 def test_init_params_missing_sites(small_lda, jittered_chains):
     X, est = small_lda
     partial = SpectralEstimate("lda", {k: v for k, v in est.params.items() if k != "theta"})
