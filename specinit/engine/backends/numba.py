@@ -393,21 +393,18 @@ class NumbaPasses(NumpyPasses):
         return self._reduce(self._chunks(placed), partial, workers=1)
 
 
-# Each thread owns the rows i with i % threads == its part (no two threads write one row) and reads every document;
-# the entries of a row add up in document order whatever the number of threads.
+# Row i of the sums takes, in document order, the pairs of the documents that hold word i (the transposed block
+# lists them): each row stays in cache while it is summed and is written by one thread, so the entries add up in
+# document order whatever the number of threads.
 @numba.njit(parallel=True, cache=True, fastmath=False)
-def _pair_sums_kernel(indptr, indices, data, a, n_parts, start, stop, out):  # pragma: no cover - compiled
-    for p in numba.prange(n_parts):
-        for d in range(start, stop):
-            lo, hi = indptr[d], indptr[d + 1]
-            for ii in range(lo, hi):
-                i = indices[ii]
-                if i % n_parts != p:
-                    continue
-                row = out[i]
-                x = a[d] * data[ii]
-                for jj in range(lo, hi):
-                    row[indices[jj]] += x * data[jj]
+def _pair_sums_kernel(word_ptr, word_docs, word_data, indptr, indices, data, a, out):  # pragma: no cover - compiled
+    for i in numba.prange(out.shape[0]):
+        row = out[i]
+        for p in range(word_ptr[i], word_ptr[i + 1]):
+            d = word_docs[p]
+            x = a[d] * word_data[p]
+            for jj in range(indptr[d], indptr[d + 1]):
+                row[indices[jj]] += x * data[jj]
 
 
 def add_pair_sums(chunk: sp.csr_array | sp.csr_matrix, a: np.ndarray, out: np.ndarray) -> None:
@@ -416,7 +413,10 @@ def add_pair_sums(chunk: sp.csr_array | sp.csr_matrix, a: np.ndarray, out: np.nd
     The word-pair sums of :class:`specinit.engine.moments.PairSums` held
     dense: ``sum_d nnz_d^2`` multiply-adds straight into ``out``, where the
     sparse route (a CSR product, then its conversion to a dense array) builds
-    the sparse (V, V) product first. In parallel over the rows of ``out``.
+    the sparse (V, V) product first. In parallel over the rows of ``out``,
+    each row summed whole from the documents that hold its word (a
+    transposed copy of each block of rows lists them), so that the writes
+    stay in one row of ``out`` at a time.
 
     Parameters
     ----------
@@ -427,12 +427,17 @@ def add_pair_sums(chunk: sp.csr_array | sp.csr_matrix, a: np.ndarray, out: np.nd
     out : ndarray, shape (V, V), C-contiguous float64
         The sums so far; overwritten.
     """
-    data = np.asarray(chunk.data, dtype=np.float64)
     a = np.asarray(a, dtype=np.float64)
     mean_unique = max(1, chunk.nnz // max(1, chunk.shape[0]))
-    n_parts = numba.get_num_threads()
-    _in_blocks(chunk.indptr, mean_unique, lambda start, stop: _pair_sums_kernel(chunk.indptr, chunk.indices, data, a,
-                                                                               n_parts, start, stop, out))
+
+    def add(start, stop):
+        block = sp.csr_matrix(chunk[start:stop], dtype=np.float64)
+        words = block.T.tocsr()  # (V, n): the documents of each word, in document order
+        words.sort_indices()
+        _pair_sums_kernel(words.indptr, words.indices, words.data, block.indptr, block.indices, block.data,
+                          a[start:stop], out)
+
+    _in_blocks(chunk.indptr, mean_unique, add)
 
 
 @numba.njit(cache=True)
