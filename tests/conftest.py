@@ -24,9 +24,9 @@ os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", str(Path(__file__).parent.par
 os.environ.setdefault("JAX_COMPILATION_CACHE_MAX_SIZE", str(4 << 30))
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.5")
 
-# Test modules that cross the NumPyro/ArviZ/scikit-learn boundary or run the README's code (marker `boundary`), and
-# those that run the demo or a tutorial as a user does (marker `script`): .ci/run runs them under the other
-# supported Pythons beside the full suite.
+# Test modules that cross the NumPyro/ArviZ/scikit-learn boundary or run the README's code (marker `boundary`):
+# .ci/run runs them under the other supported Pythons beside the full suite. Those that run the demo or a tutorial
+# as a user does (marker `script`) are the suite's slowest (`-m "not script"` leaves them out of a quick run).
 BOUNDARY_MODULES = {"test_posterior.py", "test_compare.py", "test_readme.py", "test_estimators.py", "test_warmstart.py",
                     "test_topic_svi.py"}
 SCRIPT_MODULES = {"test_demo.py", "test_tutorials.py"}
