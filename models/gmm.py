@@ -46,9 +46,9 @@ References
 from __future__ import annotations
 
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import jax.numpy as jnp
 import numpy as np
@@ -74,9 +74,9 @@ if TYPE_CHECKING:
     from specinit.engine.backends import Passes
     from specinit.engine.exchangeable import ExchangeableFit
 
-__all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "MixtureMoments", "lifted_fit", "lkj_sites",
-           "log_likelihood", "model", "population_moments", "predict", "refine", "scale_tril_sites", "spectral",
-           "spectral_axis_aligned", "spectral_from_moments", "update"]
+__all__ = ["FACTS", "FAMILY", "GaussianMixture", "LIFTED_MAX_K", "LiftedRows", "MixtureMoments", "lifted_fit",
+           "lkj_sites", "log_likelihood", "model", "population_moments", "predict", "refine", "scale_tril_sites",
+           "spectral", "spectral_axis_aligned", "spectral_from_moments", "update"]
 
 #: Covariance kinds of the moment step (and of :func:`model`).
 COVARIANCES = ("common", "spherical", "diag")
@@ -124,6 +124,25 @@ class MixtureMoments(FactoredMoments):
 #: Widest rows whose split direction (a split-merge move's principal axis) comes from the component's dense (d, d)
 #: covariance; wider rows use matrix-free power iteration (N d^2 against 60 N d multiply-adds).
 DENSE_AXIS_MAX = 64
+
+
+@dataclass(frozen=True)
+class LiftedRows:
+    """Rows with fewer columns than components: the moments of the d < k strategy (:func:`lifted_fit` reads the
+    rows; :meth:`GaussianMixture.strategy` names it, :meth:`GaussianMixture.max_components` gives its limit).
+
+    Parameters
+    ----------
+    x : ndarray, shape (N, d)
+        Validated rows.
+    """
+
+    x: np.ndarray
+
+    @property
+    def n_features(self) -> int:
+        """``d``."""
+        return int(self.x.shape[1])
 
 
 @dataclass(frozen=True)
@@ -225,9 +244,11 @@ class GaussianMixture(Family):
         return total - covariance.size - estimate.params["scale"].size + k * d * (d + 1) // 2
 
     def moments(self, x: ArrayLike | dask.array.Array, *, k: int, backend: str | Passes | None,
-                covariance: str = "common", noise: str = "factor", assign_steps: int = 0) -> RowMoments:
+                covariance: str = "common", noise: str = "factor", assign_steps: int = 0) -> RowMoments | LiftedRows:
         if not is_dask_array(x):
-            x = check_rows(x, min_columns=k)
+            x = check_rows(x)
+            if x.shape[1] < k:
+                return LiftedRows(x)
         elif assign_steps:
             raise bad_argument("assign_steps", None, "0 with a Dask array (EM steps need the data in memory)",
                                assign_steps)
@@ -242,10 +263,25 @@ class GaussianMixture(Family):
         variances = np.broadcast_to(scale**2, weights.shape)
         return MixtureMoments(loc, weights, weights, sigma2=float(weights @ variances), m1=(weights * variances) @ loc)
 
-    def max_components(self, moments: MixtureMoments | RowMoments) -> tuple[int, str]:
+    def max_components(self, moments: MixtureMoments | RowMoments | LiftedRows) -> tuple[int, str]:
+        if isinstance(moments, LiftedRows):
+            return LIFTED_MAX_K, (f"at most {LIFTED_MAX_K} when x has fewer columns than k (d = {moments.n_features}: "
+                                  "the one-dimensional method of moments uses moments up to order 2 k)")
         if isinstance(moments, RowMoments):
             return moments.rank, f"at most the rank of the covariance of x ({moments.rank})"
         return moments.n_features, f"at most the dimension d = {moments.n_features}"
+
+    def strategy(self, moments: MixtureMoments | RowMoments | LiftedRows, k: int, *, method: str,
+                 **options: Any) -> Callable[..., tuple[dict, dict, dict]] | None:
+        """Rows with fewer columns than components: the lifted moments (:meth:`lifted`)."""
+        return self.lifted if isinstance(moments, LiftedRows) else None
+
+    def lifted(self, moments: LiftedRows, k: int, *, covariance: str = "common",
+               **options: Any) -> tuple[dict, dict, dict]:
+        """The d < k recovery (:func:`lifted_fit`), every component started at the common variance."""
+        params, diagnostics = lifted_fit(moments.x, k)
+        params["scale"] = _scale_for(params["scale"], covariance, params["loc"].shape)
+        return params, {**diagnostics, "covariance": covariance}, {}
 
     def unwhiten(self, fit: ExchangeableFit, moments: MixtureMoments | RowMoments, k: int, floor: float,
                  covariance: str = "common", **options: Any) -> tuple[dict, dict, dict]:
@@ -409,33 +445,6 @@ class GaussianMixture(Family):
             if name in moved and moved[name].ndim:
                 moved[name][leaving] = moved[name][split]
         return moved
-
-    def spectral(self, data: ArrayLike | dask.array.Array, k: int | Literal["auto"], *, method: str = "tpm",
-                 approach: str = "auto", seed: int | np.random.Generator = 0, floor: float = 1e-3,
-                 decompose_options: Mapping[str, Any] | None = None, backend: str | Passes | None = None,
-                 vocabulary: Sequence[str] | None = None, **options: Any) -> SpectralEstimate:
-        if isinstance(k, str) or is_dask_array(data):
-            return super().spectral(data, k, method=method, approach=approach, seed=seed, floor=floor,
-                                    decompose_options=decompose_options, backend=backend, vocabulary=vocabulary,
-                                    **options)
-        k = COMMON_OPTIONS["k"].check("k", k)
-        x = check_rows(data)
-        if x.shape[1] >= k:
-            return super().spectral(x, k, method=method, approach=approach, seed=seed, floor=floor,
-                                    decompose_options=decompose_options, backend=backend, vocabulary=vocabulary,
-                                    **options)
-        if k > LIFTED_MAX_K:
-            raise bad_argument("k", None, f"at most {LIFTED_MAX_K} when x has fewer columns than k (d = {x.shape[1]}: "
-                               "the one-dimensional method of moments uses moments up to order 2 k)", k)
-        options = self.check_options(options)
-        floor = COMMON_OPTIONS["floor"].check("floor", floor)
-        params, diagnostics = lifted_fit(x, k)
-        covariance = options.get("covariance", "common")
-        params["scale"] = _scale_for(params["scale"], covariance, params["loc"].shape)
-        params, repairs = project(params, self.site_table(params)[0], floor)
-        params, extra = self.complete(params, x, None, rng=as_generator(seed), **options)
-        return self.estimate(k, params, {**diagnostics, **repairs, **extra, "covariance": covariance},
-                             vocabulary=vocabulary, options=options)
 
     def largest_candidate(self, data: ArrayLike | dask.array.Array, report: dict, limit: int, k_max: int) -> int:
         # every direction of the data carries signal: the spectrum bounds nothing, the lifted fits (k > d) compete

@@ -33,7 +33,7 @@ References
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -68,6 +68,7 @@ from specinit.models._topics import (
     SEED_ANCHORS,
     SEED_PRIOR,
     SEED_WORDS,
+    TPM_REAL_TEXT,
     UPDATE_ARGUMENTS,
     SeedWords,
     TopicFamily,
@@ -186,51 +187,63 @@ class LDA(TopicFamily):
         a0 = alpha.sum()
         return FactoredMoments(beta, alpha / ((a0 + 1) * a0), 2 * alpha / ((a0 + 2) * (a0 + 1) * a0))
 
-    def recover(self, moments: CountMoments | FactoredMoments, k: int, *, method: str, approach: str,
-                rng: np.random.Generator, floor: float, decompose_options: Mapping[str, Any] | None,
-                **options: Any) -> tuple[dict, dict, dict]:
+    def recover(self, moments: CountMoments | FactoredMoments, k: int, **kwargs: Any) -> tuple[dict, dict, dict]:
         # The recovery's dense linear algebra is small (eigenproblems of k + 10 columns, (V, k) products, k^3
         # tensors): extra BLAS threads only add lock waits and fight the passes, whose sparse products run on
         # their own threads (bench_lda_real.py on 2 busy cores: 0.6 s with one BLAS thread, 5.8 s with two).
         with one_blas_thread():
-            return self._recover(moments, k, method=method, approach=approach, rng=rng, floor=floor,
-                                 decompose_options=decompose_options, **options)
+            return super().recover(moments, k, **kwargs)
 
-    def _recover(self, moments, k, *, method, approach, rng, floor, decompose_options, alpha0=None, alpha_sum=1.0,
-                 alpha0_grid=None, seed_words=None, seed_anchor="extreme", seed_prior=SEED_PRIOR, **options):
+    def strategy(self, moments: CountMoments | FactoredMoments, k: int, *, method: str,
+                 alpha0: float | None = None, seed_words: SeedWords | None = None,
+                 **options: Any) -> Callable[..., tuple[dict, dict, dict]] | None:
+        """Anchor words (:meth:`anchors`) for ``method="anchor"``; the ``alpha0`` grid (:meth:`grid_fit`) for a
+        tensor method without ``alpha0``; with ``alpha0``, the engine fit."""
         if method == "anchor":
-            if alpha0 is not None or decompose_options is not None or alpha0_grid is not None:
-                raise bad_argument("method", None, "'tpm', 'svtd', 'eca' or 'als' when alpha0, alpha0_grid or "
-                                   "decompose_options is given (method='anchor' uses none of them)", method)
-            columns = () if seed_words is None else seed_words.columns(None, moments.n_features, k)
-            beta, alpha, _, report = fit_anchor(moments, k, func=current_entry(), seed=rng, floor=floor,
-                                                alpha_sum=alpha_sum, seed_groups=columns, seed_anchor=seed_anchor)
-            if seed_words is None:
-                return {"alpha": alpha, "beta": beta}, report, {}
-            report.update(seed_words.diagnostics())
-            warn_seeds(seed_words, {"seed/similarity": report["seed/similarity"]})
-            return {"alpha": alpha, "beta": beta}, report, seed_words.state(columns)
+            return self.anchors
         if seed_words is not None:
             raise bad_argument("seed_words", None, "None with a tensor method (seeded topics are anchored: "
                                "method='anchor')", seed_words)
-        if alpha0 is None:
-            source = getattr(moments, "source", None)
-            if source is None:
-                raise bad_argument("alpha0", None, "given with moments that are not from data (the data choose it)",
-                                   alpha0)
-            n_total = moments.n_documents + moments.n_dropped
-            sample = np.sort(as_generator(rng).choice(n_total, size=min(n_total, PAIR_SAMPLE), replace=False))
-            pairs = word_pairs(source.rows(sample), seed=rng)
-            grid = default_alpha0_grid(k) if alpha0_grid is None else alpha0_grid
-            beta, alpha, report = fit_lda_grid(moments, k, grid, pairs, func=current_entry(), method=method, seed=rng,
-                                               floor=floor, decompose_options=decompose_options, alpha_sum=alpha_sum)
+        return self.grid_fit if alpha0 is None else None
+
+    def decompose_defaults(self, method: str) -> dict:
+        """The tensor power method's settings for noisy real-text moments (:data:`TPM_REAL_TEXT`)."""
+        return dict(TPM_REAL_TEXT) if method == "tpm" else {}
+
+    def anchors(self, moments: CountMoments | FactoredMoments, k: int, *, method: str, rng: np.random.Generator,
+                floor: float, decompose_options: Mapping[str, Any] | None, alpha0: float | None = None,
+                alpha_sum: float = 1.0, alpha0_grid: ArrayLike | None = None, seed_words: SeedWords | None = None,
+                seed_anchor: str = "extreme", **options: Any) -> tuple[dict, dict, dict]:
+        """Anchor-word recovery from the pair moment (:func:`specinit.engine.anchors.fit_anchor`), seeded topics
+        anchored on their groups."""
+        if alpha0 is not None or decompose_options is not None or alpha0_grid is not None:
+            raise bad_argument("method", None, "'tpm', 'svtd', 'eca' or 'als' when alpha0, alpha0_grid or "
+                               "decompose_options is given (method='anchor' uses none of them)", method)
+        columns = () if seed_words is None else seed_words.columns(None, moments.n_features, k)
+        beta, alpha, _, report = fit_anchor(moments, k, func=current_entry(), seed=rng, floor=floor,
+                                            alpha_sum=alpha_sum, seed_groups=columns, seed_anchor=seed_anchor)
+        if seed_words is None:
             return {"alpha": alpha, "beta": beta}, report, {}
-        if method == "tpm" and (decompose_options is None or isinstance(decompose_options, dict)):
-            # Noisy real-text moments: the power iterates converge linearly; 1e-6 on unit vectors in up to 300
-            # steps (far below the moment noise) instead of the engine's 1e-10 in 100, which real corpora miss.
-            decompose_options = {"tol": 1e-6, "n_iter": 300, **(decompose_options or {})}
-        return super().recover(moments, k, method=method, approach=approach, rng=rng, floor=floor,
-                               decompose_options=decompose_options, alpha0=alpha0, **options)
+        report.update(seed_words.diagnostics())
+        warn_seeds(seed_words, {"seed/similarity": report["seed/similarity"]})
+        return {"alpha": alpha, "beta": beta}, report, seed_words.state(columns)
+
+    def grid_fit(self, moments: CountMoments | FactoredMoments, k: int, *, method: str, rng: np.random.Generator,
+                 floor: float, decompose_options: Mapping[str, Any] | None, alpha_sum: float = 1.0,
+                 alpha0_grid: ArrayLike | None = None, **options: Any) -> tuple[dict, dict, dict]:
+        """``alpha0`` chosen from the data: the tensor fit at every value of the grid from one set of passes, the
+        best pair likelihood kept (:func:`specinit.models._topics.fit_lda_grid`)."""
+        source = getattr(moments, "source", None)
+        if source is None:
+            raise bad_argument("alpha0", None, "given with moments that are not from data (the data choose it)",
+                               None)
+        n_total = moments.n_documents + moments.n_dropped
+        sample = np.sort(as_generator(rng).choice(n_total, size=min(n_total, PAIR_SAMPLE), replace=False))
+        pairs = word_pairs(source.rows(sample), seed=rng)
+        grid = default_alpha0_grid(k) if alpha0_grid is None else alpha0_grid
+        beta, alpha, report = fit_lda_grid(moments, k, grid, pairs, func=current_entry(), method=method, seed=rng,
+                                           floor=floor, decompose_options=decompose_options, alpha_sum=alpha_sum)
+        return {"alpha": alpha, "beta": beta}, report, {}
 
     def unwhiten(self, fit: ExchangeableFit, moments: CountMoments | FactoredMoments, k: int, floor: float,
                  alpha0: float, **options: Any) -> tuple[dict, dict, dict]:

@@ -13,7 +13,8 @@ prediction.
 The skeleton of :meth:`Family.spectral`::
 
     data --moments()--> moments --check_k--> recover() --project--> complete() --> SpectralEstimate
-                                     recover() = engine fit (exchangeable | multiview) + unwhiten()
+                                     recover() = strategy() if the family names one,
+                                                 else engine fit (exchangeable | multiview) + unwhiten()
 
 The contract. A family with a ``name`` is registered when its class is
 defined (:func:`registered`, :func:`family`); a class without a ``name`` of
@@ -31,11 +32,15 @@ Which hook to override: the narrowest one that holds the difference.
 Override :meth:`Family.unwhiten` when the engine's fit is right and only
 its translation into parameters is the family's; :meth:`Family.fit_input`
 or :meth:`Family.kind_of` to feed the engine another view of the moments;
-:meth:`Family.complete` for data-dependent additions after recovery.
-Override :meth:`Family.recover` only when the recovery is not an engine fit
-followed by an unwhitening (anchor words, a grid of fits); never
-:meth:`Family.spectral`, whose validation, choice of ``k`` and estimate
-every family shares.
+:meth:`Family.complete` for data-dependent additions after recovery;
+:meth:`Family.decompose_defaults` for the decomposition's settings its
+moments call for. When the recovery is not an engine fit followed by an unwhitening (anchor
+words, a grid of fits, the lifted moments of a mixture with fewer features
+than components), :meth:`Family.strategy` names it: the skeleton calls it in
+place of the engine fit and keeps everything around it (validation, the
+limit on ``k``, projection, warnings, :meth:`Family.complete`, the
+estimate). Never override :meth:`Family.spectral`, whose validation,
+choice of ``k`` and estimate every family shares.
 
 Examples
 --------
@@ -767,9 +772,46 @@ class Family:
             raise bad_argument("k", None, constraint, k)
         return k
 
+    def strategy(self, moments: Moments, k: int, *, method: str,
+                 **options: Any) -> Callable[..., tuple[dict, dict, dict]] | None:
+        """The recovery these moments and options call for when it is not the engine fit and :meth:`unwhiten`.
+
+        Parameters
+        ----------
+        moments : object
+            What :meth:`moments` or :meth:`population_moments` returned.
+        k : int
+            Components (checked against :meth:`max_components`).
+        method : str
+            One of :attr:`methods`.
+        **options
+            The family's options.
+
+        Returns
+        -------
+        callable or None
+            Called as :meth:`recover` is (``moments, k, method=, approach=, rng=, floor=, decompose_options=``,
+            the options) and returning what it returns, ``(params, report, state)``; None (default): the engine
+            fit and :meth:`unwhiten`.
+        """
+        return None
+
+    def decompose_defaults(self, method: str) -> dict:
+        """Keyword arguments of the tensor decomposition ``method`` that this family's moments call for, under
+        those the caller gives in ``decompose_options`` (default: none, the engine's own)."""
+        return {}
+
     def recover(self, moments: Moments, k: int, *, method: str, approach: str, rng: np.random.Generator, floor: float,
                 decompose_options: Mapping[str, Any] | None, **options: Any) -> tuple[dict, dict, dict]:
-        """Engine fit (with the fallback of ``approach="auto"``) and :meth:`unwhiten`: ``(params, report, state)``."""
+        """The family's :meth:`strategy`, else the engine fit (with the fallback of ``approach="auto"``) and
+        :meth:`unwhiten`: ``(params, report, state)``."""
+        strategy = self.strategy(moments, k, method=method, **options)
+        if strategy is not None:
+            return strategy(moments, k, method=method, approach=approach, rng=rng, floor=floor,
+                            decompose_options=decompose_options, **options)
+        defaults = self.decompose_defaults(method)
+        if defaults and (decompose_options is None or isinstance(decompose_options, dict)):  # others: the engine raises
+            decompose_options = {**defaults, **(decompose_options or {})}
         fit_moments = self.fit_input(moments, k, **options)
         if self.kind_of(**options) == "multiview":
             fit = fit_multiview(fit_moments, k, target=self.target(**options), method=method, approach=approach,
