@@ -58,8 +58,9 @@ if TYPE_CHECKING:
 
 __all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "POPULATION_TOPICS", "SEED_ANCHORS", "SEED_PRIOR",
            "SEED_WORDS", "TPM_REAL_TEXT", "UPDATE_ARGUMENTS", "AnchorUpdate", "SeedWords", "TopicData", "TopicFamily",
-           "check_alpha0_grid", "check_eta", "close_topics", "default_alpha0_grid", "document_topics", "fit_lda_grid",
-           "lda_moment_fit", "raw_subspace", "topic_concentration", "warn_seeds", "word_pairs"]
+           "check_alpha0_grid", "check_eta", "close_topics", "default_alpha0_grid", "dirichlet_alpha",
+           "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace", "topic_concentration", "warn_seeds",
+           "warn_topics", "word_pairs"]
 
 
 #: The topics given to the topic families' ``population_moments``, declared once.
@@ -446,10 +447,7 @@ class TopicFamily(Family):
         report = {"sign_flips": flips}
         if hasattr(moments, "n_documents"):
             report.update(n_documents=moments.n_documents, n_dropped=moments.n_dropped)
-        if flips:
-            warn(f"{current_entry()}: {flips} recovered topic(s) had negative total mass before sign fixing; the "
-                 f"moments are too noisy for k={k} (try more documents, a smaller k, or method='tpm' with more "
-                 "restarts).")
+        warn_topics(current_entry(), k, flips)  # the skeleton's projection reports the negative mass
         return raw, eig, report
 
     def batch_summary(self, counts: Counts, stored: PairSums | None, n_batches: int, *, weighting: str,
@@ -744,6 +742,24 @@ def lda_moment_fit(sub: RawSubspace, beta: np.ndarray, alpha: np.ndarray) -> tup
             float(np.linalg.norm(m3 - sub.e3) / np.linalg.norm(sub.e3)))
 
 
+def dirichlet_alpha(eigenvalues: np.ndarray, alpha0: float) -> np.ndarray:
+    """``alpha`` from the tensor eigenvalues of the Dirichlet-corrected moments at ``alpha0``: ``lambda_i = 2 /
+    (a0 + 2) sqrt(a0 (a0 + 1) / alpha_i)`` ([1]_ Lemma 3), so ``alpha_i = 4 a0 (a0 + 1) / ((a0 + 2)^2 lambda_i^2)``.
+
+    Parameters
+    ----------
+    eigenvalues : ndarray, shape (k,)
+        Tensor eigenvalues (sign-fixed).
+    alpha0 : float
+        The concentration the moments were corrected with.
+
+    Returns
+    -------
+    ndarray, shape (k,)
+    """
+    return 4 * alpha0 * (alpha0 + 1) / ((alpha0 + 2) ** 2 * eigenvalues**2)
+
+
 def _lda_at(sub, a0, k, *, method, rng, floor, decompose_options, backend):
     """Decompose the whitened tensor at one ``alpha0`` (the power method where the ``backend``'s passes run) and
     map to (beta, alpha); None if M2 is indefinite."""
@@ -758,7 +774,7 @@ def _lda_at(sub, a0, k, *, method, rng, floor, decompose_options, backend):
     dec = decompose(T, k, method, seed=rng, passes=backend, **options)
     raw_beta, eig, flips = fix_signs_by_mass((unwhiten @ dec.vectors).T, dec.weights)
     beta, proj = project_to_simplex(raw_beta, floor)
-    alpha = 4 * a0 * (a0 + 1) / ((a0 + 2) ** 2 * eig**2)
+    alpha = dirichlet_alpha(eig, a0)
     return ritz, dict(beta=beta, alpha=alpha, dec=dec, s=s, flips=flips, negative_mass=proj["negative_mass"],
                       negative_eigenvalues=int(np.count_nonzero(eig < 0)))
 
@@ -922,18 +938,37 @@ def fit_lda_grid(raw: CountMoments, k: int, grid: ArrayLike, pairs: tuple[np.nda
     }
     for message in dict.fromkeys(fit["warnings"]):
         warn(f"{func} (alpha0 = {best:.3g}): {message}")
-    _warn_topics(func, k, report)
+    warn_topics(func, k, report["sign_flips"], report["negative_mass"], report["k_supported"])
     return fit["beta"], fit["alpha"], report
 
 
-def _warn_topics(func: str, k: int, report: dict) -> None:
-    """One warning naming the topics that had to be repaired (negative mass), with what to try."""
-    heavy = int(np.count_nonzero(np.asarray(report["negative_mass"]) > 0.25))
-    if report["sign_flips"] or heavy:
-        warn(f"{func}: {report['sign_flips']} recovered topic(s) had negative total mass before sign fixing and "
-             f"{heavy} had more than 25% of their mass negative before projection onto the simplex (see "
-             f"diagnostics['negative_mass']); the moments are noisy for k={k}: try a smaller k (the M2 spectrum "
-             f"supports k <= {report.get('k_supported', k)}) or more documents.")
+def warn_topics(func: str, k: int, sign_flips: int, negative_mass: ArrayLike | None = None,
+                supported: int | None = None) -> None:
+    """The one warning of recovered topics that had to be repaired, with what to try (none when none was).
+
+    Parameters
+    ----------
+    func : str
+        The public entry, named first.
+    k : int
+        Topics.
+    sign_flips : int
+        Topics with negative total mass before sign fixing.
+    negative_mass : array-like, optional
+        Each topic's negative mass before projection onto the simplex (more than 0.25 counts as repaired);
+        None where the skeleton's projection reports it (:meth:`specinit.family.Family.warn_repairs`).
+    supported : int, optional
+        The largest k the spectrum of the pair moment supports, named in the advice.
+    """
+    heavy = 0 if negative_mass is None else int(np.count_nonzero(np.asarray(negative_mass) > 0.25))
+    if not (sign_flips or heavy):
+        return
+    repaired = f"{sign_flips} recovered topic(s) had negative total mass before sign fixing"
+    if negative_mass is not None:
+        repaired += (f" and {heavy} had more than 25% of their mass negative before projection onto the simplex "
+                     "(see diagnostics['negative_mass'])")
+    bound = "" if supported is None else f" (the M2 spectrum supports k <= {supported})"
+    warn(f"{func}: {repaired}; the moments are noisy for k={k}: try a smaller k{bound} or more documents.")
 
 
 def word_pairs(counts: ArrayLike | sp.spmatrix, max_pairs: int = 100_000,

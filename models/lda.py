@@ -75,6 +75,7 @@ from specinit.models._topics import (
     check_alpha0_grid,
     close_topics,
     default_alpha0_grid,
+    dirichlet_alpha,
     document_topics,
     fit_lda_grid,
     topic_concentration,
@@ -249,7 +250,7 @@ class LDA(TopicFamily):
                  alpha0: float, **options: Any) -> tuple[dict, dict, dict]:
         beta, eig, report = self.topics(fit, moments, k)
         a0 = alpha0
-        alpha = 4 * a0 * (a0 + 1) / ((a0 + 2) ** 2 * eig**2)
+        alpha = dirichlet_alpha(eig, a0)
         report.update(alpha0=a0, alpha_sum=float(alpha.sum()))
         if not 0.5 < alpha.sum() / a0 < 2.0:
             warn(f"{current_entry()}: sum(alpha_hat) = {alpha.sum():.3g} differs from alpha0 = {a0:.3g} by more "
