@@ -16,6 +16,16 @@ and :class:`GaussianHMM` whose ``log_prob`` is one number per sequence, so
 ``numpyro.infer.log_likelihood`` is per sequence. Sequences of different
 lengths are padded to a common length and masked by ``lengths``.
 
+The likelihood is that one definition, which :func:`model` and
+:func:`log_likelihood` read. Baum-Welch (:func:`refine`) needs the
+posterior counts as well, over every sequence at each step, so its E-step
+runs the scaled forward-backward recursion on the host
+(:func:`specinit.engine.sequences.forward_backward`: NumPy, or compiled
+with the extra ``[fast]``, time-major and unpadded); a JAX program cannot
+serve it without padding every sequence to the longest and compiling per
+shape. The two recursions are tested equal, sequence by sequence, for both
+chain families (``tests/test_refine.py``).
+
 Method of moments ([1]_ Prop. 3.4): with ``h = h_2`` the observations
 ``x_1, x_2, x_3`` are conditionally independent given ``h`` and
 

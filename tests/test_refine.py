@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from scipy.stats import norm
-from specinit.models import gmm, hmm, single_topic
+from specinit.models import gaussian_hmm, gmm, hmm, single_topic
 
-from specinit.distributions.hmm import CategoricalHMM, pad_sequences
+from specinit.distributions.hmm import CategoricalHMM, GaussianHMM, pad_sequences
 from specinit.engine.backends.jax import x64
 from specinit.engine import sequences
 from specinit.engine.sequences import SequenceBatch, forward_backward
@@ -101,20 +101,28 @@ def test_compiled_and_numpy_forward_backward_agree_on_long_sequences(monkeypatch
         np.testing.assert_allclose(c, r, rtol=1e-12, atol=1e-300)
 
 
-def test_numpy_e_step_and_jax_forward_give_the_same_likelihood():
+@pytest.mark.parametrize("module", [hmm, gaussian_hmm], ids=["hmm", "gaussian_hmm"])
+def test_numpy_e_step_and_jax_forward_give_the_same_likelihood(module):
     # Baum-Welch runs the NumPy recursion (time-major, no padding); scoring and NumPyro run the JAX forward.
     rng = np.random.default_rng(2)
-    k, V = 3, 5
-    init, A, E = rng.dirichlet(np.ones(k)), rng.dirichlet(np.ones(k), size=k), rng.dirichlet(np.ones(V), size=k)
-    seqs = [rng.integers(0, V, size=n) for n in (40, 7, 1, 25)]
-    batch = SequenceBatch(seqs)
-    *_, ll = forward_backward(batch, init, A, E.T[batch.values])
-    padded, lengths = pad_sequences(seqs)
+    k, lengths = 3, (40, 7, 1, 25)
+    params = {"init": rng.dirichlet(np.ones(k)), "transition": rng.dirichlet(np.ones(k), size=k)}
+    if module is hmm:
+        params["emission"] = rng.dirichlet(np.ones(5), size=k)
+        seqs = [rng.integers(0, 5, size=n) for n in lengths]
+    else:
+        params.update(loc=np.array([-2.0, 0.0, 3.0]), scale=np.array([0.5, 1.0, 2.0]))
+        seqs = [3.0 * rng.standard_normal(n) for n in lengths]
+    estimate = module.FAMILY.estimate(k, params, {})
+    _, total = module.FAMILY.e_step(params, module.FAMILY.refine_data(seqs, estimate))
+    padded, mask = pad_sequences(seqs, categorical=module is hmm)
     with x64():
-        per_sequence = np.asarray(CategoricalHMM(init, A, E, padded.shape[1], lengths).log_prob(jnp.asarray(padded)))
-    np.testing.assert_allclose(per_sequence.sum(), ll, rtol=1e-12)
-    estimate = hmm.FAMILY.estimate(k, {"init": init, "transition": A, "emission": E}, {})
-    np.testing.assert_allclose(hmm.log_likelihood(seqs, estimate), per_sequence, rtol=1e-12)
+        distribution = (CategoricalHMM(params["init"], params["transition"], params["emission"], padded.shape[1], mask)
+                        if module is hmm else GaussianHMM(params["init"], params["transition"], params["loc"],
+                                                          params["scale"], padded.shape[1], mask))
+        per_sequence = np.asarray(distribution.log_prob(jnp.asarray(padded)))
+    np.testing.assert_allclose(per_sequence.sum(), total, rtol=1e-12)
+    np.testing.assert_allclose(module.log_likelihood(seqs, estimate), per_sequence, rtol=1e-12)
 
 
 def _blobs(seed=0, n=600):

@@ -477,6 +477,9 @@ def forward_backward(batch: SequenceBatch, init: np.ndarray, transition: np.ndar
     With Numba installed (extra ``[fast]``) the recursions run compiled
     (:func:`specinit.engine.backends.numba.forward_backward`); otherwise
     each time step is one NumPy operation over the sequences running at it.
+    Its log-likelihood is that of the JAX forward algorithm of
+    :mod:`specinit.distributions.hmm` (the NumPyro programs' density, tested
+    equal): EM on the host needs the posterior counts, unpadded.
 
     Parameters
     ----------
