@@ -115,24 +115,23 @@ CUMULANTS = ("skew", "kurtosis")
 _SHAPE_RANGE = (1e-2, 1e6)       # Gamma shape: skewness between 2e-3 and 20
 
 
-@public
-def model(x: ArrayLike | None = None, *, k: int, dim: int | None = None, n: int | None = None, cumulant: str = "skew",
-          prior_scale: float = 10.0) -> None:
-    """NumPyro independent-factor model ``x = loc + h @ loadings + noise``.
+#: The arguments of :func:`model`.
+MODEL_ARGUMENTS = {
+    "x": Param("array, shape (N, d), optional", "Observations; ``None`` generates ``n`` observations of dimension "
+               "``dim``.", None),
+    "k": Param("int", "Number of factors."),
+    "dim": Param("int, optional", "Needed only when ``x`` is None.", None),
+    "n": Param("int, optional", "Needed only when ``x`` is None.", None),
+    "cumulant": Param('{"skew", "kurtosis"}', "Skewed (centred Gamma) or kurtotic (exponential-power) factors.", "skew",
+                      annotation=str),
+    "prior_scale": Param("float", "Scale of the Normal priors of ``loc`` and ``loadings`` and of the HalfNormal prior "
+                         "of ``noise`` (standardize the data, or set it).", 10.0),
+}
 
-    Parameters
-    ----------
-    x : array, shape (N, d), optional
-        Observations; ``None`` generates ``n`` observations of dimension ``dim``.
-    k : int
-        Number of factors.
-    dim, n : int, optional
-        Needed only when ``x`` is None.
-    cumulant : {"skew", "kurtosis"}
-        Skewed (centred Gamma) or kurtotic (exponential-power) factors.
-    prior_scale : float
-        Scale of the Normal priors of ``loc`` and ``loadings`` and of the
-        HalfNormal prior of ``noise`` (standardize the data, or set it).
+
+@face(MODEL_ARGUMENTS)
+def model(x, *, k, dim, n, cumulant, prior_scale) -> None:
+    """NumPyro independent-factor model ``x = loc + h @ loadings + noise``.
 
     Returns
     -------

@@ -17,15 +17,16 @@ import numpyro.distributions as dist
 from numpy.typing import ArrayLike
 from scipy.stats import norm
 
-from specinit._validation import Interval, StoredArrayError, bad_argument, bad_stored, public, stored_array
+from specinit._validation import Interval, StoredArrayError, bad_argument, bad_stored, stored_array
 from specinit.distributions.hmm import GaussianHMM, plate_shape
 from specinit.engine.sequences import ChainViews, SequenceBatch, TripleCounts, as_sequences, chain_population, \
     forward_backward, stationary, triple_views
 from specinit.engine.views import SummedViews, ViewMoments, conditional_means, multiview_population
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import Face, Param, chain_face
+from specinit.faces import Face, Param, chain_face, face
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, k_param, site_values
 from specinit.models.hmm import HMM
+from specinit.models.hmm import MODEL_ARGUMENTS as HMM_MODEL_ARGUMENTS
 from specinit.refine import RefineResult
 
 if TYPE_CHECKING:
@@ -436,28 +437,23 @@ FAMILY = GaussianHMMFamily()
 FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
-@public
-def model(sequences: ArrayLike | None = None, *, k: int, lengths: ArrayLike | None = None, concentration: float = 1.0,
-                   loc_scale: float = 10.0, scale_scale: float = 5.0) -> None:
-    """NumPyro HMM with scalar Gaussian emissions, hidden states summed out.
+#: The arguments of :func:`model`: those of the categorical chain's (:data:`specinit.models.hmm.MODEL_ARGUMENTS`)
+#: with Gaussian emissions.
+MODEL_ARGUMENTS = {
+    **HMM_MODEL_ARGUMENTS,
+    "sequences": Param("float array, shape (N, T) or (T,), optional", "Observations, padded past each sequence's "
+                       "length (:func:`specinit.models.hmm.pad_sequences`). ``None`` generates sequences of lengths "
+                       "``lengths`` (``numpyro.infer.Predictive``).", None, annotation=ArrayLike | None),
+    "concentration": Param("float", "Symmetric Dirichlet concentration of ``init`` and of every row of "
+                           "``transition``.", 1.0),
+    "loc_scale": Param("float", "``loc ~ Normal(0, loc_scale)`` per state.", 10.0),
+    "scale_scale": Param("float", "``scale ~ HalfNormal(scale_scale)`` per state.", 5.0),
+}
 
-    Parameters
-    ----------
-    sequences : float array, shape (N, T) or (T,), optional
-        Observations, padded past each sequence's length
-        (:func:`specinit.models.hmm.pad_sequences`). ``None`` generates
-        sequences of lengths ``lengths`` (``numpyro.infer.Predictive``).
-    k : int
-        Number of hidden states.
-    lengths : int array, shape (N,), optional
-        True lengths; default: every row is full length.
-    concentration : float
-        Symmetric Dirichlet concentration of ``init`` and of every row of
-        ``transition``.
-    loc_scale : float
-        ``loc ~ Normal(0, loc_scale)`` per state.
-    scale_scale : float
-        ``scale ~ HalfNormal(scale_scale)`` per state.
+
+@face(MODEL_ARGUMENTS)
+def model(sequences, *, k, lengths, concentration, loc_scale, scale_scale) -> None:
+    """NumPyro HMM with scalar Gaussian emissions, hidden states summed out.
 
     Notes
     -----

@@ -56,7 +56,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpy.typing import ArrayLike
 
-from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, current_entry, public
+from specinit._validation import Interval, Options, as_generator, bad_argument, check_arguments, current_entry
 from specinit.distributions.mixtures import gaussian_components_host
 from specinit.engine.backends import numba_kernel
 from specinit.engine.population import FactoredMoments
@@ -65,7 +65,7 @@ from specinit.engine.sources import check_rows, is_dask_array
 from specinit.engine.support import project
 from specinit.engine.views import conditional_variances, fit_multiview, with_squares
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import RANDOM_STATE, Face, Param, mean_log_likelihood, predicted, responsibilities
+from specinit.faces import RANDOM_STATE, Face, Param, face, mean_log_likelihood, predicted, responsibilities
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import RefineResult, component_share, split_merge_pair
 
@@ -721,25 +721,23 @@ FAMILY = GaussianMixture()
 FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
-@public
-def model(x: ArrayLike | None = None, *, k: int, n: int | None = None, dim: int | None = None,
-          common_scale: bool = True, covariance: str | None = None) -> None:
-    """NumPyro spherical Gaussian mixture with the component summed out.
+#: The arguments of :func:`model`.
+MODEL_ARGUMENTS = {
+    "x": Param("array, shape (N, d), optional", "Observations; ``None`` generates ``n`` observations of dimension "
+               "``dim``.", None),
+    "k": Param("int", "Number of components."),
+    "n": Param("int, optional", "Needed only when ``x`` is None.", None),
+    "dim": Param("int, optional", "Needed only when ``x`` is None.", None),
+    "common_scale": Param("bool", "One standard deviation for all components (``scale`` scalar) or one per component "
+                          "(``scale`` of shape (k,)); used when ``covariance`` is None.", True),
+    "covariance": Param('{"common", "spherical", "diag"}, optional', "``scale`` scalar, (k,) or (k, d) (diagonal "
+                        "covariances); overrides ``common_scale``.", None, annotation=str | None),
+}
 
-    Parameters
-    ----------
-    x : array, shape (N, d), optional
-        Observations; ``None`` generates ``n`` observations of dimension ``dim``.
-    k : int
-        Number of components.
-    n, dim : int, optional
-        Needed only when ``x`` is None.
-    common_scale : bool
-        One standard deviation for all components (``scale`` scalar) or one
-        per component (``scale`` of shape (k,)); used when ``covariance`` is None.
-    covariance : {"common", "spherical", "diag"}, optional
-        ``scale`` scalar, (k,) or (k, d) (diagonal covariances); overrides
-        ``common_scale``.
+
+@face(MODEL_ARGUMENTS)
+def model(x, *, k, n, dim, common_scale, covariance) -> None:
+    """NumPyro spherical Gaussian mixture with the component summed out.
 
     Notes
     -----

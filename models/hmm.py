@@ -66,7 +66,7 @@ import numpyro
 import numpyro.distributions as dist
 from numpy.typing import ArrayLike
 
-from specinit._validation import Interval, bad_argument, check_allocation, current_entry, public, warn
+from specinit._validation import Interval, bad_argument, check_allocation, current_entry, warn
 from specinit.distributions.hmm import (
     CategoricalHMM,
     pad_sequences,
@@ -90,7 +90,7 @@ from specinit.engine.support import project_to_simplex
 from specinit.engine.sources import is_dask_array
 from specinit.engine.views import ViewMoments
 from specinit.estimate import ModelFacts, Site, SpectralEstimate
-from specinit.faces import Face, Param, chain_face
+from specinit.faces import Face, Param, chain_face, face
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import RefineResult
 
@@ -518,27 +518,24 @@ FAMILY = HMM()
 FACTS = ModelFacts.from_sites(*FAMILY.site_table())
 
 
-@public
-def model(sequences: ArrayLike | None = None, *, k: int, n_symbols: int | None = None, lengths: ArrayLike | None = None,
-          concentration: float = 1.0) -> None:
-    """NumPyro HMM with categorical emissions, hidden states summed out.
+#: The arguments of :func:`model`.
+MODEL_ARGUMENTS = {
+    "sequences": Param("int array, shape (N, T) or (T,), optional", "Observed symbols in ``0..n_symbols-1``, "
+                       "zero-padded past each sequence's length (:func:`pad_sequences`). ``None`` generates sequences "
+                       "of lengths ``lengths`` (``numpyro.infer.Predictive``).", None, annotation=ArrayLike | None),
+    "k": Param("int", "Number of hidden states."),
+    "n_symbols": Param("int, optional", "V; needed only when ``sequences`` is None (otherwise ``max(sequences) + 1`` "
+                       "would be a guess, so it is still preferred).", None),
+    "lengths": Param("int array, shape (N,), optional", "True lengths; default: every row is full length.", None,
+                     annotation=ArrayLike | None),
+    "concentration": Param("float", "Symmetric Dirichlet concentration of ``init`` and of every row of "
+                           "``transition`` and ``emission``.", 1.0),
+}
 
-    Parameters
-    ----------
-    sequences : int array, shape (N, T) or (T,), optional
-        Observed symbols in ``0..n_symbols-1``, zero-padded past each
-        sequence's length (:func:`pad_sequences`). ``None`` generates
-        sequences of lengths ``lengths`` (``numpyro.infer.Predictive``).
-    k : int
-        Number of hidden states.
-    n_symbols : int, optional
-        V; needed only when ``sequences`` is None (otherwise
-        ``max(sequences) + 1`` would be a guess, so it is still preferred).
-    lengths : int array, shape (N,), optional
-        True lengths; default: every row is full length.
-    concentration : float
-        Symmetric Dirichlet concentration of ``init`` and of every row of
-        ``transition`` and ``emission``.
+
+@face(MODEL_ARGUMENTS)
+def model(sequences, *, k, n_symbols, lengths, concentration) -> None:
+    """NumPyro HMM with categorical emissions, hidden states summed out.
 
     Notes
     -----

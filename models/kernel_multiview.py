@@ -76,7 +76,7 @@ from specinit.engine.kernels import ExchangeableViews
 from specinit.engine.rows import unit_of
 from specinit.engine.views import ViewMoments, ViewSums, multiview_population
 from specinit.estimate import Site, SpectralEstimate
-from specinit.faces import Face, Param, view_face
+from specinit.faces import Face, Param, face, view_face
 from specinit.family import COMMON_OPTIONS, DEFERRED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import RefineResult
 
@@ -737,27 +737,23 @@ class KernelMultiview(Family):
 FAMILY = KernelMultiview()
 
 
-@public
-def model(views: Sequence[ArrayLike] | None = None, *, k: int, m: int = 2, n: int | None = None,
-          dims: Sequence[int] | None = None, prior_scale: float = 10.0) -> None:
-    """NumPyro multi-view mixture with a mixture of ``m`` Gaussians per component and view.
+#: The arguments of :func:`model`.
+MODEL_ARGUMENTS = {
+    "views": Param("sequence of arrays, optional", "Observed views (each (N,) or (N, d_v)); ``None`` generates ``n`` "
+                   "observations with view dimensions ``dims``.", None, annotation=Sequence[ArrayLike] | None),
+    "k": Param("int", "Number of classes."),
+    "m": Param("int", "Gaussians per component and view (the flexible component densities).", 2),
+    "n": Param("int, optional", "Number of observations to generate (only when ``views`` is None).", None),
+    "dims": Param("sequence of int, optional", "``d_v`` per view (required when ``views`` is None).", None,
+                  annotation=Sequence[int] | None),
+    "prior_scale": Param("float", "Scale of the Normal(0, prior_scale) prior of ``loc_<v>`` and of the "
+                         "HalfNormal(prior_scale) prior of ``scale_<v>`` (data of order one to ten).", 10.0),
+}
 
-    Parameters
-    ----------
-    views : sequence of arrays, optional
-        Observed views (each (N,) or (N, d_v)); ``None`` generates ``n``
-        observations with view dimensions ``dims``.
-    k : int
-        Number of classes.
-    m : int
-        Gaussians per component and view (the flexible component densities).
-    n : int, optional
-        Number of observations to generate (only when ``views`` is None).
-    dims : sequence of int, optional
-        ``d_v`` per view (required when ``views`` is None).
-    prior_scale : float
-        Scale of the Normal(0, prior_scale) prior of ``loc_<v>`` and of the
-        HalfNormal(prior_scale) prior of ``scale_<v>`` (data of order one to ten).
+
+@face(MODEL_ARGUMENTS)
+def model(views, *, k, m, n, dims, prior_scale) -> None:
+    """NumPyro multi-view mixture with a mixture of ``m`` Gaussians per component and view.
 
     Returns
     -------

@@ -54,7 +54,7 @@ from specinit.engine.views import (
     with_squares,
 )
 from specinit.estimate import Site, SpectralEstimate
-from specinit.faces import Face, Param, view_face
+from specinit.faces import Face, Param, face, view_face
 from specinit.family import COMMON_OPTIONS, UPDATED_ESTIMATE, Family, k_param, site_values
 from specinit.refine import RefineResult
 
@@ -443,24 +443,22 @@ class MultiView(Family):
 FAMILY = MultiView()
 
 
-@public
-def model(views: Sequence[ArrayLike] | None = None, *, k: int, kinds: Sequence[Literal["categorical", "gaussian"]],
-          n: int | None = None, dims: Sequence[int] | None = None) -> None:
-    """NumPyro multi-view mixture with the class summed out.
+#: The arguments of :func:`model`.
+MODEL_ARGUMENTS = {
+    "views": Param("sequence of arrays, optional", "Observed views (see :func:`check_views`); ``None`` generates ``n`` "
+                   "observations with view sizes ``dims``.", None, annotation=Sequence[ArrayLike] | None),
+    "k": Param("int", "Number of classes."),
+    "kinds": Param('sequence of {"categorical", "gaussian"}', "One per view.",
+                   annotation=Sequence[Literal["categorical", "gaussian"]]),
+    "n": Param("int, optional", "Number of observations to generate (only when ``views`` is None).", None),
+    "dims": Param("sequence of int, optional", "``V_v`` or ``d_v`` per view (required when ``views`` is None).", None,
+                  annotation=Sequence[int] | None),
+}
 
-    Parameters
-    ----------
-    views : sequence of arrays, optional
-        Observed views (see :func:`check_views`); ``None`` generates ``n``
-        observations with view sizes ``dims``.
-    k : int
-        Number of classes.
-    kinds : sequence of {"categorical", "gaussian"}
-        One per view.
-    n : int, optional
-        Number of observations to generate (only when ``views`` is None).
-    dims : sequence of int, optional
-        ``V_v`` or ``d_v`` per view (required when ``views`` is None).
+
+@face(MODEL_ARGUMENTS)
+def model(views, *, k, kinds, n, dims) -> None:
+    """NumPyro multi-view mixture with the class summed out.
 
     Notes
     -----

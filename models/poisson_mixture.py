@@ -56,8 +56,8 @@ from specinit.engine.rows import ROW_PASSES, RowSums
 from specinit.engine.sources import ViewSource
 from specinit.engine.support import fix_signs_by_mass
 from specinit.estimate import Site, SpectralEstimate
-from specinit.faces import (RANDOM_STATE, Face, Param, max_iter_param, mean_log_likelihood, n_components_param,
-                            predicted, refined, responsibilities)
+from specinit.faces import (RANDOM_STATE, Face, Param, face, max_iter_param, mean_log_likelihood,
+                            n_components_param, predicted, refined, responsibilities)
 from specinit.family import UPDATED_ESTIMATE, Family, site_values
 from specinit.refine import RefineResult
 
@@ -258,21 +258,20 @@ class PoissonMixture(Family):
 FAMILY = PoissonMixture()
 
 
-@public
-def model(counts: ArrayLike | None = None, *, k: int, n: int | None = None, dim: int | None = None,
-          rate_mean: float = 10.0) -> None:
-    """NumPyro Poisson mixture with the component of each row summed out.
+#: The arguments of :func:`model`.
+MODEL_ARGUMENTS = {
+    "counts": Param("array-like or scipy.sparse matrix, shape (N, d), optional", "Observed counts (a sparse matrix is "
+                    "densified); ``None`` generates ``n`` rows of ``dim`` counts.", None, annotation=ArrayLike | None),
+    "k": Param("int", "Number of components."),
+    "n": Param("int, optional", "Needed only when ``counts`` is None.", None),
+    "dim": Param("int, optional", "Needed only when ``counts`` is None.", None),
+    "rate_mean": Param("float", "Mean of the exponential prior of every rate.", 10.0),
+}
 
-    Parameters
-    ----------
-    counts : array-like or scipy.sparse matrix, shape (N, d), optional
-        Observed counts (a sparse matrix is densified); ``None`` generates ``n`` rows of ``dim`` counts.
-    k : int
-        Number of components.
-    n, dim : int, optional
-        Needed only when ``counts`` is None.
-    rate_mean : float
-        Mean of the exponential prior of every rate.
+
+@face(MODEL_ARGUMENTS)
+def model(counts, *, k, n, dim, rate_mean) -> None:
+    """NumPyro Poisson mixture with the component of each row summed out.
 
     Notes
     -----
