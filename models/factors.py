@@ -790,9 +790,8 @@ def refine(x, estimate, *, method, num_steps, lr, seed) -> RefineResult:
     return FAMILY.refine(x, estimate, method=method, num_steps=num_steps, lr=lr, seed=seed)
 
 
-@FAMILY.scoring_face("x")
-def log_likelihood(x, estimate) -> np.ndarray:
-    """Log-likelihood of every row given the estimate's factor scores (``log p(x_n | h_n)``).
+log_likelihood = FAMILY.log_likelihood_face("x", """
+    Log-likelihood of every row given the estimate's factor scores (``log p(x_n | h_n)``).
 
     The factors' marginal has no closed form; the density is the NumPyro
     program's ``x`` site given ``factors`` (from the estimate, or
@@ -801,5 +800,4 @@ def log_likelihood(x, estimate) -> np.ndarray:
     Returns
     -------
     ndarray, shape (N,)
-    """
-    return FAMILY.log_likelihood(x, estimate)
+    """)

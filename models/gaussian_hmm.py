@@ -694,12 +694,10 @@ def update(sequences, estimate, *, k, n_bins, method, approach, seed, floor, dec
     return FAMILY.streamed(fit, estimate, merged, n_batches)
 
 
-@FAMILY.scoring_face("sequences")
-def log_likelihood(sequences, estimate) -> np.ndarray:
-    """Log-likelihood of every sequence under ``estimate`` (forward algorithm, float64).
+log_likelihood = FAMILY.log_likelihood_face("sequences", """
+    Log-likelihood of every sequence under ``estimate`` (forward algorithm, float64).
 
     Returns
     -------
     ndarray, shape (n_sequences,)
-    """
-    return FAMILY.log_likelihood(sequences, estimate)
+    """)

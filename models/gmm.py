@@ -974,27 +974,11 @@ def update(x, estimate, *, k, common_scale, covariance, noise, method, seed, dec
     return FAMILY.streamed(fit, estimate, merged, n_batches, n_observations=merged.n)
 
 
-@FAMILY.scoring_face("x")
-def predict(x, estimate) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior component probabilities of every row and the most probable component.
-
-    Returns
-    -------
-    resp : ndarray, shape (N, k)
-    labels : ndarray, shape (N,)
-    """
-    return FAMILY.predict(x, estimate)
+predict = FAMILY.predict_face("x", "Posterior component probabilities of every row and the most probable "
+                              "component.")
 
 
-@FAMILY.scoring_face("x")
-def log_likelihood(x, estimate) -> np.ndarray:
-    """Log-likelihood of every row, its component summed out.
-
-    Returns
-    -------
-    ndarray, shape (N,)
-    """
-    return FAMILY.log_likelihood(x, estimate)
+log_likelihood = FAMILY.log_likelihood_face("x", "Log-likelihood of every row, its component summed out.")
 
 
 def _site_mapping(func: str, sources: dict) -> dict:

@@ -782,17 +782,15 @@ def update(sequences, estimate, *, k, n_symbols, method, approach, seed, floor, 
     return FAMILY.streamed(fit, estimate, merged, n_batches)
 
 
-@FAMILY.scoring_face("sequences")
-def log_likelihood(sequences, estimate) -> np.ndarray:
-    """Log-likelihood of every sequence under ``estimate`` (forward algorithm, float64).
+log_likelihood = FAMILY.log_likelihood_face("sequences", """
+    Log-likelihood of every sequence under ``estimate`` (forward algorithm, float64).
 
     Returns
     -------
     ndarray, shape (n_sequences,)
         ``log p(x_{1:T})`` of each sequence, hidden states summed out (the
         log-density of the NumPyro program's ``observations`` site).
-    """
-    return FAMILY.log_likelihood(sequences, estimate)
+    """)
 
 
 def _symbols_seen(estimator, X) -> dict:

@@ -1037,27 +1037,12 @@ def refine(views, estimate, *, method, max_iter, tol, reg, floor, restarts, seed
                          restarts=restarts, seed=seed)
 
 
-@FAMILY.scoring_face("views")
-def predict(views, estimate) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior class probabilities of every observation under the projected model, and the most probable class.
-
-    Returns
-    -------
-    resp : ndarray, shape (N, k)
-    labels : ndarray, shape (N,)
-    """
-    return FAMILY.predict(views, estimate)
+predict = FAMILY.predict_face("views", "Posterior class probabilities of every observation under the projected "
+                              "model, and the most probable class.")
 
 
-@FAMILY.scoring_face("views")
-def log_likelihood(views, estimate) -> np.ndarray:
-    """Log-likelihood of every observation under the projected model (class and inner Gaussian summed out).
-
-    Returns
-    -------
-    ndarray, shape (N,)
-    """
-    return FAMILY.log_likelihood(views, estimate)
+log_likelihood = FAMILY.log_likelihood_face("views", "Log-likelihood of every observation under the projected model "
+                                            "(class and inner Gaussian summed out).")
 
 
 def _points(estimate, view, points, func):

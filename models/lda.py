@@ -1087,9 +1087,8 @@ def refine(counts, estimate, *, num_steps, batch_size, seed, lr, tol, progress) 
                          tol=tol, progress=progress)
 
 
-@FAMILY.scoring_face("counts")
-def log_likelihood(counts, estimate) -> np.ndarray:
-    """Log-likelihood of every document given the topics and its topic proportions ``theta``.
+log_likelihood = FAMILY.log_likelihood_face("counts", """
+    Log-likelihood of every document given the topics and its topic proportions ``theta``.
 
     ``log p(c_d | theta_d, beta)`` (the multinomial of ``theta_d @ beta``,
     per-word topics summed out; the density of :func:`model`'s ``counts``
@@ -1099,8 +1098,7 @@ def log_likelihood(counts, estimate) -> np.ndarray:
     Returns
     -------
     ndarray, shape (N,)
-    """
-    return FAMILY.log_likelihood(counts, estimate)
+    """)
 
 
 def _refine_steps(estimator, faces, X, estimate):

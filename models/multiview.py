@@ -713,24 +713,9 @@ def update(views, estimate, *, k, kinds, dims, target, method, seed, floor, deco
     return FAMILY.streamed(fit, estimate, merged, n_batches, n_observations=merged.n)
 
 
-@FAMILY.scoring_face("views")
-def predict(views, estimate, kinds=None, *, dims=None) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior class probabilities of every observation and the most probable class.
-
-    Returns
-    -------
-    resp : ndarray, shape (N, k)
-    labels : ndarray, shape (N,)
-    """
-    return FAMILY.predict(views, estimate, kinds=kinds, dims=dims)
+predict = FAMILY.predict_face("views", "Posterior class probabilities of every observation and the most probable "
+                              "class.", positional=("kinds",), keyword=("dims",))
 
 
-@FAMILY.scoring_face("views")
-def log_likelihood(views, estimate, kinds=None, *, dims=None) -> np.ndarray:
-    """Log-likelihood of every observation, its class summed out.
-
-    Returns
-    -------
-    ndarray, shape (N,)
-    """
-    return FAMILY.log_likelihood(views, estimate, kinds=kinds, dims=dims)
+log_likelihood = FAMILY.log_likelihood_face("views", "Log-likelihood of every observation, its class summed out.",
+                                            positional=("kinds",), keyword=("dims",))

@@ -459,24 +459,9 @@ def update(counts, estimate, *, k, method, seed, floor, decompose_options) -> Sp
     return FAMILY.streamed(fit, estimate, merged, n_batches, n_observations=merged.n)
 
 
-@FAMILY.scoring_face("counts")
-def predict(counts, estimate) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior component probabilities of every row and the most probable component.
-
-    Returns
-    -------
-    resp : ndarray, shape (N, k)
-    labels : ndarray, shape (N,)
-    """
-    return FAMILY.predict(counts, estimate)
+predict = FAMILY.predict_face("counts", "Posterior component probabilities of every row and the most probable "
+                              "component.")
 
 
-@FAMILY.scoring_face("counts")
-def log_likelihood(counts, estimate) -> np.ndarray:
-    """Log-likelihood of every row, its component summed out (the ``log x_j!`` terms included).
-
-    Returns
-    -------
-    ndarray, shape (N,)
-    """
-    return FAMILY.log_likelihood(counts, estimate)
+log_likelihood = FAMILY.log_likelihood_face("counts", "Log-likelihood of every row, its component summed out (the "
+                                            "``log x_j!`` terms included).")

@@ -435,9 +435,8 @@ def update(counts, estimate, *, k, seed, floor, weighting, vocabulary, seed_word
                            {**step.report, "method": "anchor"}, vocabulary=step.vocabulary, state=step.state)
 
 
-@FAMILY.scoring_face("counts")
-def predict(counts, estimate) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior topic probabilities of each document and the MAP topics ([2]_ Remark 1).
+predict = FAMILY.predict_face("counts", """
+    Posterior topic probabilities of each document and the MAP topics ([2]_ Remark 1).
 
     Returns
     -------
@@ -450,22 +449,14 @@ def predict(counts, estimate) -> tuple[np.ndarray, np.ndarray]:
     ------
     ValueError
         Bad counts, or counts whose number of columns is not the estimate's V.
-    """
-    return FAMILY.predict(counts, estimate)
+    """)
 
 
 responsibilities = predict
 
 
-@FAMILY.scoring_face("counts")
-def log_likelihood(counts, estimate) -> np.ndarray:
-    """Log-likelihood of every document, its topic summed out (multinomial coefficient included).
-
-    Returns
-    -------
-    ndarray, shape (N,)
-    """
-    return FAMILY.log_likelihood(counts, estimate)
+log_likelihood = FAMILY.log_likelihood_face("counts", "Log-likelihood of every document, its topic summed out "
+                                            "(multinomial coefficient included).")
 
 
 @face({**MODEL_ARGUMENTS, "counts": Param("scipy.sparse matrix or DocumentCounts", "The counts of the minibatch "

@@ -90,6 +90,7 @@ True
 
 from __future__ import annotations
 
+import inspect
 import sys
 import warnings
 from dataclasses import dataclass, replace
@@ -241,6 +242,12 @@ COMMON_OPTIONS = {
 #: The fit that a family's ``predict`` and ``log_likelihood`` score data under, declared once.
 SCORED_ESTIMATE = Param("SpectralEstimate or dict", "A fit of this family (from ``spectral`` or ``refine``), or a "
                         "dict of its site values.")
+
+#: The ``Returns`` section of a ``predict`` face whose docstring is its summary alone (:meth:`Family.predict_face`).
+_PREDICT_RETURNS = "Returns\n-------\nresp : ndarray, shape (N, k)\nlabels : ndarray, shape (N,)"
+
+#: The ``Returns`` section of a ``log_likelihood`` face whose docstring is its summary alone.
+_LIKELIHOOD_RETURNS = "Returns\n-------\nndarray, shape (N,)"
 
 #: The ``estimate`` argument of a family's online ``update``.
 UPDATED_ESTIMATE = Param("SpectralEstimate, optional", "The fit to update (from :func:`update`, or :func:`load "
@@ -478,6 +485,70 @@ class Family:
         """
         documented = self.declared()[data].documented("As for :func:`spectral`.")
         return self.face(**{data: documented, "estimate": SCORED_ESTIMATE, **overrides})
+
+    def predict_face(self, data: str, doc: str, *, positional: Sequence[str] = (),
+                     keyword: Sequence[str] = ()) -> Callable[..., tuple[np.ndarray, np.ndarray]]:
+        """This family's public ``predict``: :meth:`predict` of ``data`` under a fit, declared by :meth:`scoring_face`.
+
+        Parameters
+        ----------
+        data : str
+            The name of the family's data argument (``"x"``, ``"counts"``, ``"views"``).
+        doc : str
+            The docstring without its ``Parameters`` section; a single line is the summary of the usual ``Returns``
+            (``resp`` (N, k) and ``labels`` (N,)).
+        positional, keyword : sequence of str
+            Declared arguments after ``data`` and ``estimate`` (positional or keyword, then keyword-only), passed
+            to :meth:`predict` by name.
+
+        Returns
+        -------
+        callable
+        """
+        return self._scoring_function("predict", data, doc, _PREDICT_RETURNS, tuple[np.ndarray, np.ndarray],
+                                      positional, keyword)
+
+    def log_likelihood_face(self, data: str, doc: str, *, positional: Sequence[str] = (),
+                            keyword: Sequence[str] = ()) -> Callable[..., np.ndarray]:
+        """This family's public ``log_likelihood``: :meth:`log_likelihood` of ``data`` under a fit, declared by
+        :meth:`scoring_face`.
+
+        Parameters
+        ----------
+        data : str
+            The name of the family's data argument.
+        doc : str
+            The docstring without its ``Parameters`` section; a single line is the summary of the usual ``Returns``
+            (one value per observation, (N,)).
+        positional, keyword : sequence of str
+            As for :meth:`predict_face`.
+
+        Returns
+        -------
+        callable
+        """
+        return self._scoring_function("log_likelihood", data, doc, _LIKELIHOOD_RETURNS, np.ndarray, positional,
+                                      keyword)
+
+    def _scoring_function(self, method: str, data: str, doc: str, returns: str, annotation: Any,
+                          positional: Sequence[str], keyword: Sequence[str]) -> Callable:
+        """The public function ``method`` of this family's module: its arguments forwarded to the method."""
+        kinds = [inspect.Parameter.POSITIONAL_OR_KEYWORD] * (2 + len(positional)) \
+            + [inspect.Parameter.KEYWORD_ONLY] * len(keyword)
+        signature = inspect.Signature([inspect.Parameter(name, kind) for name, kind in
+                                       zip((data, "estimate", *positional, *keyword), kinds)],
+                                      return_annotation=annotation)
+        scored = getattr(self, method)
+
+        def template(*args: Any, **kwargs: Any) -> Any:
+            arguments = signature.bind(*args, **kwargs).arguments
+            return scored(arguments.pop(data), arguments.pop("estimate"), **arguments)
+
+        template.__signature__ = signature  # type: ignore[attr-defined]
+        template.__doc__ = doc if "\n" in doc.strip() else f"{doc}\n\n{returns}"
+        template.__name__ = template.__qualname__ = method
+        template.__module__ = type(self).__module__
+        return self.scoring_face(data)(template)
 
     def declared(self) -> dict:
         """Every declared argument of this family's public functions: :data:`COMMON_OPTIONS`, :attr:`arguments`,
