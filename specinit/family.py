@@ -386,8 +386,9 @@ class Family:
     Notes
     -----
     A subclass implements :data:`REQUIRED_HOOKS` (:meth:`moments`,
-    :meth:`population_moments`, :meth:`unwhiten` or :meth:`recover` as a
-    whole; see the module notes for which to override); for refinement and
+    :meth:`population_moments`, :meth:`unwhiten`, with :meth:`strategy`
+    naming the recoveries that are not an engine fit; see the module notes
+    for which to override); for refinement and
     scoring, :meth:`component_log_prob` (mixtures) or :meth:`e_step`
     (chains), :meth:`m_step` and :meth:`refine_data`; :meth:`em_step` when
     one compiled EM step beats the two calls; :meth:`model_inputs` for the
