@@ -14,7 +14,7 @@ from sklearn.base import clone
 
 from specinit.estimators import SpectralLDA
 from specinit.models import lda, single_topic
-from specinit.models._topics import SeedWords
+from specinit.models._topics import SeedWords, seed_constraints
 
 
 from tests.conftest import sample_lda
@@ -105,6 +105,32 @@ def test_seed_words_by_column_index_equal_seed_words_by_name():
     assert list(by_index.diagnostics["seed/names"]) == ["6/7"]
 
 
+def test_seed_constraints_mask_the_other_topics_of_seed_words_and_of_documents_with_seed_words():
+    """Topic i alone emits group i's words; a document with seed words draws from their groups' topics and the
+    unseeded ones; a document without any draws from every topic."""
+    groups = (np.array([0, 1]), np.array([4]))
+    words = seed_constraints(groups, (3, 6))
+    np.testing.assert_array_equal(words, [[1, 1, 1, 1, 0, 1], [0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 0, 1]])
+    counts = sp.csr_matrix(np.array([[2, 0, 1, 0, 0, 0], [0, 0, 0, 0, 3, 1], [0, 1, 0, 0, 1, 0], [0, 0, 5, 1, 0, 2]]))
+    documents = seed_constraints(groups, (3, 6), counts)
+    np.testing.assert_array_equal(documents, [[1, 0, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1]])
+
+
+def test_seeded_sweeps_keep_seed_words_in_their_topic_and_run_to_convergence():
+    """The closing sweeps of a seeded fit leave a seed word's probability in every other topic at the floor (its
+    occurrences are its topic's), and by default they run up to SEEDED_SWEEPS (unseeded: EM_SWEEPS)."""
+    _, X = planted(1000)
+    est = lda.spectral(X, 4, seed=0, seed_words=[[6, 7], [0, 1]], doc_topics=False, closing_tol=0.0)
+    beta = est.params["beta"]
+    floor = 1e-3 / 30
+    assert beta[1:, [6, 7]].max() < 1.01 * floor and beta[[0, 2, 3]][:, [0, 1]].max() < 1.01 * floor
+    assert beta[0, [6, 7]].min() > 100 * floor and beta[1, [0, 1]].min() > 100 * floor
+    assert est.diagnostics["closing_sweeps"] == lda.SEEDED_SWEEPS
+    assert lda.spectral(X, 4, seed=0, doc_topics=False, closing_tol=0.0).diagnostics["closing_sweeps"] == lda.EM_SWEEPS
+    unconstrained = lda.spectral(X, 4, seed=0, seed_words=[[6, 7], [0, 1]], doc_topics=False, em_sweeps=0)
+    assert unconstrained.params["beta"][1:, [6, 7]].max() > 10 * floor  # the anchor fit alone leaves some elsewhere
+
+
 def test_seed_prior_pulls_the_seed_words_into_their_topic_in_the_closing_sweeps():
     """The closing sweeps' prior adds seed_prior to each seed word in its topic: more of it, more seed mass."""
     _, X = planted(1000)
@@ -145,10 +171,10 @@ def test_seed_words_of_the_wrong_kind_and_path():
 
 
 def test_weak_and_duplicated_seed_groups_warn_naming_them():
-    """A group of words shared by every topic is weakly supported; two groups of one topic's words collapse."""
+    """A group of words shared by every topic names no topic; two groups of one topic's words collapse."""
     _, X = planted(2000)
     shared = list(range(12, 30))  # words every topic uses
-    with pytest.warns(RuntimeWarning, match=r"weakly supported by the data: 'shared'"):
+    with pytest.warns(RuntimeWarning, match=r"seed groups 'shared' co-occur with every word as the corpus does"):
         lda.spectral(X, 4, seed=0, seed_words={"shared": shared}, doc_topics=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
