@@ -115,10 +115,10 @@ def spectral(train, k, seed, seeds, vocabulary, **options):
         warnings.simplefilter("always")
         est, seconds = timed(lda.spectral, train, k, seed=seed, doc_topics=False, vocabulary=vocabulary,
                              seed_words=seeds, **options)
-    note = "; ".join(str(w.message)[:100] for w in caught[:1])
+    note = f"{est.diagnostics.get('closing_sweeps', 0)} EM sweeps"
     if seeds is not None:
-        support = np.array2string(est.diagnostics["seed/support"], precision=2)
-        note = f"support {support}" + (f"; {note}" if note else "")
+        note += f"; support {np.array2string(est.diagnostics['seed/support'], precision=2)}"
+    note += "".join(f"; {str(w.message)[:100]}" for w in caught[:1])
     return est.params["beta"], est.params["alpha"], seconds, note
 
 
@@ -175,7 +175,11 @@ def run(name, args):
               + (f" (not in the vocabulary: {' '.join(missing)})" if missing else ""))
     methods = [
         ("lda.spectral, unseeded (best matching)", lambda: spectral(train, k, args.seed, None, vocabulary), True),
+        (f"lda.spectral, unseeded, em_sweeps={lda.SEEDED_SWEEPS} (best matching)",
+         lambda: spectral(train, k, args.seed, None, vocabulary, em_sweeps=lda.SEEDED_SWEEPS), True),
         ("lda.spectral, seed_words", lambda: spectral(train, k, args.seed, seeds, vocabulary), False),
+        (f"lda.spectral, seed_words, em_sweeps={lda.EM_SWEEPS}",
+         lambda: spectral(train, k, args.seed, seeds, vocabulary, em_sweeps=lda.EM_SWEEPS), False),
         *[(f"lda.spectral, seed_words, seed_anchor='{how}'",
            lambda how=how: spectral(train, k, args.seed, seeds, vocabulary, seed_anchor=how), False)
           for how in SEED_ANCHORS if how != lda.FAMILY.options["seed_anchor"].default],
