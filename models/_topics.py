@@ -358,7 +358,7 @@ class SeedWords:
         return self.prior(columns, *shape, CLOSING_ETA, strength)
 
     def closed(self, beta: np.ndarray, alpha: np.ndarray, columns: tuple) -> dict:
-        """The seeded topics' weights and seed mass after the closing sweeps (``seed/topic_weight``, ``seed/seed_mass``).
+        """The seeded topics' weights and seed mass after the sweeps (``seed/topic_weight``, ``seed/seed_mass``).
 
         ``seed/support`` stays the anchor fit's (:func:`~specinit.engine.anchors.seed_report`): the sweeps keep each
         seed word in its own topic (:func:`seed_constraints`), so only the unconstrained fit measures the data's
