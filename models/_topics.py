@@ -36,7 +36,7 @@ from specinit._validation import (
 )
 from specinit.distributions.counts import DocumentCounts, from_csr, topic_components
 from specinit.align import match_components
-from specinit.engine.anchors import OVERSAMPLE, fit_anchor, seed_report, supported_k
+from specinit.engine.anchors import OVERSAMPLE, fit_anchor, supported_k
 from specinit.engine.backends import numba_kernel, one_blas_thread
 from specinit.engine.backends.numpy import in_order
 from specinit.engine.decompose import check_options, decompose
@@ -59,8 +59,8 @@ if TYPE_CHECKING:
 __all__ = ["ALPHA0", "ALPHA0_MAX", "K_FOLDS", "MODEL_ARGUMENTS", "POPULATION_TOPICS", "SEED_ANCHORS", "SEED_PRIOR",
            "SEED_WORDS", "TPM_REAL_TEXT", "UPDATE_ARGUMENTS", "AnchorUpdate", "SeedWords", "TopicData", "TopicFamily",
            "check_alpha0_grid", "check_eta", "close_topics", "default_alpha0_grid", "dirichlet_alpha",
-           "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace", "topic_concentration", "warn_seeds",
-           "warn_topics", "word_pairs"]
+           "document_topics", "fit_lda_grid", "lda_moment_fit", "raw_subspace", "seed_constraints",
+           "topic_concentration", "warn_seeds", "warn_topics", "word_pairs"]
 
 
 #: The topics given to the topic families' ``population_moments``, declared once.
@@ -164,6 +164,11 @@ SEED_SUPPORT = 0.5
 #: Two seed groups whose anchor rows have a cosine above this name one topic.
 SEED_COLLAPSE = 0.95
 
+#: A seed group whose anchor row has a cosine above this with the corpus' average row names no topic (groups of words
+#: that every topic uses: 0.9993-0.9995 in tests/models/test_seeded.py; the real groups of
+#: ``benchmarks/bench_seeded.py``: 0.60-0.99).
+SEED_GENERIC = 0.995
+
 
 def warn_seeds(seeds: "SeedWords", report: dict) -> None:
     """Warn, naming the groups, of seeded topics the data hardly support or two groups that make one topic."""
@@ -174,6 +179,13 @@ def warn_seeds(seeds: "SeedWords", report: dict) -> None:
             warn(f"{current_entry()}: seeded topics weakly supported by the data: {', '.join(weak)} of their seed "
                  "words' occurrences are explained by their topic. Give words that mostly occur with that theme, "
                  "more of them, or fewer groups.")
+    generality = report.get("seed/generality")
+    if generality is not None:
+        generic = [seeds.names[i] for i in np.flatnonzero(generality > SEED_GENERIC)]
+        if generic:
+            warn(f"{current_entry()}: seed groups {', '.join(map(repr, generic))} co-occur with every word as the "
+                 f"corpus does (cosine with its average row > {SEED_GENERIC}): they name no topic. Give words that "
+                 "mostly occur with that theme.")
     similarity = report.get("seed/similarity")
     if similarity is not None:
         close = [seeds.names[i] for i in np.flatnonzero(similarity > SEED_COLLAPSE)]
@@ -346,11 +358,15 @@ class SeedWords:
         """The closing sweeps' (k, V) concentration: :data:`CLOSING_ETA` plus ``strength`` on each seed word."""
         return self.prior(columns, *shape, CLOSING_ETA, strength)
 
-    def closed(self, beta: np.ndarray, alpha: np.ndarray, m1: np.ndarray, columns: tuple, seed_anchor: str) -> dict:
-        """The ``seed/*`` support of the closed topics (:func:`~specinit.engine.anchors.seed_report`), warned on."""
-        report = seed_report(beta, alpha / alpha.sum(), None, None, np.asarray(m1), columns, seed_anchor)
-        warn_seeds(self, report)
-        return report
+    def closed(self, beta: np.ndarray, alpha: np.ndarray, columns: tuple) -> dict:
+        """The seeded topics' weights and seed mass after the sweeps (``seed/topic_weight``, ``seed/seed_mass``).
+
+        ``seed/support`` stays the anchor fit's (:func:`~specinit.engine.anchors.seed_report`): the sweeps keep each
+        seed word in its own topic (:func:`seed_constraints`), so only the unconstrained fit measures the data's
+        support.
+        """
+        return {"seed/topic_weight": alpha[:len(columns)] / alpha.sum(),
+                "seed/seed_mass": np.array([beta[i, group].sum() for i, group in enumerate(columns)])}
 
     def diagnostics(self) -> dict:
         """The ``seed/names`` and ``seed/words`` diagnostics (words joined by spaces, one entry per group)."""
@@ -1117,6 +1133,7 @@ def _fold_in(X, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray, n_iter: 
     into blocks (chunks, shards, Dask partitions) changes no document's
     result. Stopped documents leave the working set, which is re-sliced when
     it has halved (``tol = 0``: every document takes ``n_iter`` steps).
+    ``alpha`` is shared (k,) or one row per document (n, k).
     """
     lengths = np.asarray(X.sum(axis=1)).ravel()
     theta = np.array(theta, dtype=np.float64)
@@ -1132,8 +1149,9 @@ def _fold_in(X, beta: np.ndarray, alpha: np.ndarray, theta: np.ndarray, n_iter: 
             sub, sub_lengths = X[held], lengths[held]
             sub_tokens = _tokens(sub, beta)
         current = theta[held]
-        new = (alpha + current * np.asarray(_token_ratio(sub, current, sub_tokens) @ beta.T)) / (
-            sub_lengths[:, None] + alpha.sum())
+        prior = alpha if alpha.ndim == 1 else alpha[held]
+        new = (prior + current * np.asarray(_token_ratio(sub, current, sub_tokens) @ beta.T)) / (
+            sub_lengths[:, None] + prior.sum(axis=-1, keepdims=True))
         theta[held[going]] = new[going]
         going &= np.max(np.abs(new - current), axis=1, initial=0.0) >= tol
     return theta
@@ -1147,9 +1165,50 @@ CLOSING_ETA = 0.1
 WARM_START = np.float16
 
 
+def seed_constraints(seed_groups: Sequence[np.ndarray], shape: tuple[int, int],
+                     counts: sp.csr_matrix | sp.csr_array | None = None) -> np.ndarray:
+    """The exact constraints of seeded topics in the closing sweeps (:func:`close_topics`), as 0/1 masks.
+
+    Parameters
+    ----------
+    seed_groups : sequence of int arrays
+        Group ``i``'s columns, the seed words of topic ``i`` (disjoint).
+    shape : tuple of int
+        ``(k, V)``, the topics' shape.
+    counts : scipy.sparse CSR matrix, shape (n, V), optional
+        Documents.
+
+    Returns
+    -------
+    ndarray
+        Without ``counts``, shape (k, V): which topics may emit each word (a
+        seed word its own topic only, any other word every topic). With
+        ``counts``, shape (n, k): which topics each document may draw its
+        tokens from (a document that contains seed words: their groups'
+        topics and the unseeded topics ``i >= len(seed_groups)``; any other
+        document: every topic).
+    """
+    k, n_words = shape
+    g = len(seed_groups)
+    if counts is None:
+        allowed = np.ones(shape)
+        for i, group in enumerate(seed_groups):
+            allowed[:, group] = 0.0
+            allowed[i, group] = 1.0
+        return allowed
+    columns = np.concatenate(seed_groups)
+    member = sp.csr_matrix((np.ones(columns.size), (columns, np.repeat(np.arange(g), [len(c) for c in seed_groups]))),
+                           shape=(n_words, g))
+    present = sp.csr_matrix(counts @ member).toarray() > 0
+    allowed = np.ones((counts.shape[0], k))
+    labeled = present.any(axis=1)
+    allowed[labeled, :g] = present[labeled]
+    return allowed
+
+
 def close_topics(source: CountSource, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, floor: float,
                  eta: float | np.ndarray = CLOSING_ETA, fold_in_steps: int = 3, prior_counts: np.ndarray | None = None,
-                 tol: float = 0.0) -> tuple[np.ndarray, np.ndarray, dict]:
+                 tol: float = 0.0, seed_groups: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray, dict]:
     """A few EM sweeps over the corpus from given topics: the closing step of ``lda.spectral``.
 
     Each sweep streams the chunks of ``source`` once: per document,
@@ -1177,21 +1236,42 @@ def close_topics(source: CountSource, beta: np.ndarray, alpha: np.ndarray, sweep
     still taken (its expected counts are already summed), so stopping costs
     no pass.
 
+    ``seed_groups`` (group ``i``'s columns, topic ``i``'s seed words) make
+    the sweeps those of seeded LDA with its labels as exact constraints
+    (:func:`seed_constraints`): a seed word is emitted by its own topic alone
+    (z-labels, [1]_; its entries in the other topics stay at the floor), and
+    a document that contains seed words draws its tokens from their groups'
+    topics and the unseeded ones only (its Dirichlet parameters of the other
+    seeded topics are zero, as in Labeled LDA, [2]_).
+
     Returns ``(beta, alpha, report)``; the report holds the training
     log-likelihood per token before each M-step (``closing_log_likelihood``)
     and the sweeps run (``closing_sweeps``).
+
+    References
+    ----------
+    .. [1] Andrzejewski, Zhu. "Latent Dirichlet allocation with topic-in-set
+       knowledge", NAACL HLT 2009 Workshop on Semi-supervised Learning for NLP.
+    .. [2] Ramage, Hall, Nallapati, Manning. "Labeled LDA: a supervised topic
+       model for credit attribution in multi-labeled corpora", EMNLP 2009.
     """
     alpha = np.asarray(alpha, dtype=np.float64)
     k = beta.shape[0]
     thetas, loglik, done = {}, [], 0
+    allowed = None
+    if seed_groups:
+        allowed = seed_constraints(seed_groups, beta.shape)
+        beta, _ = project_to_simplex(beta * allowed, floor)
 
     compiled = numba_kernel("closing_sweep")
 
     def sweep(item, beta, alpha):
         i, X = item
+        if seed_groups:
+            alpha = alpha * seed_constraints(seed_groups, beta.shape, X)
         theta = thetas.get(i)  # the previous sweep's, in WARM_START precision: each document's steps run in float64
         if theta is None:
-            theta = np.tile((alpha / alpha.sum()).astype(np.float32), (X.shape[0], 1))
+            theta = np.broadcast_to(alpha / alpha.sum(axis=-1, keepdims=True), (X.shape[0], k)).astype(np.float32)
         if compiled is not None:
             return (i, *compiled(X, beta, alpha, theta, fold_in_steps), float(X.data.sum()))
         tokens = _tokens(X, beta)
@@ -1226,6 +1306,8 @@ def close_topics(source: CountSource, beta: np.ndarray, alpha: np.ndarray, sweep
         mass = counts.sum(axis=1)
         alpha = alpha.sum() * mass / mass.sum()
         counts += eta
+        if allowed is not None:
+            counts *= allowed
         counts /= counts.sum(axis=1, keepdims=True)
         beta, _ = project_to_simplex(counts, floor)
         if tol > 0 and done > 1 and loglik[-1] - loglik[-2] < tol * abs(loglik[-1]):

@@ -76,17 +76,21 @@ def test_closing_sweep_keeps_float32_proportions_in_float32():
     assert single[2] == double[2]
 
 
-def test_compiled_closing_sweeps_equal_the_numpy_sweeps(monkeypatch):
-    """The compiled kernel (batched dot products, reassociated sums) is the same EM as the NumPy blocks."""
+@pytest.mark.parametrize("seed_groups", [(), (np.array([0, 1]), np.array([5]))])
+def test_compiled_closing_sweeps_equal_the_numpy_sweeps(seed_groups, monkeypatch):
+    """The compiled kernel (batched dot products, reassociated sums) is the same EM as the NumPy blocks, also with
+    the seeded sweeps' per-document priors."""
     from specinit.engine.sources import CountSource
     from specinit.models import _topics
 
     beta, weights = random_instance(4, 60, seed=5)
     X = sp.csr_matrix(sample_lda(beta, weights, N=500, length=30, seed=6)[0])
     start = np.random.default_rng(7).dirichlet(np.ones(60), size=4)
-    compiled = _topics.close_topics(CountSource([X[:170], X[170:340], X[340:]]), start, weights, 3, floor=1e-3)
+    compiled = _topics.close_topics(CountSource([X[:170], X[170:340], X[340:]]), start, weights, 3, floor=1e-3,
+                                    seed_groups=seed_groups)
     monkeypatch.setattr(_topics, "numba_kernel", lambda name: None)
-    reference = _topics.close_topics(CountSource([X[:170], X[170:340], X[340:]]), start, weights, 3, floor=1e-3)
+    reference = _topics.close_topics(CountSource([X[:170], X[170:340], X[340:]]), start, weights, 3, floor=1e-3,
+                                     seed_groups=seed_groups)
     for ours, theirs in zip(compiled[:2], reference[:2]):
         np.testing.assert_allclose(ours, theirs, rtol=1e-10)
     np.testing.assert_allclose(compiled[2]["closing_log_likelihood"], reference[2]["closing_log_likelihood"],

@@ -14,7 +14,8 @@ from sklearn.base import clone
 
 from specinit.estimators import SpectralLDA
 from specinit.models import lda, single_topic
-from specinit.models._topics import SeedWords
+from specinit.engine.sources import CountSource
+from specinit.models._topics import SeedWords, close_topics, seed_constraints
 
 
 from tests.conftest import sample_lda
@@ -105,6 +106,49 @@ def test_seed_words_by_column_index_equal_seed_words_by_name():
     assert list(by_index.diagnostics["seed/names"]) == ["6/7"]
 
 
+def test_seed_constraints_mask_the_other_topics_of_seed_words_and_of_documents_with_seed_words():
+    """Topic i alone emits group i's words; a document with seed words draws from their groups' topics and the
+    unseeded ones; a document without any draws from every topic."""
+    groups = (np.array([0, 1]), np.array([4]))
+    words = seed_constraints(groups, (3, 6))
+    np.testing.assert_array_equal(words, [[1, 1, 1, 1, 0, 1], [0, 0, 1, 1, 1, 1], [0, 0, 1, 1, 0, 1]])
+    counts = sp.csr_matrix(np.array([[2, 0, 1, 0, 0, 0], [0, 0, 0, 0, 3, 1], [0, 1, 0, 0, 1, 0], [0, 0, 5, 1, 0, 2]]))
+    documents = seed_constraints(groups, (3, 6), counts)
+    np.testing.assert_array_equal(documents, [[1, 0, 1], [0, 1, 1], [1, 1, 1], [1, 1, 1]])
+
+
+def test_seeded_sweeps_keep_seed_words_in_their_topic_and_run_to_convergence():
+    """The closing sweeps of a seeded fit leave a seed word's probability in every other topic at the floor (its
+    occurrences are its topic's), also for a word that every topic uses, and by default they run up to
+    SEEDED_SWEEPS (unseeded: EM_SWEEPS)."""
+    beta_true, X = planted(1000)
+    shared = 15  # a word of every topic (at least 2.8% of each), given as a seed of the topic of words 6, 7
+    assert beta_true[:, shared].min() > 0.01
+    est = lda.spectral(X, 4, seed=0, seed_words=[[6, 7, shared], [0, 1]], doc_topics=False, closing_tol=0.0)
+    beta = est.params["beta"]
+    floor = 1e-3 / 30
+    assert beta[1:, [6, 7, shared]].max() < 1.01 * floor and beta[[0, 2, 3]][:, [0, 1]].max() < 1.01 * floor
+    assert beta[0, [6, 7, shared]].min() > 100 * floor and beta[1, [0, 1]].min() > 100 * floor
+    assert est.diagnostics["closing_sweeps"] == lda.SEEDED_SWEEPS
+    assert lda.spectral(X, 4, seed=0, doc_topics=False, closing_tol=0.0).diagnostics["closing_sweeps"] == lda.EM_SWEEPS
+    # the sweeps without the constraints (the anchor fit closed by plain EM) keep the shared word in every topic
+    anchor = lda.spectral(X, 4, seed=0, seed_words=[[6, 7, shared], [0, 1]], doc_topics=False, em_sweeps=0)
+    plain, _, _ = close_topics(CountSource(X), anchor.params["beta"], anchor.params["alpha"], lda.SEEDED_SWEEPS,
+                               floor=1e-3)
+    assert plain[1:, shared].min() > 100 * floor
+
+
+def test_documents_with_seed_words_give_their_other_words_to_the_seeds_topics():
+    """Word 2 occurs only beside group 0's seed word, word 3 only beside group 1's: one constrained sweep gives
+    each to its documents' topic, from topics that start the other way round."""
+    counts = sp.csr_matrix(np.array([[2, 0, 4, 0]] * 20 + [[0, 2, 0, 4]] * 20, dtype=np.float64))
+    wrong = np.array([[0.4, 0.1, 0.1, 0.4], [0.1, 0.4, 0.4, 0.1]])  # word 2 in topic 1, word 3 in topic 0
+    beta, _, _ = close_topics(CountSource(counts), wrong, np.array([0.5, 0.5]), 1, floor=1e-3,
+                              seed_groups=(np.array([0]), np.array([1])))
+    assert beta[0, 2] > 0.6 and beta[1, 3] > 0.6
+    assert beta[1, 2] < 0.01 and beta[0, 3] < 0.01
+
+
 def test_seed_prior_pulls_the_seed_words_into_their_topic_in_the_closing_sweeps():
     """The closing sweeps' prior adds seed_prior to each seed word in its topic: more of it, more seed mass."""
     _, X = planted(1000)
@@ -145,10 +189,10 @@ def test_seed_words_of_the_wrong_kind_and_path():
 
 
 def test_weak_and_duplicated_seed_groups_warn_naming_them():
-    """A group of words shared by every topic is weakly supported; two groups of one topic's words collapse."""
+    """A group of words shared by every topic names no topic; two groups of one topic's words collapse."""
     _, X = planted(2000)
     shared = list(range(12, 30))  # words every topic uses
-    with pytest.warns(RuntimeWarning, match=r"weakly supported by the data: 'shared'"):
+    with pytest.warns(RuntimeWarning, match=r"seed groups 'shared' co-occur with every word as the corpus does"):
         lda.spectral(X, 4, seed=0, seed_words={"shared": shared}, doc_topics=False)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -538,7 +538,6 @@ def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, s
                     totals):  # pragma: no cover - compiled
     k = theta.shape[1]
     n_parts = stats.shape[0]
-    a0 = alpha.sum()
     step = (stop - start + n_parts - 1) // n_parts
     longest = 0
     for d in range(start, stop):
@@ -557,8 +556,10 @@ def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, s
                 row = beta_t[indices[lo + i]]
                 for j in range(k):
                     rows[j, i] = row[j]
+            a0 = 0.0
             for j in range(k):
                 th[j] = theta[d, j]
+                a0 += alpha[d, j]
             for s in range(steps + 1):
                 for i in range(n):
                     ratio[i] = 0.0
@@ -586,7 +587,7 @@ def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, s
                         acc = 0.0
                         for i in range(n):
                             acc += ratio[i] * topic[i]
-                        th[j] = (alpha[j] + th[j] * acc) / (length + a0)
+                        th[j] = (alpha[d, j] + th[j] * acc) / (length + a0)
             for j in range(k):
                 theta[d, j] = th[j]
 
@@ -607,8 +608,10 @@ def closing_sweep(chunk: sp.csr_array | sp.csr_matrix, beta: np.ndarray, alpha: 
         Word counts of the chunk's documents.
     beta : ndarray, shape (k, V)
         Topics.
-    alpha : ndarray, shape (k,)
-        Dirichlet parameters of the proportions.
+    alpha : ndarray, shape (k,) or (n, k)
+        Dirichlet parameters of the proportions, shared or one row per
+        document (a zero keeps that document's proportion of the topic at
+        zero when ``theta`` starts there).
     theta : ndarray, shape (n, k)
         Starting proportions (the previous sweep's); float64 ones are
         returned in float64, others in float32 (the steps of each document
@@ -630,10 +633,10 @@ def closing_sweep(chunk: sp.csr_array | sp.csr_matrix, beta: np.ndarray, alpha: 
     n_parts = max(1, min(numba.get_num_threads(), chunk.shape[0]))
     stats, totals = np.zeros((n_parts, *beta_t.shape)), np.zeros(n_parts)
     data = np.asarray(chunk.data, dtype=np.float64)
+    alpha = np.ascontiguousarray(np.broadcast_to(np.asarray(alpha, dtype=np.float64), theta.shape))
     _in_blocks(chunk.indptr, beta_t.shape[1] * (int(steps) + 2),
-               lambda start, stop: _closing_kernel(chunk.indptr, chunk.indices, data, beta_t, theta,
-                                                   np.asarray(alpha, dtype=np.float64), int(steps), start, stop,
-                                                   stats, totals))
+               lambda start, stop: _closing_kernel(chunk.indptr, chunk.indices, data, beta_t, theta, alpha,
+                                                   int(steps), start, stop, stats, totals))
     for part in stats[1:]:  # the threads' partial counts, summed into the first (no (V, k) temporary)
         stats[0] += part
     return theta, stats[0].T, float(totals.sum())
