@@ -178,10 +178,13 @@ class LDA(TopicFamily):
 
     def resolve(self, method: str | None, options: Mapping[str, Any]) -> tuple[str, dict]:
         """``method=None``: anchor words, or the tensor power method when ``alpha0`` is given; ``weighting=None``:
-        per-document estimators for anchor words, pooled for the tensor path."""
+        per-document estimators for anchor words, pooled for the tensor path; ``em_sweeps=None``:
+        :data:`EM_SWEEPS`, or :data:`SEEDED_SWEEPS` with ``seed_words``."""
         method = ("anchor" if options.get("alpha0") is None else "tpm") if method is None else method
         if options.get("weighting") is None:
             options = {**options, "weighting": "per-document" if method == "anchor" else "pooled"}
+        if options.get("em_sweeps") is None:
+            options = {**options, "em_sweeps": EM_SWEEPS if options.get("seed_words") is None else SEEDED_SWEEPS}
         return method, dict(options)
 
     def moments(self, counts: Counts, *, k: int, backend: str | Passes | None, weighting: str = "pooled",
@@ -265,15 +268,12 @@ class LDA(TopicFamily):
         return {"alpha": alpha, "beta": beta}, report, {}
 
     def complete(self, params: dict, counts: Counts, moments: CountMoments, *, rng: np.random.Generator,
-                 floor: float = 1e-3, doc_topics: bool | Literal["auto"] = "auto", em_sweeps: int | None = None,
-                 closing_tol: float = CLOSING_TOL, seed_words: SeedWords | None = None,
-                 seed_anchor: Literal["extreme", "pooled", "harmonic"] = "harmonic", seed_prior: float = SEED_PRIOR,
+                 floor: float = 1e-3, doc_topics: bool | Literal["auto"] = "auto", em_sweeps: int = EM_SWEEPS,
+                 closing_tol: float = CLOSING_TOL, seed_words: SeedWords | None = None, seed_prior: float = SEED_PRIOR,
                  **options: Any) -> tuple[dict, dict]:
         report = {}
         k, n_words = params["beta"].shape
         columns = () if seed_words is None else seed_words.columns(None, n_words, k)
-        if em_sweeps is None:
-            em_sweeps = EM_SWEEPS if seed_words is None else SEEDED_SWEEPS
         if em_sweeps:
             eta = CLOSING_ETA if seed_words is None else seed_words.closing_eta(columns, (k, n_words), seed_prior)
             beta, alpha, report = close_topics(moments.source, params["beta"], params["alpha"], em_sweeps, floor=floor,
