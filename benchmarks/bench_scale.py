@@ -14,7 +14,7 @@ c. Dask: LocalCluster with 1 and 2 worker processes (one thread each), the corpu
    pass whose blocks return a zero (V, k) partial: scheduling, transfer and the tree of additions).
    HMM (T symbols of one sequence) and GMM (N points) through the in-memory and Dask paths.
 d. GPU (``--gpu``, JAX on an accelerator): at N = 1M (``--large-n``) the passes one by one, the tensor fit and
-   the default call after and including compilation, a profile of the warm tensor fit; N = 10M (the corpus
+   the default call after and including compilation, a profile of the warm default call; N = 10M (the corpus
    stacked 10 times); the float64 CPU fits on the same machine; topic errors. Printed as "not run" without
    ``--gpu``.
 e. The other families at scale, in memory on all cores: a categorical HMM on one sequence of T = 10^7
@@ -123,11 +123,17 @@ def section_a(n, vocab, k, quick):
 
 
 _CHILD = r"""
-import json, sys, time, numpy as np, scipy.sparse as sp
+import json, sys, time
+backend = sys.argv[3]
+if backend == "numpy-without-numba":  # an install without the [fast] extra: Numba cannot be imported
+    sys.modules["numba"] = None
+    backend = "numpy"
+import numpy as np, scipy.sparse as sp
 from _common import peak_rss_gb
 from specinit.models import lda
-X = sp.load_npz(sys.argv[1]); k = int(sys.argv[2]); backend = sys.argv[3]; mode = sys.argv[5]
-options = {"tensor": {"alpha0": 0.1 * k, "em_sweeps": 0}, "tensor+sweeps": {"alpha0": 0.1 * k}, "default": {}}[mode]
+X = sp.load_npz(sys.argv[1]); k = int(sys.argv[2]); mode = sys.argv[5]
+options = {"tensor": {"alpha0": 0.1 * k, "em_sweeps": 0}, "tensor+sweeps": {"alpha0": 0.1 * k}, "default": {},
+           "grid": {"method": "tpm"}}[mode]
 base = peak_rss_gb()
 t = time.perf_counter()
 est = lda.spectral(X, k, doc_topics=False, seed=0, backend=backend, **options)
@@ -151,8 +157,10 @@ def _child(script, *args):
 
 
 #: Section b's fits: (backend, what). "tensor": alpha0 given, the spectral step alone (moments, whitening,
-#: TPM); "tensor+sweeps": and the 4 closing EM sweeps of the default; "default": lda.spectral(X, k) (anchor words
-#: on the positive eigenspace, then the sweeps).
+#: TPM); "tensor+sweeps": and the closing EM sweeps of the default; "default": lda.spectral(X, k) (anchor words
+#: on the positive eigenspace, then the sweeps); "grid": method="tpm" without alpha0 (the alpha0 grid, then the
+#: sweeps). Backend "numpy-without-numba": the NumPy backend in a process that cannot import Numba (an install
+#: without the [fast] extra).
 LARGE_FITS = [("numpy", "tensor"), ("numba", "tensor"), ("numpy", "tensor+sweeps"), ("numba", "tensor+sweeps"),
               ("numpy", "default")]
 
@@ -295,10 +303,10 @@ def section_d(run_gpu, n=1_000_000, vocab=50_000, k=100, replicas=10):
 
     On the corpus of N = ``n`` documents: the passes one by one (placement of the corpus + first pass, one m2 pass
     of width k + 10, the whitened pass of width k; warm), the moment step (the passes the tensor fit makes: first,
-    its m2 passes, whitened), the tensor fit (``alpha0 = 0.1 k``, no closing sweeps) cold and warm with a profile of
-    the warm one, the default call (anchor words + closing sweeps); then the corpus stacked ``replicas`` times
-    (N = 10M at the defaults: sampling 10M documents takes minutes on one core; the stacked corpus has the same
-    moments, so the topic error is comparable) with the kernels already compiled; last the float64 CPU fit (NumPy,
+    its m2 passes, whitened), the tensor fit (``alpha0 = 0.1 k``, no closing sweeps) cold and warm, the default
+    call (anchor words + closing sweeps, all on the device) cold and warm with a profile of the warm one; then the
+    corpus stacked ``replicas`` times (N = 10M at the defaults: sampling 10M documents takes minutes on one core;
+    the stacked corpus has the same moments, so the topic error is comparable) with the kernels already compiled; last the float64 CPU fit (NumPy,
     every core) of the tensor path and of the default call."""
     headers = ["N", "nnz", "what", "device", "after compilation (s)", "incl. compilation (s)", "m2 passes",
                "mean L1 topic error"]
@@ -336,11 +344,11 @@ def section_d(run_gpu, n=1_000_000, vocab=50_000, k=100, replicas=10):
     out.row([f"{n:,}", nnz, f"whitened pass, width {k}", gpu, white, "", "", ""])
     out.row([f"{n:,}", nnz, "moment step (first + m2 passes + whitened; placement included)", gpu,
              first + passes * m2 + white, "", passes, ""])
+    est, cold = fit(X)
     profile = cProfile.Profile()
     profile.enable()
-    fit(X, **tensor)
+    _, warm = fit(X)
     profile.disable()
-    (est, cold), (_, warm) = fit(X), fit(X)
     out.row([f"{n:,}", nnz, "default call (anchor words + closing sweeps)", gpu, warm, cold,
              int(est.diagnostics["m2_passes"]), error(est)])
     stacked = sp.vstack([X] * replicas, format="csr")
@@ -352,8 +360,8 @@ def section_d(run_gpu, n=1_000_000, vocab=50_000, k=100, replicas=10):
     for what, options in (("tensor fit", tensor), ("default call (anchor words + closing sweeps)", {})):
         est, seconds = timed(lda.spectral, X, k, doc_topics=False, seed=0, backend="numpy", **options)
         out.row([f"{n:,}", nnz, what, cpu, seconds, "", int(est.diagnostics["m2_passes"]), error(est)])
-    print("\nProfile of the warm tensor fit on the GPU (host view: device work shows where the host waits):\n")
-    pstats.Stats(profile).sort_stats("cumulative").print_stats(25)
+    print("\nProfile of the warm default call on the GPU (host view: device work shows where the host waits):\n")
+    pstats.Stats(profile).sort_stats("cumulative").print_stats(30)
 
 
 _FAMILY_CHILD = r"""
@@ -445,7 +453,7 @@ def main():
     parser.add_argument("--large-n", type=int, default=1_000_000)
     parser.add_argument("--gpu", action="store_true")
     parser.add_argument("--b-fits", default=",".join(f"{b}:{w}" for b, w in LARGE_FITS),
-                        help="section b's fits, backend:what (what: tensor, tensor+sweeps, default)")
+                        help="section b's fits, backend:what (what: tensor, tensor+sweeps, default, grid)")
     parser.add_argument("--b-replicas", type=int, default=1, help="section b: stack the sampled corpus this many times")
     parser.add_argument("--seq-n", type=int, default=10_000_000, help="HMM length T and GMM points N (sections c, e)")
     parser.add_argument("--c-sizes", default="50000,100000,200000", help="corpus sizes N of section c")

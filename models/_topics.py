@@ -1208,7 +1208,8 @@ def seed_constraints(seed_groups: Sequence[np.ndarray], shape: tuple[int, int],
 
 def close_topics(source: CountSource, beta: np.ndarray, alpha: np.ndarray, sweeps: int, *, floor: float,
                  eta: float | np.ndarray = CLOSING_ETA, fold_in_steps: int = 3, prior_counts: np.ndarray | None = None,
-                 tol: float = 0.0, seed_groups: Sequence[np.ndarray] = ()) -> tuple[np.ndarray, np.ndarray, dict]:
+                 tol: float = 0.0, seed_groups: Sequence[np.ndarray] = (),
+                 backend: Passes | None = None) -> tuple[np.ndarray, np.ndarray, dict]:
     """A few EM sweeps over the corpus from given topics: the closing step of ``lda.spectral``.
 
     Each sweep streams the chunks of ``source`` once: per document,
@@ -1223,7 +1224,10 @@ def close_topics(source: CountSource, beta: np.ndarray, alpha: np.ndarray, sweep
     (extra ``[fast]``) a compiled kernel runs each chunk's documents on every
     core without per-token temporaries; otherwise the documents are
     processed in blocks of bounded (nonzeros, k) temporaries
-    (:data:`TOKEN_BLOCK_BYTES`) on every core. Memory: the (N, k)
+    (:data:`TOKEN_BLOCK_BYTES`) on every core. A ``backend`` that runs the
+    sweeps where its passes run (``recovers_on_device``: the JAX backend
+    on an accelerator, float64) holds the documents and their proportions
+    there instead (:meth:`~specinit.engine.backends.Passes.place_documents`). Memory: the (N, k)
     proportions kept in half precision between sweeps (a warm start, refined by
     the next sweep's fold-in steps in float64) and a few blocks'
     temporaries. ``prior_counts`` (k, V),
@@ -1264,6 +1268,8 @@ def close_topics(source: CountSource, beta: np.ndarray, alpha: np.ndarray, sweep
         beta, _ = project_to_simplex(beta * allowed, floor)
 
     compiled = numba_kernel("closing_sweep")
+    # the sweeps where the passes run (a JAX accelerator)
+    documents = backend.place_documents(source) if getattr(backend, "recovers_on_device", False) else None
 
     def sweep(item, beta, alpha):
         i, X = item
@@ -1280,7 +1286,7 @@ def close_topics(source: CountSource, beta: np.ndarray, alpha: np.ndarray, sweep
         return (i, theta, np.asarray(ratio.T @ theta).T, float(np.sum(X.data * np.log(X.data / ratio.data))),
                 float(X.data.sum()))
 
-    for done in range(1, sweeps + 1):
+    def host_sweep(beta, alpha):
         stats, total, n_tokens = np.zeros_like(beta), 0.0, 0.0
         if compiled is not None:  # the kernel runs on every core over a chunk's documents, without temporaries
             results = map(partial(sweep, beta=beta, alpha=alpha), enumerate(source.chunks()))
@@ -1298,6 +1304,13 @@ def close_topics(source: CountSource, beta: np.ndarray, alpha: np.ndarray, sweep
             # threads' partial counts (the compiled sweep's expected counts are a view of them), about 0.1 GB at
             # N = 1M, k = 100
             del theta, block_stats
+        return stats, total, n_tokens
+
+    for done in range(1, sweeps + 1):
+        if documents is None:
+            stats, total, n_tokens = host_sweep(beta, alpha)
+        else:
+            stats, total, n_tokens = documents.sweep(beta, alpha, fold_in_steps, seed_groups)
         counts = stats  # in place, as the (k, V) arrays below: at V = 50k, k = 100 each is 40 MB
         counts *= beta
         if prior_counts is not None:

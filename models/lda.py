@@ -277,7 +277,8 @@ class LDA(TopicFamily):
         if em_sweeps:
             eta = CLOSING_ETA if seed_words is None else seed_words.closing_eta(columns, (k, n_words), seed_prior)
             beta, alpha, report = close_topics(moments.source, params["beta"], params["alpha"], em_sweeps, floor=floor,
-                                               eta=eta, tol=closing_tol, seed_groups=columns)
+                                               eta=eta, tol=closing_tol, seed_groups=columns,
+                                               backend=moments.passes)
             params = {**params, "beta": beta, "alpha": alpha}
         if seed_words is not None:
             report.update(seed_words.closed(params["beta"], params["alpha"], columns))

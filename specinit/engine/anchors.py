@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from specinit.engine.protocols import ExchangeableMoments
     from specinit.engine.whitening import RitzSubspace
 
-__all__ = ["OVERSAMPLE", "SEED_NEIGHBOURS", "WARM_NOISE_TOL", "anchor_weights_step", "fit_anchor",
+__all__ = ["ANCHOR_TOL", "OVERSAMPLE", "SEED_NEIGHBOURS", "WARM_NOISE_TOL", "anchor_weights_step", "fit_anchor",
            "positive_eigenspace", "positive_ritz", "seed_report", "simplex_projection", "supported_k"]
 
 #: Columns of the eigensolver's block beyond the k wanted (and of the eigenspace kept for a warm start).
@@ -34,6 +34,9 @@ SEED_NEIGHBOURS = 3
 #: The ``noise_tol`` of an online update whose anchor fit EM then moves (:func:`specinit.models.lda.update`): a
 #: warm-started eigensolver also stops when its residual is this fraction of the pair moment's sampling noise.
 WARM_NOISE_TOL = 0.1
+
+#: The anchor weights' projected gradient stops once no weight moves by this much.
+ANCHOR_TOL = 1e-10
 
 
 def supported_k(ritz: np.ndarray) -> int:
@@ -333,16 +336,20 @@ def fit_anchor(raw: ExchangeableMoments, k: int, *, func: str, seed: int | np.ra
     G = rows @ rows.T
     G = 0.5 * (G + G.T)
     L = 2.0 * max(np.linalg.eigvalsh(G)[-1], 1e-300)
-    C = np.full((d, k), 1.0 / k)
-    step = numba_kernel("anchor_weights_step") or anchor_weights_step  # compiled with the [fast] extra
-    Y, t = C.copy(), 1.0
-    steps = 0
-    for steps in range(1, n_iter + 1):  # FISTA on all words at once, until no weight moves by 1e-10
-        t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
-        move = step(Y, Y @ G, H, C, L, (t - 1.0) / t_new)
-        t = t_new
-        if move < 1e-10:
-            break
+    backend = getattr(raw, "passes", None)
+    if getattr(backend, "recovers_on_device", False):  # where the moments' passes run (a JAX accelerator)
+        C, steps = backend.anchor_weights(H, G, L, n_iter, ANCHOR_TOL)
+    else:
+        C = np.full((d, k), 1.0 / k)
+        step = numba_kernel("anchor_weights_step") or anchor_weights_step  # compiled with the [fast] extra
+        Y, t = C.copy(), 1.0
+        steps = 0
+        for steps in range(1, n_iter + 1):  # FISTA on all words at once, until no weight moves by ANCHOR_TOL
+            t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
+            move = step(Y, Y @ G, H, C, L, (t - 1.0) / t_new)
+            t = t_new
+            if move < ANCHOR_TOL:
+                break
     C[~valid] = 1.0 / k
     A = C * raw.m1[:, None]  # p(topic, word) = p(topic | word) p(word)
     topic_mass = A.sum(axis=0)

@@ -132,22 +132,88 @@ def test_tensor_fit_keeps_the_tall_arrays_on_the_device(corpus, monkeypatch):
     assert not jax.config.jax_enable_x64
 
 
-def test_default_fit_keeps_the_krylov_space_on_the_device(corpus, monkeypatch):
+def test_default_fit_runs_on_the_device(corpus, monkeypatch):
     """The default call (anchor words on the pair moment, closing sweeps): every pass of its eigensolver gets a
-    device block, and the topics equal those of the NumPy backend."""
-    seen = []
+    device block, the anchor weights and every closing sweep are computed on the device, and the topics equal
+    those of the NumPy backend."""
+    seen, sweeps, weights = [], [], []
     original = jax_passes.DeviceCounts.m2_sum
+    sweep, anchor_weights = jax_passes.DeviceDocuments.sweep, jax_passes.JaxPasses.anchor_weights
 
     def spy(self, A):
         seen.append(isinstance(A, jax.Array))
         return original(self, A)
 
     monkeypatch.setattr(jax_passes.DeviceCounts, "m2_sum", spy)
-    dev = lda.spectral(corpus, 4, seed=1, doc_topics=False, backend="jax")
+    monkeypatch.setattr(jax_passes.DeviceDocuments, "sweep", lambda self, *a: sweeps.append(1) or sweep(self, *a))
+    monkeypatch.setattr(jax_passes.JaxPasses, "anchor_weights",
+                        lambda self, *a: weights.append(1) or anchor_weights(self, *a))
+    assert not jax_passes.JaxPasses().recovers_on_device  # on JAX's CPU device: the host's kernels by default
+    host = lda.spectral(corpus, 4, seed=1, doc_topics=False, backend="jax")
+    assert not sweeps and not weights and len(seen) == host.diagnostics["m2_passes"]
+    seen.clear()
+    dev = lda.spectral(corpus, 4, seed=1, doc_topics=False, backend=jax_passes.JaxPasses(recovers_on_device=True))
     ref = lda.spectral(corpus, 4, seed=1, doc_topics=False, backend="numpy")
     assert dev.diagnostics["method"] == "anchor" and len(seen) == dev.diagnostics["m2_passes"] and all(seen)
+    assert len(sweeps) == dev.diagnostics["closing_sweeps"] >= 2 and len(weights) == 1
+    assert _rel(ref.params["beta"], host.params["beta"]) < RTOL
     assert _rel(ref.params["beta"], dev.params["beta"]) < RTOL and _rel(ref.params["alpha"], dev.params["alpha"]) < RTOL
+    np.testing.assert_allclose(dev.diagnostics["closing_log_likelihood"], ref.diagnostics["closing_log_likelihood"],
+                               rtol=RTOL)
+    assert dev.diagnostics["anchor_recovery_steps"] == ref.diagnostics["anchor_recovery_steps"]
     assert not jax.config.jax_enable_x64
+
+
+def test_seeded_sweeps_on_the_device_over_many_blocks_equal_the_host():
+    """Seeded topics (each document's allowed topics worked out on the device), documents too short for the
+    moments (placed again for the sweeps), and many small device blocks: the topics of the NumPy backend."""
+    beta, weights = random_instance(5, 80, seed=7)
+    X, _ = sample_lda(beta, 0.3 * weights * 5, N=900, length=20, seed=8)
+    X[::9] = 0
+    X[1::9, 4:] = 0
+    X = sp.csr_matrix(X)
+    words = [f"w{i}" for i in range(80)]
+    own = beta / beta.sum(axis=0)  # p(topic | word) under uniform weights: the words that name each topic
+    seeds = {"first": [words[i] for i in np.argsort(-own[0])[:3]], "fourth": [words[int(np.argmax(own[3]))]]}
+    small = jax_passes.JaxPasses(max_nnz=2048, max_rows=256, recovers_on_device=True)
+    dev = lda.spectral(X, 5, seed=2, doc_topics=False, vocabulary=words, seed_words=seeds, backend=small)
+    ref = lda.spectral(X, 5, seed=2, doc_topics=False, vocabulary=words, seed_words=seeds, backend="numpy")
+    assert dev.diagnostics["closing_sweeps"] == ref.diagnostics["closing_sweeps"] >= 2
+    assert _rel(ref.params["beta"], dev.params["beta"]) < RTOL and _rel(ref.params["alpha"], dev.params["alpha"]) < RTOL
+    assert len(small._placed[1].blocks) > 4
+
+
+def test_sweeps_reuse_the_moments_blocks_when_no_document_was_dropped():
+    beta, weights = random_instance(3, 40, seed=1)
+    X, _ = sample_lda(beta, weights * 3, N=300, length=20, seed=2)
+    moments = CountMoments(sp.csr_matrix(X), backend="jax")
+    assert moments.n_dropped == 0
+    assert moments.passes.place_documents(moments.source).counts is moments.passes._placed[1]
+    X[0] = 0
+    moments = CountMoments(sp.csr_matrix(X), backend="jax")
+    documents = moments.passes.place_documents(moments.source)
+    assert documents.counts is not moments.passes._placed[1] and documents.tokens == X.sum()
+
+
+def test_anchor_weights_on_the_device_equal_the_host_steps():
+    """The compiled FISTA loop against the host steps of :func:`specinit.engine.anchors.anchor_weights_step`."""
+    from specinit.engine.anchors import anchor_weights_step
+
+    rng = np.random.default_rng(3)
+    rows = rng.dirichlet(np.ones(30), size=6)
+    X = rng.dirichlet(np.ones(6), size=200) @ rows + 1e-3 * rng.standard_normal((200, 30))
+    H, G = X @ rows.T, rows @ rows.T
+    L = 2.0 * np.linalg.eigvalsh(G)[-1]
+    C, Y, t = np.full((200, 6), 1 / 6), np.full((200, 6), 1 / 6), 1.0
+    for steps in range(1, 41):
+        t_new = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
+        move = anchor_weights_step(Y, Y @ G, H, C, L, (t - 1.0) / t_new)
+        t = t_new
+        if move < 1e-6:
+            break
+    device, device_steps = jax_passes.JaxPasses().anchor_weights(H, G, L, 40, 1e-6)
+    assert device_steps == steps and _rel(C, device) < RTOL
+    np.testing.assert_allclose(device.sum(axis=1), 1.0, rtol=1e-12)
 
 
 def _noisy_odeco(n, k, noise, seed):

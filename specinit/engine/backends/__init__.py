@@ -213,6 +213,23 @@ class Passes:
     #: :func:`~specinit.engine.decompose.deflated_power_method` does.
     power_method: ClassVar = None
 
+    #: Whether the topic model's recovery steps (:meth:`anchor_weights`, :meth:`place_documents`) run where the
+    #: passes run; False: on the host (:func:`specinit.engine.anchors.fit_anchor`'s loop, the chunks of
+    #: :func:`specinit.models._topics.close_topics`).
+    recovers_on_device: bool = False
+
+    def place_documents(self, source: CountSource) -> Any:
+        """Every document of ``source`` where the passes run, for the closing EM sweeps of ``lda.spectral``: an
+        object whose ``sweep(beta, alpha, steps, seed_groups)`` returns the host arrays ``(stats, log_likelihood,
+        tokens)`` of one sweep (:class:`specinit.engine.backends.jax.DeviceDocuments`)."""
+        raise NotImplementedError(f"the {self.name} backend runs the closing sweeps on the host")
+
+    def anchor_weights(self, H: np.ndarray, G: np.ndarray, lipschitz: float, n_iter: int,
+                       tol: float) -> tuple[np.ndarray, int]:
+        """The anchor weights' projected-gradient loop of :func:`specinit.engine.anchors.fit_anchor` where the
+        passes run: the host weights ``C`` (V, k) and the steps taken."""
+        raise NotImplementedError(f"the {self.name} backend fits the anchor weights on the host")
+
 
 def resident_scope(moments: object) -> AbstractContextManager[Any]:
     """The context for arithmetic on ``moments``' resident arrays (:meth:`Passes.scope`); none if it has no passes.
