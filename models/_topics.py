@@ -869,29 +869,28 @@ def fit_lda_grid(raw: CountMoments, k: int, grid: ArrayLike, pairs: tuple[np.nda
         screen_options = {"n_restarts": 2, "n_iter": 20, "tol": 1e-4, **screen_options}
     sub = raw_subspace(raw, k, seed=rng)
     backend = getattr(raw, "passes", None)  # moments from data: the power method runs where their passes ran
-    rows, fits = [], {}
+    rows, misfits = [], {}  # a candidate's third-order misfit only: its (k, V) topics are freed before the next one
     for a0 in list(grid) + [None]:
         if a0 is None:
-            if fits:
+            if misfits:
                 break
             # Even the smallest alpha0 leaves M2 indefinite: alpha0 -> 0 (M2 = E2, the single-topic limit).
             a0 = float(grid[0]) * 1e-3
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True):  # a screened candidate's warnings are not the fit's
             warnings.simplefilter("always")
             ritz, fit = _lda_at(sub, a0, k, method=screen_method, rng=np.random.default_rng(rng.integers(2**63)),
                                 floor=floor, decompose_options=screen_options, backend=backend)
         if fit is None:
             rows.append((a0, False, np.nan, np.nan, np.nan))
             continue
-        fit["warnings"] = [str(w.message) for w in caught]
         weights = fit["alpha"] / fit["alpha"].sum()
         terms = pair_terms(pairs, fit["beta"], weights)
         scores = [pair_log_likelihood(pairs, fit["beta"], weights * scale, terms) for scale in ALPHA_SCALES]
         best_scale = int(np.argmax(scores))
-        fit["third_misfit"] = float(sum(lda_moment_fit(sub, fit["beta"], fit["alpha"])))
-        fits[a0] = fit
+        misfits[a0] = float(sum(lda_moment_fit(sub, fit["beta"], fit["alpha"])))
         rows.append((a0, True, scores[best_scale], float(fit["alpha"].sum()), float(ALPHA_SCALES[best_scale])))
-    if not fits:
+        del fit, terms  # before the next candidate's decomposition
+    if not misfits:
         ks = supported_k(ritz)
         raise IndefiniteMomentError(
             f"The pair moment E2 itself has only {ks} positive eigenvalues, fewer than k={k} (signed top "
@@ -903,7 +902,7 @@ def fit_lda_grid(raw: CountMoments, k: int, grid: ArrayLike, pairs: tuple[np.nda
     # drawn from LDA every candidate reproduces E2 and the pair likelihood is flat): among them, the best fit of
     # the pair and triple moments, as the third order identifies alpha0 under the model.
     tied = [a for a in scores if scores[top] - scores[a] <= PAIR_TIE]
-    best = min(tied, key=lambda a: fits[a]["third_misfit"])
+    best = min(tied, key=misfits.get)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _, fit = _lda_at(sub, best, k, method=method, rng=rng, floor=floor, decompose_options=decompose_options,
@@ -927,7 +926,7 @@ def fit_lda_grid(raw: CountMoments, k: int, grid: ArrayLike, pairs: tuple[np.nda
         "alpha0_criterion_name": "pair composite log-likelihood per token pair (higher is better)",
         "alpha0_grid": np.array([r[0] for r in rows]),
         "alpha0_criterion": np.array([r[2] for r in rows]),
-        "alpha0_moment_misfit": np.array([fits[r[0]]["third_misfit"] if r[1] else np.nan for r in rows]),
+        "alpha0_moment_misfit": np.array([misfits[r[0]] if r[1] else np.nan for r in rows]),
         "alpha0_tied": np.array([r[0] in tied for r in rows]),
         "alpha0_feasible": np.array([r[1] for r in rows]),
         "alpha0_tensor_alpha_sum": np.array([r[3] for r in rows]),
