@@ -704,8 +704,10 @@ def raw_subspace(raw: CountMoments, k: int, *, oversample: int = 10, n_iter: int
             passes += 1
         Q, EQ = np.column_stack([Q, u]), np.column_stack([EQ, Eu])
     e2 = Q.T @ EQ
+    residual = space.residual
+    del space, EQ  # the Krylov space and its image, (V, up to 5 blocks) each, are freed before the whitened pass
     e3 = raw.whitened_m3(Q)
-    return RawSubspace(Q=Q, e2=0.5 * (e2 + e2.T), e3=e3, q=Q.T @ m1, ritz_residual=space.residual, passes=passes)
+    return RawSubspace(Q=Q, e2=0.5 * (e2 + e2.T), e3=e3, q=Q.T @ m1, ritz_residual=residual, passes=passes)
 
 
 def _sym3(m):
