@@ -14,11 +14,13 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 import numpy as np
 
 from specinit._validation import as_generator
-from specinit.engine.backends import numba_kernel, resident_scope
+from specinit.engine.backends import namespace, numba_kernel, resident_scope
 from specinit.engine.support import project_to_simplex
 from specinit.engine.whitening import IndefiniteMomentError, krylov_eigenspace
 
 if TYPE_CHECKING:
+    import jax
+
     from specinit.engine.protocols import ExchangeableMoments
     from specinit.engine.whitening import RitzSubspace
 
@@ -71,25 +73,27 @@ def positive_ritz(ritz: np.ndarray) -> np.ndarray:
 
 
 
-def simplex_projection(Y: np.ndarray) -> np.ndarray:
+def simplex_projection(Y: np.ndarray | jax.Array) -> np.ndarray | jax.Array:
     """Euclidean projection of each row onto the probability simplex (Duchi et al. 2008), vectorized.
 
     Parameters
     ----------
-    Y : ndarray, shape (n, k)
+    Y : array, shape (n, k)
+        A NumPy array, or a JAX array (also inside ``jax.jit``: the device
+        loop of the anchor weights).
 
     Returns
     -------
-    ndarray, shape (n, k)
-        Rows on the simplex.
+    array, shape (n, k)
+        Rows on the simplex, of ``Y``'s kind.
     """
-    n, k = Y.shape
-    U = -np.sort(-Y, axis=1)
-    css = np.cumsum(U, axis=1) - 1.0
-    idx = np.arange(1, k + 1)
-    rho = np.count_nonzero(U - css / idx > 0, axis=1)
-    theta = css[np.arange(n), rho - 1] / rho
-    return np.maximum(Y - theta[:, None], 0.0)
+    xp = namespace(Y)
+    k = Y.shape[1]
+    U = -xp.sort(-Y, axis=1)
+    css = xp.cumsum(U, axis=1) - 1.0
+    rho = xp.count_nonzero(U - css / xp.arange(1, k + 1, dtype=Y.dtype) > 0, axis=1)
+    theta = xp.take_along_axis(css, (rho - 1)[:, None], axis=1) / rho[:, None]
+    return xp.maximum(Y - theta, 0.0)
 
 
 def anchor_weights_step(Y: np.ndarray, product: np.ndarray, H: np.ndarray, C: np.ndarray, lipschitz: float,

@@ -46,6 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.sparse as sp
 
+from specinit.engine.anchors import simplex_projection
 from specinit.engine.backends import PASSES, FirstOrderStats, Passes, WhitenedStats, accelerator_present
 from specinit.engine.backends.numpy import document_weights, usable_documents
 from specinit.engine.decompose import POLISH, STALL_WINDOW
@@ -276,16 +277,6 @@ def _power_method(T, starts, tol, n_iter):
 # ----------------------------------------------------------------------------- topic-model steps
 
 
-def _simplex_projection(Y):
-    """Each row of ``Y`` projected onto the probability simplex (Duchi et al. 2008, sort-based)."""
-    k = Y.shape[1]
-    U = -jnp.sort(-Y, axis=1)
-    css = jnp.cumsum(U, axis=1) - 1.0
-    rho = jnp.count_nonzero(U - css / jnp.arange(1, k + 1, dtype=Y.dtype) > 0, axis=1)
-    theta = jnp.take_along_axis(css, (rho - 1)[:, None], axis=1) / rho[:, None]
-    return jnp.maximum(Y - theta, 0.0)
-
-
 @partial(jax.jit, static_argnames=("n_iter",))
 def _anchor_weights(H, G, lipschitz, tol, n_iter):
     """The FISTA loop of :func:`specinit.engine.anchors.fit_anchor` as one ``while_loop`` (``C`` from uniform rows)."""
@@ -299,7 +290,7 @@ def _anchor_weights(H, G, lipschitz, tol, n_iter):
     def step(state):
         steps, Y, C, t, _ = state
         t_new = 0.5 * (1.0 + jnp.sqrt(1.0 + 4.0 * t * t))
-        new = _simplex_projection(Y - (2.0 * (jnp.matmul(Y, G, precision=HIGHEST) - H)) / lipschitz)
+        new = simplex_projection(Y - (2.0 * (jnp.matmul(Y, G, precision=HIGHEST) - H)) / lipschitz)
         delta = new - C
         return steps + 1, new + ((t - 1.0) / t_new) * delta, new, t_new, jnp.max(jnp.abs(delta))
 
