@@ -14,6 +14,7 @@ child, which the parent reports. The last line printed is ``TARGET: N examples, 
 
 from __future__ import annotations
 
+import functools
 import gzip
 import os
 import resource
@@ -150,6 +151,15 @@ def sequences(max_examples: int) -> None:
 
 
 # --- damaged files -----------------------------------------------------------------------------------------------
+def _in_scratch_folder(target):
+    """``target(folder, *args)`` run in a fresh temporary folder, removed when it returns or raises."""
+    @functools.wraps(target)
+    def run(*args):
+        with tempfile.TemporaryDirectory(prefix="specinit-fuzz-") as name:
+            return target(Path(name), *args)
+    return run
+
+
 def _valid_files(folder: Path) -> dict:
     """Small valid files of every format, by name: the bytes each reader is fuzzed from."""
     from specinit.corpus import from_matrix, save_ldac, save_uci_bow
@@ -188,8 +198,8 @@ def _read_damaged(folder: Path, name: str, content: bytes, reader) -> None:
     _ends_clearly(lambda: reader(damaged), str(damaged))
 
 
-def files(max_examples: int) -> None:
-    folder = Path(tempfile.mkdtemp(prefix="specinit-fuzz-"))
+@_in_scratch_folder
+def files(folder: Path, max_examples: int) -> None:
     valid = _valid_files(folder)
     readers = _readers(folder)
     # every truncation of every file
@@ -374,12 +384,12 @@ def _doctor_member(arrays: dict, data) -> dict:
     return {**arrays, name: value}
 
 
-def estimates(max_examples: int) -> None:
+@_in_scratch_folder
+def estimates(folder: Path, max_examples: int) -> None:
     import json
 
     from specinit.estimate import SpectralEstimate
 
-    folder = Path(tempfile.mkdtemp(prefix="specinit-fuzz-"))
     saved = _saved_fits(folder)
 
     @settings(max_examples=max_examples, derandomize=True, database=None, deadline=None,
@@ -428,7 +438,8 @@ def _saver(target: Path, estimates: tuple, go: int, started: int) -> None:
             estimate.save(target)
 
 
-def saves(rounds: int) -> None:
+@_in_scratch_folder
+def saves(folder: Path, rounds: int) -> None:
     """Writers killed by SIGKILL or SIGTERM at random points of ``save``: the target is always one of the two
     estimates they write, whole; SIGTERM leaves no temporary, and the next save removes the one SIGKILL leaves.
 
@@ -438,7 +449,6 @@ def saves(rounds: int) -> None:
     from specinit.estimate import SpectralEstimate
 
     rng = np.random.default_rng(7)
-    folder = Path(tempfile.mkdtemp(prefix="specinit-fuzz-"))
     target = folder / "fit.npz"
     pair = tuple(SpectralEstimate("single_topic", {"beta": rng.dirichlet(np.ones(size), size=3),
                                                    "weights": np.full(3, 1 / 3)}) for size in (150_000, 100_000))
