@@ -179,25 +179,25 @@ def section_b(n, vocab, k, fits=tuple(LARGE_FITS), replicas=1):
     if replicas > 1:
         X = sp.vstack([X] * replicas, format="csr")
     n_docs, nnz = X.shape[0], X.nnz
-    tmp = tempfile.mkdtemp(prefix="bench_scale_")
-    path = os.path.join(tmp, "corpus.npz")
-    sp.save_npz(path, X, compressed=False)
-    del X
-    copies, bare_of = ((f" ({replicas} copies of {n:,} documents)", " (copies x that of one copy)") if replicas > 1
-                       else ("", ""))
-    print(f"\n### b. N = {n_docs:,}{copies}, V = {vocab:,}, k = {k}, nnz = {nnz / 1e6:.1f}M (sampled in "
-          f"{t_sample:.0f} s); one bare SciPy pass of width {k}{bare_of}: {bare:.1f} s; load average "
-          f"{os.getloadavg()[0]:.1f}\n")
-    out = _Table(["backend", "fit", "fit (s)", "x bare pass", "m2 passes", "TPM components given up / iterations",
-                  "input CSR (GB)", "RSS after loading (GB)", "peak RSS of the process (GB)", "peak - input (GB)",
-                  "mean L1 topic error"])
-    for backend, what in fits:
-        beta_path = os.path.join(tmp, f"beta_{backend}_{what}.npy")
-        res = _child(_CHILD, path, k, backend, beta_path, what)
-        err = matched_l1(beta, np.load(beta_path))
-        out.row([backend, what, res["fit"], res["fit"] / bare, res["passes"],
-                 f"{res['stalled']} / {res['tpm_iterations']}", res["input"], res["rss_after_load"], res["peak"],
-                 res["peak"] - res["input"], err])
+    with tempfile.TemporaryDirectory(prefix="bench_scale_") as tmp:
+        path = os.path.join(tmp, "corpus.npz")
+        sp.save_npz(path, X, compressed=False)
+        del X
+        copies, bare_of = ((f" ({replicas} copies of {n:,} documents)", " (copies x that of one copy)") if replicas > 1
+                           else ("", ""))
+        print(f"\n### b. N = {n_docs:,}{copies}, V = {vocab:,}, k = {k}, nnz = {nnz / 1e6:.1f}M (sampled in "
+              f"{t_sample:.0f} s); one bare SciPy pass of width {k}{bare_of}: {bare:.1f} s; load average "
+              f"{os.getloadavg()[0]:.1f}\n")
+        out = _Table(["backend", "fit", "fit (s)", "x bare pass", "m2 passes", "TPM components given up / iterations",
+                      "input CSR (GB)", "RSS after loading (GB)", "peak RSS of the process (GB)", "peak - input (GB)",
+                      "mean L1 topic error"])
+        for backend, what in fits:
+            beta_path = os.path.join(tmp, f"beta_{backend}_{what}.npy")
+            res = _child(_CHILD, path, k, backend, beta_path, what)
+            err = matched_l1(beta, np.load(beta_path))
+            out.row([backend, what, res["fit"], res["fit"] / bare, res["passes"],
+                     f"{res['stalled']} / {res['tpm_iterations']}", res["input"], res["rss_after_load"], res["peak"],
+                     res["peak"] - res["input"], err])
 
 
 def _zero_partial(block, V, k):
@@ -425,25 +425,26 @@ def section_e(n):
     """HMM (T = n symbols) and GMM (N = n points) fits in child processes, against hmmlearn and scikit-learn."""
     symbols, x = _hmm_gmm_data(n + n // 10, n + n // 10, 5)
     k, V, d = 4, HMM_SYMBOLS, x.shape[1]
-    tmp = tempfile.mkdtemp(prefix="bench_scale_e_")
-    print(f"\n### e. HMM (one sequence, T = {n:,}, k = {k}, {V} symbols) and GMM (N = {n:,}, d = {d}, k = {k}); "
-          f"held-out: the next {n // 10:,}; load average {os.getloadavg()[0]:.1f}\n")
-    out = _Table(["model", "fit", "fit (s)", "peak RSS of the process (GB)", "input (GB)",
-                  "held-out log-likelihood per observation"])
-    jobs = [("hmm", symbols, ["hmm-specinit", "hmm-specinit-refine", "hmm-hmmlearn"]),
-            ("gmm", x, ["gmm-specinit", "gmm-specinit-refine", "gmm-sklearn"])]
-    names = {"hmm-specinit": "specinit hmm.spectral", "hmm-specinit-refine": "specinit spectral + 20 EM steps",
-             "hmm-hmmlearn": "hmmlearn CategoricalHMM, 20 Baum-Welch steps (random init)",
-             "gmm-specinit": "specinit gmm.spectral", "gmm-specinit-refine": "specinit spectral + 20 EM steps",
-             "gmm-sklearn": "scikit-learn GaussianMixture (spherical, k-means init, 20 EM steps)"}
-    for model, values, fits in jobs:
-        path = os.path.join(tmp, f"{model}.npz")
-        np.savez(path, train=values[:n])
-        for what in fits:
-            res = _child(_FAMILY_CHILD, what, path, k, V)
-            params = dict(np.load(f"{path}.{what}.npz"))
-            score = (_held_out_hmm(params, values[n:], V) if model == "hmm" else _held_out_gmm(params, values[n:]))
-            out.row([model.upper(), names[what], res["fit"], res["peak"], values[:n].nbytes / 2**30, f"{score:.4f}"])
+    with tempfile.TemporaryDirectory(prefix="bench_scale_e_") as tmp:
+        print(f"\n### e. HMM (one sequence, T = {n:,}, k = {k}, {V} symbols) and GMM (N = {n:,}, d = {d}, k = {k}); "
+              f"held-out: the next {n // 10:,}; load average {os.getloadavg()[0]:.1f}\n")
+        out = _Table(["model", "fit", "fit (s)", "peak RSS of the process (GB)", "input (GB)",
+                      "held-out log-likelihood per observation"])
+        jobs = [("hmm", symbols, ["hmm-specinit", "hmm-specinit-refine", "hmm-hmmlearn"]),
+                ("gmm", x, ["gmm-specinit", "gmm-specinit-refine", "gmm-sklearn"])]
+        names = {"hmm-specinit": "specinit hmm.spectral", "hmm-specinit-refine": "specinit spectral + 20 EM steps",
+                 "hmm-hmmlearn": "hmmlearn CategoricalHMM, 20 Baum-Welch steps (random init)",
+                 "gmm-specinit": "specinit gmm.spectral", "gmm-specinit-refine": "specinit spectral + 20 EM steps",
+                 "gmm-sklearn": "scikit-learn GaussianMixture (spherical, k-means init, 20 EM steps)"}
+        for model, values, fits in jobs:
+            path = os.path.join(tmp, f"{model}.npz")
+            np.savez(path, train=values[:n])
+            for what in fits:
+                res = _child(_FAMILY_CHILD, what, path, k, V)
+                params = dict(np.load(f"{path}.{what}.npz"))
+                score = (_held_out_hmm(params, values[n:], V) if model == "hmm" else _held_out_gmm(params, values[n:]))
+                out.row([model.upper(), names[what], res["fit"], res["peak"], values[:n].nbytes / 2**30,
+                         f"{score:.4f}"])
 
 
 def main():
