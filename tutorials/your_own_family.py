@@ -30,10 +30,8 @@ and the component is the digit, whose ink falls on blocks with probabilities
 # %%
 import os
 import pickle
-import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -269,8 +267,7 @@ print(f"update in two batches against spectral on all rows: largest weight diffe
 # ``estimator_face``; its instances pickle.
 
 # %%
-folder = Path(tempfile.mkdtemp())
-loaded = SpectralEstimate.load(online.save(folder / "draws.npz"))
+loaded = SpectralEstimate.load(online.save("draws.npz"))
 print("loaded:", loaded.model, loaded.k, "-- one more batch:", draws.update(test, loaded).diagnostics["n_batches"])
 
 SpectralExchangeableDraws = estimator_class(draws)
