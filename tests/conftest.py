@@ -39,6 +39,10 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.boundary)
         if name in SCRIPT_MODULES:
             item.add_marker(pytest.mark.script)
+    # The slowest tests first (scripts, then the boundary's NumPyro runs), so that the workers of `-n 2` end on short
+    # tests together instead of one running a tutorial alone while the other has finished.
+    items.sort(key=lambda item: (item.get_closest_marker("script") is None,
+                                 item.get_closest_marker("boundary") is None))
 
 
 def best_permutation(truth, estimated, metric: str = "l1") -> np.ndarray:
