@@ -60,6 +60,22 @@ def test_closing_sweep_in_small_blocks_equals_one_call(monkeypatch):
     np.testing.assert_allclose(blocked[2], whole[2], rtol=RTOL)
 
 
+def test_closing_sweep_takes_one_shared_prior_row_or_one_per_document():
+    """A shared alpha is read as one row (no (n, k) copy per chunk): the same sweep as the prior repeated per
+    document; a prior with another number of rows is refused, not read past its end."""
+    from specinit.engine.backends import numba as backend
+
+    beta, weights = random_instance(3, 40, seed=3)
+    X = sp.csr_matrix(sample_lda(beta, weights, N=300, length=25, seed=4)[0])
+    theta = np.full((300, 3), 1 / 3)
+    shared = backend.closing_sweep(X, beta, weights, theta, 3)
+    repeated = backend.closing_sweep(X, beta, np.tile(weights, (300, 1)), theta, 3)
+    np.testing.assert_array_equal(shared[0], repeated[0])
+    np.testing.assert_array_equal(shared[1], repeated[1])
+    with pytest.raises(ValueError, match=r"alpha of shape \(2, 3\) for proportions of shape \(300, 3\)"):
+        backend.closing_sweep(X, beta, np.tile(weights, (2, 1)), theta, 3)
+
+
 def test_closing_sweep_keeps_float32_proportions_in_float32():
     """The warm start kept between sweeps is float32: it goes in and comes out float32 (no float64 copy of the
     chunk's proportions), with each document's steps in float64 -- the float64 sweep's result, rounded once."""

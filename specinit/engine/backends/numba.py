@@ -548,6 +548,7 @@ def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, s
         rows = np.empty((k, longest))
         counts = stats[p]
         for d in range(start + p * step, min(stop, start + (p + 1) * step)):
+            prior = alpha[d] if alpha.shape[0] > 1 else alpha[0]
             lo, hi = indptr[d], indptr[d + 1]
             n = hi - lo
             length = 0.0
@@ -559,7 +560,7 @@ def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, s
             a0 = 0.0
             for j in range(k):
                 th[j] = theta[d, j]
-                a0 += alpha[d, j]
+                a0 += prior[j]
             for s in range(steps + 1):
                 for i in range(n):
                     ratio[i] = 0.0
@@ -587,7 +588,7 @@ def _closing_kernel(indptr, indices, data, beta_t, theta, alpha, steps, start, s
                         acc = 0.0
                         for i in range(n):
                             acc += ratio[i] * topic[i]
-                        th[j] = (alpha[d, j] + th[j] * acc) / (length + a0)
+                        th[j] = (prior[j] + th[j] * acc) / (length + a0)
             for j in range(k):
                 theta[d, j] = th[j]
 
@@ -633,7 +634,10 @@ def closing_sweep(chunk: sp.csr_array | sp.csr_matrix, beta: np.ndarray, alpha: 
     n_parts = max(1, min(numba.get_num_threads(), chunk.shape[0]))
     stats, totals = np.zeros((n_parts, *beta_t.shape)), np.zeros(n_parts)
     data = np.asarray(chunk.data, dtype=np.float64)
-    alpha = np.ascontiguousarray(np.broadcast_to(np.asarray(alpha, dtype=np.float64), theta.shape))
+    # one row shared by every document, or one per document: never broadcast (an (n, k) copy per chunk)
+    alpha = np.ascontiguousarray(np.atleast_2d(np.asarray(alpha, dtype=np.float64)))
+    if alpha.shape not in ((1, theta.shape[1]), theta.shape):
+        raise ValueError(f"closing_sweep: alpha of shape {alpha.shape} for proportions of shape {theta.shape}")
     _in_blocks(chunk.indptr, beta_t.shape[1] * (int(steps) + 2),
                lambda start, stop: _closing_kernel(chunk.indptr, chunk.indices, data, beta_t, theta, alpha,
                                                    int(steps), start, stop, stats, totals))
